@@ -1,0 +1,27 @@
+# Two commands do all set-up on a fresh machine with Python 3.11+:
+#   make demo   -- create .venv, install, run the quickstart workflow on local disk
+#   make test   -- create .venv, install with every extra, run the whole suite
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test bench clean
+
+$(BIN)/python:
+	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
+	$(PYTHON) -m venv $(VENV)
+
+demo: $(BIN)/python
+	$(BIN)/python -m pip install -q -e .
+	$(BIN)/python workflows/01_quickstart.py
+
+test: $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[s3,gcs,test]'
+	$(BIN)/python -m pytest
+
+bench: $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[s3,gcs,test]'
+	$(BIN)/python benchmarks/sync_bench.py
+
+clean:
+	rm -rf $(VENV) build src/*.egg-info .pytest_cache

@@ -1,0 +1,48 @@
+"""flyteplugins-memory: durable, keyed memory for AI agents that run as Flyte tasks.
+
+A drop-in for ``flyte.ai.agents.MemoryStore`` (same API, same storage layout) with typed errors, a
+uniform sync / ``.aio`` surface and safe handling of hostile paths and content.
+"""
+
+from ._errors import (
+    AccessDenied,
+    ConcurrencyError,
+    ContextError,
+    CorruptStore,
+    InvalidKey,
+    InvalidPath,
+    MemoryStoreError,
+    PathEscapesRoot,
+    ReadOnlyPath,
+    ReservedPath,
+    StorageError,
+    StoreAlreadyExists,
+    StoreNotFound,
+    UnsafeStoreContent,
+)
+from ._flyte_type import MemoryStoreTransformer, register_memory_store_type
+from ._records import MemoryMeta
+from ._store import MemoryStore
+
+__all__ = [
+    "AccessDenied",
+    "ConcurrencyError",
+    "ContextError",
+    "CorruptStore",
+    "InvalidKey",
+    "InvalidPath",
+    "MemoryMeta",
+    "MemoryStore",
+    "MemoryStoreError",
+    "MemoryStoreTransformer",
+    "PathEscapesRoot",
+    "ReadOnlyPath",
+    "ReservedPath",
+    "StorageError",
+    "StoreAlreadyExists",
+    "StoreNotFound",
+    "UnsafeStoreContent",
+    "register_memory_store_type",
+]
+
+register_memory_store_type()

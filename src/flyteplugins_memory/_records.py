@@ -1,0 +1,112 @@
+"""The records a store persists, and their strict codecs: sidecars, the transcript and audit events.
+
+Decoding treats bytes as untrusted: anything malformed raises `CorruptStore` rather than being read as
+empty, so a damaged object can never be silently saved over good data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from ._errors import CorruptStore
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class MemoryMeta:
+    """Per-file metadata sidecar (sha256, actor, timestamp, ...) for a memory entry."""
+
+    path: str
+    sha256: str
+    updated_at: str
+    updated_by: str
+    reason: str
+    bytes: int
+
+
+_META_ADAPTER = TypeAdapter(MemoryMeta)
+_MESSAGES_ADAPTER = TypeAdapter(list[dict[str, Any]])
+
+
+def utc_timestamp() -> str:
+    """Second-resolution UTC ISO-8601 timestamp, the format upstream writes."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def encode_meta(meta: MemoryMeta) -> bytes:
+    return json.dumps(asdict(meta), indent=2).encode("utf-8")
+
+
+def decode_meta(data: bytes, *, expected_path: str) -> MemoryMeta:
+    """Parse a sidecar; its ``path`` must be the path it is stored for."""
+    try:
+        meta = _META_ADAPTER.validate_json(data, strict=True)
+    except ValidationError as exc:
+        raise CorruptStore(f"Metadata sidecar for {expected_path!r} is malformed: {exc}") from exc
+    if meta.path != expected_path:
+        raise CorruptStore(f"Metadata sidecar for {expected_path!r} describes {meta.path!r}")
+    if meta.bytes < 0:
+        raise CorruptStore(f"Metadata sidecar for {expected_path!r} has a negative size")
+    return meta
+
+
+def encode_messages(messages: list[dict[str, Any]]) -> bytes:
+    return json.dumps(messages, default=str, indent=2).encode("utf-8")
+
+
+def decode_messages(data: bytes) -> list[dict[str, Any]]:
+    """Parse ``messages.json``: a JSON array of objects, nothing else."""
+    try:
+        return _MESSAGES_ADAPTER.validate_json(data, strict=True)
+    except ValidationError as exc:
+        raise CorruptStore(f"messages.json is not a JSON array of objects: {exc}") from exc
+
+
+def encode_audit_event(event: dict[str, Any]) -> bytes:
+    return (json.dumps(event, sort_keys=True, default=str) + "\n").encode("utf-8")
+
+
+def decode_audit_lines(data: bytes) -> list[dict[str, Any]]:
+    """Parse an audit log; a malformed line (say, torn by a crash) is skipped with a warning."""
+    events: list[dict[str, Any]] = []
+    for number, raw in enumerate(data.decode("utf-8", errors="replace").splitlines(), start=1):
+        line = raw.strip()
+        if not line:
+            continue
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            event = None
+        if isinstance(event, dict):
+            events.append(event)
+        else:
+            logger.warning("Skipping malformed audit line %d", number)
+    return events
+
+
+def write_event(
+    *, op: str, path: str, old_sha: str, new_sha: str, actor: str, reason: str, ts: str, version_file: str
+) -> dict[str, Any]:
+    """Build one audit event with exactly upstream's fields."""
+    return {
+        "ts": ts,
+        "op": op,
+        "path": path,
+        "old_sha": old_sha,
+        "new_sha": new_sha,
+        "actor": actor,
+        "reason": reason,
+        "version_file": version_file,
+    }

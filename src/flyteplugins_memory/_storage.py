@@ -1,0 +1,139 @@
+"""The one seam to storage: fsspec filesystems, addressed by object names under a store prefix.
+
+Backends: local disk (``/path`` or ``file://``), ``memory://``, ``s3://`` (s3fs, credentials from
+``flyte.init(storage=flyte.storage.S3(...))`` or the ``FLYTE_AWS_*`` environment) and ``gs://`` (gcsfs,
+which honors ``STORAGE_EMULATOR_HOST``). Backend exceptions are translated here and nowhere else:
+a missing object is ``None`` or ``False``, any other failure is `StorageError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import fsspec
+from fsspec.implementations.local import LocalFileSystem
+
+from ._errors import StorageError, UnsafeStoreContent
+
+T = TypeVar("T")
+
+
+def filesystem_for(uri: str) -> fsspec.AbstractFileSystem:
+    """An fsspec filesystem for `uri`, configured from Flyte's storage settings, with no listing cache."""
+    protocol = fsspec.utils.get_protocol(uri)
+    if protocol == "s3":
+        import s3fs
+
+        return s3fs.S3FileSystem(use_listings_cache=False, **_s3_options())
+    if protocol in ("gs", "gcs"):
+        import gcsfs
+
+        return gcsfs.GCSFileSystem(use_listings_cache=False)
+    if protocol in ("file", "local"):
+        return LocalFileSystem(auto_mkdir=True)
+    return fsspec.filesystem(protocol, use_listings_cache=False)
+
+
+def _s3_options() -> dict[str, Any]:
+    from flyte._initialize import get_storage
+    from flyte.errors import InitializationError
+    from flyte.storage import S3
+
+    try:
+        config = get_storage()
+    except InitializationError:
+        config = None
+    if not isinstance(config, S3):
+        config = S3.auto()
+    options: dict[str, Any] = {}
+    if config.endpoint:
+        options["endpoint_url"] = config.endpoint
+    if config.access_key_id and config.secret_access_key:
+        options["key"], options["secret"] = config.access_key_id, config.secret_access_key
+    if config.region:
+        options["client_kwargs"] = {"region_name": config.region}
+    return options
+
+
+class RemoteStore:
+    """Async access to the objects under one store prefix, by name relative to that prefix."""
+
+    def __init__(self, uri: str, fs: fsspec.AbstractFileSystem | None = None):
+        self.uri = uri.rstrip("/")
+        self.fs = fs or filesystem_for(self.uri)
+        self.prefix = self.fs._strip_protocol(self.uri).rstrip("/")
+        self._is_local = isinstance(self.fs, LocalFileSystem)
+
+    def full_path(self, name: str) -> str:
+        return f"{self.prefix}/{name}"
+
+    async def read(self, name: str) -> bytes | None:
+        """Contents of object `name`, or None if it does not exist."""
+        return await self._call(self._read_sync, name)
+
+    async def read_many(self, names: list[str]) -> dict[str, bytes]:
+        """Contents of the named objects that exist, fetched concurrently where the backend can."""
+        if not names:
+            return {}
+        paths = [self.full_path(n) for n in names]
+        found = await self._call(self.fs.cat, paths, on_error="omit")
+        by_path = {self.fs._strip_protocol(p): data for p, data in found.items()}
+        return {n: by_path[p] for n, p in zip(names, paths) if p in by_path}
+
+    async def write_many(self, objects: dict[str, bytes]) -> None:
+        """Write every object (each one atomically on local disk)."""
+        if objects:
+            await self._call(self._write_many_sync, objects)
+
+    async def exists(self, name: str) -> bool:
+        return await self._call(self.fs.exists, self.full_path(name))
+
+    async def list(self) -> dict[str, int]:
+        """Every object under the prefix as ``{name: size}``; refuses symlinks on local disk."""
+        return await self._call(self._list_sync)
+
+    def _read_sync(self, name: str) -> bytes | None:
+        try:
+            return self.fs.cat_file(self.full_path(name))
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
+
+    def _write_many_sync(self, objects: dict[str, bytes]) -> None:
+        if not self._is_local:
+            self.fs.pipe({self.full_path(n): data for n, data in objects.items()})
+            return
+        for name, data in objects.items():
+            target = self.full_path(name)
+            temp = f"{target}.~fpm-{uuid.uuid4().hex}"
+            self.fs.pipe_file(temp, data)
+            self.fs.mv(temp, target)
+
+    def _list_sync(self) -> dict[str, int]:
+        self.fs.invalidate_cache()
+        try:
+            found = self.fs.find(self.prefix, withdirs=True, detail=True)
+        except FileNotFoundError:
+            return {}
+        names: dict[str, int] = {}
+        base = self.prefix + "/"
+        for path, info in found.items():
+            path = self.fs._strip_protocol(path)
+            if not path.startswith(base):
+                continue
+            name = path[len(base) :]
+            if info.get("islink"):
+                raise UnsafeStoreContent(f"Stored object {name!r} is a symlink; symlinks are not followed")
+            if info.get("type") == "file" and ".~fpm-" not in name.rsplit("/", 1)[-1]:
+                names[name] = int(info.get("size") or 0)
+        return names
+
+    async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        try:
+            return await asyncio.to_thread(fn, *args, **kwargs)
+        except (StorageError, UnsafeStoreContent):
+            raise
+        except Exception as exc:
+            raise StorageError(f"Storage operation {fn.__name__} failed under {self.uri}: {exc}") from exc

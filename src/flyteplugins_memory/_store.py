@@ -1,0 +1,397 @@
+"""`MemoryStore`: a keyed agent memory (transcript + path-addressed files), drop-in for upstream's.
+
+This module orchestrates; the rules live in `_paths`/`_layout`/`_records`, local I/O in `_workdir`,
+remote I/O in `_storage`/`_transfer`. Every I/O method is ``async def`` wrapped by `syncify`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import pathlib
+import shutil
+import tempfile
+import uuid
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+from flyte.io import Dir
+from mashumaro.types import SerializableType
+
+from . import _location
+from ._errors import ConcurrencyError, CorruptStore, StoreAlreadyExists, StoreNotFound
+from ._layout import AUDIT_LOG_PATH, sidecar_name, version_name
+from ._manifest import FileEntry, Manifest
+from ._paths import MESSAGES_PATH, check_writable, normalize_path, normalize_prefix, validate_segment
+from ._records import (
+    MemoryMeta,
+    decode_audit_lines,
+    encode_audit_event,
+    encode_meta,
+    encode_messages,
+    sha256_bytes,
+    utc_timestamp,
+    write_event,
+)
+from ._storage import RemoteStore
+from ._syncify import syncify
+from ._transfer import PendingChanges, Snapshot, pull, push, scan
+from ._workdir import WorkDir
+
+
+class _ExistsAccessor:
+    """``store.exists(path)`` on a handle, ``MemoryStore.exists(key=...)`` on the class; both with ``.aio``."""
+
+    def __get__(self, obj: MemoryStore | None, owner: type[MemoryStore]) -> Any:
+        return owner._key_exists if obj is None else obj._path_exists
+
+
+class MemoryStore(SerializableType):
+    """Conversation transcript plus path-addressed files, persisted under a deterministic keyed path.
+
+    Obtain one with `create` or `get_or_create`; `save` publishes local changes. Every I/O method runs
+    synchronously as ``store.f(...)`` and asynchronously as ``await store.f.aio(...)``.
+
+    Args:
+        key: The store's key, a single path segment.
+        messages: Initial transcript (mutate through `append` / `extend`).
+        root: Local working directory; a fresh temp dir (removed on garbage collection) when omitted.
+            An existing directory is indexed, and its ``messages.json`` loaded unless `messages` is given.
+        remote_path: Where `save` writes; resolved from `key` and the Flyte context when omitted.
+        read_only_prefixes: Path prefixes that writes may not target.
+        audit: Record every write in ``audit/log.jsonl``.
+        keep_versions: Snapshot every write under ``versions/``.
+    """
+
+    exists = _ExistsAccessor()
+
+    def __init__(
+        self,
+        key: str,
+        messages: list[dict[str, Any]] | None = None,
+        root: pathlib.Path | str | None = None,
+        remote_path: str | None = None,
+        read_only_prefixes: tuple[str, ...] = (),
+        audit: bool = True,
+        keep_versions: bool = False,
+    ):
+        self.key = validate_segment(key, name="key")
+        self.messages: list[dict[str, Any]] = messages if messages is not None else []
+        self.remote_path = remote_path
+        self.read_only_prefixes = tuple(read_only_prefixes)
+        self.audit = audit
+        self.keep_versions = keep_versions
+        self.root = pathlib.Path(root) if root is not None else _temporary_root(self)
+        self._workdir = WorkDir(self.root)
+        self._manifest = Manifest()
+        self._pending = PendingChanges()
+        self._needs_hydration = False
+        self._remote: RemoteStore | None = None
+        self._lock = asyncio.Lock()
+        self._saved_transcript: str | None = None
+        if root is not None:
+            self._adopt(scan(self._workdir), keep_messages=bool(messages))
+
+    def __repr__(self) -> str:
+        return f"MemoryStore(key={self.key!r}, remote_path={self.remote_path!r}, files={len(self._manifest)})"
+
+    # -- keyed stores ---------------------------------------------------------------------------------
+
+    @classmethod
+    def remote_path_for_key(
+        cls, *, key: str, org: str | None = None, project: str | None = None, domain: str | None = None
+    ) -> str:
+        """The store's path: ``{storage_root}/agents/memory-store/v0/{org}/{project}/{domain}/{key}``."""
+        return _location.remote_path_for_key(key, org, project, domain)
+
+    @syncify
+    @classmethod
+    async def _key_exists(
+        cls, *, key: str, org: str | None = None, project: str | None = None, domain: str | None = None
+    ) -> bool:
+        """Whether a store exists for `key` (its transcript object is the sentinel)."""
+        remote_path = cls.remote_path_for_key(key=key, org=org, project=project, domain=domain)
+        return await RemoteStore(remote_path).exists(MESSAGES_PATH)
+
+    @syncify
+    @classmethod
+    async def create(
+        cls,
+        *,
+        key: str,
+        org: str | None = None,
+        project: str | None = None,
+        domain: str | None = None,
+        read_only_prefixes: tuple[str, ...] = (),
+        audit: bool = True,
+        keep_versions: bool = False,
+    ) -> MemoryStore:
+        """Create a new store for `key`; raises `StoreAlreadyExists` if one is there."""
+        remote_path = cls.remote_path_for_key(key=key, org=org, project=project, domain=domain)
+        store = cls(key, remote_path=remote_path, read_only_prefixes=read_only_prefixes, audit=audit,
+                    keep_versions=keep_versions)
+        if await store._remote_store().exists(MESSAGES_PATH):
+            raise StoreAlreadyExists(f"MemoryStore {key!r} already exists at {remote_path}")
+        await store.save.aio()
+        return store
+
+    @syncify
+    @classmethod
+    async def get_or_create(
+        cls,
+        *,
+        key: str,
+        org: str | None = None,
+        project: str | None = None,
+        domain: str | None = None,
+        read_only_prefixes: tuple[str, ...] = (),
+        audit: bool = True,
+        keep_versions: bool = False,
+    ) -> MemoryStore:
+        """Open the store for `key`, creating it if it does not exist."""
+        options = dict(read_only_prefixes=read_only_prefixes, audit=audit, keep_versions=keep_versions)
+        remote_path = cls.remote_path_for_key(key=key, org=org, project=project, domain=domain)
+        store = cls(key, remote_path=remote_path, **options)
+        if await store._remote_store().exists(MESSAGES_PATH):
+            await store._hydrate(keep_messages=False)
+            return store
+        try:
+            return await cls.create.aio(key=key, org=org, project=project, domain=domain, **options)
+        except StoreAlreadyExists:
+            await store._hydrate(keep_messages=False)
+            return store
+
+    @syncify
+    async def save(self) -> Dir:
+        """Publish this handle's changes and transcript to `remote_path`; returns a `Dir` reference to it."""
+        remote = self._remote_store()
+        async with self._lock:
+            await self._ensure_hydrated()
+            await asyncio.to_thread(self._workdir.write, MESSAGES_PATH, encode_messages(self.messages))
+            await push(remote, self._workdir, self._manifest, self._pending, self.messages)
+            self._pending.clear()
+            self._saved_transcript = self._transcript_fingerprint()
+        return Dir.from_existing_remote(remote.uri)
+
+    # -- transcript -----------------------------------------------------------------------------------
+
+    def append(self, message: dict[str, Any]) -> None:
+        """Append one message to the transcript (persisted by `save`)."""
+        self.messages.append(message)
+
+    def extend(self, messages: Sequence[dict[str, Any]]) -> None:
+        """Append messages to the transcript (persisted by `save`)."""
+        self.messages.extend(messages)
+
+    @syncify
+    async def flush_messages(self) -> None:
+        """Write the transcript to ``messages.json`` in the local working root."""
+        await asyncio.to_thread(self._workdir.write, MESSAGES_PATH, encode_messages(self.messages))
+
+    def flush_messages_sync(self) -> None:
+        """Alias of ``flush_messages()`` kept for upstream compatibility."""
+        self.flush_messages()
+
+    # -- reads ----------------------------------------------------------------------------------------
+
+    @syncify
+    async def read_text(self, rel_path: str, default: str = "") -> str:
+        """UTF-8 contents of `rel_path`, or `default` if there is no such file."""
+        rel = normalize_path(rel_path)
+        await self._ensure_hydrated()
+        data = await asyncio.to_thread(self._workdir.read, rel)
+        if data is None or rel not in self._manifest:
+            return default
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CorruptStore(f"{rel!r} is not valid UTF-8 text") from exc
+
+    @syncify
+    async def read_json(self, rel_path: str, default: Any = None) -> Any:
+        """JSON-decoded contents of `rel_path`, or `default` if it is missing or empty."""
+        text = await self.read_text.aio(rel_path, default="")
+        if not text.strip():
+            return default
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise CorruptStore(f"{rel_path!r} is not valid JSON: {exc}") from exc
+
+    @syncify
+    async def list_paths(self, prefix: str = "") -> list[str]:
+        """Sorted paths of the store's files under directory `prefix` (bookkeeping and transcript excluded)."""
+        rel = normalize_prefix(prefix)
+        await self._ensure_hydrated()
+        if rel:
+            await asyncio.to_thread(self._workdir.resolve, rel)
+        return self._manifest.paths(rel)
+
+    @syncify
+    async def _path_exists(self, rel_path: str) -> bool:
+        """Whether `rel_path` is a file of the store, or a directory holding one."""
+        rel = normalize_path(rel_path)
+        await self._ensure_hydrated()
+        await asyncio.to_thread(self._workdir.resolve, rel)
+        return self._manifest.has_file_or_dir(rel)
+
+    @syncify
+    async def get_meta(self, rel_path: str) -> MemoryMeta | None:
+        """The metadata sidecar of `rel_path`, or None if it has none."""
+        entry = await self._entry(rel_path)
+        return entry.meta if entry else None
+
+    @syncify
+    async def current_sha(self, rel_path: str) -> str:
+        """The sha256 of `rel_path`'s content, or ``""`` if there is no such file."""
+        entry = await self._entry(rel_path)
+        return entry.sha256 if entry else ""
+
+    @syncify
+    async def audit_tail(self, n: int = 20) -> list[dict[str, Any]]:
+        """The last `n` audit events, oldest first (all of them if ``n <= 0``)."""
+        await self._ensure_hydrated()
+        data = await asyncio.to_thread(self._workdir.read, AUDIT_LOG_PATH)
+        events = decode_audit_lines(data or b"")
+        return events[-n:] if n > 0 else events
+
+    def audit_tail_sync(self, n: int = 20) -> list[dict[str, Any]]:
+        """Alias of ``audit_tail(n)`` kept for upstream compatibility."""
+        return self.audit_tail(n)
+
+    # -- writes ---------------------------------------------------------------------------------------
+
+    @syncify
+    async def write_text(
+        self, rel_path: str, content: str, *, actor: str = "agent", reason: str = "", expected_sha: str | None = None
+    ) -> MemoryMeta:
+        """Write `content` to `rel_path`, recording a sidecar, an audit event and (optionally) a version.
+
+        With `expected_sha`, the write happens only if the current sha256 matches (``""`` for a new
+        file); otherwise `ConcurrencyError` is raised and nothing changes.
+        """
+        rel = normalize_path(rel_path)
+        check_writable(rel, self.read_only_prefixes)
+        async with self._lock:
+            await self._ensure_hydrated()
+            old = self._manifest.get(rel)
+            old_sha = old.sha256 if old else ""
+            if expected_sha is not None and expected_sha != old_sha:
+                raise ConcurrencyError(rel, expected_sha=expected_sha, actual_sha=old_sha)
+            data = content.encode("utf-8")
+            meta = MemoryMeta(rel, sha256_bytes(data), utc_timestamp(), actor, reason, len(data))
+            version = self._next_version_name(rel, meta) if self.keep_versions else ""
+            event = self._audit_event(meta, old_sha, version) if self.audit else None
+            await asyncio.to_thread(self._write_local, rel, data, meta, version, event)
+            self._manifest.put(FileEntry(rel, meta.sha256, meta.bytes, meta))
+            self._pending.written.add(rel)
+            self._pending.versions += [version] if version else []
+            self._pending.audit_events += 1 if event else 0
+            return meta
+
+    @syncify
+    async def write_json(
+        self, rel_path: str, obj: Any, *, actor: str = "agent", reason: str = "", expected_sha: str | None = None
+    ) -> MemoryMeta:
+        """JSON-encode `obj` (sorted keys, indent 2) and write it with `write_text`."""
+        content = json.dumps(obj, indent=2, sort_keys=True, default=str)
+        return await self.write_text.aio(rel_path, content, actor=actor, reason=reason, expected_sha=expected_sha)
+
+    # -- Flyte task I/O (mashumaro SerializableType, as upstream) ------------------------------------------
+
+    def _serialize(self) -> dict[str, Any]:
+        """The payload a store travels as between tasks: identity, options and the inline transcript."""
+        return {
+            "messages": self.messages,
+            "key": self.key,
+            "remote_path": self.remote_path,
+            "read_only_prefixes": list(self.read_only_prefixes),
+            "audit": self.audit,
+            "keep_versions": self.keep_versions,
+        }
+
+    @classmethod
+    def _deserialize(cls, value: dict[str, Any]) -> MemoryStore:
+        """Rebuild a received store; its files are loaded from `remote_path` on first use."""
+        store = cls(
+            key=value["key"],
+            messages=list(value.get("messages") or []),
+            remote_path=value.get("remote_path"),
+            read_only_prefixes=tuple(value.get("read_only_prefixes") or ()),
+            audit=value.get("audit", True),
+            keep_versions=value.get("keep_versions", False),
+        )
+        store._saved_transcript = store._transcript_fingerprint()
+        store._needs_hydration = store.remote_path is not None
+        return store
+
+    # -- internals ------------------------------------------------------------------------------------
+
+    def _remote_store(self) -> RemoteStore:
+        if self._remote is None:
+            if self.remote_path is None:
+                self.remote_path = self.remote_path_for_key(key=self.key)
+            self._remote = RemoteStore(self.remote_path)
+        return self._remote
+
+    async def _entry(self, rel_path: str) -> FileEntry | None:
+        rel = normalize_path(rel_path)
+        await self._ensure_hydrated()
+        entry = self._manifest.get(rel)
+        if entry is not None and entry.meta_error:
+            raise CorruptStore(entry.meta_error)
+        return entry
+
+    async def _ensure_hydrated(self) -> None:
+        if self._needs_hydration:
+            await self._hydrate(keep_messages=True)
+
+    async def _hydrate(self, *, keep_messages: bool) -> None:
+        """Load the remote store into this handle; an inline transcript (from task I/O) wins."""
+        remote = self._remote_store()
+        if not await remote.exists(MESSAGES_PATH):
+            if not keep_messages:
+                raise StoreNotFound(f"No MemoryStore at {remote.uri}")
+            self._needs_hydration = False
+            return
+        self._adopt(await pull(remote, self._workdir), keep_messages=keep_messages)
+
+    def _adopt(self, snapshot: Snapshot, *, keep_messages: bool) -> None:
+        self._manifest = snapshot.manifest
+        if not keep_messages and snapshot.messages is not None:
+            self.messages = snapshot.messages
+            self._saved_transcript = self._transcript_fingerprint()
+        self._needs_hydration = False
+
+    def _transcript_fingerprint(self) -> str:
+        return sha256_bytes(encode_messages(self.messages))
+
+    def has_unsaved_changes(self) -> bool:
+        """Whether this handle holds writes or transcript changes that `save` has not published yet."""
+        return bool(self._pending) or self._saved_transcript != self._transcript_fingerprint()
+
+    def _next_version_name(self, rel: str, meta: MemoryMeta) -> str:
+        name = version_name(rel, meta.updated_at, meta.sha256)
+        if name in self._pending.versions:  # same content twice within one second
+            name = version_name(rel, meta.updated_at, meta.sha256, salt=uuid.uuid4().hex[:8])
+        return name
+
+    def _audit_event(self, meta: MemoryMeta, old_sha: str, version: str) -> dict[str, Any]:
+        op = "update" if old_sha else "create"
+        return write_event(op=op, path=meta.path, old_sha=old_sha, new_sha=meta.sha256, actor=meta.updated_by,
+                           reason=meta.reason, ts=meta.updated_at, version_file=version)
+
+    def _write_local(self, rel: str, data: bytes, meta: MemoryMeta, version: str, event: dict | None) -> None:
+        self._workdir.write(rel, data)
+        self._workdir.write(sidecar_name(rel), encode_meta(meta))
+        if version:
+            self._workdir.write(version, data)
+        if event is not None:
+            self._workdir.append(AUDIT_LOG_PATH, encode_audit_event(event))
+
+
+def _temporary_root(store: MemoryStore) -> pathlib.Path:
+    root = pathlib.Path(tempfile.mkdtemp(prefix="flyte_agent_mem_"))
+    weakref.finalize(store, shutil.rmtree, root, ignore_errors=True)
+    return root

@@ -1,0 +1,79 @@
+"""The local working directory of a store handle: blocking file I/O, confined to the root.
+
+Every function here blocks; the store runs them through ``asyncio.to_thread``. Paths are resolved with
+symlinks followed and must stay under the root, so neither a caller nor hostile remote content can make
+the store read or write outside it. Writes go to a temp file beside the target and are renamed into
+place, so a reader never sees a half-written file.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import uuid
+from collections.abc import Iterator
+
+from ._errors import PathEscapesRoot
+
+_TEMP_MARKER = ".~fpm-"
+
+
+class WorkDir:
+    """A directory that holds a store's hydrated files, sidecars and pending snapshots."""
+
+    def __init__(self, root: pathlib.Path):
+        root.mkdir(parents=True, exist_ok=True)
+        self.root = root
+        self._real_root = root.resolve()
+
+    def resolve(self, rel: str) -> pathlib.Path:
+        """Absolute path of a normalized relative path; raises `PathEscapesRoot` if it leaves the root."""
+        candidate = (self.root / rel).resolve()
+        if candidate != self._real_root and self._real_root not in candidate.parents:
+            raise PathEscapesRoot(f"Path {rel!r} resolves outside the memory root")
+        return candidate
+
+    def read(self, rel: str) -> bytes | None:
+        """Contents of `rel`, or None if it does not exist."""
+        try:
+            return self.resolve(rel).read_bytes()
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None
+
+    def exists(self, rel: str) -> bool:
+        return self.resolve(rel).is_file()
+
+    def write(self, rel: str, data: bytes) -> None:
+        """Atomically replace `rel` with `data` (temp file in the same directory, then rename)."""
+        target = self.resolve(rel)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        self.resolve(rel)  # mkdir may have followed a symlink planted meanwhile; check again
+        temp = target.parent / f"{_TEMP_MARKER}{uuid.uuid4().hex}"
+        try:
+            with open(temp, "xb") as handle:
+                handle.write(data)
+            os.replace(temp, target)
+        except BaseException:
+            temp.unlink(missing_ok=True)
+            raise
+
+    def append(self, rel: str, data: bytes) -> None:
+        """Append `data` to `rel` (one ``write`` call, so a line is never interleaved)."""
+        target = self.resolve(rel)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target, "ab") as handle:
+            handle.write(data)
+
+    def remove(self, rel: str) -> None:
+        self.resolve(rel).unlink(missing_ok=True)
+
+    def scan(self) -> Iterator[tuple[str, int]]:
+        """Every regular file under the root as ``(relative posix name, size)``; symlinks are skipped."""
+        for dirpath, dirnames, filenames in os.walk(self.root, followlinks=False):
+            base = pathlib.Path(dirpath)
+            dirnames[:] = [d for d in dirnames if not (base / d).is_symlink()]
+            for name in filenames:
+                full = base / name
+                if name.startswith(_TEMP_MARKER) or full.is_symlink():
+                    continue
+                yield full.relative_to(self.root).as_posix(), full.stat().st_size
