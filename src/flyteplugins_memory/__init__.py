@@ -19,6 +19,7 @@ from ._errors import (
     StoreAlreadyExists,
     StoreNotFound,
     UnsafeStoreContent,
+    VersionNotFound,
 )
 from ._flyte_type import MemoryStoreTransformer, register_memory_store_type
 from ._records import MemoryMeta
@@ -42,6 +43,7 @@ __all__ = [
     "StoreAlreadyExists",
     "StoreNotFound",
     "UnsafeStoreContent",
+    "VersionNotFound",
     "register_memory_store_type",
 ]
 

@@ -12,6 +12,7 @@ the builtin it corresponds to, so ``except FileNotFoundError`` and friends work 
     │   └── ReadOnlyPath                            under one of the store's read_only_prefixes
     ├── ConcurrencyError                            upstream name; expected_sha did not match
     ├── StoreNotFound (FileNotFoundError)           no store at the key's remote path
+    ├── VersionNotFound (FileNotFoundError)         no such version snapshot
     ├── StoreAlreadyExists (FileExistsError)        create() of a key that is already there
     ├── CorruptStore (ValueError)                   a transcript, sidecar or object is malformed
     │   └── UnsafeStoreContent                      remote content that would escape or collide
@@ -36,6 +37,7 @@ __all__ = [
     "StoreAlreadyExists",
     "StoreNotFound",
     "UnsafeStoreContent",
+    "VersionNotFound",
 ]
 
 
@@ -84,6 +86,10 @@ class ConcurrencyError(MemoryStoreError):
 
 class StoreNotFound(MemoryStoreError, FileNotFoundError):
     """No store exists at the key's remote path."""
+
+
+class VersionNotFound(MemoryStoreError, FileNotFoundError):
+    """A version snapshot named by ``read_version`` does not exist."""
 
 
 class StoreAlreadyExists(MemoryStoreError, FileExistsError):

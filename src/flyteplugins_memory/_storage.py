@@ -91,9 +91,12 @@ class RemoteStore:
     async def exists(self, name: str) -> bool:
         return await self._call(self.fs.exists, self.full_path(name))
 
-    async def list(self) -> dict[str, int]:
-        """Every object under the prefix as ``{name: size}``; refuses symlinks on local disk."""
-        return await self._call(self._list_sync)
+    async def list(self, under: str = "") -> dict[str, int]:
+        """Every object under the prefix (or its subdirectory `under`) as ``{name: size}``.
+
+        Refuses symlinks on local disk.
+        """
+        return await self._call(self._list_sync, under)
 
     def _read_sync(self, name: str) -> bytes | None:
         try:
@@ -111,10 +114,10 @@ class RemoteStore:
             self.fs.pipe_file(temp, data)
             self.fs.mv(temp, target)
 
-    def _list_sync(self) -> dict[str, int]:
+    def _list_sync(self, under: str) -> dict[str, int]:
         self.fs.invalidate_cache()
         try:
-            found = self.fs.find(self.prefix, withdirs=True, detail=True)
+            found = self.fs.find(self.full_path(under) if under else self.prefix, withdirs=True, detail=True)
         except FileNotFoundError:
             return {}
         names: dict[str, int] = {}

@@ -20,8 +20,16 @@ from flyte.io import Dir
 from mashumaro.types import SerializableType
 
 from . import _location
-from ._errors import ConcurrencyError, CorruptStore, StoreAlreadyExists, StoreNotFound
-from ._layout import AUDIT_LOG_PATH, sidecar_name, version_name
+from ._errors import (
+    ConcurrencyError,
+    CorruptStore,
+    InvalidPath,
+    StoreAlreadyExists,
+    StoreNotFound,
+    VersionNotFound,
+)
+from ._inventory import take_inventory
+from ._layout import AUDIT_LOG_PATH, Kind, classify, sidecar_name, version_name, versions_dir_name
 from ._manifest import FileEntry, Manifest
 from ._paths import MESSAGES_PATH, check_writable, normalize_path, normalize_prefix, validate_segment
 from ._records import (
@@ -255,6 +263,32 @@ class MemoryStore(SerializableType):
         data = await asyncio.to_thread(self._workdir.read, AUDIT_LOG_PATH)
         events = decode_audit_lines(data or b"")
         return events[-n:] if n > 0 else events
+
+    @syncify
+    async def list_versions(self, rel_path: str) -> list[str]:
+        """Names of the version snapshots of `rel_path` (saved and pending), oldest first."""
+        rel = normalize_path(rel_path)
+        directory = versions_dir_name(rel)
+        saved: list[str] = []
+        if self.remote_path is not None or self._remote is not None:
+            listing = take_inventory(await self._remote_store().list(under=directory))
+            saved = listing.versions.get(rel, [])
+        pending = [n for n in self._pending.versions if n.startswith(directory + "/")]
+        return sorted(set(saved) | set(pending))
+
+    @syncify
+    async def read_version(self, version_file: str) -> str:
+        """Text of one version snapshot, named as in ``list_versions`` or an audit event's ``version_file``."""
+        if classify(version_file).kind is not Kind.VERSION:
+            raise InvalidPath(f"{version_file!r} does not name a version snapshot")
+        data = None
+        if version_file in self._pending.versions:
+            data = await asyncio.to_thread(self._workdir.read, version_file)
+        if data is None and self.remote_path is not None:
+            data = await self._remote_store().read(version_file)
+        if data is None:
+            raise VersionNotFound(f"No version snapshot {version_file!r}")
+        return data.decode("utf-8", errors="replace")
 
     def audit_tail_sync(self, n: int = 20) -> list[dict[str, Any]]:
         """Alias of ``audit_tail(n)`` kept for upstream compatibility."""

@@ -1,0 +1,164 @@
+"""Shared fixtures: the four storage backends, each with an independent view of what landed in storage.
+
+S3 runs against a session-scoped moto server and GCS against gcp-storage-emulator, both on 127.0.0.1
+with an OS-assigned port; nothing leaves the machine.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import fsspec
+import pytest
+
+os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+
+ORG, PROJECT, DOMAIN = "acme", "research", "development"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint() -> Iterator[str]:
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1")
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def gcs_endpoint() -> Iterator[str]:
+    from gcp_storage_emulator.server import create_server
+
+    port = free_port()
+    server = create_server("127.0.0.1", port, in_memory=True)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    os.environ["STORAGE_EMULATOR_HOST"] = endpoint
+    yield endpoint
+    server.stop()
+
+
+@dataclass
+class Backend:
+    """One storage backend under test: where stores live, and a filesystem to inspect them directly."""
+
+    name: str
+    raw_data_path: str
+    fs: fsspec.AbstractFileSystem
+    #: what this backend can do; tests of a capability it lacks say why they do not run
+    capabilities: frozenset[str] = field(default_factory=frozenset)
+
+    def store_uri(self, key: str) -> str:
+        from flyteplugins_memory._location import store_path, storage_root
+
+        return store_path(storage_root(self.raw_data_path), ORG, PROJECT, DOMAIN, key)
+
+    def objects(self, key: str) -> dict[str, bytes]:
+        """Every object under the store of `key`, read through the backend directly."""
+        prefix = self.fs._strip_protocol(self.store_uri(key)).rstrip("/")
+        self.fs.invalidate_cache()
+        try:
+            paths = self.fs.find(prefix)
+        except FileNotFoundError:
+            return {}
+        return {p[len(prefix) + 1 :]: self.fs.cat_file(p) for p in paths}
+
+    def put(self, key: str, name: str, data: bytes) -> None:
+        """Place an object into the store of `key` behind the store's back."""
+        prefix = self.fs._strip_protocol(self.store_uri(key)).rstrip("/")
+        self.fs.pipe_file(f"{prefix}/{name}", data)
+
+
+def _init_flyte(storage: object | None = None) -> None:
+    import flyte
+
+    flyte.init(org=ORG, project=PROJECT, domain=DOMAIN, storage=storage)
+
+
+def make_backend(name: str, tmp_path, request) -> Backend:
+    from fsspec.implementations.local import LocalFileSystem
+
+    bucket = f"b-{uuid.uuid4().hex[:12]}"
+    if name == "local":
+        _init_flyte()
+        return Backend(name, str(tmp_path / "raw_data" / "run-1"), LocalFileSystem(), frozenset({"symlinks"}))
+    if name == "memory":
+        _init_flyte()
+        return Backend(name, f"memory://{bucket}/raw", fsspec.filesystem("memory"))
+    if name == "s3":
+        import flyte.storage
+        import s3fs
+
+        endpoint = request.getfixturevalue("moto_endpoint")
+        _init_flyte(flyte.storage.S3(endpoint=endpoint, access_key_id="testing", secret_access_key="testing",
+                                     region="us-east-1"))
+        fs = s3fs.S3FileSystem(endpoint_url=endpoint, key="testing", secret="testing", use_listings_cache=False,
+                               skip_instance_cache=True)
+        fs.mkdir(bucket)
+        return Backend(name, f"s3://{bucket}/w6/raw/rd/run-1", fs)
+    if name == "gcs":
+        import gcsfs
+
+        request.getfixturevalue("gcs_endpoint")
+        _init_flyte()
+        fs = gcsfs.GCSFileSystem(use_listings_cache=False, skip_instance_cache=True)
+        fs.mkdir(bucket)
+        return Backend(name, f"gs://{bucket}/raw/rd/run-1", fs)
+    raise ValueError(name)
+
+
+@pytest.fixture
+def raw_data_context():
+    """Return a function that binds the Flyte raw-data path for the rest of the test."""
+    from flyte._context import internal_ctx
+    from flyte.models import RawDataPath
+
+    stack = []
+
+    def bind(path: str) -> None:
+        manager = internal_ctx().new_raw_data_path(RawDataPath(path=path))
+        manager.__enter__()
+        stack.append(manager)
+
+    yield bind
+    while stack:
+        stack.pop().__exit__(None, None, None)
+
+
+@pytest.fixture(params=["local", "memory", "s3", "gcs"])
+def backend(request, tmp_path, raw_data_context) -> Backend:
+    chosen = make_backend(request.param, tmp_path, request)
+    raw_data_context(chosen.raw_data_path)
+    return chosen
+
+
+@pytest.fixture
+def local_backend(request, tmp_path, raw_data_context) -> Backend:
+    chosen = make_backend("local", tmp_path, request)
+    raw_data_context(chosen.raw_data_path)
+    return chosen
+
+
+@pytest.fixture
+def s3_backend(request, tmp_path, raw_data_context) -> Backend:
+    chosen = make_backend("s3", tmp_path, request)
+    raw_data_context(chosen.raw_data_path)
+    return chosen
+
+
+@pytest.fixture
+def key() -> str:
+    return f"agent-{uuid.uuid4().hex[:8]}"
