@@ -1,0 +1,88 @@
+"""Stores move both ways between ours and the real upstream ``flyte.ai.agents.MemoryStore``."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+from flyte.ai.agents import MemoryStore as UpstreamStore
+
+from flyteplugins_memory import MemoryStore
+
+
+@pytest.fixture(params=["local_backend", "s3_backend"])
+def interop_backend(request):
+    return request.getfixturevalue(request.param)
+
+
+def _write_sample(store, texts: dict[str, str]) -> None:
+    for path, text in texts.items():
+        store.write_text(path, text, actor="writer", reason=f"write {path}")
+    store.write_text("notes/a.md", "second version", actor="writer", reason="rewrite")
+    store.extend([{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}])
+    store.save()
+
+
+SAMPLE = {"notes/a.md": "first version", "data/x.json": '{"k": 1}', "top.txt": "top"}
+
+
+def test_upstream_store_opens_in_ours(interop_backend, key):
+    upstream = UpstreamStore.get_or_create(key=key, keep_versions=True)
+    _write_sample(upstream, SAMPLE)
+
+    ours = MemoryStore.get_or_create(key=key)
+    assert ours.remote_path == upstream.remote_path
+    assert ours.list_paths() == upstream.list_paths() == ["data/x.json", "notes/a.md", "top.txt"]
+    for path in ours.list_paths():
+        assert ours.read_text(path) == upstream.read_text(path)
+        assert ours.get_meta(path) == _as_ours(upstream.get_meta(path))
+    assert ours.messages == upstream.messages
+    assert ours.audit_tail(0) == upstream.audit_tail_sync(0)
+    upstream_versions = sorted(
+        p.relative_to(upstream.root).as_posix() for p in pathlib.Path(upstream.root, "versions").rglob("*.txt") if p.is_file()
+    )
+    ours_versions = sorted(v for path in SAMPLE for v in ours.list_versions(path))
+    assert ours_versions == upstream_versions and len(ours_versions) == 4
+    assert {ours.read_version(v) for v in ours.list_versions("notes/a.md")} == {"first version", "second version"}
+
+
+def test_our_store_opens_in_upstream(interop_backend, key):
+    ours = MemoryStore.get_or_create(key=key, keep_versions=True)
+    _write_sample(ours, SAMPLE)
+
+    upstream = UpstreamStore.get_or_create(key=key)
+    assert upstream.list_paths() == ours.list_paths()
+    for path in ours.list_paths():
+        assert upstream.read_text(path) == ours.read_text(path)
+        assert _as_ours(upstream.get_meta(path)) == ours.get_meta(path)
+        assert upstream.current_sha(path) == ours.current_sha(path)
+    assert upstream.messages == ours.messages
+    assert upstream.audit_tail_sync(0) == ours.audit_tail(0)
+    upstream_versions = sorted(
+        p.relative_to(upstream.root).as_posix() for p in pathlib.Path(upstream.root, "versions").rglob("*.txt") if p.is_file()
+    )
+    assert upstream_versions == sorted(v for path in SAMPLE for v in ours.list_versions(path))
+
+
+def test_stores_survive_alternating_writers(interop_backend, key):
+    ours = MemoryStore.get_or_create(key=key)
+    ours.write_text("a.txt", "from ours")
+    ours.append({"role": "user", "content": "1"})
+    ours.save()
+
+    upstream = UpstreamStore.get_or_create(key=key)
+    upstream.write_text("b.txt", "from upstream")
+    upstream.append({"role": "assistant", "content": "2"})
+    upstream.save()
+
+    again = MemoryStore.get_or_create(key=key)
+    assert again.list_paths() == ["a.txt", "b.txt"]
+    assert again.read_text("b.txt") == "from upstream"
+    assert [m["content"] for m in again.messages] == ["1", "2"]
+    assert [e["path"] for e in again.audit_tail(0)] == ["a.txt", "b.txt"]
+
+
+def _as_ours(meta):
+    from flyteplugins_memory import MemoryMeta
+
+    return None if meta is None else MemoryMeta(**vars(meta))
