@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pathlib
 
 import pytest
 
@@ -14,6 +15,7 @@ from flyteplugins_memory import (
     ReadOnlyPath,
     ReservedPath,
     StoreAlreadyExists,
+    UnsafeStoreContent,
 )
 
 
@@ -163,3 +165,13 @@ async def test_every_io_call_has_an_aio_twin(backend, key):
     await store.save.aio()
     assert backend.objects(key)["a.txt"] == b"x"
     assert await store.list_versions.aio("a.txt") == []
+
+
+def test_symlinked_objects_in_storage_are_refused(backend, key, tmp_path):
+    if "symlinks" not in backend.capabilities:
+        pytest.skip(f"{backend.name} has no symlinks: an object name can never point elsewhere")
+    store = MemoryStore.create(key=key)
+    (tmp_path / "secret.txt").write_text("secret")
+    (pathlib.Path(store.remote_path) / "leak.txt").symlink_to(tmp_path / "secret.txt")
+    with pytest.raises(UnsafeStoreContent):
+        MemoryStore.get_or_create(key=key)

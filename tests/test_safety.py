@@ -121,15 +121,6 @@ def test_symlink_escape_is_refused_on_read_write_and_listing(tmp_path):
     assert local_tree(outside) == {"secret.txt": b"secret"}
 
 
-def test_symlink_in_local_storage_is_unsafe_content(local_backend, key, tmp_path):
-    store = MemoryStore.create(key=key)
-    remote = pathlib.Path(store.remote_path)
-    (tmp_path / "secret.txt").write_text("secret")
-    (remote / "leak.txt").symlink_to(tmp_path / "secret.txt")
-    with pytest.raises(UnsafeStoreContent):
-        MemoryStore.get_or_create(key=key)
-
-
 @pytest.mark.parametrize("payload", [b"{not json", b'{"role": "user"}', b"[1, 2]", b"\xff\xfe"])
 def test_corrupt_transcript_raises_and_is_never_saved_over(backend, key, saved_store, payload):
     backend.put(key, "messages.json", payload)

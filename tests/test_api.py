@@ -1,0 +1,67 @@
+"""The public surface: a superset of upstream's, uniformly sync + ``.aio``, typed and exported."""
+
+from __future__ import annotations
+
+import inspect
+import pathlib
+from importlib.metadata import entry_points
+
+import flyte.ai.agents as upstream
+from flyte.types import TypeEngine
+
+import flyteplugins_memory
+from flyteplugins_memory import MemoryStore, MemoryStoreTransformer
+
+IO_METHODS = [
+    "save", "flush_messages", "read_text", "read_json", "write_text", "write_json", "get_meta", "current_sha",
+    "list_paths", "exists", "audit_tail", "list_versions", "read_version",
+]
+
+
+def test_all_is_sorted_and_complete():
+    exported = flyteplugins_memory.__all__
+    assert exported == sorted(exported)
+    public = {n for n, v in vars(flyteplugins_memory).items() if not n.startswith("_") and not inspect.ismodule(v)}
+    assert public == set(exported)
+
+
+def test_upstream_public_names_all_exist(tmp_path):
+    for name in ("AccessDenied", "ConcurrencyError", "MemoryMeta", "MemoryStore", "MemoryStoreError"):
+        assert hasattr(flyteplugins_memory, name)
+    upstream_api = {n for n in dir(upstream.MemoryStore(key="k", root=tmp_path / "a")) if not n.startswith("_")}
+    assert upstream_api <= set(dir(MemoryStore(key="k", root=tmp_path / "b")))
+
+
+def test_constructor_and_keyed_signatures_match_upstream():
+    for name in ("__init__", "create", "get_or_create", "remote_path_for_key", "write_text", "read_text"):
+        ours = inspect.signature(getattr(MemoryStore, name))
+        theirs = inspect.signature(getattr(upstream.MemoryStore, name))
+        assert list(ours.parameters) == list(theirs.parameters), name
+        for param in theirs.parameters.values():
+            if repr(param.default) != "<factory>":  # upstream's dataclass default_factory; ours is None
+                assert ours.parameters[param.name].default == param.default, (name, param.name)
+
+
+def test_every_io_method_is_sync_with_an_aio_twin(tmp_path):
+    store = MemoryStore(key="k", root=tmp_path)
+    for name in IO_METHODS:
+        method = getattr(store, name)
+        assert callable(method) and callable(method.aio), name
+    for name in ("create", "get_or_create", "exists"):
+        assert callable(getattr(MemoryStore, name).aio), name
+
+
+def test_class_level_exists_returns_a_bool_from_sync_code(tmp_path, raw_data_context):
+    raw_data_context(str(tmp_path))
+    result = MemoryStore.exists(key="nobody")
+    assert result is False
+
+
+def test_type_transformer_is_registered_through_the_entry_point():
+    names = {ep.value for ep in entry_points(group="flyte.plugins.types")}
+    assert "flyteplugins_memory:register_memory_store_type" in names
+    assert isinstance(TypeEngine.get_transformer(MemoryStore), MemoryStoreTransformer)
+
+
+def test_package_is_typed():
+    assert (pathlib.Path(flyteplugins_memory.__file__).parent / "py.typed").is_file()
