@@ -62,7 +62,7 @@ class Backend:
     capabilities: frozenset[str] = field(default_factory=frozenset)
 
     def store_uri(self, key: str) -> str:
-        from flyteplugins_memory._location import store_path, storage_root
+        from flyteplugins_memory._location import storage_root, store_path
 
         return store_path(storage_root(self.raw_data_path), ORG, PROJECT, DOMAIN, key)
 
@@ -94,7 +94,9 @@ def make_backend(name: str, tmp_path, request) -> Backend:
     bucket = f"b-{uuid.uuid4().hex[:12]}"
     if name == "local":
         _init_flyte()
-        return Backend(name, str(tmp_path / "raw_data" / "run-1"), LocalFileSystem(auto_mkdir=True), frozenset({"symlinks"}))
+        return Backend(
+            name, str(tmp_path / "raw_data" / "run-1"), LocalFileSystem(auto_mkdir=True), frozenset({"symlinks"})
+        )
     if name == "memory":
         _init_flyte()
         return Backend(name, f"memory://{bucket}/raw", fsspec.filesystem("memory"))
@@ -103,10 +105,14 @@ def make_backend(name: str, tmp_path, request) -> Backend:
         import s3fs
 
         endpoint = request.getfixturevalue("moto_endpoint")
-        _init_flyte(flyte.storage.S3(endpoint=endpoint, access_key_id="testing", secret_access_key="testing",
-                                     region="us-east-1"))
-        fs = s3fs.S3FileSystem(endpoint_url=endpoint, key="testing", secret="testing", use_listings_cache=False,
-                               skip_instance_cache=True)
+        _init_flyte(
+            flyte.storage.S3(
+                endpoint=endpoint, access_key_id="testing", secret_access_key="testing", region="us-east-1"
+            )
+        )
+        fs = s3fs.S3FileSystem(
+            endpoint_url=endpoint, key="testing", secret="testing", use_listings_cache=False, skip_instance_cache=True
+        )
         fs.mkdir(bucket)
         return Backend(name, f"s3://{bucket}/w6/raw/rd/run-1", fs)
     if name == "gcs":

@@ -13,8 +13,19 @@ import flyteplugins_memory
 from flyteplugins_memory import MemoryStore, MemoryStoreTransformer
 
 IO_METHODS = [
-    "save", "flush_messages", "read_text", "read_json", "write_text", "write_json", "get_meta", "current_sha",
-    "list_paths", "exists", "audit_tail", "list_versions", "read_version",
+    "save",
+    "flush_messages",
+    "read_text",
+    "read_json",
+    "write_text",
+    "write_json",
+    "get_meta",
+    "current_sha",
+    "list_paths",
+    "exists",
+    "audit_tail",
+    "list_versions",
+    "read_version",
 ]
 
 

@@ -39,7 +39,9 @@ def test_upstream_store_opens_in_ours(interop_backend, key):
     assert ours.messages == upstream.messages
     assert ours.audit_tail(0) == upstream.audit_tail_sync(0)
     upstream_versions = sorted(
-        p.relative_to(upstream.root).as_posix() for p in pathlib.Path(upstream.root, "versions").rglob("*.txt") if p.is_file()
+        p.relative_to(upstream.root).as_posix()
+        for p in pathlib.Path(upstream.root, "versions").rglob("*.txt")
+        if p.is_file()
     )
     ours_versions = sorted(v for path in SAMPLE for v in ours.list_versions(path))
     assert ours_versions == upstream_versions and len(ours_versions) == 4
@@ -59,7 +61,9 @@ def test_our_store_opens_in_upstream(interop_backend, key):
     assert upstream.messages == ours.messages
     assert upstream.audit_tail_sync(0) == ours.audit_tail(0)
     upstream_versions = sorted(
-        p.relative_to(upstream.root).as_posix() for p in pathlib.Path(upstream.root, "versions").rglob("*.txt") if p.is_file()
+        p.relative_to(upstream.root).as_posix()
+        for p in pathlib.Path(upstream.root, "versions").rglob("*.txt")
+        if p.is_file()
     )
     assert upstream_versions == sorted(v for path in SAMPLE for v in ours.list_versions(path))
 

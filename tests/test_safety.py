@@ -65,8 +65,13 @@ def test_bad_write_paths_are_refused_and_change_nothing(backend, key, saved_stor
 
 @pytest.mark.parametrize(("path", "error"), [(p, e) for p, e in BAD_PATHS if e is InvalidPath])
 def test_bad_read_paths_are_refused(saved_store, path, error):
-    for call in (saved_store.read_text, saved_store.read_json, saved_store.get_meta, saved_store.current_sha,
-                 saved_store.exists):
+    for call in (
+        saved_store.read_text,
+        saved_store.read_json,
+        saved_store.get_meta,
+        saved_store.current_sha,
+        saved_store.exists,
+    ):
         with pytest.raises(error):
             call(path)
     if path:  # the empty prefix means "everything" for listings
@@ -135,9 +140,13 @@ def test_corrupt_transcript_raises_and_is_never_saved_over(backend, key, saved_s
 
 @pytest.mark.parametrize(
     "payload",
-    [b"{", b"[]", b'{"path": "notes/a.md"}', b'{"path": "other.md", "sha256": "x", "updated_at": "t", '
-     b'"updated_by": "a", "reason": "", "bytes": 1}', b'{"path": "notes/a.md", "sha256": 1, "updated_at": "t", '
-     b'"updated_by": "a", "reason": "", "bytes": 1}'],
+    [
+        b"{",
+        b"[]",
+        b'{"path": "notes/a.md"}',
+        b'{"path": "other.md", "sha256": "x", "updated_at": "t", "updated_by": "a", "reason": "", "bytes": 1}',
+        b'{"path": "notes/a.md", "sha256": 1, "updated_at": "t", "updated_by": "a", "reason": "", "bytes": 1}',
+    ],
 )
 def test_corrupt_sidecar_raises_on_use_and_is_not_overwritten(backend, key, saved_store, payload):
     backend.put(key, "meta/notes%2Fa.md.json", payload)

@@ -29,7 +29,9 @@ class MemoryStoreTransformer(TypeTransformer[MemoryStore]):
     def get_literal_type(self, t: type[MemoryStore]) -> LiteralType:
         return LiteralType(simple=SimpleType.STRUCT, structure=TypeStructure(tag=self.name))
 
-    async def to_literal(self, python_val: MemoryStore, python_type: type[MemoryStore], expected: LiteralType) -> Literal:
+    async def to_literal(
+        self, python_val: MemoryStore, python_type: type[MemoryStore], expected: LiteralType
+    ) -> Literal:
         if not isinstance(python_val, MemoryStore):
             raise TypeTransformerFailedError(f"Expected a MemoryStore, got {type(python_val).__name__}")
         if python_val.has_unsaved_changes():
@@ -47,7 +49,7 @@ class MemoryStoreTransformer(TypeTransformer[MemoryStore]):
         return MemoryStore._deserialize(payload)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def register_memory_store_type() -> None:
     """Register `MemoryStore` with Flyte's type engine (entry point ``flyte.plugins.types``)."""
     TypeEngine.register(MemoryStoreTransformer())

@@ -103,9 +103,7 @@ def _resolve_namespace(org: str | None, project: str | None, domain: str | None)
         if not value and local:
             value = defaults[name]
         if not value:
-            raise ContextError(
-                f"{name} is not set in the task context or flyte.init(); pass {name}=... explicitly"
-            )
+            raise ContextError(f"{name} is not set in the task context or flyte.init(); pass {name}=... explicitly")
         resolved.append(value)
     return resolved[0], resolved[1], resolved[2]
 

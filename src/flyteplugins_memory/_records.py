@@ -10,7 +10,7 @@ import hashlib
 import json
 import logging
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
@@ -38,7 +38,7 @@ _MESSAGES_ADAPTER = TypeAdapter(list[dict[str, Any]])
 
 def utc_timestamp() -> str:
     """Second-resolution UTC ISO-8601 timestamp, the format upstream writes."""
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def sha256_bytes(data: bytes) -> str:

@@ -81,7 +81,7 @@ class RemoteStore:
         paths = [self.full_path(n) for n in names]
         found = await self._call(self.fs.cat, paths, on_error="omit")
         by_path = {self.fs._strip_protocol(p): data for p, data in found.items()}
-        return {n: by_path[p] for n, p in zip(names, paths) if p in by_path}
+        return {n: by_path[p] for n, p in zip(names, paths, strict=True) if p in by_path}
 
     async def write_many(self, objects: dict[str, bytes]) -> None:
         """Write every object (each one atomically on local disk)."""

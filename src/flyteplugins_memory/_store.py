@@ -6,12 +6,10 @@ remote I/O in `_storage`/`_transfer`. Every I/O method is ``async def`` wrapped 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import pathlib
 import shutil
 import tempfile
-import uuid
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -19,33 +17,15 @@ from typing import Any
 from flyte.io import Dir
 from mashumaro.types import SerializableType
 
-from . import _location
-from ._errors import (
-    ConcurrencyError,
-    CorruptStore,
-    InvalidPath,
-    StoreAlreadyExists,
-    StoreNotFound,
-    VersionNotFound,
-)
-from ._inventory import take_inventory
-from ._layout import AUDIT_LOG_PATH, Kind, classify, sidecar_name, version_name, versions_dir_name
-from ._manifest import FileEntry, Manifest
+from . import _location, _versions
+from ._errors import CorruptStore, StoreAlreadyExists, StoreNotFound
+from ._manifest import FileEntry
 from ._paths import MESSAGES_PATH, check_writable, normalize_path, normalize_prefix, validate_segment
-from ._records import (
-    MemoryMeta,
-    decode_audit_lines,
-    encode_audit_event,
-    encode_meta,
-    encode_messages,
-    sha256_bytes,
-    utc_timestamp,
-    write_event,
-)
+from ._records import MemoryMeta, encode_messages, sha256_bytes
+from ._state import LocalState
 from ._storage import RemoteStore
 from ._syncify import syncify
-from ._transfer import PendingChanges, Snapshot, pull, push, scan
-from ._workdir import WorkDir
+from ._transfer import Snapshot
 
 
 class _ExistsAccessor:
@@ -91,18 +71,15 @@ class MemoryStore(SerializableType):
         self.audit = audit
         self.keep_versions = keep_versions
         self.root = pathlib.Path(root) if root is not None else _temporary_root(self)
-        self._workdir = WorkDir(self.root)
-        self._manifest = Manifest()
-        self._pending = PendingChanges()
+        self._state = LocalState(self.root)
         self._needs_hydration = False
         self._remote: RemoteStore | None = None
-        self._lock = asyncio.Lock()
         self._saved_transcript: str | None = None
         if root is not None:
-            self._adopt(scan(self._workdir), keep_messages=bool(messages))
+            self._adopt(self._state.scan(), keep_messages=bool(messages))
 
     def __repr__(self) -> str:
-        return f"MemoryStore(key={self.key!r}, remote_path={self.remote_path!r}, files={len(self._manifest)})"
+        return f"MemoryStore(key={self.key!r}, remote_path={self.remote_path!r}, files={len(self._state.manifest)})"
 
     # -- keyed stores ---------------------------------------------------------------------------------
 
@@ -137,8 +114,13 @@ class MemoryStore(SerializableType):
     ) -> MemoryStore:
         """Create a new store for `key`; raises `StoreAlreadyExists` if one is there."""
         remote_path = cls.remote_path_for_key(key=key, org=org, project=project, domain=domain)
-        store = cls(key, remote_path=remote_path, read_only_prefixes=read_only_prefixes, audit=audit,
-                    keep_versions=keep_versions)
+        store = cls(
+            key,
+            remote_path=remote_path,
+            read_only_prefixes=read_only_prefixes,
+            audit=audit,
+            keep_versions=keep_versions,
+        )
         if await store._remote_store().exists(MESSAGES_PATH):
             raise StoreAlreadyExists(f"MemoryStore {key!r} already exists at {remote_path}")
         await store.save.aio()
@@ -174,11 +156,9 @@ class MemoryStore(SerializableType):
     async def save(self) -> Dir:
         """Publish this handle's changes and transcript to `remote_path`; returns a `Dir` reference to it."""
         remote = self._remote_store()
-        async with self._lock:
+        async with self._state.lock:
             await self._ensure_hydrated()
-            await asyncio.to_thread(self._workdir.write, MESSAGES_PATH, encode_messages(self.messages))
-            await push(remote, self._workdir, self._manifest, self._pending, self.messages)
-            self._pending.clear()
+            await self._state.push(remote, self.messages)
             self._saved_transcript = self._transcript_fingerprint()
         return Dir.from_existing_remote(remote.uri)
 
@@ -195,7 +175,7 @@ class MemoryStore(SerializableType):
     @syncify
     async def flush_messages(self) -> None:
         """Write the transcript to ``messages.json`` in the local working root."""
-        await asyncio.to_thread(self._workdir.write, MESSAGES_PATH, encode_messages(self.messages))
+        await self._state.flush_messages(self.messages)
 
     def flush_messages_sync(self) -> None:
         """Alias of ``flush_messages()`` kept for upstream compatibility."""
@@ -208,13 +188,8 @@ class MemoryStore(SerializableType):
         """UTF-8 contents of `rel_path`, or `default` if there is no such file."""
         rel = normalize_path(rel_path)
         await self._ensure_hydrated()
-        data = await asyncio.to_thread(self._workdir.read, rel)
-        if data is None or rel not in self._manifest:
-            return default
-        try:
-            return data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise CorruptStore(f"{rel!r} is not valid UTF-8 text") from exc
+        text = await self._state.read_text(rel)
+        return default if text is None else text
 
     @syncify
     async def read_json(self, rel_path: str, default: Any = None) -> Any:
@@ -233,16 +208,16 @@ class MemoryStore(SerializableType):
         rel = normalize_prefix(prefix)
         await self._ensure_hydrated()
         if rel:
-            await asyncio.to_thread(self._workdir.resolve, rel)
-        return self._manifest.paths(rel)
+            await self._state.check_inside_root(rel)
+        return self._state.manifest.paths(rel)
 
     @syncify
     async def _path_exists(self, rel_path: str) -> bool:
         """Whether `rel_path` is a file of the store, or a directory holding one."""
         rel = normalize_path(rel_path)
         await self._ensure_hydrated()
-        await asyncio.to_thread(self._workdir.resolve, rel)
-        return self._manifest.has_file_or_dir(rel)
+        await self._state.check_inside_root(rel)
+        return self._state.manifest.has_file_or_dir(rel)
 
     @syncify
     async def get_meta(self, rel_path: str) -> MemoryMeta | None:
@@ -260,35 +235,22 @@ class MemoryStore(SerializableType):
     async def audit_tail(self, n: int = 20) -> list[dict[str, Any]]:
         """The last `n` audit events, oldest first (all of them if ``n <= 0``)."""
         await self._ensure_hydrated()
-        data = await asyncio.to_thread(self._workdir.read, AUDIT_LOG_PATH)
-        events = decode_audit_lines(data or b"")
+        events = await self._state.audit_events()
         return events[-n:] if n > 0 else events
 
     @syncify
     async def list_versions(self, rel_path: str) -> list[str]:
         """Names of the version snapshots of `rel_path` (saved and pending), oldest first."""
         rel = normalize_path(rel_path)
-        directory = versions_dir_name(rel)
-        saved: list[str] = []
-        if self.remote_path is not None or self._remote is not None:
-            listing = take_inventory(await self._remote_store().list(under=directory))
-            saved = listing.versions.get(rel, [])
-        pending = [n for n in self._pending.versions if n.startswith(directory + "/")]
-        return sorted(set(saved) | set(pending))
+        return await _versions.list_versions(self._remote_if_known(), self._state.pending.versions, rel)
 
     @syncify
     async def read_version(self, version_file: str) -> str:
-        """Text of one version snapshot, named as in ``list_versions`` or an audit event's ``version_file``."""
-        if classify(version_file).kind is not Kind.VERSION:
-            raise InvalidPath(f"{version_file!r} does not name a version snapshot")
-        data = None
-        if version_file in self._pending.versions:
-            data = await asyncio.to_thread(self._workdir.read, version_file)
-        if data is None and self.remote_path is not None:
-            data = await self._remote_store().read(version_file)
-        if data is None:
-            raise VersionNotFound(f"No version snapshot {version_file!r}")
-        return data.decode("utf-8", errors="replace")
+        """Text of one version snapshot, named as by `list_versions` or an audit event's ``version_file``."""
+        state = self._state
+        return await _versions.read_version(
+            self._remote_if_known(), state.workdir, state.pending.versions, version_file
+        )
 
     def audit_tail_sync(self, n: int = 20) -> list[dict[str, Any]]:
         """Alias of ``audit_tail(n)`` kept for upstream compatibility."""
@@ -307,22 +269,17 @@ class MemoryStore(SerializableType):
         """
         rel = normalize_path(rel_path)
         check_writable(rel, self.read_only_prefixes)
-        async with self._lock:
+        async with self._state.lock:
             await self._ensure_hydrated()
-            old = self._manifest.get(rel)
-            old_sha = old.sha256 if old else ""
-            if expected_sha is not None and expected_sha != old_sha:
-                raise ConcurrencyError(rel, expected_sha=expected_sha, actual_sha=old_sha)
-            data = content.encode("utf-8")
-            meta = MemoryMeta(rel, sha256_bytes(data), utc_timestamp(), actor, reason, len(data))
-            version = self._next_version_name(rel, meta) if self.keep_versions else ""
-            event = self._audit_event(meta, old_sha, version) if self.audit else None
-            await asyncio.to_thread(self._write_local, rel, data, meta, version, event)
-            self._manifest.put(FileEntry(rel, meta.sha256, meta.bytes, meta))
-            self._pending.written.add(rel)
-            self._pending.versions += [version] if version else []
-            self._pending.audit_events += 1 if event else 0
-            return meta
+            return await self._state.write(
+                rel,
+                content,
+                actor=actor,
+                reason=reason,
+                expected_sha=expected_sha,
+                keep_versions=self.keep_versions,
+                audit=self.audit,
+            )
 
     @syncify
     async def write_json(
@@ -362,6 +319,9 @@ class MemoryStore(SerializableType):
 
     # -- internals ------------------------------------------------------------------------------------
 
+    def _remote_if_known(self) -> RemoteStore | None:
+        return self._remote_store() if self.remote_path is not None else None
+
     def _remote_store(self) -> RemoteStore:
         if self._remote is None:
             if self.remote_path is None:
@@ -372,10 +332,7 @@ class MemoryStore(SerializableType):
     async def _entry(self, rel_path: str) -> FileEntry | None:
         rel = normalize_path(rel_path)
         await self._ensure_hydrated()
-        entry = self._manifest.get(rel)
-        if entry is not None and entry.meta_error:
-            raise CorruptStore(entry.meta_error)
-        return entry
+        return self._state.entry(rel)
 
     async def _ensure_hydrated(self) -> None:
         if self._needs_hydration:
@@ -389,10 +346,9 @@ class MemoryStore(SerializableType):
                 raise StoreNotFound(f"No MemoryStore at {remote.uri}")
             self._needs_hydration = False
             return
-        self._adopt(await pull(remote, self._workdir), keep_messages=keep_messages)
+        self._adopt(await self._state.pull(remote), keep_messages=keep_messages)
 
     def _adopt(self, snapshot: Snapshot, *, keep_messages: bool) -> None:
-        self._manifest = snapshot.manifest
         if not keep_messages and snapshot.messages is not None:
             self.messages = snapshot.messages
             self._saved_transcript = self._transcript_fingerprint()
@@ -403,26 +359,7 @@ class MemoryStore(SerializableType):
 
     def has_unsaved_changes(self) -> bool:
         """Whether this handle holds writes or transcript changes that `save` has not published yet."""
-        return bool(self._pending) or self._saved_transcript != self._transcript_fingerprint()
-
-    def _next_version_name(self, rel: str, meta: MemoryMeta) -> str:
-        name = version_name(rel, meta.updated_at, meta.sha256)
-        if name in self._pending.versions:  # same content twice within one second
-            name = version_name(rel, meta.updated_at, meta.sha256, salt=uuid.uuid4().hex[:8])
-        return name
-
-    def _audit_event(self, meta: MemoryMeta, old_sha: str, version: str) -> dict[str, Any]:
-        op = "update" if old_sha else "create"
-        return write_event(op=op, path=meta.path, old_sha=old_sha, new_sha=meta.sha256, actor=meta.updated_by,
-                           reason=meta.reason, ts=meta.updated_at, version_file=version)
-
-    def _write_local(self, rel: str, data: bytes, meta: MemoryMeta, version: str, event: dict | None) -> None:
-        self._workdir.write(rel, data)
-        self._workdir.write(sidecar_name(rel), encode_meta(meta))
-        if version:
-            self._workdir.write(version, data)
-        if event is not None:
-            self._workdir.append(AUDIT_LOG_PATH, encode_audit_event(event))
+        return bool(self._state.pending) or self._saved_transcript != self._transcript_fingerprint()
 
 
 def _temporary_root(store: MemoryStore) -> pathlib.Path:

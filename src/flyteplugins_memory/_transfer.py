@@ -16,9 +16,10 @@ from ._inventory import Inventory, build_manifest, take_inventory
 from ._layout import AUDIT_LOG_PATH, sidecar_name
 from ._manifest import Manifest
 from ._paths import MESSAGES_PATH
-from ._records import decode_messages, encode_meta, encode_messages
+from ._records import decode_messages, encode_messages, encode_meta
 from ._storage import RemoteStore
 from ._workdir import WorkDir
+from ._writes import WritePlan
 
 
 @dataclass
@@ -37,6 +38,13 @@ class PendingChanges:
     written: set[str] = field(default_factory=set)
     versions: list[str] = field(default_factory=list)
     audit_events: int = 0
+
+    def record(self, plan: WritePlan) -> None:
+        self.written.add(plan.meta.path)
+        if plan.version:
+            self.versions.append(plan.version)
+        if plan.event is not None:
+            self.audit_events += 1
 
     def clear(self) -> None:
         self.written.clear()
