@@ -159,6 +159,8 @@ def test_corrupt_sidecar_raises_on_use_and_is_not_overwritten(backend, key, save
     store.write_text("other.txt", "x")
     store.save()
     assert backend.objects(key)["meta/notes%2Fa.md.json"] == payload
+    repaired = store.write_text("notes/a.md", "fixed")  # a plain write repairs the sidecar
+    assert store.get_meta("notes/a.md") == repaired
 
 
 def test_hostile_object_names_are_refused(local_backend, key):

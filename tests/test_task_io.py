@@ -55,3 +55,24 @@ def test_store_travels_between_tasks(tmp_path, key):
     stored = tmp_path / "raw" / "agents/memory-store/v0/local/default/development" / key
     assert (stored / "notes/unsaved.json").is_file()
     assert b"unsaved turn" in (stored / "messages.json").read_bytes()
+
+
+def test_store_nested_in_a_dataclass_round_trips(local_backend, key):
+    from dataclasses import dataclass
+
+    from mashumaro.codecs.msgpack import MessagePackDecoder, MessagePackEncoder
+
+    @dataclass
+    class AgentState:
+        step: int
+        memory: MemoryStore
+
+    store = MemoryStore.get_or_create(key=key)
+    store.write_text("a.txt", "saved")
+    store.append({"role": "user", "content": "hi"})
+    store.save()
+    encoded = MessagePackEncoder(AgentState).encode(AgentState(1, store))
+    received = MessagePackDecoder(AgentState).decode(encoded).memory
+    assert received.key == key and received.remote_path == store.remote_path
+    assert received.messages == [{"role": "user", "content": "hi"}]
+    assert received.list_paths() == ["a.txt"] and received.read_text("a.txt") == "saved"

@@ -1,0 +1,62 @@
+"""Where keyed stores live: the embedded local defaults, flyte.init, task contexts and explicit values."""
+
+from __future__ import annotations
+
+import flyte
+import pytest
+from flyte._context import internal_ctx
+from flyte.models import ActionID, RawDataPath, TaskContext
+from flyte.report import Report
+
+from flyteplugins_memory import ContextError, MemoryStore
+from flyteplugins_memory._location import LOCAL_RAW_DATA_ROOT
+
+
+def task_context(mode: str, raw: str, org: str | None = None) -> TaskContext:
+    action = ActionID(name="a0", run_name="r1", project="proj", domain="prod", org=org)
+    return TaskContext(
+        action=action,
+        version="v1",
+        raw_data_path=RawDataPath(path=raw),
+        output_path="/o",
+        run_base_dir="/b",
+        report=Report(name="a0"),
+        mode=mode,
+    )
+
+
+def test_plain_init_outside_a_run_uses_the_embedded_local_defaults():
+    flyte.init()
+    assert MemoryStore.remote_path_for_key(key="k") == (
+        f"{LOCAL_RAW_DATA_ROOT}/agents/memory-store/v0/local/default/development/k"
+    )
+
+
+def test_init_values_and_explicit_arguments_win(tmp_path, raw_data_context):
+    flyte.init(org="o", project="p", domain="d")
+    raw_data_context(str(tmp_path / "rd" / "run-9"))
+    assert MemoryStore.remote_path_for_key(key="k") == f"{tmp_path}/agents/memory-store/v0/o/p/d/k"
+    assert MemoryStore.remote_path_for_key(key="k", org="x", project="y", domain="z").endswith("/x/y/z/k")
+
+
+def test_remote_task_context_supplies_namespace_and_storage_root():
+    flyte.init()
+    context = internal_ctx().replace_task_context(task_context("remote", "s3://bucket/w6/x/rd/abc", org="acme"))
+    with context:
+        assert MemoryStore.remote_path_for_key(key="k") == "s3://bucket/agents/memory-store/v0/acme/proj/prod/k"
+
+
+def test_remote_task_context_without_org_is_a_clear_error():
+    flyte.init()
+    with internal_ctx().replace_task_context(task_context("remote", "s3://bucket/x")):
+        with pytest.raises(ContextError, match="org"):
+            MemoryStore.remote_path_for_key(key="k")
+
+
+def test_local_run_context_without_org_uses_the_local_default(tmp_path):
+    flyte.init()
+    raw = str(tmp_path / "raw_data" / "action-1")
+    with internal_ctx().replace_task_context(task_context("local", raw)):
+        assert (
+            MemoryStore.remote_path_for_key(key="k") == f"{tmp_path}/raw_data/agents/memory-store/v0/local/proj/prod/k"
+        )
