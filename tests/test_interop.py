@@ -38,11 +38,7 @@ def test_upstream_store_opens_in_ours(interop_backend, key):
         assert ours.get_meta(path) == _as_ours(upstream.get_meta(path))
     assert ours.messages == upstream.messages
     assert ours.audit_tail(0) == upstream.audit_tail_sync(0)
-    upstream_versions = sorted(
-        p.relative_to(upstream.root).as_posix()
-        for p in pathlib.Path(upstream.root, "versions").rglob("*.txt")
-        if p.is_file()
-    )
+    upstream_versions = _versions_in(upstream)
     ours_versions = sorted(v for path in SAMPLE for v in ours.list_versions(path))
     assert ours_versions == upstream_versions and len(ours_versions) == 4
     assert {ours.read_version(v) for v in ours.list_versions("notes/a.md")} == {"first version", "second version"}
@@ -60,11 +56,7 @@ def test_our_store_opens_in_upstream(interop_backend, key):
         assert upstream.current_sha(path) == ours.current_sha(path)
     assert upstream.messages == ours.messages
     assert upstream.audit_tail_sync(0) == ours.audit_tail(0)
-    upstream_versions = sorted(
-        p.relative_to(upstream.root).as_posix()
-        for p in pathlib.Path(upstream.root, "versions").rglob("*.txt")
-        if p.is_file()
-    )
+    upstream_versions = _versions_in(upstream)
     assert upstream_versions == sorted(v for path in SAMPLE for v in ours.list_versions(path))
 
 
@@ -84,6 +76,12 @@ def test_stores_survive_alternating_writers(interop_backend, key):
     assert again.read_text("b.txt") == "from upstream"
     assert [m["content"] for m in again.messages] == ["1", "2"]
     assert [e["path"] for e in again.audit_tail(0)] == ["a.txt", "b.txt"]
+
+
+def _versions_in(upstream) -> list[str]:
+    """Version snapshots in an upstream store's local working directory."""
+    root = pathlib.Path(upstream.root)
+    return sorted(p.relative_to(root).as_posix() for p in (root / "versions").rglob("*.txt") if p.is_file())
 
 
 def _as_ours(meta):
