@@ -76,6 +76,13 @@ class Backend:
             return {}
         return {p[len(prefix) + 1 :]: self.fs.cat_file(p) for p in paths}
 
+    def upstream_view(self, key: str) -> dict[str, bytes]:
+        """The objects upstream's layout defines (everything but our journal under ``meta/.journal/``)."""
+        return {n: d for n, d in self.objects(key).items() if not n.startswith("meta/.journal/")}
+
+    def journal(self, key: str) -> dict[str, bytes]:
+        return {n: d for n, d in self.objects(key).items() if n.startswith("meta/.journal/")}
+
     def put(self, key: str, name: str, data: bytes) -> None:
         """Place an object into the store of `key` behind the store's back."""
         prefix = self.fs._strip_protocol(self.store_uri(key)).rstrip("/")

@@ -47,6 +47,7 @@ def test_upstream_store_opens_in_ours(interop_backend, key):
 def test_our_store_opens_in_upstream(interop_backend, key):
     ours = MemoryStore.get_or_create(key=key, keep_versions=True)
     _write_sample(ours, SAMPLE)
+    ours.compact()  # brings upstream's audit/log.jsonl up to date (saves do it at checkpoints)
 
     upstream = UpstreamStore.get_or_create(key=key)
     assert upstream.list_paths() == ours.list_paths()
@@ -60,22 +61,32 @@ def test_our_store_opens_in_upstream(interop_backend, key):
     assert upstream_versions == sorted(v for path in SAMPLE for v in ours.list_versions(path))
 
 
-def test_stores_survive_alternating_writers(interop_backend, key):
-    ours = MemoryStore.get_or_create(key=key)
-    ours.write_text("a.txt", "from ours")
-    ours.append({"role": "user", "content": "1"})
-    ours.save()
-
+def test_upstream_store_adopted_by_ours_stays_readable_by_upstream(interop_backend, key):
     upstream = UpstreamStore.get_or_create(key=key)
-    upstream.write_text("b.txt", "from upstream")
-    upstream.append({"role": "assistant", "content": "2"})
+    upstream.write_text("a.txt", "from upstream")
+    upstream.append({"role": "user", "content": "1"})
     upstream.save()
 
-    again = MemoryStore.get_or_create(key=key)
-    assert again.list_paths() == ["a.txt", "b.txt"]
-    assert again.read_text("b.txt") == "from upstream"
+    ours = MemoryStore.get_or_create(key=key)
+    ours.write_text("b.txt", "from ours")
+    ours.delete("a.txt")
+    ours.write_text("c.txt", "also ours")
+    ours.append({"role": "assistant", "content": "2"})
+    ours.compact()
+
+    again = UpstreamStore.get_or_create(key=key)
+    assert again.list_paths() == ["b.txt", "c.txt"]
+    assert again.read_text("b.txt") == "from ours"
     assert [m["content"] for m in again.messages] == ["1", "2"]
-    assert [e["path"] for e in again.audit_tail(0)] == ["a.txt", "b.txt"]
+    assert [(e["op"], e["path"]) for e in again.audit_tail_sync(0)] == [
+        ("create", "a.txt"),
+        ("create", "b.txt"),
+        ("delete", "a.txt"),
+        ("create", "c.txt"),
+    ]
+    reopened = MemoryStore.get_or_create(key=key)
+    assert reopened.list_paths() == ["b.txt", "c.txt"]
+    assert reopened.audit_tail(0) == again.audit_tail_sync(0)
 
 
 def _versions_in(upstream) -> list[str]:

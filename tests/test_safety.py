@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 
@@ -12,6 +13,7 @@ from flyteplugins_memory import (
     CorruptStore,
     InvalidKey,
     InvalidPath,
+    MemoryMeta,
     MemoryStore,
     MemoryStoreError,
     PathEscapesRoot,
@@ -19,6 +21,7 @@ from flyteplugins_memory import (
     ReservedPath,
     UnsafeStoreContent,
 )
+from flyteplugins_memory._records import encode_meta, sha256_bytes
 
 
 def local_tree(root: pathlib.Path) -> dict[str, bytes]:
@@ -59,7 +62,7 @@ def test_bad_write_paths_are_refused_and_change_nothing(backend, key, saved_stor
         saved_store.write_json(path, {"evil": True})
     saved_store.save()
     assert backend.objects(key) == stored
-    assert local_tree(saved_store.root) == {**local, "messages.json": local["messages.json"]}
+    assert local_tree(saved_store.root) == local
     assert saved_store.list_paths() == ["notes/a.md"]
 
 
@@ -126,14 +129,49 @@ def test_symlink_escape_is_refused_on_read_write_and_listing(tmp_path):
     assert local_tree(outside) == {"secret.txt": b"secret"}
 
 
-@pytest.mark.parametrize("payload", [b"{not json", b'{"role": "user"}', b"[1, 2]", b"\xff\xfe"])
-def test_corrupt_transcript_raises_and_is_never_saved_over(backend, key, saved_store, payload):
-    backend.put(key, "messages.json", payload)
+def write_upstream_layout(backend, key, messages: bytes = b'[{"role": "user", "content": "hi"}]') -> None:
+    """A store as upstream writes it (no journal), placed directly in storage."""
+    meta = MemoryMeta("notes/a.md", sha256_bytes(b"keep me"), "2026-01-01T00:00:00+00:00", "agent", "", 7)
+    backend.put(key, "notes/a.md", b"keep me")
+    backend.put(key, "meta/notes%2Fa.md.json", encode_meta(meta))
+    backend.put(key, "messages.json", messages)
+
+
+@pytest.mark.parametrize("payload", [b"{not json", b'{"role": "user"}', b"[1, 2]", b"\xff\xfe", b""])
+def test_corrupt_upstream_transcript_raises_and_is_never_saved_over(backend, key, payload):
+    write_upstream_layout(backend, key, messages=payload)
     stored = backend.objects(key)
     with pytest.raises(CorruptStore):
         MemoryStore.get_or_create(key=key)
-    received = MemoryStore._deserialize(saved_store._serialize())
     with pytest.raises(CorruptStore):
+        MemoryStore(key=key, remote_path=backend.store_uri(key)).save()
+    assert backend.objects(key) == stored
+
+
+def _record(seq: int, **delta) -> bytes:
+    body = {"files": {}, "keep": 0, "append": [], "audit": [], "commits": [], **delta}
+    return json.dumps({"format": 1, "seq": seq, "checkpoint": 0, "delta": body}).encode()
+
+
+@pytest.mark.parametrize(
+    ("payload", "error"),
+    [
+        (b"{not json", CorruptStore),
+        (_record(2, append=[1, 2]), CorruptStore),
+        (_record(7), CorruptStore),
+        (_record(2, keep=5), CorruptStore),
+        (_record(2, files={"a.txt": {"sha256": "0" * 63, "bytes": 1}}), CorruptStore),
+        (_record(2, files={"../escape.txt": {"sha256": "0" * 64, "bytes": 1}}), UnsafeStoreContent),
+        (_record(2, files={"meta/x.json": {"sha256": "0" * 64, "bytes": 1}}), UnsafeStoreContent),
+    ],
+)
+def test_corrupt_commit_record_raises_and_is_never_saved_over(backend, key, saved_store, payload, error):
+    backend.put(key, "meta/.journal/log/00000000000000000002.json", payload)
+    stored = backend.objects(key)
+    with pytest.raises(error):
+        MemoryStore.get_or_create(key=key)
+    received = MemoryStore._deserialize(saved_store._serialize())
+    with pytest.raises(error):
         received.save()
     assert backend.objects(key) == stored
 
@@ -148,7 +186,8 @@ def test_corrupt_transcript_raises_and_is_never_saved_over(backend, key, saved_s
         b'{"path": "notes/a.md", "sha256": 1, "updated_at": "t", "updated_by": "a", "reason": "", "bytes": 1}',
     ],
 )
-def test_corrupt_sidecar_raises_on_use_and_is_not_overwritten(backend, key, saved_store, payload):
+def test_corrupt_upstream_sidecar_raises_on_use_and_is_not_overwritten(backend, key, payload):
+    write_upstream_layout(backend, key)
     backend.put(key, "meta/notes%2Fa.md.json", payload)
     store = MemoryStore.get_or_create(key=key)
     assert store.read_text("notes/a.md") == "keep me"  # the file itself is still readable
@@ -156,6 +195,8 @@ def test_corrupt_sidecar_raises_on_use_and_is_not_overwritten(backend, key, save
         store.get_meta("notes/a.md")
     with pytest.raises(CorruptStore):
         store.current_sha("notes/a.md")
+    with pytest.raises(CorruptStore):
+        store.write_text("notes/a.md", "x", expected_sha="")
     store.write_text("other.txt", "x")
     store.save()
     assert backend.objects(key)["meta/notes%2Fa.md.json"] == payload
@@ -163,9 +204,16 @@ def test_corrupt_sidecar_raises_on_use_and_is_not_overwritten(backend, key, save
     assert store.get_meta("notes/a.md") == repaired
 
 
-def test_hostile_object_names_are_refused(local_backend, key):
-    MemoryStore.create(key=key)
-    local_backend.put(key, "meta/..%2F..%2Fescape.json", b"{}")
+def test_tampered_content_is_refused(backend, key, saved_store):
+    blob = next(n for n in backend.journal(key) if "/blobs/" in n)
+    backend.put(key, blob, b"tampered")
+    with pytest.raises(CorruptStore):
+        MemoryStore.get_or_create(key=key).read_text("notes/a.md")
+
+
+def test_hostile_object_names_are_refused(backend, key):
+    write_upstream_layout(backend, key)
+    backend.put(key, "meta/..%2F..%2Fescape.json", b"{}")
     with pytest.raises(UnsafeStoreContent):
         MemoryStore.get_or_create(key=key)
 
@@ -182,4 +230,5 @@ def test_local_writes_are_atomic(tmp_path, monkeypatch):
         store.write_text("doc.txt", "new")
     monkeypatch.undo()
     assert (tmp_path / "root" / "doc.txt").read_text() == "old"
-    assert sorted(p.name for p in (tmp_path / "root").iterdir()) == ["audit", "doc.txt", "meta"]
+    assert sorted(p.name for p in (tmp_path / "root").iterdir()) == ["doc.txt"]  # no temp file left
+    assert store.read_text("doc.txt") == "old" and [e["op"] for e in store.audit_tail()] == ["create"]

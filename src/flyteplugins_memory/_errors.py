@@ -10,7 +10,7 @@ the builtin it corresponds to, so ``except FileNotFoundError`` and friends work 
     ├── AccessDenied (PermissionError)              upstream name; write refused by policy
     │   ├── ReservedPath                            messages.json, audit/, meta/, versions/
     │   └── ReadOnlyPath                            under one of the store's read_only_prefixes
-    ├── ConcurrencyError                            upstream name; expected_sha did not match
+    ├── ConcurrencyError                            upstream name; stale expected_sha or conflicting save
     ├── StoreNotFound (FileNotFoundError)           no store at the key's remote path
     ├── VersionNotFound (FileNotFoundError)         no such version snapshot
     ├── StoreAlreadyExists (FileExistsError)        create() of a key that is already there
@@ -70,14 +70,17 @@ class ReadOnlyPath(AccessDenied):
 
 
 class ConcurrencyError(MemoryStoreError):
-    """A write's ``expected_sha`` precondition does not match the current content.
+    """A write's ``expected_sha`` does not match, or a save conflicts with a concurrent save.
 
     Keeps upstream's constructor and attributes (``path``, ``expected_sha``, ``actual_sha``); ``paths``
-    lists every conflicting path.
+    lists every conflicting path (``messages.json`` for a transcript conflict).
     """
 
     def __init__(self, path: str, expected_sha: str, actual_sha: str, *, paths: tuple[str, ...] = ()):
-        super().__init__(f"ConcurrencyError for {path!r}: expected_sha={expected_sha} actual_sha={actual_sha}")
+        message = f"ConcurrencyError for {path!r}: expected_sha={expected_sha} actual_sha={actual_sha}"
+        if len(paths) > 1:
+            message = f"ConcurrencyError: concurrent changes conflict on {', '.join(map(repr, paths))}"
+        super().__init__(message)
         self.path = path
         self.expected_sha = expected_sha
         self.actual_sha = actual_sha

@@ -1,6 +1,8 @@
-"""Pure: turn a listing of a store's objects into what the store holds (files, sidecars, versions).
+"""Pure: turn a listing of an upstream-layout store into file records.
 
-Used for remote listings and for scanning an existing local root alike, so both trust the same rules.
+Used when importing a store that upstream wrote (it has no journal) and when indexing an existing local
+root, so both trust the same rules: every name is classified (hostile ones refused), every sidecar parsed
+strictly.
 """
 
 from __future__ import annotations
@@ -9,15 +11,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ._errors import CorruptStore
+from ._journal import FileRecord
 from ._layout import AUDIT_LOG_PATH, Kind, classify, sidecar_name
-from ._manifest import FileEntry, Manifest
 from ._paths import MESSAGES_PATH
 from ._records import decode_meta, sha256_bytes
 
 
 @dataclass
 class Inventory:
-    """The classified objects of one store."""
+    """The classified objects of one store in upstream's layout."""
 
     files: dict[str, int] = field(default_factory=dict)
     sidecars: set[str] = field(default_factory=set)
@@ -34,10 +36,8 @@ class Inventory:
         names = [MESSAGES_PATH] if self.has_messages else []
         return names + ([AUDIT_LOG_PATH] if self.has_audit_log else [])
 
-    def objects_to_hydrate(self) -> list[str]:
-        """What a full local copy needs: files, their sidecars, transcript and audit log (not versions)."""
-        names = list(self.files) + [s for p in self.files if (s := self.sidecar_of(p))]
-        return names + self.bookkeeping()
+    def present_sidecars(self) -> list[str]:
+        return [s for p in self.files if (s := self.sidecar_of(p))]
 
 
 def take_inventory(listing: Mapping[str, int] | Iterable[str]) -> Inventory:
@@ -61,26 +61,39 @@ def take_inventory(listing: Mapping[str, int] | Iterable[str]) -> Inventory:
     return inventory
 
 
-def build_manifest(inventory: Inventory, contents: Mapping[str, bytes]) -> Manifest:
-    """Index every file present in `contents` (or with a sidecar there).
-
-    A malformed sidecar does not make the store unopenable: the file is indexed by its content hash and
-    the entry remembers the error, which `get_meta` and `current_sha` then raise as `CorruptStore`.
-    """
-    manifest = Manifest()
+def files_needing_content(inventory: Inventory, contents: Mapping[str, bytes]) -> list[str]:
+    """Files whose sha256 must come from their bytes: no sidecar, or one that does not parse."""
+    needed = []
     for path in inventory.files:
         sidecar = inventory.sidecar_of(path)
+        try:
+            if sidecar and sidecar in contents and decode_meta(contents[sidecar], expected_path=path):
+                continue
+        except CorruptStore:
+            pass
+        needed.append(path)
+    return needed
+
+
+def index_files(inventory: Inventory, contents: Mapping[str, bytes], *, legacy: bool) -> dict[str, FileRecord]:
+    """A record for every file, from its sidecar or (lacking a valid one) its bytes in `contents`.
+
+    A malformed sidecar does not make the store unopenable: the record remembers the error, which
+    `get_meta` and `current_sha` raise as `CorruptStore`.
+    """
+    records: dict[str, FileRecord] = {}
+    for path in inventory.files:
+        sidecar, error = inventory.sidecar_of(path), ""
         if sidecar and sidecar in contents:
             try:
                 meta = decode_meta(contents[sidecar], expected_path=path)
-            except CorruptStore as exc:
-                manifest.put(_entry_from_content(path, contents.get(path, b""), meta_error=str(exc)))
+                records[path] = FileRecord.from_meta(meta, legacy=legacy)
                 continue
-            manifest.put(FileEntry(path, meta.sha256, meta.bytes, meta))
-        elif path in contents:
-            manifest.put(_entry_from_content(path, contents[path]))
-    return manifest
-
-
-def _entry_from_content(path: str, data: bytes, meta_error: str = "") -> FileEntry:
-    return FileEntry(path, sha256_bytes(data), len(data), None, meta_error)
+            except CorruptStore as exc:
+                error = str(exc)
+        if path in contents:
+            data = contents[path]
+            records[path] = FileRecord(
+                sha256=sha256_bytes(data), bytes=len(data), has_meta=False, legacy=legacy, meta_error=error
+            )
+    return records

@@ -6,6 +6,9 @@
     audit/log.jsonl                               audit trail, one JSON object per line
     versions/<quote(path, safe="")>/<ts>_<sha>.txt  version snapshots
 
+plus our own journal under ``meta/.journal/`` (see `docs/sync.md`). A sidecar name never contains a second
+``/``, so no journal object can collide with a sidecar, and upstream's listing skips ``meta/`` entirely.
+
 `classify` sorts a listed object name into one of these kinds, refusing names that a hostile store could
 use to escape the local root.
 """
@@ -23,6 +26,27 @@ AUDIT_LOG_PATH = "audit/log.jsonl"
 META_DIR = "meta"
 VERSIONS_DIR = "versions"
 _SIDECAR_SUFFIX = ".json"
+JOURNAL_DIR = f"{META_DIR}/.journal"
+HEAD_NAME = f"{JOURNAL_DIR}/head.json"
+
+
+def log_name(seq: int) -> str:
+    """Commit record `seq`; creating it is the commit point of a save."""
+    return f"{JOURNAL_DIR}/log/{seq:020d}.json"
+
+
+def checkpoint_name(seq: int) -> str:
+    return f"{JOURNAL_DIR}/checkpoints/{seq:020d}.json"
+
+
+def audit_segment_name(seq: int) -> str:
+    """Audit events folded into checkpoint `seq` (those after the previous checkpoint)."""
+    return f"{JOURNAL_DIR}/audit/{seq:020d}.jsonl"
+
+
+def blob_name(sha256: str) -> str:
+    """Immutable, content-addressed copy of a file's bytes."""
+    return f"{JOURNAL_DIR}/blobs/{sha256[:2]}/{sha256}"
 
 
 def encode_path(rel: str) -> str:
@@ -40,11 +64,9 @@ def versions_dir_name(rel: str) -> str:
     return f"{VERSIONS_DIR}/{encode_path(rel)}"
 
 
-def version_name(rel: str, timestamp: str, sha256: str, salt: str = "") -> str:
-    """Object name of one version snapshot; `salt` disambiguates same-second writes."""
-    stamp = timestamp.replace(":", "-")
-    suffix = f"_{salt}" if salt else ""
-    return f"{versions_dir_name(rel)}/{stamp}_{sha256}{suffix}.txt"
+def version_name(rel: str, timestamp: str, sha256: str) -> str:
+    """Object name of one version snapshot."""
+    return f"{versions_dir_name(rel)}/{timestamp.replace(':', '-')}_{sha256}.txt"
 
 
 class Kind(enum.Enum):
@@ -54,6 +76,7 @@ class Kind(enum.Enum):
     AUDIT_LOG = "audit_log"
     SIDECAR = "sidecar"
     VERSION = "version"
+    JOURNAL = "journal"
     OTHER_RESERVED = "other_reserved"
     FILE = "file"
 
@@ -82,6 +105,8 @@ def classify(name: str) -> StoredObject:
     if not is_reserved(rel):
         return StoredObject(Kind.FILE, rel, rel)
     top, _, rest = rel.partition("/")
+    if rel.startswith(JOURNAL_DIR + "/"):
+        return StoredObject(Kind.JOURNAL, rel)
     if top == META_DIR and "/" not in rest and rest.endswith(_SIDECAR_SUFFIX):
         return StoredObject(Kind.SIDECAR, rel, _decoded_path(rest[: -len(_SIDECAR_SUFFIX)], rel))
     if top == VERSIONS_DIR and rest.count("/") == 1:

@@ -9,6 +9,7 @@ a missing object is ``None`` or ``False``, any other failure is `StorageError`.
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -16,6 +17,7 @@ from typing import Any, TypeVar
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
+from ._conditional import create_exclusive, supports_exclusive_create
 from ._errors import StorageError, UnsafeStoreContent
 
 T = TypeVar("T")
@@ -66,6 +68,8 @@ class RemoteStore:
         self.fs = fs or filesystem_for(self.uri)
         self.prefix = self.fs._strip_protocol(self.uri).rstrip("/")
         self._is_local = isinstance(self.fs, LocalFileSystem)
+        #: whether `create_exclusive` is atomic here (the commit point relies on it)
+        self.exclusive_create = supports_exclusive_create(self.fs)
 
     def full_path(self, name: str) -> str:
         return f"{self.prefix}/{name}"
@@ -78,15 +82,25 @@ class RemoteStore:
         """Contents of the named objects that exist, fetched concurrently where the backend can."""
         if not names:
             return {}
-        paths = [self.full_path(n) for n in names]
-        found = await self._call(self.fs.cat, paths, on_error="omit")
-        by_path = {self.fs._strip_protocol(p): data for p, data in found.items()}
-        return {n: by_path[p] for n, p in zip(names, paths, strict=True) if p in by_path}
+        return await self._call(self._read_many_sync, names)
 
     async def write_many(self, objects: dict[str, bytes]) -> None:
         """Write every object (each one atomically on local disk)."""
         if objects:
             await self._call(self._write_many_sync, objects)
+
+    async def create_exclusive(self, name: str, data: bytes) -> bool:
+        """Create object `name` only if it does not exist; True if this call created it."""
+        return await self._call(create_exclusive, self.fs, self.full_path(name), data)
+
+    async def remove_many(self, names: list[str]) -> None:
+        """Delete the named objects; missing ones are ignored."""
+        for name in names:
+            try:
+                await self._call(self.fs.rm_file, self.full_path(name))
+            except StorageError as exc:
+                if not isinstance(exc.__cause__, FileNotFoundError):
+                    raise
 
     async def exists(self, name: str) -> bool:
         return await self._call(self.fs.exists, self.full_path(name))
@@ -99,10 +113,27 @@ class RemoteStore:
         return await self._call(self._list_sync, under)
 
     def _read_sync(self, name: str) -> bytes | None:
+        path = self.full_path(name)
+        if self._is_local and os.path.lexists(path):
+            self._refuse_local_escape(name, path)
         try:
-            return self.fs.cat_file(self.full_path(name))
+            return self.fs.cat_file(path)
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             return None
+
+    def _read_many_sync(self, names: list[str]) -> dict[str, bytes]:
+        if self._is_local:
+            return {n: data for n in names if (data := self._read_sync(n)) is not None}
+        paths = [self.full_path(n) for n in names]
+        found = self.fs.cat(paths, on_error="omit")
+        by_path = {self.fs._strip_protocol(p): data for p, data in found.items()}
+        return {n: by_path[p] for n, p in zip(names, paths, strict=True) if p in by_path}
+
+    def _refuse_local_escape(self, name: str, path: str) -> None:
+        """On local disk, an object reached through a symlink that leaves the store is hostile."""
+        root = os.path.realpath(self.prefix)
+        if not os.path.realpath(path).startswith(root + os.sep):
+            raise UnsafeStoreContent(f"Stored object {name!r} resolves outside the store")
 
     def _write_many_sync(self, objects: dict[str, bytes]) -> None:
         if not self._is_local:

@@ -1,7 +1,7 @@
-"""Planning and applying one path write: precondition, sidecar, version name and audit event.
+"""Planning and applying one path write or delete: precondition, metadata, version name, audit event.
 
-`plan_write` is pure (it decides everything a write will record); `apply_write` performs the plan on the
-local working directory and blocks, so the store runs it in a thread.
+`plan_write` and `plan_delete` are pure (they decide everything a change will record); `apply` performs
+a plan on the local working directory and blocks, so the store runs it in a thread.
 """
 
 from __future__ import annotations
@@ -12,28 +12,36 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._errors import ConcurrencyError, CorruptStore
-from ._layout import AUDIT_LOG_PATH, sidecar_name, version_name
-from ._manifest import FileEntry
-from ._records import MemoryMeta, encode_audit_event, encode_meta, sha256_bytes, utc_timestamp, write_event
+from ._journal import FileRecord
+from ._layout import version_name
+from ._records import MemoryMeta, sha256_bytes, utc_timestamp, write_event
 from ._workdir import WorkDir
 
 
 @dataclass(frozen=True)
 class WritePlan:
-    """Everything one write records: content, sidecar, optional version snapshot and audit event."""
+    """Everything one change records: the path, its new record (None: deleted), bytes, version, event."""
 
+    path: str
+    record: FileRecord | None
     data: bytes
-    meta: MemoryMeta
+    meta: MemoryMeta | None
     version: str
     event: dict[str, Any] | None
 
-    @property
-    def entry(self) -> FileEntry:
-        return FileEntry(self.meta.path, self.meta.sha256, self.meta.bytes, self.meta)
+
+def _check_expected(current: FileRecord | None, rel: str, expected_sha: str | None) -> str:
+    """The current sha (``""`` if none); raises if `expected_sha` is given and differs."""
+    if current is not None and current.meta_error and expected_sha is not None:
+        raise CorruptStore(f"Cannot check expected_sha of {rel!r}: {current.meta_error}")
+    old_sha = current.sha256 if current else ""
+    if expected_sha is not None and expected_sha != old_sha:
+        raise ConcurrencyError(rel, expected_sha=expected_sha, actual_sha=old_sha)
+    return old_sha
 
 
 def plan_write(
-    current: FileEntry | None,
+    current: FileRecord | None,
     rel: str,
     content: str,
     *,
@@ -45,11 +53,7 @@ def plan_write(
     taken_versions: Collection[str] = (),
 ) -> WritePlan:
     """Decide what writing `content` to `rel` records; raises `ConcurrencyError` on a stale `expected_sha`."""
-    if current is not None and current.meta_error and expected_sha is not None:
-        raise CorruptStore(f"Cannot check expected_sha of {rel!r}: {current.meta_error}")
-    old_sha = current.sha256 if current else ""
-    if expected_sha is not None and expected_sha != old_sha:
-        raise ConcurrencyError(rel, expected_sha=expected_sha, actual_sha=old_sha)
+    old_sha = _check_expected(current, rel, expected_sha)
     data = content.encode("utf-8")
     meta = MemoryMeta(rel, sha256_bytes(data), utc_timestamp(), actor, reason, len(data))
     version = _version_for(meta, taken_versions) if keep_versions else ""
@@ -65,21 +69,48 @@ def plan_write(
             ts=meta.updated_at,
             version_file=version,
         )
-    return WritePlan(data, meta, version, event)
+    return WritePlan(rel, FileRecord.from_meta(meta), data, meta, version, event)
+
+
+def plan_delete(
+    current: FileRecord,
+    rel: str,
+    *,
+    actor: str,
+    reason: str,
+    expected_sha: str | None,
+    keep_versions: bool,
+    audit: bool,
+    taken_versions: Collection[str] = (),
+) -> WritePlan:
+    """Decide what deleting `rel` records: a tombstone version (empty, ``..._deleted.txt``) and an event."""
+    old_sha = _check_expected(current, rel, expected_sha)
+    ts = utc_timestamp()
+    version = _unique(version_name(rel, ts, "deleted"), taken_versions) if keep_versions else ""
+    event = None
+    if audit:
+        event = write_event(
+            op="delete", path=rel, old_sha=old_sha, new_sha="", actor=actor, reason=reason, ts=ts, version_file=version
+        )
+    return WritePlan(rel, None, b"", None, version, event)
 
 
 def _version_for(meta: MemoryMeta, taken: Collection[str]) -> str:
-    name = version_name(meta.path, meta.updated_at, meta.sha256)
+    return _unique(version_name(meta.path, meta.updated_at, meta.sha256), taken)
+
+
+def _unique(name: str, taken: Collection[str]) -> str:
     if name in taken:  # the same content twice within one second
-        name = version_name(meta.path, meta.updated_at, meta.sha256, salt=uuid.uuid4().hex[:8])
+        stem = name.removesuffix(".txt")
+        name = f"{stem}_{uuid.uuid4().hex[:8]}.txt"
     return name
 
 
-def apply_write(workdir: WorkDir, plan: WritePlan) -> None:
-    """Write the content, sidecar, version snapshot and audit line of `plan` locally (blocking)."""
-    workdir.write(plan.meta.path, plan.data)
-    workdir.write(sidecar_name(plan.meta.path), encode_meta(plan.meta))
+def apply(workdir: WorkDir, plan: WritePlan) -> None:
+    """Perform `plan` in the working directory (blocking): content (or its removal) and version file."""
+    if plan.record is None:
+        workdir.remove(plan.path)
+    else:
+        workdir.write(plan.path, plan.data)
     if plan.version:
         workdir.write(plan.version, plan.data)
-    if plan.event is not None:
-        workdir.append(AUDIT_LOG_PATH, encode_audit_event(plan.event))

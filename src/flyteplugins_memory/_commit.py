@@ -1,0 +1,138 @@
+"""Saving: upload new content, commit with one create-only write, then update upstream's view.
+
+    1. blobs      new file contents, content-addressed and immutable   (before the commit point)
+    2. commit     create-only ``log/<n+1>``; if taken, read what won, rebase and try ``n+2``
+    3. project    files, sidecars, versions, deletions, messages.json, head hint   (after it)
+    4. checkpoint now and then: full state, audit segment, audit/log.jsonl
+
+A save that dies before step 2 leaves nothing any reader of ours sees; one that dies after it is
+committed, and only upstream's view (step 3) lags until those paths are written again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._errors import StorageError, StoreAlreadyExists
+from ._journal import Checkpoint, Head, State, encode, parse
+from ._layout import AUDIT_LOG_PATH, HEAD_NAME, audit_segment_name, blob_name, checkpoint_name, log_name, sidecar_name
+from ._merge import Changes, rebase
+from ._open import latest_state
+from ._paths import MESSAGES_PATH
+from ._records import encode_audit_event, encode_messages, encode_meta
+from ._storage import RemoteStore
+
+#: Checkpoint once the newest record exceeds this many bytes ...
+CHECKPOINT_BYTES = 256 * 1024
+#: ... or this many commits have piled up since the last checkpoint.
+CHECKPOINT_COMMITS = 500
+#: Commit attempts before a save gives up under extreme contention.
+MAX_ATTEMPTS = 200
+
+
+@dataclass
+class Save:
+    """One save: the handle's base state, its changes and transcript, and the bytes it uploads."""
+
+    base: State
+    changes: Changes
+    messages: list[dict[str, Any]]
+    contents: dict[str, bytes]
+    versions: dict[str, bytes] = field(default_factory=dict)
+    commit_id: str = ""
+    #: the base is an import of an upstream-written store whose checkpoint 0 is not stored yet
+    imported: bool = False
+    #: refuse (StoreAlreadyExists) instead of rebasing if the first commit slot is taken
+    exclusive: bool = False
+
+
+async def save(remote: RemoteStore, job: Save) -> State:
+    """Commit `job` and update upstream's view; returns the new committed state."""
+    blobs = {blob_name(r.sha256): job.contents[p] for p, r in job.changes.files.items() if r and not r.legacy}
+    await remote.write_many(blobs)
+    latest = await _persist_import(remote, job) if job.imported else job.base
+    committed, record_size = await _commit(remote, job, latest)
+    await _project(remote, job, committed)
+    return await _maybe_checkpoint(remote, committed, record_size)
+
+
+async def _persist_import(remote: RemoteStore, job: Save) -> State:
+    """Store checkpoint 0 of an imported store (once, whoever is first) and return the state to build on."""
+    if not await remote.create_exclusive(checkpoint_name(0), encode(job.base.checkpoint)):
+        stored = parse(Checkpoint, await remote.read(checkpoint_name(0)) or b"", checkpoint_name(0))
+        return await latest_state(remote) or State.at_checkpoint(stored)
+    return job.base
+
+
+async def _commit(remote: RemoteStore, job: Save, latest: State) -> tuple[State, int]:
+    for attempt in range(MAX_ATTEMPTS):
+        new = rebase(job.base, latest, job.changes, job.messages, job.commit_id)
+        record = encode(new.record())
+        if await remote.create_exclusive(log_name(new.seq), record):
+            return new, len(record)
+        if job.exclusive:
+            raise StoreAlreadyExists(f"MemoryStore already exists at {remote.uri}")
+        latest = await latest_state(remote, latest) or latest
+        if job.commit_id in latest.recent_commits:  # an earlier attempt landed after all
+            return latest, 0
+        await asyncio.sleep(random.uniform(0, min(0.002 * 2**attempt, 0.25)))
+    raise StorageError(f"Could not commit to {remote.uri} after {MAX_ATTEMPTS} attempts")
+
+
+async def _project(remote: RemoteStore, job: Save, committed: State) -> None:
+    """Bring upstream's layout up to date with what this save changed."""
+    objects: dict[str, bytes] = dict(job.versions)
+    removed: list[str] = []
+    for path, record in job.changes.files.items():
+        if record is None:
+            removed += [path, sidecar_name(path)]
+            continue
+        objects[path] = job.contents[path]
+        if (meta := record.meta(path)) is not None:
+            objects[sidecar_name(path)] = encode_meta(meta)
+    if job.messages != job.base.messages or job.base.seq == 0:  # messages.json marks the store as existing
+        objects[MESSAGES_PATH] = encode_messages(committed.messages)
+    await remote.write_many(objects)
+    await remote.remove_many(removed)
+    await remote.write_many({HEAD_NAME: encode(Head(seq=committed.seq, checkpoint=committed.checkpoint.seq))})
+
+
+async def _maybe_checkpoint(remote: RemoteStore, state: State, record_size: int) -> State:
+    """Fold the state into a checkpoint when its records have grown; returns the state re-based on it."""
+    if record_size < CHECKPOINT_BYTES and state.seq - state.checkpoint.seq < CHECKPOINT_COMMITS:
+        return state
+    return await checkpoint(remote, state)
+
+
+async def checkpoint(remote: RemoteStore, state: State) -> State:
+    """Write committed `state` as a checkpoint (and bring ``audit/log.jsonl`` up to date); returns the
+    state re-based on it. Writing one twice is harmless: the content is fully determined by the state."""
+    if state.seq == state.checkpoint.seq:
+        return state
+    segments = list(state.checkpoint.audit_segments)
+    if state.recent_audit:
+        segment = b"".join(encode_audit_event(e) for e in state.recent_audit)
+        await remote.write_many({audit_segment_name(state.seq): segment})
+        await _append_audit_log(remote, state.checkpoint.audit_total, segment)
+        segments.append(state.seq)
+    checkpoint = state.as_checkpoint(segments)
+    await remote.write_many({checkpoint_name(state.seq): encode(checkpoint)})
+    await remote.write_many({HEAD_NAME: encode(Head(seq=state.seq, checkpoint=state.seq))})
+    return State(
+        state.seq,
+        checkpoint,
+        dict(state.files),
+        list(state.messages),
+        state.audit_total,
+        recent_commits=list(state.recent_commits),
+    )
+
+
+async def _append_audit_log(remote: RemoteStore, lines_before: int, segment: bytes) -> None:
+    """Rewrite upstream's ``audit/log.jsonl`` as its first `lines_before` lines plus `segment`."""
+    current = (await remote.read(AUDIT_LOG_PATH) or b"").splitlines(keepends=True)
+    kept = [line for line in current if line.strip()][:lines_before]
+    await remote.write_many({AUDIT_LOG_PATH: b"".join(kept) + segment})

@@ -1,0 +1,71 @@
+"""Create-only writes, the one primitive the commit protocol needs from a backend.
+
+fsspec has no uniform conditional write, so this is the one place that knows each backend:
+local disk links a fully written temp file into place (``link`` fails if the target exists), memory
+checks and writes under a process-wide lock, and S3 and GCS send ``mode="create"`` (``If-None-Match: *``
+and ``ifGenerationMatch=0``), which their servers refuse with HTTP 412 when the object exists.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+
+import fsspec
+from fsspec.implementations.local import LocalFileSystem
+from fsspec.implementations.memory import MemoryFileSystem
+
+_MEMORY_LOCK = threading.Lock()
+
+
+def supports_exclusive_create(fs: fsspec.AbstractFileSystem) -> bool:
+    """Whether `create_exclusive` is atomic on this filesystem.
+
+    The GCS emulator used in tests (``STORAGE_EMULATOR_HOST``) ignores preconditions, so on it two
+    writers can both "create" one object; real GCS honors them.
+    """
+    if type(fs).__name__ == "GCSFileSystem" and os.environ.get("STORAGE_EMULATOR_HOST"):
+        return False
+    return True
+
+
+def create_exclusive(fs: fsspec.AbstractFileSystem, path: str, data: bytes) -> bool:
+    """Write `data` to `path` only if nothing is there; True if this call created it (blocking)."""
+    if isinstance(fs, LocalFileSystem):
+        return _create_local(path, data)
+    if isinstance(fs, MemoryFileSystem):
+        with _MEMORY_LOCK:
+            if fs.exists(path):
+                return False
+            fs.pipe_file(path, data)
+            return True
+    try:
+        fs.pipe_file(path, data, mode="create")
+    except FileExistsError:
+        return False
+    except OSError as exc:
+        if _is_precondition_failure(exc):
+            return False
+        raise
+    return True
+
+
+def _create_local(path: str, data: bytes) -> bool:
+    directory = os.path.dirname(path)
+    os.makedirs(directory, exist_ok=True)
+    temp = os.path.join(directory, f".~fpm-{uuid.uuid4().hex}")
+    with open(temp, "xb") as handle:
+        handle.write(data)
+    try:
+        os.link(temp, path)
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(temp)
+    return True
+
+
+def _is_precondition_failure(exc: BaseException) -> bool:
+    text = f"{exc} {exc.__cause__}"
+    return "412" in text or "PreconditionFailed" in text or "conditionNotMet" in text

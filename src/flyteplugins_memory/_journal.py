@@ -1,0 +1,204 @@
+"""Pure: the commit journal's records and the committed state they describe.
+
+A store's history is a numbered log of commit records. Record ``n`` holds the *cumulative* change from
+a checkpoint ``c < n`` to state ``n``, so any state is one checkpoint plus one record, and opening costs
+O(1) requests. Checkpoints are full states written now and then to keep records small. Records are
+untrusted input: parsing is strict and every path in them passes the same rules as caller paths.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from ._errors import CorruptStore, InvalidPath, UnsafeStoreContent
+from ._paths import is_reserved, normalize_path
+from ._records import MemoryMeta
+
+FORMAT = 1
+#: Commit ids remembered in each record, to recognise a retried save that had in fact landed.
+RECENT_COMMITS = 64
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class FileRecord(_Strict):
+    """A live file: content hash and size, sidecar fields, and where its bytes are."""
+
+    sha256: str
+    bytes: int = Field(ge=0)
+    updated_at: str = ""
+    updated_by: str = ""
+    reason: str = ""
+    has_meta: bool = True
+    #: True for files imported from an upstream-written store: the bytes are at the file's own path
+    legacy: bool = False
+    #: why the imported sidecar could not be read (then `meta` raises `CorruptStore`)
+    meta_error: str = ""
+
+    @field_validator("sha256")
+    @classmethod
+    def _hex_digest(cls, value: str) -> str:
+        if len(value) != 64 or any(c not in "0123456789abcdef" for c in value):
+            raise ValueError("sha256 must be 64 lowercase hex digits")
+        return value
+
+    def meta(self, path: str) -> MemoryMeta | None:
+        if self.meta_error:
+            raise CorruptStore(self.meta_error)
+        if not self.has_meta:
+            return None
+        return MemoryMeta(path, self.sha256, self.updated_at, self.updated_by, self.reason, self.bytes)
+
+    @classmethod
+    def from_meta(cls, meta: MemoryMeta, *, legacy: bool = False) -> FileRecord:
+        return cls(
+            sha256=meta.sha256,
+            bytes=meta.bytes,
+            updated_at=meta.updated_at,
+            updated_by=meta.updated_by,
+            reason=meta.reason,
+            legacy=legacy,
+        )
+
+
+def _checked_paths(files: dict[str, Any]) -> dict[str, Any]:
+    for path in files:
+        try:
+            canonical = normalize_path(path)
+        except InvalidPath as exc:
+            raise ValueError(f"unsafe path {path!r}: {exc}") from exc
+        if canonical != path or is_reserved(path):
+            raise ValueError(f"unsafe path {path!r}")
+    return files
+
+
+class Delta(_Strict):
+    """Cumulative change from a checkpoint: files (None = deleted), transcript, audit events, commit ids."""
+
+    files: dict[str, FileRecord | None] = {}
+    keep: int = 0
+    append: list[dict[str, Any]] = []
+    audit: list[dict[str, Any]] = []
+    commits: list[str] = []
+
+    @field_validator("files")
+    @classmethod
+    def _safe_paths(cls, files: dict[str, Any]) -> dict[str, Any]:
+        return _checked_paths(files)
+
+
+class CommitRecord(_Strict):
+    format: Literal[1] = FORMAT
+    seq: int
+    checkpoint: int
+    delta: Delta
+
+
+class Checkpoint(_Strict):
+    """A full state. ``audit_segments`` name the checkpoints whose segment holds older audit events."""
+
+    format: Literal[1] = FORMAT
+    seq: int
+    files: dict[str, FileRecord] = {}
+    messages: list[dict[str, Any]] = []
+    audit_total: int = 0
+    audit_segments: list[int] = []
+    legacy_audit_lines: int = 0
+
+    @field_validator("files")
+    @classmethod
+    def _safe_paths(cls, files: dict[str, Any]) -> dict[str, Any]:
+        return _checked_paths(files)
+
+
+class Head(_Strict):
+    """A hint, not the truth: the newest commit and checkpoint a writer knew of."""
+
+    seq: int
+    checkpoint: int
+
+
+def parse(model: type[_Strict], data: bytes, name: str) -> Any:
+    """Strictly parse a journal object; malformed or hostile content raises `CorruptStore`."""
+    try:
+        return model.model_validate_json(data)
+    except ValidationError as exc:
+        error = UnsafeStoreContent if "unsafe path" in str(exc) else CorruptStore
+        raise error(f"Journal object {name!r} is malformed: {exc}") from exc
+
+
+def encode(record: _Strict) -> bytes:
+    return record.model_dump_json(exclude_defaults=False).encode("utf-8")
+
+
+@dataclass
+class State:
+    """A committed state of the store, together with the checkpoint its record is relative to."""
+
+    seq: int
+    checkpoint: Checkpoint
+    files: dict[str, FileRecord]
+    messages: list[dict[str, Any]]
+    audit_total: int
+    #: audit events after the checkpoint, oldest first
+    recent_audit: list[dict[str, Any]] = field(default_factory=list)
+    recent_commits: list[str] = field(default_factory=list)
+
+    @classmethod
+    def at_checkpoint(cls, checkpoint: Checkpoint) -> State:
+        return cls(
+            checkpoint.seq, checkpoint, dict(checkpoint.files), list(checkpoint.messages), checkpoint.audit_total
+        )
+
+    @classmethod
+    def from_record(cls, checkpoint: Checkpoint, record: CommitRecord) -> State:
+        """Apply a commit record's cumulative delta to its checkpoint."""
+        delta = record.delta
+        if record.checkpoint != checkpoint.seq or delta.keep > len(checkpoint.messages):
+            raise CorruptStore(f"Commit {record.seq} does not fit checkpoint {checkpoint.seq}")
+        files = dict(checkpoint.files)
+        for path, entry in delta.files.items():
+            if entry is None:
+                files.pop(path, None)
+            else:
+                files[path] = entry
+        messages = list(checkpoint.messages[: delta.keep]) + list(delta.append)
+        total = checkpoint.audit_total + len(delta.audit)
+        return cls(record.seq, checkpoint, files, messages, total, list(delta.audit), list(delta.commits))
+
+    def delta(self) -> Delta:
+        """The cumulative delta from this state's checkpoint to this state."""
+        base = self.checkpoint
+        files: dict[str, FileRecord | None] = {p: e for p, e in self.files.items() if base.files.get(p) != e}
+        files.update({p: None for p in base.files if p not in self.files})
+        keep = len(base.messages)
+        if self.messages[:keep] != base.messages:
+            keep = 0
+        return Delta(
+            files=files,
+            keep=keep,
+            append=self.messages[keep:],
+            audit=self.recent_audit,
+            commits=self.recent_commits[-RECENT_COMMITS:],
+        )
+
+    def record(self) -> CommitRecord:
+        return CommitRecord(seq=self.seq, checkpoint=self.checkpoint.seq, delta=self.delta())
+
+    def as_checkpoint(self, audit_segments: list[int]) -> Checkpoint:
+        return Checkpoint(
+            seq=self.seq,
+            files=self.files,
+            messages=self.messages,
+            audit_total=self.audit_total,
+            audit_segments=audit_segments,
+            legacy_audit_lines=self.checkpoint.legacy_audit_lines,
+        )
+
+
+EMPTY_CHECKPOINT = Checkpoint(seq=0)

@@ -1,0 +1,36 @@
+"""Opening stores that have no journal: written by upstream, or an existing local directory.
+
+Such a store is read once in full (a listing plus its sidecars, transcript and audit log) and becomes
+checkpoint 0 of a journal; the journal is written by the first save. Its files stay where upstream put
+them (records marked ``legacy``) until they are written again.
+"""
+
+from __future__ import annotations
+
+from ._inventory import files_needing_content, index_files, take_inventory
+from ._journal import Checkpoint
+from ._layout import AUDIT_LOG_PATH
+from ._paths import MESSAGES_PATH
+from ._records import decode_audit_lines, decode_messages
+from ._storage import RemoteStore
+from ._workdir import WorkDir
+
+
+async def import_remote(remote: RemoteStore) -> Checkpoint:
+    """Checkpoint 0 describing an upstream-written store, with its files left in place."""
+    inventory = take_inventory(await remote.list())
+    contents = await remote.read_many(inventory.present_sidecars() + inventory.bookkeeping())
+    contents.update(await remote.read_many(files_needing_content(inventory, contents)))
+    messages = decode_messages(contents[MESSAGES_PATH]) if MESSAGES_PATH in contents else []
+    events = len(decode_audit_lines(contents.get(AUDIT_LOG_PATH, b"")))
+    files = index_files(inventory, contents, legacy=True)
+    return Checkpoint(seq=0, files=files, messages=messages, audit_total=events, legacy_audit_lines=events)
+
+
+def scan_local(workdir: WorkDir) -> tuple[Checkpoint, list[dict]]:
+    """Index an existing local root (blocking): its files as unsaved records, and its transcript."""
+    inventory = take_inventory(dict(workdir.scan()))
+    names = list(inventory.files) + inventory.present_sidecars() + inventory.bookkeeping()
+    contents = {name: data for name in names if (data := workdir.read(name)) is not None}
+    messages = decode_messages(contents[MESSAGES_PATH]) if MESSAGES_PATH in contents else []
+    return Checkpoint(seq=0, files=index_files(inventory, contents, legacy=False)), messages

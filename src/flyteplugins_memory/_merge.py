@@ -1,0 +1,91 @@
+"""Pure: rebase a handle's unsaved changes onto the newest committed state, or name the conflicts.
+
+Changes that do not conflict merge: different paths, transcript appends (theirs first, in commit order),
+audit events (all kept) and deletes of paths the other side left alone. Both sides changing one path to
+different content, or one side rewriting transcript history that the other changed, is a conflict.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._errors import ConcurrencyError
+from ._journal import FileRecord, State
+from ._paths import MESSAGES_PATH
+
+
+@dataclass
+class Changes:
+    """What a handle changed since its base state. A file mapped to None was deleted."""
+
+    files: dict[str, FileRecord | None] = field(default_factory=dict)
+    audit: list[dict[str, Any]] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.files or self.audit)
+
+
+def _same_content(a: FileRecord | None, b: FileRecord | None) -> bool:
+    return (a is None and b is None) or (a is not None and b is not None and a.sha256 == b.sha256)
+
+
+def merged_transcript(
+    base: list[dict[str, Any]], latest: list[dict[str, Any]], ours: list[dict[str, Any]]
+) -> list[dict[str, Any]] | None:
+    """The transcript after our save lands on `latest`, or None if that is a conflict."""
+    if ours == base:
+        return list(latest)
+    if ours[: len(base)] == base:
+        return list(latest) + list(ours[len(base) :])
+    return list(ours) if latest == base else None
+
+
+def conflicts(base: State, latest: State, changes: Changes, messages: list[dict[str, Any]]) -> list[str]:
+    """Every path (and ``messages.json``) on which our changes and the commits since `base` disagree."""
+    paths = [
+        path
+        for path, ours in changes.files.items()
+        if base.files.get(path) != latest.files.get(path) and not _same_content(latest.files.get(path), ours)
+    ]
+    if merged_transcript(base.messages, latest.messages, messages) is None:
+        paths.append(MESSAGES_PATH)
+    return sorted(paths)
+
+
+def rebase(base: State, latest: State, changes: Changes, messages: list[dict[str, Any]], commit_id: str) -> State:
+    """The state our commit would create on top of `latest`; raises `ConcurrencyError` on conflicts."""
+    conflicting = conflicts(base, latest, changes, messages)
+    if conflicting:
+        first = conflicting[0]
+        expected, actual = base.files.get(first), latest.files.get(first)
+        raise ConcurrencyError(
+            first,
+            expected_sha=expected.sha256 if expected else "",
+            actual_sha=actual.sha256 if actual else "",
+            paths=tuple(conflicting),
+        )
+    files = dict(latest.files)
+    for path, entry in changes.files.items():
+        if entry is None:
+            files.pop(path, None)
+        else:
+            files[path] = entry
+    transcript = merged_transcript(base.messages, latest.messages, messages) or []
+    return State(
+        seq=latest.seq + 1,
+        checkpoint=latest.checkpoint,
+        files=files,
+        messages=transcript,
+        audit_total=latest.audit_total + len(changes.audit),
+        recent_audit=latest.recent_audit + changes.audit,
+        recent_commits=latest.recent_commits + [commit_id],
+    )
+
+
+def drop_conflicting(base: State, latest: State, changes: Changes, messages: list[dict[str, Any]]) -> list[str]:
+    """Remove our changes that conflict with `latest` (for `refresh`); returns the paths dropped."""
+    dropped = conflicts(base, latest, changes, messages)
+    for path in dropped:
+        changes.files.pop(path, None)
+    return dropped
