@@ -89,6 +89,11 @@ class Backend:
         self.fs.pipe_file(f"{prefix}/{name}", data)
 
 
+#: symlinks: only local disk has them; exclusive_create: create-only writes are atomic (the
+#: gcp-storage-emulator ignores ifGenerationMatch, so two "creates" of one object both succeed there)
+LOCAL_CAPS = frozenset({"symlinks", "exclusive_create"})
+
+
 def _init_flyte(storage: object | None = None) -> None:
     import flyte
 
@@ -106,7 +111,7 @@ def make_backend(name: str, tmp_path, request) -> Backend:
         )
     if name == "memory":
         _init_flyte()
-        return Backend(name, f"memory://{bucket}/raw", fsspec.filesystem("memory"))
+        return Backend(name, f"memory://{bucket}/raw", fsspec.filesystem("memory"), frozenset({"exclusive_create"}))
     if name == "s3":
         import flyte.storage
         import s3fs
@@ -121,7 +126,7 @@ def make_backend(name: str, tmp_path, request) -> Backend:
             endpoint_url=endpoint, key="testing", secret="testing", use_listings_cache=False, skip_instance_cache=True
         )
         fs.mkdir(bucket)
-        return Backend(name, f"s3://{bucket}/w6/raw/rd/run-1", fs)
+        return Backend(name, f"s3://{bucket}/w6/raw/rd/run-1", fs, frozenset({"exclusive_create"}))
     if name == "gcs":
         import gcsfs
 
@@ -175,3 +180,44 @@ def s3_backend(request, tmp_path, raw_data_context) -> Backend:
 @pytest.fixture
 def key() -> str:
     return f"agent-{uuid.uuid4().hex[:8]}"
+
+
+class IOCounter:
+    """Counts the object operations the store asks of storage, by kind (one per object touched)."""
+
+    def __init__(self) -> None:
+        self.ops: list[tuple[str, str]] = []
+
+    def reset(self) -> None:
+        self.ops.clear()
+
+    def count(self, kind: str | None = None) -> int:
+        return sum(1 for k, _ in self.ops if kind is None or k == kind)
+
+    def names(self, kind: str) -> list[str]:
+        return [n for k, n in self.ops if k == kind]
+
+
+@pytest.fixture
+def io_counter(monkeypatch) -> IOCounter:
+    from flyteplugins_memory._storage import RemoteStore
+
+    counter = IOCounter()
+
+    def wrap(method: str, kind: str, names_of):
+        original = getattr(RemoteStore, method)
+
+        async def counted(self, *args, **kwargs):
+            counter.ops.extend((kind, n) for n in names_of(*args, **kwargs))
+            return await original(self, *args, **kwargs)
+
+        monkeypatch.setattr(RemoteStore, method, counted)
+
+    wrap("read", "get", lambda name: [name])
+    wrap("read_many", "get", lambda names: list(names))
+    wrap("write_many", "put", lambda objects: list(objects))
+    wrap("create_exclusive", "put", lambda name, data: [name])
+    wrap("exists", "head", lambda name: [name])
+    wrap("list", "list", lambda under="": [under])
+    wrap("remove_many", "delete", lambda names: list(names))
+    return counter

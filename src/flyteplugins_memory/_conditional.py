@@ -40,6 +40,12 @@ def create_exclusive(fs: fsspec.AbstractFileSystem, path: str, data: bytes) -> b
                 return False
             fs.pipe_file(path, data)
             return True
+    if not supports_exclusive_create(fs):
+        # Check-then-write: correct for saves that do not overlap in time, racy for those that do.
+        if fs.exists(path):
+            return False
+        fs.pipe_file(path, data)
+        return True
     try:
         fs.pipe_file(path, data, mode="create")
     except FileExistsError:
