@@ -1,0 +1,98 @@
+"""Separate processes saving one key lose nothing, and a save killed at any point leaves a whole state."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from flyteplugins_memory import MemoryStore
+
+WORKERS = str(pathlib.Path(__file__).with_name("workers.py"))
+
+
+def child(command: str, config: dict, **kwargs) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, WORKERS, command, json.dumps(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kwargs,
+    )
+
+
+@pytest.fixture(params=["local_backend", "s3_backend"])
+def shared_backend(request, moto_endpoint):
+    chosen = request.getfixturevalue(request.param)
+    return chosen, (moto_endpoint if chosen.name == "s3" else None)
+
+
+def test_eight_processes_saving_one_key_lose_nothing(shared_backend, key, tmp_path):
+    backend, endpoint = shared_backend
+    MemoryStore.create(key=key)
+    go = tmp_path / "go"
+    config = {"raw": backend.raw_data_path, "endpoint": endpoint, "key": key, "rounds": 5, "go": str(go)}
+    procs = [child("race", {**config, "worker": w}) for w in range(8)]
+    go.touch()
+    for proc in procs:
+        _, err = proc.communicate(timeout=240)
+        assert proc.returncode == 0, err[-3000:]
+
+    store = MemoryStore.get_or_create(key=key)
+    expected = {f"w{w}/r{r}.txt" for w in range(8) for r in range(5)}
+    assert set(store.list_paths()) == expected
+    assert all(store.read_text(p) == f"{p[1]}:{p[4]}" for p in expected)
+    assert sorted(m["content"] for m in store.messages) == sorted(f"{w}:{r}" for w in range(8) for r in range(5))
+    for w in range(8):  # each worker's messages stay in its own order
+        assert [m["content"] for m in store.messages if m["content"].startswith(f"{w}:")] == [
+            f"{w}:{r}" for r in range(5)
+        ]
+    events = store.audit_tail(0)
+    assert sorted(e["path"] for e in events) == sorted(expected)
+    stored = json.loads(backend.upstream_view(key)["messages.json"])
+    assert len(stored) == 40
+
+
+def _snapshot(store: MemoryStore) -> tuple:
+    files = {p: store.read_text(p) for p in store.list_paths()}
+    return files, [m["content"] for m in store.messages]
+
+
+def test_a_save_killed_at_any_storage_call_leaves_old_or_new(shared_backend, key):
+    backend, endpoint = shared_backend
+    old = ({"a.txt": "old a", "b.txt": "old b", "c.txt": "old c"}, ["old"])
+    new = ({"a.txt": "new a", "c.txt": "old c", "d.txt": "new d"}, ["old", "new"])
+    config = {"raw": backend.raw_data_path, "endpoint": endpoint}
+
+    def prepare(name: str) -> None:
+        store = MemoryStore.create(key=name)
+        for path, text in old[0].items():
+            store.write_text(path, text)
+        store.append({"role": "user", "content": "old"})
+        store.save()
+
+    prepare(f"{key}-probe")
+    probe = child("crash", {**config, "key": f"{key}-probe", "k": 0})
+    out, err = probe.communicate(timeout=120)
+    assert probe.returncode == 0, err[-3000:]
+    total = json.loads(out)["calls"]
+    assert total >= 6
+
+    outcomes = []
+    for k in range(1, total + 1):
+        name = f"{key}-k{k}"
+        prepare(name)
+        proc = child("crash", {**config, "key": name, "k": k})
+        proc.communicate(timeout=120)
+        assert proc.returncode == 17
+        state = _snapshot(MemoryStore.get_or_create(key=name))
+        assert state in (old, new), (k, state)
+        outcomes.append(state == new)
+        after = MemoryStore.get_or_create(key=name)
+        after.write_text("e.txt", "after crash")
+        after.save()
+        assert _snapshot(MemoryStore.get_or_create(key=name))[0] == {**state[0], "e.txt": "after crash"}
+    assert outcomes[0] is False and outcomes[-1] is True  # the commit point lies in between

@@ -1,0 +1,72 @@
+"""Child-process programs for the multi-process and crash tests (run as ``python tests/workers.py ...``).
+
+Each child configures Flyte like a task would (org/project/domain, S3 endpoint) and binds the raw-data
+path, then works on one key; the parent checks what landed in storage.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+
+def setup(config: dict) -> None:
+    import flyte
+    import flyte.storage
+    from flyte._context import internal_ctx
+    from flyte.models import RawDataPath
+
+    storage = None
+    if config.get("endpoint"):
+        storage = flyte.storage.S3(
+            endpoint=config["endpoint"], access_key_id="testing", secret_access_key="testing", region="us-east-1"
+        )
+    flyte.init(org="acme", project="research", domain="development", storage=storage)
+    internal_ctx().new_raw_data_path(RawDataPath(path=config["raw"])).__enter__()
+
+
+def race(config: dict) -> None:
+    """Wait for the start signal, then save `rounds` times: one new file and one message each."""
+    from flyteplugins_memory import MemoryStore
+
+    while not os.path.exists(config["go"]):
+        time.sleep(0.01)
+    me = config["worker"]
+    for round_ in range(config["rounds"]):
+        store = MemoryStore.get_or_create(key=config["key"])
+        store.write_text(f"w{me}/r{round_}.txt", f"{me}:{round_}", actor=f"w{me}")
+        store.append({"role": "user", "content": f"{me}:{round_}"})
+        store.save()
+
+
+def crash(config: dict) -> None:
+    """Save a change that writes, deletes and appends; exit abruptly before storage call number `k`."""
+    from flyteplugins_memory import MemoryStore
+    from flyteplugins_memory._storage import RemoteStore
+
+    store = MemoryStore.get_or_create(key=config["key"])
+    store.write_text("a.txt", "new a")
+    store.write_text("d.txt", "new d")
+    store.delete("b.txt")
+    store.append({"role": "user", "content": "new"})
+    calls = 0
+    original = RemoteStore._call
+
+    async def counted(self, fn, *args, **kwargs):
+        nonlocal calls
+        calls += 1
+        if calls == config["k"]:
+            os._exit(17)
+        return await original(self, fn, *args, **kwargs)
+
+    RemoteStore._call = counted
+    store.save()
+    print(json.dumps({"calls": calls}))
+
+
+if __name__ == "__main__":
+    command, raw_config = sys.argv[1], json.loads(sys.argv[2])
+    setup(raw_config)
+    {"race": race, "crash": crash}[command](raw_config)
