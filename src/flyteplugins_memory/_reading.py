@@ -1,0 +1,119 @@
+"""The read half of `MemoryStore`'s API: contents, listings, metadata, audit trail and versions.
+
+Listings, existence and metadata answer from the loaded state without touching storage; contents are
+fetched on first read (or by `prefetch`) and verified against their sha256.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from . import _audit, _versions
+from ._errors import CorruptStore
+from ._paths import normalize_path, normalize_prefix
+from ._records import MemoryMeta
+from ._state import LocalState
+from ._storage import RemoteStore
+from ._sync import Sync
+from ._syncify import syncify
+
+
+class ReadAPI:
+    """Mixed into `MemoryStore`; relies on its `_state`, `_sync` and `messages`."""
+
+    _state: LocalState
+    _sync: Sync
+    messages: list[dict[str, Any]]
+
+    async def _ensure_loaded(self) -> None:
+        await self._sync.ensure_loaded(self.messages)
+
+    def _remote_if_known(self) -> RemoteStore | None:
+        return self._sync.remote_if_known()
+
+    @syncify
+    async def read_text(self, rel_path: str, default: str = "") -> str:
+        """UTF-8 contents of `rel_path` (fetched on first read), or `default` if there is no such file."""
+        rel = normalize_path(rel_path)
+        await self._ensure_loaded()
+        data = await self._state.read_bytes(rel, self._remote_if_known())
+        if data is None:
+            return default
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CorruptStore(f"{rel!r} is not valid UTF-8 text") from exc
+
+    @syncify
+    async def read_json(self, rel_path: str, default: Any = None) -> Any:
+        """JSON-decoded contents of `rel_path`, or `default` if it is missing or empty."""
+        text = await self.read_text.aio(rel_path, default="")
+        if not text.strip():
+            return default
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise CorruptStore(f"{rel_path!r} is not valid JSON: {exc}") from exc
+
+    @syncify
+    async def list_paths(self, prefix: str = "") -> list[str]:
+        """Sorted paths of the store's files under directory `prefix` (bookkeeping and transcript excluded)."""
+        rel = normalize_prefix(prefix)
+        await self._ensure_loaded()
+        if rel:
+            await self._state.check_inside_root(rel)
+        return self._state.paths(rel)
+
+    @syncify
+    async def _path_exists(self, rel_path: str) -> bool:
+        """Whether `rel_path` is a file of the store, or a directory holding one."""
+        rel = normalize_path(rel_path)
+        await self._ensure_loaded()
+        await self._state.check_inside_root(rel)
+        return self._state.has_file_or_dir(rel)
+
+    @syncify
+    async def get_meta(self, rel_path: str) -> MemoryMeta | None:
+        """The metadata sidecar of `rel_path`, or None if it has none."""
+        rel = normalize_path(rel_path)
+        await self._ensure_loaded()
+        return self._state.meta(rel)
+
+    @syncify
+    async def current_sha(self, rel_path: str) -> str:
+        """The sha256 of `rel_path`'s content, or ``""`` if there is no such file."""
+        rel = normalize_path(rel_path)
+        await self._ensure_loaded()
+        self._state.meta(rel)  # a corrupt sidecar raises here, as upstream's does
+        record = self._state.record(rel)
+        return record.sha256 if record else ""
+
+    @syncify
+    async def prefetch(self, prefix: str = "") -> int:
+        """Fetch every file under `prefix` not yet local, in bounded parallel batches; returns how many."""
+        rel = normalize_prefix(prefix)
+        await self._ensure_loaded()
+        return await self._state.prefetch(rel, self._remote_if_known())
+
+    @syncify
+    async def audit_tail(self, n: int = 20) -> list[dict[str, Any]]:
+        """The last `n` audit events, oldest first (all of them if ``n <= 0``); reads only what it needs."""
+        await self._ensure_loaded()
+        return await _audit.audit_tail(self._remote_if_known(), self._state.base, self._state.changes.audit, n)
+
+    def audit_tail_sync(self, n: int = 20) -> list[dict[str, Any]]:
+        """Alias of ``audit_tail(n)`` kept for upstream compatibility."""
+        return self.audit_tail(n)
+
+    @syncify
+    async def list_versions(self, rel_path: str) -> list[str]:
+        """Names of the version snapshots of `rel_path` (saved and pending), oldest first."""
+        rel = normalize_path(rel_path)
+        return await _versions.list_versions(self._remote_if_known(), self._state.versions, rel)
+
+    @syncify
+    async def read_version(self, version_file: str) -> str:
+        """Text of one version snapshot, named as by `list_versions` or an audit event's ``version_file``."""
+        state = self._state
+        return await _versions.read_version(self._remote_if_known(), state.workdir, state.versions, version_file)

@@ -1,0 +1,108 @@
+"""Keeping one handle in step with the journal: load, save, refresh and compact.
+
+The store facade owns the transcript list (``store.messages``, public as upstream); this object owns
+everything else about the handle's relation to storage, and updates the transcript in place.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from ._commit import Save, checkpoint, save
+from ._errors import StoreNotFound
+from ._merge import drop_conflicting, merged_transcript
+from ._open import latest_state, open_state, state_at
+from ._state import LocalState
+from ._storage import RemoteStore
+
+Messages = list[dict[str, Any]]
+
+
+class Sync:
+    """One handle's committed base, and the moves that bring it and storage together."""
+
+    def __init__(self, state: LocalState, remote_path: str | None, resolve_path: Callable[[], str]):
+        self.state = state
+        self.remote_path = remote_path
+        self._resolve_path = resolve_path
+        self._remote: RemoteStore | None = None
+        #: the committed state is not loaded yet (handles built directly or received as task inputs)
+        self.loaded = remote_path is None
+        #: for a received store: the exact commit it was sent at; its inline transcript wins, as upstream
+        self.pinned_seq: int | None = None
+        self.inline_transcript = False
+        self.saved_messages: Messages = []
+
+    def remote(self) -> RemoteStore:
+        if self._remote is None:
+            if self.remote_path is None:
+                self.remote_path = self._resolve_path()
+            self._remote = RemoteStore(self.remote_path)
+        return self._remote
+
+    def remote_if_known(self) -> RemoteStore | None:
+        return self.remote() if self.remote_path is not None else None
+
+    def has_unsaved_changes(self, messages: Messages) -> bool:
+        return self.state.has_unsaved_changes() or messages != self.saved_messages
+
+    async def ensure_loaded(self, messages: Messages) -> None:
+        """Load the committed state on first use; a store that does not exist yet starts empty."""
+        if not self.loaded:
+            try:
+                await self.load(messages)
+            except StoreNotFound:
+                self.loaded = True
+
+    async def load(self, messages: Messages) -> None:
+        """Load the pinned commit of a received store, else the newest one."""
+        remote = self.remote()
+        if self.pinned_seq:
+            state, imported = await state_at(remote, self.pinned_seq), False
+        else:
+            state, imported = await open_state(remote)
+        self.state.base, self.state.imported, self.loaded = state, imported, True
+        if not self.inline_transcript:
+            messages[:] = state.messages
+            self.saved_messages = list(state.messages)
+
+    async def save(self, messages: Messages, *, exclusive: bool = False) -> None:
+        """Commit unsaved changes (callers hold the state's lock)."""
+        state = self.state
+        contents, versions = await state.contents_to_save()
+        job = Save(
+            state.base,
+            state.changes,
+            list(messages),
+            contents,
+            versions,
+            uuid.uuid4().hex,
+            imported=state.imported,
+            exclusive=exclusive,
+        )
+        committed = await save(self.remote(), job)
+        messages[:] = committed.messages
+        self.saved_messages = list(committed.messages)
+        state.committed(committed)
+
+    async def refresh(self, messages: Messages) -> list[str]:
+        """Move to the newest commit, dropping only unsaved changes that conflict with it."""
+        state, base = self.state, self.state.base
+        latest = await latest_state(self.remote(), base) or base
+        dropped = drop_conflicting(base, latest, state.changes, messages)
+        state.changes.audit = [e for e in state.changes.audit if e.get("path") not in dropped]
+        transcript = merged_transcript(base.messages, latest.messages, messages)
+        messages[:] = latest.messages if transcript is None else transcript
+        state.base, self.saved_messages = latest, list(latest.messages)
+        return dropped
+
+    async def compact(self) -> None:
+        """Fold the newest commit into a checkpoint."""
+        remote = self.remote()
+        latest = await latest_state(remote, self.state.base) or self.state.base
+        self.state.base = await checkpoint(remote, latest)
+
+    def payload_seq(self) -> int | None:
+        return self.state.base.seq if self.loaded else self.pinned_seq
