@@ -219,16 +219,31 @@ def test_hostile_object_names_are_refused(backend, key):
 
 
 def test_local_writes_are_atomic(tmp_path, monkeypatch):
-    store = MemoryStore(key="k", root=tmp_path / "root")
-    store.write_text("doc.txt", "old")
+    from flyteplugins_memory._workdir import WorkDir
+
+    workdir = WorkDir(tmp_path / "root")
+    workdir.write("doc.txt", b"old")
 
     def crash(*args, **kwargs):
         raise OSError("disk gone")
 
     monkeypatch.setattr(os, "replace", crash)
     with pytest.raises(OSError):
-        store.write_text("doc.txt", "new")
+        workdir.write("doc.txt", b"new")
     monkeypatch.undo()
-    assert (tmp_path / "root" / "doc.txt").read_text() == "old"
+    assert workdir.read("doc.txt") == b"old"
     assert sorted(p.name for p in (tmp_path / "root").iterdir()) == ["doc.txt"]  # no temp file left
-    assert store.read_text("doc.txt") == "old" and [e["op"] for e in store.audit_tail()] == ["create"]
+
+
+def test_a_failing_local_cache_never_fails_a_committed_save(local_backend, key, monkeypatch):
+    store = MemoryStore.get_or_create(key=key)
+    store.write_text("a.txt", "saved")
+
+    def crash(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", crash)
+    store.save()
+    monkeypatch.undo()
+    assert store.read_text("a.txt") == "saved" and not store.has_unsaved_changes()
+    assert MemoryStore.get_or_create(key=key).read_text("a.txt") == "saved"

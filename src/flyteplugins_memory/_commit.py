@@ -25,8 +25,10 @@ from ._paths import MESSAGES_PATH
 from ._records import encode_audit_event, encode_messages, encode_meta
 from ._storage import RemoteStore
 
-#: Checkpoint once the newest record exceeds this many bytes ...
-CHECKPOINT_BYTES = 256 * 1024
+#: Checkpoint once the newest record exceeds this many bytes (records carry every change since the last
+#: checkpoint, so this bounds the bytes a save writes; a checkpoint costs O(files), amortized over the
+#: saves it took to grow a record this large) ...
+CHECKPOINT_BYTES = 32 * 1024
 #: ... or this many commits have piled up since the last checkpoint.
 CHECKPOINT_COMMITS = 500
 #: Commit attempts before a save gives up under extreme contention.

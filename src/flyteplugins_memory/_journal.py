@@ -96,6 +96,8 @@ class CommitRecord(_Strict):
     format: Literal[1] = FORMAT
     seq: int
     checkpoint: int
+    #: False when the checkpoint is the empty start of a store we created, which has no object
+    checkpoint_stored: bool = True
     delta: Delta
 
 
@@ -109,6 +111,7 @@ class Checkpoint(_Strict):
     audit_total: int = 0
     audit_segments: list[int] = []
     legacy_audit_lines: int = 0
+    commits: list[str] = []
 
     @field_validator("files")
     @classmethod
@@ -151,9 +154,8 @@ class State:
 
     @classmethod
     def at_checkpoint(cls, checkpoint: Checkpoint) -> State:
-        return cls(
-            checkpoint.seq, checkpoint, dict(checkpoint.files), list(checkpoint.messages), checkpoint.audit_total
-        )
+        files, messages = dict(checkpoint.files), list(checkpoint.messages)
+        return cls(checkpoint.seq, checkpoint, files, messages, checkpoint.audit_total, [], list(checkpoint.commits))
 
     @classmethod
     def from_record(cls, checkpoint: Checkpoint, record: CommitRecord) -> State:
@@ -188,7 +190,8 @@ class State:
         )
 
     def record(self) -> CommitRecord:
-        return CommitRecord(seq=self.seq, checkpoint=self.checkpoint.seq, delta=self.delta())
+        stored = self.checkpoint != EMPTY_CHECKPOINT
+        return CommitRecord(seq=self.seq, checkpoint=self.checkpoint.seq, checkpoint_stored=stored, delta=self.delta())
 
     def as_checkpoint(self, audit_segments: list[int]) -> Checkpoint:
         return Checkpoint(
@@ -198,6 +201,7 @@ class State:
             audit_total=self.audit_total,
             audit_segments=audit_segments,
             legacy_audit_lines=self.checkpoint.legacy_audit_lines,
+            commits=self.recent_commits[-RECENT_COMMITS:],
         )
 
 

@@ -81,11 +81,3 @@ def rebase(base: State, latest: State, changes: Changes, messages: list[dict[str
         recent_audit=latest.recent_audit + changes.audit,
         recent_commits=latest.recent_commits + [commit_id],
     )
-
-
-def drop_conflicting(base: State, latest: State, changes: Changes, messages: list[dict[str, Any]]) -> list[str]:
-    """Remove our changes that conflict with `latest` (for `refresh`); returns the paths dropped."""
-    dropped = conflicts(base, latest, changes, messages)
-    for path in dropped:
-        changes.files.pop(path, None)
-    return dropped

@@ -42,13 +42,8 @@ async def read_checkpoint(remote: RemoteStore, seq: int) -> Checkpoint:
 
 async def latest_state(remote: RemoteStore, known: State | None = None) -> State | None:
     """The newest committed state (`known` if nothing is newer), or None if the store has no journal."""
-    known_seq = known.seq if known else 0
-    seq, record = known_seq, None
-    head_data = await remote.read(HEAD_NAME)
-    if head_data is not None:
-        head = parse(Head, head_data, HEAD_NAME)
-        if head.seq > known_seq and (hinted := await read_record(remote, head.seq)) is not None:
-            seq, record = head.seq, hinted
+    state = await _from_head(remote, known) or known
+    seq, record = (state.seq if state else 0), None
     for _ in range(MAX_PROBES):
         following = await read_record(remote, seq + 1)
         if following is None:
@@ -56,9 +51,22 @@ async def latest_state(remote: RemoteStore, known: State | None = None) -> State
         seq, record = seq + 1, following
     else:
         raise CorruptStore(f"Commit log under {remote.uri} does not end")
-    if record is None:
-        return known
-    return await _state_from(remote, record, known)
+    return state if record is None else await _state_from(remote, record, state)
+
+
+async def _from_head(remote: RemoteStore, known: State | None) -> State | None:
+    """The state the head hint names, if it is newer than `known`: a checkpoint alone when the hint says
+    the newest commit was checkpointed (one small read instead of a large cumulative record)."""
+    data = await remote.read(HEAD_NAME)
+    if data is None:
+        return None
+    head = parse(Head, data, HEAD_NAME)
+    if head.seq <= (known.seq if known else 0):
+        return None
+    if head.checkpoint == head.seq:
+        return State.at_checkpoint(await read_checkpoint(remote, head.seq))
+    record = await read_record(remote, head.seq)
+    return await _state_from(remote, record, known) if record is not None else None
 
 
 async def state_at(remote: RemoteStore, seq: int) -> State:
@@ -72,6 +80,8 @@ async def state_at(remote: RemoteStore, seq: int) -> State:
 async def _state_from(remote: RemoteStore, record: CommitRecord, known: State | None) -> State:
     if known is not None and known.checkpoint.seq == record.checkpoint:
         checkpoint = known.checkpoint
+    elif not record.checkpoint_stored:
+        checkpoint = EMPTY_CHECKPOINT
     else:
         checkpoint = await read_checkpoint(remote, record.checkpoint)
     return State.from_record(checkpoint, record)

@@ -116,4 +116,4 @@ class ReadAPI:
     async def read_version(self, version_file: str) -> str:
         """Text of one version snapshot, named as by `list_versions` or an audit event's ``version_file``."""
         state = self._state
-        return await _versions.read_version(self._remote_if_known(), state.workdir, state.versions, version_file)
+        return await _versions.read_version(self._remote_if_known(), state.versions, version_file)

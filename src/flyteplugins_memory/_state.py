@@ -1,24 +1,28 @@
 """The state behind one store handle: its committed base, its unsaved changes and its local cache.
 
 `MemoryStore` is the public facade. This object answers listings from the base state plus changes (no
-I/O), fetches file contents into the working directory on first read (verifying their sha256), and
-applies writes and deletes locally, in threads, so the shared event loop never blocks.
+I/O), fetches committed contents into the working directory on first read (verifying their sha256, in
+threads, so the shared event loop never blocks), and holds unsaved contents in memory: a write touches
+no disk, and a save writes what it committed into the cache.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import pathlib
 from typing import Any
 
 from ._errors import CorruptStore
 from ._journal import EMPTY_CHECKPOINT, FileRecord, State
-from ._layout import blob_name
+from ._layout import blob_name, classify
 from ._merge import Changes
 from ._records import MemoryMeta, sha256_bytes
 from ._storage import RemoteStore
 from ._workdir import WorkDir
-from ._writes import WritePlan, apply, plan_delete, plan_write
+from ._writes import WritePlan, plan_delete, plan_write
+
+logger = logging.getLogger(__name__)
 
 #: Files fetched at once by `prefetch`.
 PREFETCH_BATCH = 32
@@ -27,11 +31,15 @@ PREFETCH_BATCH = 32
 class LocalState:
     """One handle's view: committed base + unsaved changes, with file contents cached locally."""
 
-    def __init__(self, root: pathlib.Path):
+    def __init__(self, root: pathlib.Path, *, private: bool):
         self.workdir = WorkDir(root)
+        #: the root is our own temp dir: nothing but us writes there, so paths need no symlink check
+        self.private = private
         self.base = State.at_checkpoint(EMPTY_CHECKPOINT)
         self.changes = Changes()
-        self.versions: list[str] = []
+        #: unsaved contents of written files, and of version snapshots, by name
+        self.unsaved: dict[str, bytes] = {}
+        self.versions: dict[str, bytes] = {}
         #: path -> sha256 of the bytes cached in the working directory
         self.cached: dict[str, str] = {}
         #: the base is an import of an upstream-written store, not yet in the journal
@@ -60,6 +68,14 @@ class LocalState:
     def has_unsaved_changes(self) -> bool:
         return bool(self.changes) or self.imported
 
+    def adopt_local_files(self, records: dict[str, FileRecord]) -> None:
+        """Files found in an existing local root become unsaved changes (blocking; at construction)."""
+        for path, record in records.items():
+            data = self.workdir.read(path)
+            if data is not None:
+                self.changes.files[path] = record
+                self.unsaved[path] = data
+
     async def write_local(self, name: str, data: bytes) -> None:
         await asyncio.to_thread(self.workdir.write, name, data)
 
@@ -72,13 +88,18 @@ class LocalState:
         record = self.record(rel)
         if record is None:
             return None
+        if rel in self.unsaved:
+            return self.unsaved[rel]
         if self.cached.get(rel) == record.sha256:
             return await asyncio.to_thread(self.workdir.read, rel)
         return (await self._fetch(remote, {rel: record}))[rel]
 
     async def prefetch(self, prefix: str, remote: RemoteStore | None) -> int:
         """Fetch every uncached file under `prefix`, `PREFETCH_BATCH` at a time; returns how many."""
-        missing = {p: r for p in self.paths(prefix) if self.cached.get(p) != (r := self.live()[p]).sha256}
+        live = self.live()
+        missing = {
+            p: live[p] for p in self.paths(prefix) if p not in self.unsaved and self.cached.get(p) != live[p].sha256
+        }
         items = list(missing.items())
         for start in range(0, len(items), PREFETCH_BATCH):
             await self._fetch(remote, dict(items[start : start + PREFETCH_BATCH]))
@@ -98,57 +119,58 @@ class LocalState:
         return contents
 
     async def write(self, rel: str, content: str, **options: Any) -> MemoryMeta:
-        """Plan and apply one write (options as for `plan_write`); callers hold `lock`."""
+        """Plan and record one write (options as for `plan_write`); callers hold `lock`."""
+        if not self.private:
+            await self.check_inside_root(rel)
         plan = plan_write(self.record(rel), rel, content, taken_versions=self.versions, **options)
-        await self._apply(plan)
+        self._record(plan)
         assert plan.meta is not None
         return plan.meta
 
     async def delete(self, rel: str, **options: Any) -> bool:
-        """Plan and apply one delete; False if there is no such file. Callers hold `lock`."""
+        """Plan and record one delete; False if there is no such file. Callers hold `lock`."""
+        if not self.private:
+            await self.check_inside_root(rel)
         current = self.record(rel)
         if current is None:
             return False
-        await self._apply(plan_delete(current, rel, taken_versions=self.versions, **options))
+        self._record(plan_delete(current, rel, taken_versions=self.versions, **options))
         return True
 
-    async def _apply(self, plan: WritePlan) -> None:
-        await asyncio.to_thread(apply, self.workdir, plan)
-        base = self.base.files.get(plan.path)
-        unchanged = plan.record is None and base is None
-        if unchanged:
+    def drop(self, paths: list[str]) -> None:
+        """Forget the unsaved changes of `paths` (their writes, versions and audit events)."""
+        dropped = set(paths)
+        for path in dropped:
+            self.changes.files.pop(path, None)
+            self.unsaved.pop(path, None)
+        self.versions = {n: d for n, d in self.versions.items() if classify(n).path not in dropped}
+        self.changes.audit = [e for e in self.changes.audit if e.get("path") not in dropped]
+
+    def _record(self, plan: WritePlan) -> None:
+        if plan.record is None and plan.path not in self.base.files:
             self.changes.files.pop(plan.path, None)  # created and deleted before any save
         else:
             self.changes.files[plan.path] = plan.record
         if plan.record is None:
-            self.cached.pop(plan.path, None)
+            self.unsaved.pop(plan.path, None)
         else:
-            self.cached[plan.path] = plan.record.sha256
-        self.versions += [plan.version] if plan.version else []
-        self.changes.audit += [plan.event] if plan.event else []
+            self.unsaved[plan.path] = plan.data
+        if plan.version:
+            self.versions[plan.version] = plan.data
+        if plan.event:
+            self.changes.audit.append(plan.event)
 
-    async def contents_to_save(self) -> tuple[dict[str, bytes], dict[str, bytes]]:
-        """The bytes of changed files and of pending version snapshots."""
-        paths = [p for p, r in self.changes.files.items() if r is not None]
-        return await asyncio.to_thread(_read_all, self.workdir, paths), await asyncio.to_thread(
-            _read_all, self.workdir, self.versions
-        )
-
-    def committed(self, state: State) -> None:
-        """The changes were committed as `state`."""
-        self.base, self.changes, self.versions, self.imported = state, Changes(), [], False
+    async def committed(self, state: State) -> None:
+        """The unsaved changes were committed as `state`: cache what was written, start afresh."""
+        saved = {p: d for p, d in self.unsaved.items() if self.changes.files.get(p) is not None}
+        try:
+            await asyncio.to_thread(_cache, self.workdir, saved)
+            self.cached.update({p: state.files[p].sha256 for p in saved if p in state.files})
+        except OSError as exc:  # the commit stands; those files are fetched again when read
+            logger.warning("Could not cache saved files locally: %s", exc)
+        self.base, self.changes, self.unsaved, self.versions, self.imported = state, Changes(), {}, {}, False
 
 
 def _cache(workdir: WorkDir, contents: dict[str, bytes]) -> None:
     for path, data in contents.items():
         workdir.write(path, data)
-
-
-def _read_all(workdir: WorkDir, names: list[str]) -> dict[str, bytes]:
-    out = {}
-    for name in names:
-        data = workdir.read(name)
-        if data is None:
-            raise CorruptStore(f"Local copy of {name!r} vanished before it was saved")
-        out[name] = data
-    return out

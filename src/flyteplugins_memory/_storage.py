@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import fsspec
+import fsspec.asyn
 from fsspec.implementations.local import LocalFileSystem
 
 from ._conditional import create_exclusive, supports_exclusive_create
@@ -124,10 +125,25 @@ class RemoteStore:
     def _read_many_sync(self, names: list[str]) -> dict[str, bytes]:
         if self._is_local:
             return {n: data for n in names if (data := self._read_sync(n)) is not None}
-        paths = [self.full_path(n) for n in names]
-        found = self.fs.cat(paths, on_error="omit")
-        by_path = {self.fs._strip_protocol(p): data for p, data in found.items()}
-        return {n: by_path[p] for n, p in zip(names, paths, strict=True) if p in by_path}
+        if not getattr(self.fs, "async_impl", False):
+            return {n: data for n in names if (data := self._read_sync(n)) is not None}
+        # fsspec's bulk ``cat`` expands every path first (a HEAD, and a LIST for each missing one);
+        # gathering plain GETs on the filesystem's own loop costs one request per object.
+        fs = self.fs
+
+        async def gather() -> list:
+            coros = [fs._cat_file(self.full_path(n)) for n in names]
+            return await asyncio.gather(*coros, return_exceptions=True)
+
+        found = fsspec.asyn.sync(fs.loop, gather)
+        out = {}
+        for name, data in zip(names, found, strict=True):
+            if isinstance(data, FileNotFoundError):
+                continue
+            if isinstance(data, BaseException):
+                raise data
+            out[name] = data
+        return out
 
     def _refuse_local_escape(self, name: str, path: str) -> None:
         """On local disk, an object reached through a symlink that leaves the store is hostile."""

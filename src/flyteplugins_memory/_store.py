@@ -73,12 +73,11 @@ class MemoryStore(ReadAPI, SerializableType):
         self.audit = audit
         self.keep_versions = keep_versions
         self.root = pathlib.Path(root) if root is not None else _temporary_root(self)
-        self._state = LocalState(self.root)
+        self._state = LocalState(self.root, private=root is None)
         self._sync = Sync(self._state, remote_path, lambda: self.remote_path_for_key(key=self.key))
         if root is not None:
             scanned, transcript = scan_local(self._state.workdir)
-            self._state.changes.files.update(scanned.files)
-            self._state.cached.update({p: r.sha256 for p, r in scanned.files.items()})
+            self._state.adopt_local_files(scanned.files)
             self.messages = self.messages or transcript
 
     @property
@@ -235,7 +234,6 @@ class MemoryStore(ReadAPI, SerializableType):
         check_writable(rel, self.read_only_prefixes)
         async with self._state.lock:
             await self._ensure_loaded()
-            await self._state.check_inside_root(rel)
             return await self._state.write(rel, content, **self._change_options(actor, reason, expected_sha))
 
     @syncify

@@ -12,7 +12,7 @@ from typing import Any
 
 from ._commit import Save, checkpoint, save
 from ._errors import StoreNotFound
-from ._merge import drop_conflicting, merged_transcript
+from ._merge import conflicts, merged_transcript
 from ._open import latest_state, open_state, state_at
 from ._state import LocalState
 from ._storage import RemoteStore
@@ -71,13 +71,12 @@ class Sync:
     async def save(self, messages: Messages, *, exclusive: bool = False) -> None:
         """Commit unsaved changes (callers hold the state's lock)."""
         state = self.state
-        contents, versions = await state.contents_to_save()
         job = Save(
             state.base,
             state.changes,
             list(messages),
-            contents,
-            versions,
+            dict(state.unsaved),
+            dict(state.versions),
             uuid.uuid4().hex,
             imported=state.imported,
             exclusive=exclusive,
@@ -85,14 +84,14 @@ class Sync:
         committed = await save(self.remote(), job)
         messages[:] = committed.messages
         self.saved_messages = list(committed.messages)
-        state.committed(committed)
+        await state.committed(committed)
 
     async def refresh(self, messages: Messages) -> list[str]:
         """Move to the newest commit, dropping only unsaved changes that conflict with it."""
         state, base = self.state, self.state.base
         latest = await latest_state(self.remote(), base) or base
-        dropped = drop_conflicting(base, latest, state.changes, messages)
-        state.changes.audit = [e for e in state.changes.audit if e.get("path") not in dropped]
+        dropped = conflicts(base, latest, state.changes, messages)
+        state.drop(dropped)
         transcript = merged_transcript(base.messages, latest.messages, messages)
         messages[:] = latest.messages if transcript is None else transcript
         state.base, self.saved_messages = latest, list(latest.messages)

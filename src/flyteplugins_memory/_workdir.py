@@ -45,9 +45,8 @@ class WorkDir:
 
     def write(self, rel: str, data: bytes) -> None:
         """Atomically replace `rel` with `data` (temp file in the same directory, then rename)."""
-        target = self.resolve(rel)
+        target = self.resolve(rel)  # before mkdir, so no directory is made through an escaping symlink
         target.parent.mkdir(parents=True, exist_ok=True)
-        self.resolve(rel)  # mkdir may have followed a symlink planted meanwhile; check again
         temp = target.parent / f"{_TEMP_MARKER}{uuid.uuid4().hex}"
         try:
             with open(temp, "xb") as handle:

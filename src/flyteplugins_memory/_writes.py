@@ -1,8 +1,4 @@
-"""Planning and applying one path write or delete: precondition, metadata, version name, audit event.
-
-`plan_write` and `plan_delete` are pure (they decide everything a change will record); `apply` performs
-a plan on the local working directory and blocks, so the store runs it in a thread.
-"""
+"""Pure: planning one path write or delete: precondition, metadata, version name and audit event."""
 
 from __future__ import annotations
 
@@ -15,7 +11,6 @@ from ._errors import ConcurrencyError, CorruptStore
 from ._journal import FileRecord
 from ._layout import version_name
 from ._records import MemoryMeta, sha256_bytes, utc_timestamp, write_event
-from ._workdir import WorkDir
 
 
 @dataclass(frozen=True)
@@ -104,13 +99,3 @@ def _unique(name: str, taken: Collection[str]) -> str:
         stem = name.removesuffix(".txt")
         name = f"{stem}_{uuid.uuid4().hex[:8]}.txt"
     return name
-
-
-def apply(workdir: WorkDir, plan: WritePlan) -> None:
-    """Perform `plan` in the working directory (blocking): content (or its removal) and version file."""
-    if plan.record is None:
-        workdir.remove(plan.path)
-    else:
-        workdir.write(plan.path, plan.data)
-    if plan.version:
-        workdir.write(plan.version, plan.data)
