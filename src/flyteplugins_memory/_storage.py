@@ -30,7 +30,9 @@ def filesystem_for(uri: str) -> fsspec.AbstractFileSystem:
     if protocol == "s3":
         import s3fs
 
-        return s3fs.S3FileSystem(use_listings_cache=False, **_s3_options())
+        # max_concurrency=1: otherwise every GET is preceded by a HEAD (and a LIST when the object is
+        # missing) to decide on a ranged parallel download, tripling the requests of an open.
+        return s3fs.S3FileSystem(use_listings_cache=False, max_concurrency=1, **_s3_options())
     if protocol in ("gs", "gcs"):
         import gcsfs
 
