@@ -63,16 +63,18 @@ def take_inventory(listing: Mapping[str, int] | Iterable[str]) -> Inventory:
 
 def files_needing_content(inventory: Inventory, contents: Mapping[str, bytes]) -> list[str]:
     """Files whose sha256 must come from their bytes: no sidecar, or one that does not parse."""
-    needed = []
-    for path in inventory.files:
-        sidecar = inventory.sidecar_of(path)
-        try:
-            if sidecar and sidecar in contents and decode_meta(contents[sidecar], expected_path=path):
-                continue
-        except CorruptStore:
-            pass
-        needed.append(path)
-    return needed
+    return [p for p in inventory.files if not _has_valid_sidecar(inventory, contents, p)]
+
+
+def _has_valid_sidecar(inventory: Inventory, contents: Mapping[str, bytes], path: str) -> bool:
+    sidecar = inventory.sidecar_of(path)
+    if not sidecar or sidecar not in contents:
+        return False
+    try:
+        decode_meta(contents[sidecar], expected_path=path)
+    except CorruptStore:
+        return False
+    return True
 
 
 def index_files(inventory: Inventory, contents: Mapping[str, bytes], *, legacy: bool) -> dict[str, FileRecord]:

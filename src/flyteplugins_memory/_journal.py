@@ -126,6 +126,17 @@ class Head(_Strict):
     checkpoint: int
 
 
+def apply_files(files: dict[str, FileRecord], changes: dict[str, FileRecord | None]) -> dict[str, FileRecord]:
+    """`files` with `changes` applied (a None change deletes)."""
+    out = dict(files)
+    for path, entry in changes.items():
+        if entry is None:
+            out.pop(path, None)
+        else:
+            out[path] = entry
+    return out
+
+
 def parse(model: type[_Strict], data: bytes, name: str) -> Any:
     """Strictly parse a journal object; malformed or hostile content raises `CorruptStore`."""
     try:
@@ -163,12 +174,7 @@ class State:
         delta = record.delta
         if record.checkpoint != checkpoint.seq or delta.keep > len(checkpoint.messages):
             raise CorruptStore(f"Commit {record.seq} does not fit checkpoint {checkpoint.seq}")
-        files = dict(checkpoint.files)
-        for path, entry in delta.files.items():
-            if entry is None:
-                files.pop(path, None)
-            else:
-                files[path] = entry
+        files = apply_files(checkpoint.files, delta.files)
         messages = list(checkpoint.messages[: delta.keep]) + list(delta.append)
         total = checkpoint.audit_total + len(delta.audit)
         return cls(record.seq, checkpoint, files, messages, total, list(delta.audit), list(delta.commits))

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._errors import ConcurrencyError
-from ._journal import FileRecord, State
+from ._journal import FileRecord, State, apply_files
 from ._paths import MESSAGES_PATH
 
 
@@ -65,12 +65,7 @@ def rebase(base: State, latest: State, changes: Changes, messages: list[dict[str
             actual_sha=actual.sha256 if actual else "",
             paths=tuple(conflicting),
         )
-    files = dict(latest.files)
-    for path, entry in changes.files.items():
-        if entry is None:
-            files.pop(path, None)
-        else:
-            files[path] = entry
+    files = apply_files(latest.files, changes.files)
     transcript = merged_transcript(base.messages, latest.messages, messages) or []
     return State(
         seq=latest.seq + 1,

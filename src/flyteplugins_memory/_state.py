@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import pathlib
-from typing import Any
 
 from ._errors import CorruptStore
 from ._journal import EMPTY_CHECKPOINT, FileRecord, State
@@ -20,7 +19,7 @@ from ._merge import Changes
 from ._records import MemoryMeta, sha256_bytes
 from ._storage import RemoteStore
 from ._workdir import WorkDir
-from ._writes import WritePlan, plan_delete, plan_write
+from ._writes import ChangeOptions, WritePlan, plan_delete, plan_write
 
 logger = logging.getLogger(__name__)
 
@@ -118,23 +117,23 @@ class LocalState:
         self.cached.update({p: r.sha256 for p, r in records.items()})
         return contents
 
-    async def write(self, rel: str, content: str, **options: Any) -> MemoryMeta:
-        """Plan and record one write (options as for `plan_write`); callers hold `lock`."""
+    async def write(self, rel: str, content: str, options: ChangeOptions) -> MemoryMeta:
+        """Plan and record one write; callers hold `lock`."""
         if not self.private:
             await self.check_inside_root(rel)
-        plan = plan_write(self.record(rel), rel, content, taken_versions=self.versions, **options)
+        plan = plan_write(self.record(rel), rel, content, options, self.versions)
         self._record(plan)
         assert plan.meta is not None
         return plan.meta
 
-    async def delete(self, rel: str, **options: Any) -> bool:
+    async def delete(self, rel: str, options: ChangeOptions) -> bool:
         """Plan and record one delete; False if there is no such file. Callers hold `lock`."""
         if not self.private:
             await self.check_inside_root(rel)
         current = self.record(rel)
         if current is None:
             return False
-        self._record(plan_delete(current, rel, taken_versions=self.versions, **options))
+        self._record(plan_delete(current, rel, options, self.versions))
         return True
 
     def drop(self, paths: list[str]) -> None:

@@ -19,7 +19,7 @@ from flyte.io import Dir
 from mashumaro.types import SerializableType
 
 from . import _location
-from ._errors import StoreAlreadyExists, StoreNotFound
+from ._errors import StoreAlreadyExists
 from ._legacy import scan_local
 from ._paths import MESSAGES_PATH, check_writable, normalize_path, validate_segment
 from ._reading import ReadAPI
@@ -28,6 +28,7 @@ from ._state import LocalState
 from ._storage import RemoteStore
 from ._sync import Sync
 from ._syncify import syncify
+from ._writes import ChangeOptions
 
 
 class _ExistsAccessor:
@@ -150,14 +151,11 @@ class MemoryStore(ReadAPI, SerializableType):
         options = dict(read_only_prefixes=read_only_prefixes, audit=audit, keep_versions=keep_versions)
         remote_path = cls.remote_path_for_key(key=key, org=org, project=project, domain=domain)
         store = cls(key, remote_path=remote_path, **options)
-        try:
-            await store._sync.load(store.messages)
+        if await store._sync.load_if_exists(store.messages):
             return store
-        except StoreNotFound:
-            pass
         try:
             return await cls.create.aio(key=key, org=org, project=project, domain=domain, **options)
-        except StoreAlreadyExists:
+        except StoreAlreadyExists:  # another creator won the race: open what it made
             await store._sync.load(store.messages)
             return store
 
@@ -234,7 +232,7 @@ class MemoryStore(ReadAPI, SerializableType):
         check_writable(rel, self.read_only_prefixes)
         async with self._state.lock:
             await self._ensure_loaded()
-            return await self._state.write(rel, content, **self._change_options(actor, reason, expected_sha))
+            return await self._state.write(rel, content, self._change_options(actor, reason, expected_sha))
 
     @syncify
     async def write_json(
@@ -257,7 +255,7 @@ class MemoryStore(ReadAPI, SerializableType):
         async with self._state.lock:
             await self._ensure_loaded()
             await self._state.check_inside_root(rel)
-            return await self._state.delete(rel, **self._change_options(actor, reason, expected_sha))
+            return await self._state.delete(rel, self._change_options(actor, reason, expected_sha))
 
     # -- Flyte task I/O (mashumaro SerializableType, as upstream) ------------------------------------------
 
@@ -292,10 +290,8 @@ class MemoryStore(ReadAPI, SerializableType):
 
     # -- internals ------------------------------------------------------------------------------------
 
-    def _change_options(self, actor: str, reason: str, expected_sha: str | None) -> dict[str, Any]:
-        return dict(
-            actor=actor, reason=reason, expected_sha=expected_sha, keep_versions=self.keep_versions, audit=self.audit
-        )
+    def _change_options(self, actor: str, reason: str, expected_sha: str | None) -> ChangeOptions:
+        return ChangeOptions(actor, reason, expected_sha, self.keep_versions, self.audit)
 
 
 def _temporary_root(store: MemoryStore) -> pathlib.Path:

@@ -50,11 +50,16 @@ class Sync:
 
     async def ensure_loaded(self, messages: Messages) -> None:
         """Load the committed state on first use; a store that does not exist yet starts empty."""
-        if not self.loaded:
-            try:
-                await self.load(messages)
-            except StoreNotFound:
-                self.loaded = True
+        if not self.loaded and not await self.load_if_exists(messages):
+            self.loaded = True
+
+    async def load_if_exists(self, messages: Messages) -> bool:
+        """`load`, or False if there is no store."""
+        try:
+            await self.load(messages)
+        except StoreNotFound:
+            return False
+        return True
 
     async def load(self, messages: Messages) -> None:
         """Load the pinned commit of a received store, else the newest one."""

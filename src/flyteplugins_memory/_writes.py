@@ -35,59 +35,51 @@ def _check_expected(current: FileRecord | None, rel: str, expected_sha: str | No
     return old_sha
 
 
-def plan_write(
-    current: FileRecord | None,
-    rel: str,
-    content: str,
-    *,
-    actor: str,
-    reason: str,
-    expected_sha: str | None,
-    keep_versions: bool,
-    audit: bool,
-    taken_versions: Collection[str] = (),
-) -> WritePlan:
-    """Decide what writing `content` to `rel` records; raises `ConcurrencyError` on a stale `expected_sha`."""
-    old_sha = _check_expected(current, rel, expected_sha)
-    data = content.encode("utf-8")
-    meta = MemoryMeta(rel, sha256_bytes(data), utc_timestamp(), actor, reason, len(data))
-    version = _version_for(meta, taken_versions) if keep_versions else ""
-    event = None
-    if audit:
-        event = write_event(
-            op="update" if old_sha else "create",
+@dataclass(frozen=True)
+class ChangeOptions:
+    """How one write or delete is recorded: who and why, its precondition, and the store's options."""
+
+    actor: str
+    reason: str
+    expected_sha: str | None
+    keep_versions: bool
+    audit: bool
+
+    def event(self, op: str, rel: str, old_sha: str, new_sha: str, ts: str, version: str) -> dict[str, Any] | None:
+        if not self.audit:
+            return None
+        return write_event(
+            op=op,
             path=rel,
             old_sha=old_sha,
-            new_sha=meta.sha256,
-            actor=actor,
-            reason=reason,
-            ts=meta.updated_at,
+            new_sha=new_sha,
+            actor=self.actor,
+            reason=self.reason,
+            ts=ts,
             version_file=version,
         )
+
+
+def plan_write(
+    current: FileRecord | None, rel: str, content: str, options: ChangeOptions, taken_versions: Collection[str] = ()
+) -> WritePlan:
+    """Decide what writing `content` to `rel` records; raises `ConcurrencyError` on a stale `expected_sha`."""
+    old_sha = _check_expected(current, rel, options.expected_sha)
+    data = content.encode("utf-8")
+    meta = MemoryMeta(rel, sha256_bytes(data), utc_timestamp(), options.actor, options.reason, len(data))
+    version = _version_for(meta, taken_versions) if options.keep_versions else ""
+    event = options.event("update" if old_sha else "create", rel, old_sha, meta.sha256, meta.updated_at, version)
     return WritePlan(rel, FileRecord.from_meta(meta), data, meta, version, event)
 
 
 def plan_delete(
-    current: FileRecord,
-    rel: str,
-    *,
-    actor: str,
-    reason: str,
-    expected_sha: str | None,
-    keep_versions: bool,
-    audit: bool,
-    taken_versions: Collection[str] = (),
+    current: FileRecord, rel: str, options: ChangeOptions, taken_versions: Collection[str] = ()
 ) -> WritePlan:
     """Decide what deleting `rel` records: a tombstone version (empty, ``..._deleted.txt``) and an event."""
-    old_sha = _check_expected(current, rel, expected_sha)
+    old_sha = _check_expected(current, rel, options.expected_sha)
     ts = utc_timestamp()
-    version = _unique(version_name(rel, ts, "deleted"), taken_versions) if keep_versions else ""
-    event = None
-    if audit:
-        event = write_event(
-            op="delete", path=rel, old_sha=old_sha, new_sha="", actor=actor, reason=reason, ts=ts, version_file=version
-        )
-    return WritePlan(rel, None, b"", None, version, event)
+    version = _unique(version_name(rel, ts, "deleted"), taken_versions) if options.keep_versions else ""
+    return WritePlan(rel, None, b"", None, version, options.event("delete", rel, old_sha, "", ts, version))
 
 
 def _version_for(meta: MemoryMeta, taken: Collection[str]) -> str:
