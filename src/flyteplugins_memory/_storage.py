@@ -73,6 +73,10 @@ class RemoteStore:
         self._is_local = isinstance(self.fs, LocalFileSystem)
         #: whether `create_exclusive` is atomic here (the commit point relies on it)
         self.exclusive_create = supports_exclusive_create(self.fs)
+        #: bulk reads and writes run concurrently, except against the GCS emulator, which answers
+        #: concurrent requests with errors that gcsfs retries after a second of backoff
+        emulated_gcs = type(self.fs).__name__ == "GCSFileSystem" and bool(os.environ.get("STORAGE_EMULATOR_HOST"))
+        self._parallel = getattr(self.fs, "async_impl", False) and not emulated_gcs
 
     def full_path(self, name: str) -> str:
         return f"{self.prefix}/{name}"
@@ -127,7 +131,7 @@ class RemoteStore:
     def _read_many_sync(self, names: list[str]) -> dict[str, bytes]:
         if self._is_local:
             return {n: data for n in names if (data := self._read_sync(n)) is not None}
-        if not getattr(self.fs, "async_impl", False):
+        if not self._parallel:
             return {n: data for n in names if (data := self._read_sync(n)) is not None}
         # fsspec's bulk ``cat`` expands every path first (a HEAD, and a LIST for each missing one);
         # gathering plain GETs on the filesystem's own loop costs one request per object.
@@ -154,8 +158,12 @@ class RemoteStore:
             raise UnsafeStoreContent(f"Stored object {name!r} resolves outside the store")
 
     def _write_many_sync(self, objects: dict[str, bytes]) -> None:
-        if not self._is_local:
+        if self._parallel:
             self.fs.pipe({self.full_path(n): data for n, data in objects.items()})
+            return
+        if not self._is_local:
+            for name, data in objects.items():
+                self.fs.pipe_file(self.full_path(name), data)
             return
         for name, data in objects.items():
             target = self.full_path(name)
