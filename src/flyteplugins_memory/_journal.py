@@ -9,9 +9,9 @@ untrusted input: parsing is strict and every path in them passes the same rules 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ._errors import CorruptStore, InvalidPath, UnsafeStoreContent
 from ._paths import is_reserved, normalize_path
@@ -77,19 +77,19 @@ def _checked_paths(files: dict[str, Any]) -> dict[str, Any]:
     return files
 
 
+#: File maps whose every path passes the caller-path rules (records are untrusted input).
+SafeFiles = Annotated[dict[str, FileRecord], AfterValidator(_checked_paths)]
+SafeChanges = Annotated[dict[str, FileRecord | None], AfterValidator(_checked_paths)]
+
+
 class Delta(_Strict):
     """Cumulative change from a checkpoint: files (None = deleted), transcript, audit events, commit ids."""
 
-    files: dict[str, FileRecord | None] = {}
+    files: SafeChanges = {}
     keep: int = 0
     append: list[dict[str, Any]] = []
     audit: list[dict[str, Any]] = []
     commits: list[str] = []
-
-    @field_validator("files")
-    @classmethod
-    def _safe_paths(cls, files: dict[str, Any]) -> dict[str, Any]:
-        return _checked_paths(files)
 
 
 class CommitRecord(_Strict):
@@ -106,17 +106,12 @@ class Checkpoint(_Strict):
 
     format: Literal[1] = FORMAT
     seq: int
-    files: dict[str, FileRecord] = {}
+    files: SafeFiles = {}
     messages: list[dict[str, Any]] = []
     audit_total: int = 0
     audit_segments: list[int] = []
     legacy_audit_lines: int = 0
     commits: list[str] = []
-
-    @field_validator("files")
-    @classmethod
-    def _safe_paths(cls, files: dict[str, Any]) -> dict[str, Any]:
-        return _checked_paths(files)
 
 
 class Head(_Strict):
