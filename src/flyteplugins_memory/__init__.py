@@ -23,6 +23,7 @@ from ._errors import (
 )
 from ._flyte_type import MemoryStoreTransformer, register_memory_store_type
 from ._records import MemoryMeta
+from ._retry import RetryPolicy, get_retry_policy, set_retry_policy
 from ._store import MemoryStore
 
 __all__ = [
@@ -39,12 +40,15 @@ __all__ = [
     "PathEscapesRoot",
     "ReadOnlyPath",
     "ReservedPath",
+    "RetryPolicy",
     "StorageError",
     "StoreAlreadyExists",
     "StoreNotFound",
     "UnsafeStoreContent",
     "VersionNotFound",
+    "get_retry_policy",
     "register_memory_store_type",
+    "set_retry_policy",
 ]
 
 register_memory_store_type()

@@ -12,6 +12,7 @@ committed, and only upstream's view (step 3) lags until those paths are written 
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,8 @@ from ._open import latest_state
 from ._paths import MESSAGES_PATH
 from ._records import encode_audit_event, encode_messages, encode_meta
 from ._storage import RemoteStore
+
+logger = logging.getLogger(__name__)
 
 #: Checkpoint once the newest record exceeds this many bytes (records carry every change since the last
 #: checkpoint, so this bounds the bytes a save writes; a checkpoint costs O(files), amortized over the
@@ -75,11 +78,11 @@ async def _commit(remote: RemoteStore, job: Save, latest: State) -> tuple[State,
         record = encode(new.record())
         if await remote.create_exclusive(log_name(new.seq), record):
             return new, len(record)
+        latest = await latest_state(remote, latest) or latest
+        if job.commit_id in latest.recent_commits:  # an attempt landed, but its answer was lost
+            return latest, 0
         if job.exclusive:
             raise StoreAlreadyExists(f"MemoryStore already exists at {remote.uri}")
-        latest = await latest_state(remote, latest) or latest
-        if job.commit_id in latest.recent_commits:  # an earlier attempt landed after all
-            return latest, 0
         await asyncio.sleep(random.uniform(0, min(0.002 * 2**attempt, 0.25)))
     raise StorageError(f"Could not commit to {remote.uri} after {MAX_ATTEMPTS} attempts")
 
@@ -137,4 +140,9 @@ async def _append_audit_log(remote: RemoteStore, lines_before: int, segment: byt
     """Rewrite upstream's ``audit/log.jsonl`` as its first `lines_before` lines plus `segment`."""
     current = (await remote.read(AUDIT_LOG_PATH) or b"").splitlines(keepends=True)
     kept = [line for line in current if line.strip()][:lines_before]
+    if len(kept) < lines_before or (kept and not kept[-1].endswith(b"\n")):
+        # Fewer lines than already recorded: a short read or an outside edit. Rewriting would drop the
+        # missing ones (for an imported store, their only copy), so upstream's log waits for the next one.
+        logger.warning("Not rewriting %s: it holds fewer events than recorded", AUDIT_LOG_PATH)
+        return
     await remote.write_many({AUDIT_LOG_PATH: b"".join(kept) + segment})

@@ -7,6 +7,7 @@ them (records marked ``legacy``) until they are written again.
 
 from __future__ import annotations
 
+from ._errors import StorageError
 from ._inventory import files_needing_content, index_files, take_inventory
 from ._journal import Checkpoint
 from ._layout import AUDIT_LOG_PATH
@@ -18,13 +19,23 @@ from ._workdir import WorkDir
 
 async def import_remote(remote: RemoteStore) -> Checkpoint:
     """Checkpoint 0 describing an upstream-written store, with its files left in place."""
-    inventory = take_inventory(await remote.list())
+    listing = await remote.list()
+    inventory = take_inventory(listing)
     contents = await remote.read_many(inventory.present_sidecars() + inventory.bookkeeping())
     contents.update(await remote.read_many(files_needing_content(inventory, contents)))
+    _check_sizes(listing, contents)
     messages = decode_messages(contents[MESSAGES_PATH]) if MESSAGES_PATH in contents else []
     events = len(decode_audit_lines(contents.get(AUDIT_LOG_PATH, b"")))
     files = index_files(inventory, contents, legacy=True)
     return Checkpoint(seq=0, files=files, messages=messages, audit_total=events, legacy_audit_lines=events)
+
+
+def _check_sizes(listing: dict[str, int], contents: dict[str, bytes]) -> None:
+    """Refuse to import from reads that disagree with the listing (short reads, or a writer in between):
+    checkpoint 0 would otherwise pin hashes and transcripts of bytes that are not what is stored."""
+    for name, data in contents.items():
+        if name in listing and len(data) != listing[name]:
+            raise StorageError(f"{name!r} read {len(data)} bytes but is listed with {listing[name]}; try again")
 
 
 def scan_local(workdir: WorkDir) -> tuple[Checkpoint, list[dict]]:

@@ -159,6 +159,18 @@ class LocalState:
         if plan.event:
             self.changes.audit.append(plan.event)
 
+    def forget_saved(self, saved: Changes, versions: dict[str, bytes], landed: State) -> None:
+        """A save of `saved` committed as `landed` although it reported failure: rebase onto `landed`,
+        keeping only what changed since that save began (a path rewritten afterwards stays unsaved)."""
+        for path, record in saved.files.items():
+            if path in self.changes.files and self.changes.files[path] is record:
+                del self.changes.files[path]
+                self.unsaved.pop(path, None)
+        committed_events = {id(event) for event in saved.audit}
+        self.changes.audit = [e for e in self.changes.audit if id(e) not in committed_events]
+        self.versions = {n: d for n, d in self.versions.items() if n not in versions}
+        self.base, self.imported = landed, False
+
     async def committed(self, state: State) -> None:
         """The unsaved changes were committed as `state`: cache what was written, start afresh."""
         saved = {p: d for p, d in self.unsaved.items() if self.changes.files.get(p) is not None}

@@ -3,7 +3,8 @@
 Backends: local disk (``/path`` or ``file://``), ``memory://``, ``s3://`` (s3fs, credentials from
 ``flyte.init(storage=flyte.storage.S3(...))`` or the ``FLYTE_AWS_*`` environment) and ``gs://`` (gcsfs,
 which honors ``STORAGE_EMULATOR_HOST``). Backend exceptions are translated here and nowhere else:
-a missing object is ``None`` or ``False``, any other failure is `StorageError`.
+a missing object is ``None`` or ``False``, any other failure is `StorageError`, after transient ones
+have been retried under the `RetryPolicy` (see `_retry`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from ._conditional import create_exclusive, supports_exclusive_create
 from ._errors import StorageError, UnsafeStoreContent
+from ._retry import get_retry_policy, is_transient
 
 T = TypeVar("T")
 
@@ -97,7 +99,11 @@ class RemoteStore:
             await self._call(self._write_many_sync, objects)
 
     async def create_exclusive(self, name: str, data: bytes) -> bool:
-        """Create object `name` only if it does not exist; True if this call created it."""
+        """Create object `name` only if it does not exist; True if this call created it.
+
+        False can also mean that an attempt of this very call landed before its answer was lost and
+        the retry found the object: callers recognise their own object by its content.
+        """
         return await self._call(create_exclusive, self.fs, self.full_path(name), data)
 
     async def remove_many(self, names: list[str]) -> None:
@@ -191,9 +197,17 @@ class RemoteStore:
         return names
 
     async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        try:
-            return await asyncio.to_thread(fn, *args, **kwargs)
-        except (StorageError, UnsafeStoreContent):
-            raise
-        except Exception as exc:
-            raise StorageError(f"Storage operation {fn.__name__} failed under {self.uri}: {exc}") from exc
+        """Run blocking `fn` in a thread, retrying transient failures under the process's `RetryPolicy`."""
+        policy = get_retry_policy()
+        for attempt in range(1, policy.attempts + 1):
+            try:
+                return await asyncio.to_thread(fn, *args, **kwargs)
+            except (StorageError, UnsafeStoreContent):
+                raise
+            except Exception as exc:
+                if attempt < policy.attempts and is_transient(exc):
+                    await asyncio.sleep(policy.delay(attempt))
+                    continue
+                tries = f" (after {attempt} attempts)" if attempt > 1 else ""
+                raise StorageError(f"Storage operation {fn.__name__} failed under {self.uri}{tries}: {exc}") from exc
+        raise AssertionError("unreachable: the last attempt returns or raises")

@@ -168,6 +168,7 @@ class MemoryStore(ReadAPI, SerializableType):
         """
         async with self._state.lock:
             await self._sync.ensure_loaded(self.messages)
+            await self._sync.settle(self.messages)
             if self.has_unsaved_changes() or self._state.base.seq == 0:
                 await self._sync.save(self.messages)
         return Dir.from_existing_remote(self._sync.remote().uri)

@@ -11,8 +11,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ._commit import Save, checkpoint, save
-from ._errors import StoreNotFound
-from ._merge import conflicts, merged_transcript
+from ._errors import ConcurrencyError, StoreAlreadyExists, StoreNotFound
+from ._merge import Changes, conflicts, merged_transcript
 from ._open import latest_state, open_state, state_at
 from ._state import LocalState
 from ._storage import RemoteStore
@@ -34,6 +34,8 @@ class Sync:
         self.pinned_seq: int | None = None
         self.inline_transcript = False
         self.saved_messages: Messages = []
+        #: the last save failed after it may have reached its commit point
+        self.unresolved: Save | None = None
 
     def remote(self) -> RemoteStore:
         if self._remote is None:
@@ -78,7 +80,7 @@ class Sync:
         state = self.state
         job = Save(
             state.base,
-            state.changes,
+            Changes(dict(state.changes.files), list(state.changes.audit)),
             list(messages),
             dict(state.unsaved),
             dict(state.versions),
@@ -86,13 +88,38 @@ class Sync:
             imported=state.imported,
             exclusive=exclusive,
         )
-        committed = await save(self.remote(), job)
+        try:
+            committed = await save(self.remote(), job)
+        except (ConcurrencyError, StoreAlreadyExists):
+            raise  # decided before anything was committed
+        except BaseException:
+            self.unresolved = job  # it may have committed before failing; `settle` finds out
+            raise
         messages[:] = committed.messages
         self.saved_messages = list(committed.messages)
         await state.committed(committed)
 
+    async def settle(self, messages: Messages) -> None:
+        """After a save that failed with an unknown outcome: if its commit landed, adopt that commit and
+        forget the changes it saved, so saving again cannot commit them (and their audit events and
+        messages) twice. A no-op (and no I/O) when the last save succeeded or was refused."""
+        job = self.unresolved
+        if job is None:
+            return
+        remote = self.remote()
+        latest = await latest_state(remote, self.state.base) or self.state.base
+        seq = latest.seq_of_commit(job.commit_id)
+        if seq is not None:
+            landed = latest if seq == latest.seq else await state_at(remote, seq)
+            self.state.forget_saved(job.changes, job.versions, landed)
+            if messages[: len(job.messages)] == job.messages:
+                messages[:] = landed.messages + messages[len(job.messages) :]
+            self.saved_messages = list(landed.messages)
+        self.unresolved = None
+
     async def refresh(self, messages: Messages) -> list[str]:
         """Move to the newest commit, dropping only unsaved changes that conflict with it."""
+        await self.settle(messages)
         state, base = self.state, self.state.base
         latest = await latest_state(self.remote(), base) or base
         dropped = conflicts(base, latest, state.changes, messages)
