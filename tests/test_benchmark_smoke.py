@@ -12,8 +12,22 @@ SCRIPT = pathlib.Path(__file__).parent.parent / "benchmarks" / "sync_bench.py"
 def test_benchmark_prints_a_side_by_side_table(tmp_path):
     out = tmp_path / "table.md"
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--sizes", "5", "--repeats", "1", "--writes", "5", "--no-race", "--out", str(out)],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--sizes",
+            "5",
+            "--repeats",
+            "1",
+            "--writes",
+            "5",
+            "--no-race",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     table = out.read_text()

@@ -60,7 +60,7 @@ async def save(remote: RemoteStore, job: Save) -> State:
     await remote.write_many(blobs)
     latest = await _persist_import(remote, job) if job.imported else job.base
     committed, record_size = await _commit(remote, job, latest)
-    await _project(remote, job, committed)
+    await project(remote, job, committed)
     return await _maybe_checkpoint(remote, committed, record_size)
 
 
@@ -87,7 +87,7 @@ async def _commit(remote: RemoteStore, job: Save, latest: State) -> tuple[State,
     raise StorageError(f"Could not commit to {remote.uri} after {MAX_ATTEMPTS} attempts")
 
 
-async def _project(remote: RemoteStore, job: Save, committed: State) -> None:
+async def project(remote: RemoteStore, job: Save, committed: State) -> None:
     """Bring upstream's layout up to date with what this save changed."""
     objects: dict[str, bytes] = dict(job.versions)
     removed: list[str] = []

@@ -6,18 +6,20 @@ everything else about the handle's relation to storage, and updates the transcri
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable
 from typing import Any
 
-from ._commit import Save, checkpoint, save
-from ._errors import ConcurrencyError, StoreAlreadyExists, StoreNotFound
+from ._commit import Save, checkpoint, project, save
+from ._errors import ConcurrencyError, StorageError, StoreAlreadyExists, StoreNotFound
 from ._merge import Changes, conflicts, merged_transcript
 from ._open import latest_state, open_state, state_at
 from ._state import LocalState
 from ._storage import RemoteStore
 
 Messages = list[dict[str, Any]]
+logger = logging.getLogger(__name__)
 
 
 class Sync:
@@ -116,6 +118,11 @@ class Sync:
                 messages[:] = landed.messages + messages[len(job.messages) :]
             self.saved_messages = list(landed.messages)
         self.unresolved = None
+        if seq is not None and seq == latest.seq:  # nothing newer to overwrite: redo upstream's view
+            try:
+                await project(remote, job, latest)
+            except StorageError as exc:  # the commit stands; upstream's view lags, as after a crash
+                logger.warning("Could not update upstream's layout after an earlier save: %s", exc)
 
     async def refresh(self, messages: Messages) -> list[str]:
         """Move to the newest commit, dropping only unsaved changes that conflict with it."""
