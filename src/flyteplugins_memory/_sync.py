@@ -140,7 +140,9 @@ class Sync:
         """Fold the newest commit into a checkpoint."""
         remote = self.remote()
         latest = await latest_state(remote, self.state.base) or self.state.base
-        self.state.base = await checkpoint(remote, latest)
+        folded = await checkpoint(remote, latest)
+        if latest.seq == self.state.base.seq:  # same state, now based on the checkpoint; never pull newer
+            self.state.base = folded
 
     def payload_seq(self) -> int | None:
         return self.state.base.seq if self.loaded else self.pinned_seq
