@@ -1,14 +1,13 @@
 """Model-based: three handles of one key, driven through random writes, deletes, appends, saves,
 refreshes, compactions and reopens, checked after every step against a plain in-memory model.
 
-The model states the merge rules in a dozen lines: a path conflicts when the committed record changed
-since the handle's base and holds other content than ours; transcripts only grow, so appends merge.
+The model states the merge rules in a few lines: a path conflicts when its committed content changed
+since the handle's base and differs from ours; transcripts only grow, so appends merge.
 FLYTEPLUGINS_MEMORY_STRESS=1 runs a larger budget.
 """
 
 from __future__ import annotations
 
-import itertools
 import os
 import uuid
 from dataclasses import dataclass, field
@@ -32,11 +31,9 @@ handles = st.integers(0, HANDLES - 1)
 
 @dataclass
 class Committed:
-    """What storage must hold: file contents, a token per live record (new on every commit that writes
-    the path; gone when deleted), and the transcript."""
+    """What storage must hold: file contents, the transcript and the audit trail."""
 
     files: dict[str, str] = field(default_factory=dict)
-    records: dict[str, int] = field(default_factory=dict)
     messages: list[str] = field(default_factory=list)
     #: the path of every audit event, in commit order
     audit: list[str] = field(default_factory=list)
@@ -61,17 +58,15 @@ class Handle:
         return sorted(
             p
             for p, ours in self.changes.items()
-            if committed.records.get(p) != self.base.records.get(p) and committed.files.get(p) != ours
+            if committed.files.get(p) != self.base.files.get(p) and committed.files.get(p) != ours
         )
 
 
 def copy(state: Committed) -> Committed:
-    return Committed(dict(state.files), dict(state.records), list(state.messages), list(state.audit))
+    return Committed(dict(state.files), list(state.messages), list(state.audit))
 
 
 def model_test(backend_name: str) -> None:
-    tokens = itertools.count(1)
-
     class StoreModel(RuleBasedStateMachine):
         def __init__(self) -> None:
             super().__init__()
@@ -121,10 +116,8 @@ def model_test(backend_name: str) -> None:
             for path, content in handle.changes.items():
                 if content is None:
                     self.committed.files.pop(path, None)
-                    self.committed.records.pop(path, None)
                 else:
                     self.committed.files[path] = content
-                    self.committed.records[path] = next(tokens)
             self.committed.messages += handle.appended
             self.committed.audit += handle.events
             self.handles[h] = Handle(handle.store, copy(self.committed))

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from ._errors import CorruptStore
+from ._errors import CorruptStore, UnsafeStoreContent
 from ._journal import FileRecord
 from ._layout import AUDIT_LOG_PATH, Kind, classify, sidecar_name
-from ._paths import MESSAGES_PATH
+from ._paths import MESSAGES_PATH, file_dir_clashes
 from ._records import decode_meta, sha256_bytes
 
 
@@ -58,6 +58,9 @@ def take_inventory(listing: Mapping[str, int] | Iterable[str]) -> Inventory:
             inventory.has_audit_log = True
     for names in inventory.versions.values():
         names.sort()
+    clashes = file_dir_clashes(inventory.files)
+    if clashes:
+        raise UnsafeStoreContent(f"Stored object {clashes[0]!r} is both a file and a directory")
     return inventory
 
 

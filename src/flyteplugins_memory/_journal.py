@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ._errors import CorruptStore, InvalidPath, UnsafeStoreContent
-from ._paths import is_reserved, normalize_path
+from ._paths import file_dir_clashes, is_reserved, normalize_path
 from ._records import MemoryMeta
 
 FORMAT = 1
@@ -86,7 +86,7 @@ class Delta(_Strict):
     """Cumulative change from a checkpoint: files (None = deleted), transcript, audit events, commit ids."""
 
     files: SafeChanges = {}
-    keep: int = 0
+    keep: int = Field(default=0, ge=0)
     append: list[dict[str, Any]] = []
     audit: list[dict[str, Any]] = []
     commits: list[str] = []
@@ -108,9 +108,9 @@ class Checkpoint(_Strict):
     seq: int
     files: SafeFiles = {}
     messages: list[dict[str, Any]] = []
-    audit_total: int = 0
+    audit_total: int = Field(default=0, ge=0)
     audit_segments: list[int] = []
-    legacy_audit_lines: int = 0
+    legacy_audit_lines: int = Field(default=0, ge=0)
     commits: list[str] = []
 
 
@@ -145,6 +145,12 @@ def encode(record: _Strict) -> bytes:
     return record.model_dump_json(exclude_defaults=False).encode("utf-8")
 
 
+def _refuse_clashes(files: dict[str, FileRecord], what: str) -> None:
+    clashes = file_dir_clashes(files)
+    if clashes:
+        raise UnsafeStoreContent(f"{what} holds {clashes[0]!r} both as a file and as a directory")
+
+
 @dataclass
 class State:
     """A committed state of the store, together with the checkpoint its record is relative to."""
@@ -161,6 +167,7 @@ class State:
     @classmethod
     def at_checkpoint(cls, checkpoint: Checkpoint) -> State:
         files, messages = dict(checkpoint.files), list(checkpoint.messages)
+        _refuse_clashes(files, f"Checkpoint {checkpoint.seq}")
         return cls(checkpoint.seq, checkpoint, files, messages, checkpoint.audit_total, [], list(checkpoint.commits))
 
     @classmethod
@@ -170,6 +177,7 @@ class State:
         if record.checkpoint != checkpoint.seq or delta.keep > len(checkpoint.messages):
             raise CorruptStore(f"Commit {record.seq} does not fit checkpoint {checkpoint.seq}")
         files = apply_files(checkpoint.files, delta.files)
+        _refuse_clashes(files, f"Commit {record.seq}")
         messages = list(checkpoint.messages[: delta.keep]) + list(delta.append)
         total = checkpoint.audit_total + len(delta.audit)
         return cls(record.seq, checkpoint, files, messages, total, list(delta.audit), list(delta.commits))

@@ -12,7 +12,7 @@ from typing import Any
 
 from ._errors import ConcurrencyError
 from ._journal import FileRecord, State, apply_files
-from ._paths import MESSAGES_PATH
+from ._paths import MESSAGES_PATH, directories_of, parent_dirs
 
 
 @dataclass
@@ -42,15 +42,30 @@ def merged_transcript(
 
 
 def conflicts(base: State, latest: State, changes: Changes, messages: list[dict[str, Any]]) -> list[str]:
-    """Every path (and ``messages.json``) on which our changes and the commits since `base` disagree."""
+    """Every path (and ``messages.json``) on which our changes and the commits since `base` disagree,
+    including paths that would become a file and a directory at once."""
     paths = [
         path
         for path, ours in changes.files.items()
-        if base.files.get(path) != latest.files.get(path) and not _same_content(latest.files.get(path), ours)
+        if not _same_content(base.files.get(path), latest.files.get(path))
+        and not _same_content(latest.files.get(path), ours)
     ]
+    if latest is not base:
+        paths += _clashes_with(changes, apply_files(latest.files, changes.files))
     if merged_transcript(base.messages, latest.messages, messages) is None:
         paths.append(MESSAGES_PATH)
-    return sorted(paths)
+    return sorted(set(paths))
+
+
+def _clashes_with(changes: Changes, files: dict[str, FileRecord]) -> list[str]:
+    """Paths we write that, merged with a concurrent save, are a file and a directory at once."""
+    written = [p for p, r in changes.files.items() if r is not None]
+    if not written:
+        return []
+    directories = directories_of(files)
+    clashes = {p for p in written if p in directories}
+    clashes |= {d for p in written for d in parent_dirs(p) if d in files}
+    return sorted(clashes)
 
 
 def rebase(base: State, latest: State, changes: Changes, messages: list[dict[str, Any]], commit_id: str) -> State:

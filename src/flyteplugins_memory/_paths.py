@@ -62,6 +62,24 @@ def check_writable(rel: str, read_only_prefixes: Iterable[str]) -> None:
             raise ReadOnlyPath(f"Writes to {rel!r} are not allowed (read-only prefix {prefix!r})")
 
 
+def parent_dirs(rel: str) -> list[str]:
+    """Every directory above a normalized path, outermost first (``a/b/c`` -> ``a``, ``a/b``)."""
+    parts = rel.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def directories_of(paths: Iterable[str]) -> set[str]:
+    """Every directory that holds one of `paths`."""
+    return {d for p in paths for d in parent_dirs(p)}
+
+
+def file_dir_clashes(paths: Iterable[str]) -> list[str]:
+    """Paths that are files and also directories of other paths (``x`` beside ``x/y``): no filesystem,
+    and so no upstream reader, can hold both."""
+    files = set(paths)
+    return sorted(files & directories_of(files))
+
+
 def validate_segment(value: str, *, name: str = "key") -> str:
     """Return `value` if it is a single safe path segment (a key, org, project or domain)."""
     if not isinstance(value, str) or not value:

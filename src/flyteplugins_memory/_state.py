@@ -12,10 +12,11 @@ import asyncio
 import logging
 import pathlib
 
-from ._errors import CorruptStore
+from ._errors import CorruptStore, InvalidPath
 from ._journal import EMPTY_CHECKPOINT, FileRecord, State
 from ._layout import blob_name, classify
 from ._merge import Changes
+from ._paths import directories_of, parent_dirs
 from ._records import MemoryMeta, sha256_bytes
 from ._storage import RemoteStore
 from ._workdir import WorkDir
@@ -45,6 +46,9 @@ class LocalState:
         self.imported = False
         #: serializes changes and saves of this handle (all run on the one syncify loop)
         self.lock = asyncio.Lock()
+        #: the directories of `base`, computed once per base
+        self._dirs: set[str] = set()
+        self._dirs_of: State | None = None
 
     def record(self, rel: str) -> FileRecord | None:
         return self.changes.files[rel] if rel in self.changes.files else self.base.files.get(rel)
@@ -121,6 +125,7 @@ class LocalState:
         """Plan and record one write; callers hold `lock`."""
         if not self.private:
             await self.check_inside_root(rel)
+        self._check_fits_tree(rel)
         plan = plan_write(self.record(rel), rel, content, options, self.versions)
         self._record(plan)
         assert plan.meta is not None
@@ -135,6 +140,20 @@ class LocalState:
             return False
         self._record(plan_delete(current, rel, options, self.versions))
         return True
+
+    def _check_fits_tree(self, rel: str) -> None:
+        """A path cannot be a file and a directory at once (no filesystem holds both)."""
+        for parent in parent_dirs(rel):
+            if self.record(parent) is not None:
+                raise InvalidPath(f"Cannot write {rel!r}: {parent!r} is a file")
+        if rel in self._base_directories() or any(p.startswith(rel + "/") for p in self.changes.files):
+            if any(p.startswith(rel + "/") for p in self.live()):
+                raise InvalidPath(f"Cannot write {rel!r}: it is a directory")
+
+    def _base_directories(self) -> set[str]:
+        if self._dirs_of is not self.base:
+            self._dirs, self._dirs_of = directories_of(self.base.files), self.base
+        return self._dirs
 
     def drop(self, paths: list[str]) -> None:
         """Forget the unsaved changes of `paths` (their writes, versions and audit events)."""

@@ -180,7 +180,10 @@ class RemoteStore:
     def _list_sync(self, under: str) -> dict[str, int]:
         self.fs.invalidate_cache()
         try:
-            found = self.fs.find(self.full_path(under) if under else self.prefix, withdirs=True, detail=True)
+            # directories only on local disk, where a symlinked one must be seen; in object stores a
+            # directory entry would shadow an object of the same name ("x" beside "x/y")
+            root = self.full_path(under) if under else self.prefix
+            found = self.fs.find(root, withdirs=self._is_local, detail=True)
         except FileNotFoundError:
             return {}
         names: dict[str, int] = {}
