@@ -7,7 +7,14 @@ import json
 
 import pytest
 
-from flyteplugins_memory import ConcurrencyError, MemoryStore, ReadOnlyPath, ReservedPath, StoreAlreadyExists
+from flyteplugins_memory import (
+    ConcurrencyError,
+    InvalidPath,
+    MemoryStore,
+    ReadOnlyPath,
+    ReservedPath,
+    StoreAlreadyExists,
+)
 
 
 def needs(backend, capability: str, why: str) -> None:
@@ -145,6 +152,30 @@ def test_same_content_on_both_sides_is_not_a_conflict(backend, key):
     second.write_text("a.txt", "same")
     second.save()
     assert MemoryStore.get_or_create(key=key).read_text("a.txt") == "same"
+
+
+def test_a_path_is_never_a_file_and_a_directory(backend, key):
+    store = MemoryStore.get_or_create(key=key)
+    store.write_text("x", "file")
+    with pytest.raises(InvalidPath, match="is a file"):
+        store.write_text("x/y", "below a file")
+    store.delete("x")
+    store.write_text("x/y", "now x is a directory")
+    with pytest.raises(InvalidPath, match="is a directory"):
+        store.write_text("x", "over a directory")
+    store.save()
+
+    first, second = MemoryStore.get_or_create(key=key), MemoryStore.get_or_create(key=key)
+    first.write_text("d", "file")
+    first.save()
+    second.write_text("d/e", "under what is now a file")
+    second.write_text("other.txt", "fine")
+    with pytest.raises(ConcurrencyError) as refused:
+        second.save()
+    assert refused.value.paths == ("d/e",)
+    assert second.refresh() == ["d/e"]
+    second.save()
+    assert MemoryStore.get_or_create(key=key).list_paths() == ["d", "other.txt", "x/y"]
 
 
 def test_transcript_rewrite_conflicts_with_concurrent_appends(backend, key):

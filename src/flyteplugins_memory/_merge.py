@@ -64,7 +64,7 @@ def _clashes_with(changes: Changes, files: dict[str, FileRecord]) -> list[str]:
         return []
     directories = directories_of(files)
     clashes = {p for p in written if p in directories}
-    clashes |= {d for p in written for d in parent_dirs(p) if d in files}
+    clashes |= {p for p in written if any(d in files for d in parent_dirs(p))}
     return sorted(clashes)
 
 
