@@ -146,9 +146,10 @@ class LocalState:
         for parent in parent_dirs(rel):
             if self.record(parent) is not None:
                 raise InvalidPath(f"Cannot write {rel!r}: {parent!r} is a file")
-        if rel in self._base_directories() or any(p.startswith(rel + "/") for p in self.changes.files):
-            if any(p.startswith(rel + "/") for p in self.live()):
-                raise InvalidPath(f"Cannot write {rel!r}: it is a directory")
+        below = rel + "/"
+        maybe_dir = rel in self._base_directories() or any(p.startswith(below) for p in self.changes.files)
+        if maybe_dir and any(p.startswith(below) for p in self.live()):  # the exact check only when needed
+            raise InvalidPath(f"Cannot write {rel!r}: it is a directory")
 
     def _base_directories(self) -> set[str]:
         if self._dirs_of is not self.base:
