@@ -66,7 +66,67 @@ def crash(config: dict) -> None:
     print(json.dumps({"calls": calls}))
 
 
+def load(config: dict) -> None:
+    """A busy agent: one handle, `saves` saves each writing a file, deleting an older one every third
+    round, appending a message and, every fifth round, rewriting a file all workers share (redone after
+    refresh when it conflicts). Prints what it committed and how often it had to retry."""
+    from flyteplugins_memory import ConcurrencyError, MemoryStore
+    from flyteplugins_memory._layout import JOURNAL_DIR
+    from flyteplugins_memory._storage import RemoteStore
+
+    attempts = {"commits": 0, "lost": 0}
+    original = RemoteStore.create_exclusive
+
+    async def counted(self, name, data):
+        created = await original(self, name, data)
+        if name.startswith(f"{JOURNAL_DIR}/log/"):
+            attempts["commits"] += 1
+            attempts["lost"] += not created
+        return created
+
+    RemoteStore.create_exclusive = counted
+    me, shared = config["worker"], "shared/last.txt"
+    store = MemoryStore.get_or_create(key=config["key"])
+    open(config["ready"] + f".{me}", "w").close()
+    while not os.path.exists(config["go"]):
+        time.sleep(0.01)
+    started, events, conflicts, latencies = time.time(), 0, 0, []
+    for round_ in range(config["saves"]):
+        began = time.time()
+        store.write_text(f"w{me}/f{round_}.txt", f"{me}:{round_}", actor=f"w{me}")
+        events += 1
+        if round_ % 3 == 2:
+            store.delete(f"w{me}/f{round_ - 2}.txt", actor=f"w{me}")
+            events += 1
+        store.append({"role": "user", "content": f"{me}:{round_}"})
+        if round_ % 5 == 4:
+            store.write_text(shared, f"{me}:{round_}", actor=f"w{me}")
+        for _ in range(100):
+            try:
+                store.save()
+                break
+            except ConcurrencyError:
+                conflicts += 1
+                store.refresh()  # drops our shared write; redo it on the newest state
+                store.write_text(shared, f"{me}:{round_}", actor=f"w{me}")
+        else:
+            raise RuntimeError("could not save the shared file in 100 tries")
+        events += round_ % 5 == 4
+        latencies.append(time.time() - began)
+    print(
+        json.dumps(
+            {
+                "seconds": time.time() - started,
+                "events": events,
+                "conflicts": conflicts,
+                "latencies": latencies,
+                **attempts,
+            }
+        )
+    )
+
+
 if __name__ == "__main__":
     command, raw_config = sys.argv[1], json.loads(sys.argv[2])
     setup(raw_config)
-    {"race": race, "crash": crash}[command](raw_config)
+    {"race": race, "crash": crash, "load": load}[command](raw_config)
