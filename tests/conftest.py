@@ -6,7 +6,9 @@ with an OS-assigned port; nothing leaves the machine.
 
 from __future__ import annotations
 
+import json
 import os
+import pathlib
 import socket
 import uuid
 from collections.abc import Iterator
@@ -180,6 +182,16 @@ def s3_backend(request, tmp_path, raw_data_context) -> Backend:
 @pytest.fixture
 def key() -> str:
     return f"agent-{uuid.uuid4().hex[:8]}"
+
+
+def report(name: str, figures: dict) -> None:
+    """Print a test's figures, and keep them as JSON in FLYTEPLUGINS_MEMORY_REPORT_DIR when that is set
+    (docs/reliability.md quotes them)."""
+    print(name, json.dumps(figures))
+    directory = os.environ.get("FLYTEPLUGINS_MEMORY_REPORT_DIR")
+    if directory:
+        pathlib.Path(directory).mkdir(parents=True, exist_ok=True)
+        pathlib.Path(directory, f"{name}.json").write_text(json.dumps(figures, indent=1))
 
 
 class IOCounter:

@@ -17,6 +17,7 @@ import time
 
 import pytest
 
+from conftest import report
 from flyteplugins_memory import MemoryStore
 from test_multiprocess import child
 
@@ -94,14 +95,6 @@ def losses(key: str, workers: list[int], events_expected: int) -> dict[str, list
     if audited != events_expected:
         lost["events"].append(f"{audited} audited, {events_expected} committed")
     return {kind: items for kind, items in lost.items() if items}
-
-
-def report(name: str, figures: dict) -> None:
-    print(name, json.dumps(figures))
-    directory = os.environ.get("FLYTEPLUGINS_MEMORY_REPORT_DIR")
-    if directory:
-        pathlib.Path(directory).mkdir(parents=True, exist_ok=True)
-        pathlib.Path(directory, f"{name}.json").write_text(json.dumps(figures, indent=1))
 
 
 @pytest.mark.timeout(1200)

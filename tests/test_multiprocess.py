@@ -8,7 +8,9 @@ import subprocess
 import sys
 
 import pytest
+from flyte.ai.agents import MemoryStore as UpstreamStore
 
+from conftest import report
 from flyteplugins_memory import MemoryStore
 
 WORKERS = str(pathlib.Path(__file__).with_name("workers.py"))
@@ -61,14 +63,15 @@ def _snapshot(store: MemoryStore) -> tuple:
     return files, [m["content"] for m in store.messages]
 
 
-def test_a_save_killed_at_any_storage_call_leaves_old_or_new(shared_backend, key):
+@pytest.mark.parametrize("scenario", ["plain", "checkpointing", "imported"])
+def test_a_save_killed_at_any_storage_call_leaves_old_or_new(shared_backend, key, scenario):
     backend, endpoint = shared_backend
     old = ({"a.txt": "old a", "b.txt": "old b", "c.txt": "old c"}, ["old"])
     new = ({"a.txt": "new a", "c.txt": "old c", "d.txt": "new d"}, ["old", "new"])
-    config = {"raw": backend.raw_data_path, "endpoint": endpoint}
+    config = {"raw": backend.raw_data_path, "endpoint": endpoint, "scenario": scenario}
 
     def prepare(name: str) -> None:
-        store = MemoryStore.create(key=name)
+        store = UpstreamStore.get_or_create(key=name) if scenario == "imported" else MemoryStore.create(key=name)
         for path, text in old[0].items():
             store.write_text(path, text)
         store.append({"role": "user", "content": "old"})
@@ -94,5 +97,13 @@ def test_a_save_killed_at_any_storage_call_leaves_old_or_new(shared_backend, key
         after = MemoryStore.get_or_create(key=name)
         after.write_text("e.txt", "after crash")
         after.save()
-        assert _snapshot(MemoryStore.get_or_create(key=name))[0] == {**state[0], "e.txt": "after crash"}
+        reopened = MemoryStore.get_or_create(key=name)
+        assert _snapshot(reopened) == ({**state[0], "e.txt": "after crash"}, state[1])
+        audited = [(e["op"], e["path"]) for e in reopened.audit_tail(0)]
+        saved = [("update", "a.txt"), ("create", "d.txt"), ("delete", "b.txt")] if state == new else []
+        assert audited[:3] == [("create", "a.txt"), ("create", "b.txt"), ("create", "c.txt")], (k, audited)
+        assert sorted(audited[3:]) == sorted([*saved, ("create", "e.txt")]), (k, audited)  # each event once
     assert outcomes[0] is False and outcomes[-1] is True  # the commit point lies in between
+    report(
+        f"crash_{backend.name}_{scenario}", {"kill_points": total, "old": outcomes.count(False), "new": sum(outcomes)}
+    )

@@ -42,11 +42,18 @@ def race(config: dict) -> None:
 
 
 def crash(config: dict) -> None:
-    """Save a change that writes, deletes and appends; exit abruptly before storage call number `k`."""
-    from flyteplugins_memory import MemoryStore
+    """Save a change that writes, deletes and appends; exit abruptly before storage call number `k`.
+
+    Scenario "checkpointing" also keeps versions and checkpoints in that save (audit segment, upstream's
+    audit log, checkpoint, head); "imported" saves a store upstream wrote, for the first time.
+    """
+    from flyteplugins_memory import MemoryStore, _commit
     from flyteplugins_memory._storage import RemoteStore
 
-    store = MemoryStore.get_or_create(key=config["key"])
+    checkpointing = config.get("scenario") == "checkpointing"
+    if checkpointing:
+        _commit.CHECKPOINT_COMMITS = 1
+    store = MemoryStore.get_or_create(key=config["key"], keep_versions=checkpointing)
     store.write_text("a.txt", "new a")
     store.write_text("d.txt", "new d")
     store.delete("b.txt")
