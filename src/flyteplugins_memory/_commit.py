@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._errors import StorageError, StoreAlreadyExists
-from ._journal import Checkpoint, Head, State, encode, parse
+from ._journal import RECENT_COMMITS, Checkpoint, Head, State, encode, parse
 from ._layout import AUDIT_LOG_PATH, HEAD_NAME, audit_segment_name, blob_name, checkpoint_name, log_name, sidecar_name
 from ._merge import Changes, rebase
-from ._open import latest_state
+from ._open import landed_state, latest_state, state_at
 from ._paths import MESSAGES_PATH
 from ._records import encode_audit_event, encode_messages, encode_meta
 from ._storage import RemoteStore
@@ -52,6 +52,8 @@ class Save:
     imported: bool = False
     #: refuse (StoreAlreadyExists) instead of rebasing if the first commit slot is taken
     exclusive: bool = False
+    #: the log slots this save tried to create; only these can hold its commit
+    attempted: list[int] = field(default_factory=list)
 
 
 async def save(remote: RemoteStore, job: Save) -> State:
@@ -61,6 +63,8 @@ async def save(remote: RemoteStore, job: Save) -> State:
     latest = await _persist_import(remote, job) if job.imported else job.base
     committed, record_size = await _commit(remote, job, latest)
     await project(remote, job, committed)
+    if not record_size:  # found our commit after a lost reply; newer ones may exist, so leave folding to them
+        return committed
     return await _maybe_checkpoint(remote, committed, record_size)
 
 
@@ -76,15 +80,25 @@ async def _commit(remote: RemoteStore, job: Save, latest: State) -> tuple[State,
     for attempt in range(MAX_ATTEMPTS):
         new = rebase(job.base, latest, job.changes, job.messages, job.commit_id)
         record = encode(new.record())
+        job.attempted.append(new.seq)
         if await remote.create_exclusive(log_name(new.seq), record):
             return new, len(record)
         latest = await latest_state(remote, latest) or latest
-        if job.commit_id in latest.recent_commits:  # an attempt landed, but its answer was lost
-            return latest, 0
+        if (mine := await _own_commit(remote, job, new.seq, latest)) is not None:
+            return mine, 0  # an attempt landed, but its answer was lost
         if job.exclusive:
             raise StoreAlreadyExists(f"MemoryStore already exists at {remote.uri}")
         await asyncio.sleep(random.uniform(0, min(0.002 * 2**attempt, 0.25)))
     raise StorageError(f"Could not commit to {remote.uri} after {MAX_ATTEMPTS} attempts")
+
+
+async def _own_commit(remote: RemoteStore, job: Save, seq: int, latest: State) -> State | None:
+    """The state our commit created if slot `seq` holds it (never a later one: it is what we projected)."""
+    if job.commit_id in latest.recent_commits:
+        return latest if latest.recent_commits[-1] == job.commit_id else await state_at(remote, seq)
+    if latest.seq - seq >= RECENT_COMMITS:  # too many commits since for the window to tell
+        return await landed_state(remote, seq, job.commit_id)
+    return None
 
 
 async def project(remote: RemoteStore, job: Save, committed: State) -> None:
@@ -121,7 +135,7 @@ async def checkpoint(remote: RemoteStore, state: State) -> State:
     if state.recent_audit:
         segment = b"".join(encode_audit_event(e) for e in state.recent_audit)
         await remote.write_many({audit_segment_name(state.seq): segment})
-        await _append_audit_log(remote, state.checkpoint.audit_total, segment)
+        await _append_audit_log(remote, state.checkpoint, segment)
         segments.append(state.seq)
     checkpoint = state.as_checkpoint(segments)
     await remote.write_many({checkpoint_name(state.seq): encode(checkpoint)})
@@ -136,13 +150,19 @@ async def checkpoint(remote: RemoteStore, state: State) -> State:
     )
 
 
-async def _append_audit_log(remote: RemoteStore, lines_before: int, segment: bytes) -> None:
-    """Rewrite upstream's ``audit/log.jsonl`` as its first `lines_before` lines plus `segment`."""
-    current = (await remote.read(AUDIT_LOG_PATH) or b"").splitlines(keepends=True)
-    kept = [line for line in current if line.strip()][:lines_before]
-    if len(kept) < lines_before or (kept and not kept[-1].endswith(b"\n")):
-        # Fewer lines than already recorded: a short read or an outside edit. Rewriting would drop the
-        # missing ones (for an imported store, their only copy), so upstream's log waits for the next one.
-        logger.warning("Not rewriting %s: it holds fewer events than recorded", AUDIT_LOG_PATH)
-        return
+async def _append_audit_log(remote: RemoteStore, before: Checkpoint, segment: bytes) -> None:
+    """Rewrite upstream's ``audit/log.jsonl`` as the events up to checkpoint `before` plus `segment`."""
+    current = [line for line in (await remote.read(AUDIT_LOG_PATH) or b"").splitlines(keepends=True) if line.strip()]
+    kept = current[: before.audit_total]
+    if len(kept) < before.audit_total or (kept and not kept[-1].endswith(b"\n")):
+        # Fewer lines than recorded (a short read, an outside edit, or an earlier rewrite that failed):
+        # rebuild from our segments, below the imported store's lines, which exist only in this object.
+        if len(current) < before.legacy_audit_lines:
+            logger.warning("Not rewriting %s: it lost lines that only it held", AUDIT_LOG_PATH)
+            return
+        segments = await remote.read_many([audit_segment_name(s) for s in before.audit_segments])
+        if len(segments) < len(before.audit_segments):
+            logger.warning("Not rewriting %s: audit segments are missing", AUDIT_LOG_PATH)
+            return
+        kept = current[: before.legacy_audit_lines] + [segments[audit_segment_name(s)] for s in before.audit_segments]
     await remote.write_many({AUDIT_LOG_PATH: b"".join(kept) + segment})

@@ -77,6 +77,14 @@ async def state_at(remote: RemoteStore, seq: int) -> State:
     return await _state_from(remote, record, None)
 
 
+async def landed_state(remote: RemoteStore, seq: int, commit_id: str) -> State | None:
+    """The state commit `seq` created, if that commit is `commit_id` (every record lists its own id last)."""
+    record = await read_record(remote, seq)
+    if record is None or not record.delta.commits or record.delta.commits[-1] != commit_id:
+        return None
+    return await _state_from(remote, record, None)
+
+
 async def _state_from(remote: RemoteStore, record: CommitRecord, known: State | None) -> State:
     if known is not None and known.checkpoint.seq == record.checkpoint:
         checkpoint = known.checkpoint

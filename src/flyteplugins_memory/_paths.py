@@ -47,8 +47,9 @@ def normalize_prefix(prefix: str) -> str:
 
 
 def is_reserved(rel: str) -> bool:
-    """Whether a normalized path is the transcript or lies in a reserved top-level directory."""
-    return rel == MESSAGES_PATH or rel.split("/", 1)[0] in RESERVED_DIRS
+    """Whether a normalized path is the transcript (or below it) or lies in a reserved top-level directory."""
+    top = rel.split("/", 1)[0]
+    return top == MESSAGES_PATH or top in RESERVED_DIRS
 
 
 def check_writable(rel: str, read_only_prefixes: Iterable[str]) -> None:

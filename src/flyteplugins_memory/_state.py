@@ -9,14 +9,16 @@ no disk, and a save writes what it committed into the cache.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import logging
 import pathlib
+from collections import Counter
 
 from ._errors import CorruptStore, InvalidPath
 from ._journal import EMPTY_CHECKPOINT, FileRecord, State
 from ._layout import blob_name, classify
 from ._merge import Changes
-from ._paths import directories_of, parent_dirs
+from ._paths import parent_dirs
 from ._records import MemoryMeta, sha256_bytes
 from ._storage import RemoteStore
 from ._workdir import WorkDir
@@ -46,9 +48,10 @@ class LocalState:
         self.imported = False
         #: serializes changes and saves of this handle (all run on the one syncify loop)
         self.lock = asyncio.Lock()
-        #: the directories of `base`, computed once per base
-        self._dirs: set[str] = set()
-        self._dirs_of: State | None = None
+        #: the base's paths in order, sorted once per base; and how many unsaved writes each directory holds
+        self._sorted: list[str] = []
+        self._sorted_of: State | None = None
+        self._written_dirs: Counter[str] = Counter()
 
     def record(self, rel: str) -> FileRecord | None:
         return self.changes.files[rel] if rel in self.changes.files else self.base.files.get(rel)
@@ -76,7 +79,7 @@ class LocalState:
         for path, record in records.items():
             data = self.workdir.read(path)
             if data is not None:
-                self.changes.files[path] = record
+                self._set_change(path, record)
                 self.unsaved[path] = data
 
     async def write_local(self, name: str, data: bytes) -> None:
@@ -142,19 +145,42 @@ class LocalState:
         return True
 
     def _check_fits_tree(self, rel: str) -> None:
-        """A path cannot be a file and a directory at once (no filesystem holds both)."""
+        """A path cannot be a file and a directory at once (no filesystem holds both). Costs O(depth)
+        lookups, plus one sort of the base's paths per base the first time a new path is written."""
         for parent in parent_dirs(rel):
             if self.record(parent) is not None:
                 raise InvalidPath(f"Cannot write {rel!r}: {parent!r} is a file")
-        below = rel + "/"
-        maybe_dir = rel in self._base_directories() or any(p.startswith(below) for p in self.changes.files)
-        if maybe_dir and any(p.startswith(below) for p in self.live()):  # the exact check only when needed
+        if self.record(rel) is not None:
+            return  # a file already, so not a directory
+        if self._written_dirs[rel]:
             raise InvalidPath(f"Cannot write {rel!r}: it is a directory")
+        below, paths = rel + "/", self._sorted_base_paths()
+        for index in range(bisect.bisect_left(paths, below), len(paths)):
+            if not paths[index].startswith(below):
+                break
+            if self.record(paths[index]) is not None:  # not deleted since
+                raise InvalidPath(f"Cannot write {rel!r}: it is a directory")
 
-    def _base_directories(self) -> set[str]:
-        if self._dirs_of is not self.base:
-            self._dirs, self._dirs_of = directories_of(self.base.files), self.base
-        return self._dirs
+    def _sorted_base_paths(self) -> list[str]:
+        if self._sorted_of is not self.base:
+            self._sorted, self._sorted_of = sorted(self.base.files), self.base
+        return self._sorted
+
+    def _set_change(self, path: str, record: FileRecord | None, *, keep: bool = True) -> None:
+        """Record `path`'s change (or forget it, without `keep`), tracking the directories of writes."""
+        before = self.changes.files.get(path)
+        if keep:
+            self.changes.files[path] = record
+        else:
+            self.changes.files.pop(path, None)
+        after = record if keep else None
+        if (before is None) != (after is None):
+            for directory in parent_dirs(path):
+                self._written_dirs[directory] += 1 if after is not None else -1
+
+    def _retrack(self) -> None:
+        written = (p for p, r in self.changes.files.items() if r is not None)
+        self._written_dirs = Counter(d for p in written for d in parent_dirs(p))
 
     def drop(self, paths: list[str]) -> None:
         """Forget the unsaved changes of `paths` (their writes, versions and audit events)."""
@@ -164,12 +190,11 @@ class LocalState:
             self.unsaved.pop(path, None)
         self.versions = {n: d for n, d in self.versions.items() if classify(n).path not in dropped}
         self.changes.audit = [e for e in self.changes.audit if e.get("path") not in dropped]
+        self._retrack()
 
     def _record(self, plan: WritePlan) -> None:
-        if plan.record is None and plan.path not in self.base.files:
-            self.changes.files.pop(plan.path, None)  # created and deleted before any save
-        else:
-            self.changes.files[plan.path] = plan.record
+        # created and deleted before any save: nothing left to save
+        self._set_change(plan.path, plan.record, keep=plan.record is not None or plan.path in self.base.files)
         if plan.record is None:
             self.unsaved.pop(plan.path, None)
         else:
@@ -186,10 +211,14 @@ class LocalState:
             if path in self.changes.files and self.changes.files[path] is record:
                 del self.changes.files[path]
                 self.unsaved.pop(path, None)
+            elif path not in self.changes.files and record is not None:
+                # written by that save, then deleted here as if never saved: it exists now, so delete it
+                self.changes.files[path] = None
         committed_events = {id(event) for event in saved.audit}
         self.changes.audit = [e for e in self.changes.audit if id(e) not in committed_events]
         self.versions = {n: d for n, d in self.versions.items() if n not in versions}
         self.base, self.imported = landed, False
+        self._retrack()
 
     async def committed(self, state: State) -> None:
         """The unsaved changes were committed as `state`: cache what was written, start afresh."""
@@ -200,6 +229,7 @@ class LocalState:
         except OSError as exc:  # the commit stands; those files are fetched again when read
             logger.warning("Could not cache saved files locally: %s", exc)
         self.base, self.changes, self.unsaved, self.versions, self.imported = state, Changes(), {}, {}, False
+        self._written_dirs = Counter()
 
 
 def _cache(workdir: WorkDir, contents: dict[str, bytes]) -> None:

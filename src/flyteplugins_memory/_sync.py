@@ -14,7 +14,7 @@ from typing import Any
 from ._commit import Save, checkpoint, project, save
 from ._errors import ConcurrencyError, StorageError, StoreAlreadyExists, StoreNotFound
 from ._merge import Changes, conflicts, merged_transcript
-from ._open import latest_state, open_state, state_at
+from ._open import landed_state, latest_state, open_state, state_at
 from ._state import LocalState
 from ._storage import RemoteStore
 
@@ -104,23 +104,23 @@ class Sync:
     async def settle(self, messages: Messages) -> None:
         """After a save that failed with an unknown outcome: if its commit landed, adopt that commit and
         forget the changes it saved, so saving again cannot commit them (and their audit events and
-        messages) twice. A no-op (and no I/O) when the last save succeeded or was refused."""
+        messages) twice. No I/O unless the failed save got as far as trying to commit."""
         job = self.unresolved
         if job is None:
             return
-        remote = self.remote()
-        latest = await latest_state(remote, self.state.base) or self.state.base
-        seq = latest.seq_of_commit(job.commit_id)
-        if seq is not None:
-            landed = latest if seq == latest.seq else await state_at(remote, seq)
+        remote, landed = self.remote(), None
+        for seq in job.attempted:
+            if (landed := await landed_state(remote, seq, job.commit_id)) is not None:
+                break
+        if landed is not None:
             self.state.forget_saved(job.changes, job.versions, landed)
             if messages[: len(job.messages)] == job.messages:
                 messages[:] = landed.messages + messages[len(job.messages) :]
             self.saved_messages = list(landed.messages)
         self.unresolved = None
-        if seq is not None and seq == latest.seq:  # nothing newer to overwrite: redo upstream's view
-            try:
-                await project(remote, job, latest)
+        if landed is not None and (await latest_state(remote, landed) or landed).seq == landed.seq:
+            try:  # nothing newer to overwrite: redo upstream's view, which the failure may have cut short
+                await project(remote, job, landed)
             except StorageError as exc:  # the commit stands; upstream's view lags, as after a crash
                 logger.warning("Could not update upstream's layout after an earlier save: %s", exc)
 
