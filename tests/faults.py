@@ -33,6 +33,8 @@ class Faults:
     plan: Plan = lambda number, op, path: None
     calls: int = 0
     injected: list[tuple[int, str, str, str]] = field(default_factory=list)
+    #: called after a call whose reply is then lost took effect (to let something happen in between)
+    meanwhile: Callable[[], None] = lambda: None
 
     def decide(self, op: str, path: str) -> str | None:
         self.calls += 1
@@ -120,7 +122,7 @@ class FaultyFileSystem:
             raise PermissionError(f"injected: {op} {path} forbidden")
         return kind
 
-    @staticmethod
-    def _after(kind: str | None) -> None:
+    def _after(self, kind: str | None) -> None:
         if kind == "lost_reply":
+            self.faults.meanwhile()
             raise TimeoutError("injected: the call took effect but its reply was lost")

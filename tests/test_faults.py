@@ -309,3 +309,89 @@ def test_retries_wait_as_the_policy_says(faulty, key):
     arm(faults, lambda n, op, path: "fail" if n <= 3 else None)
     assert snapshot(key) == OLD
     assert waits == [1, 2, 3]
+
+
+def once_on_commit(kind: str):
+    """A plan that misbehaves on the first create of a commit record only."""
+    done = []
+
+    def plan(n: int, op: str, path: str) -> str | None:
+        if op == "write" and "/meta/.journal/log/" in path and not done:
+            done.append(n)
+            return kind
+        return None
+
+    return plan
+
+
+def test_a_landed_save_is_recognised_after_many_later_commits(faulty, key):
+    _, faults = faulty
+    prepare(key)
+    store = change(key)
+    set_retry_policy(NO_RETRY)
+    arm(faults, once_on_commit("lost_reply"))
+    with pytest.raises(StorageError):
+        store.save()
+    other = MemoryStore.get_or_create(key=key)
+    for i in range(70):  # more than the 64 commit ids a record remembers
+        other.write_text(f"later/{i}.txt", str(i))
+        other.save()
+    store.save()
+    reopened = MemoryStore.get_or_create(key=key)
+    assert [m["content"] for m in reopened.messages] == ["old", "new"]
+    assert [e["path"] for e in reopened.audit_tail(0)].count("d.txt") == 1
+
+
+def test_a_delete_after_a_landed_failed_save_is_kept(faulty, key):
+    _, faults = faulty
+    store = MemoryStore.create(key=key)
+    store.write_text("new.txt", "created")
+    set_retry_policy(NO_RETRY)
+    arm(faults, once_on_commit("lost_reply"))
+    with pytest.raises(StorageError):
+        store.save()
+    faults.clear()
+    assert store.delete("new.txt")
+    store.save()
+    reopened = MemoryStore.get_or_create(key=key)
+    assert reopened.list_paths() == []
+    assert [(e["op"], e["path"]) for e in reopened.audit_tail(0)] == [("create", "new.txt"), ("delete", "new.txt")]
+
+
+def test_a_lost_reply_with_a_commit_in_between_keeps_the_newer_content(faulty, key):
+    backend, faults = faulty
+    prepare(key)
+    store = change(key)
+
+    def commit_in_between() -> None:  # a writer that opens the store after our commit landed
+        faults.clear()
+        other = MemoryStore.get_or_create(key=key)
+        other.write_text("d.txt", "rewritten by the other")
+        other.write_text("x.txt", "other")
+        other.save()
+
+    faults.meanwhile = commit_in_between
+    arm(faults, once_on_commit("lost_reply"))
+    store.save()  # retried: finds its own commit in the slot it tried, under the other's newer one
+    assert snapshot(key)[0] == {**NEW[0], "d.txt": "rewritten by the other", "x.txt": "other"}
+    assert store.read_text("d.txt") == "new d"  # this handle stands on its own commit, not the newer one
+    store.refresh()
+    assert store.read_text("d.txt") == "rewritten by the other"
+    assert backend.upstream_view(key)["x.txt"] == b"other"
+
+
+def test_upstream_audit_log_is_rebuilt_after_a_short_read(faulty, key):
+    backend, faults = faulty
+    store = MemoryStore.create(key=key)
+    store.write_text("a.txt", "1")
+    store.compact()
+    store.write_text("b.txt", "2")
+    set_retry_policy(NO_RETRY)
+    arm(faults, lambda n, op, path: "truncate" if path.endswith("audit/log.jsonl") else None)
+    store.compact()  # cannot trust what it read, so leaves upstream's log as it was
+    faults.clear()
+    for name in ("c.txt", "d.txt"):
+        store.write_text(name, "3")
+        store.compact()
+    lines = backend.upstream_view(key)["audit/log.jsonl"].decode().splitlines()
+    assert [json.loads(line)["path"] for line in lines] == ["a.txt", "b.txt", "c.txt", "d.txt"]

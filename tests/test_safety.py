@@ -45,6 +45,7 @@ BAD_PATHS = [
     ("./", InvalidPath),
     ("notes/a\x00.md", InvalidPath),
     ("messages.json", ReservedPath),
+    ("messages.json/x", ReservedPath),
     ("audit/log.jsonl", ReservedPath),
     ("meta/notes%2Fa.md.json", ReservedPath),
     ("versions/x/1.txt", ReservedPath),

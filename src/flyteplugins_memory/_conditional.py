@@ -25,9 +25,7 @@ def supports_exclusive_create(fs: fsspec.AbstractFileSystem) -> bool:
     The GCS emulator used in tests (``STORAGE_EMULATOR_HOST``) ignores preconditions, so on it two
     writers can both "create" one object; real GCS honors them.
     """
-    if type(fs).__name__ == "GCSFileSystem" and os.environ.get("STORAGE_EMULATOR_HOST"):
-        return False
-    return True
+    return not (type(fs).__name__ == "GCSFileSystem" and os.environ.get("STORAGE_EMULATOR_HOST"))
 
 
 def create_exclusive(fs: fsspec.AbstractFileSystem, path: str, data: bytes) -> bool:

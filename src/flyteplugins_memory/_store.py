@@ -148,7 +148,7 @@ class MemoryStore(ReadAPI, SerializableType):
         keep_versions: bool = False,
     ) -> MemoryStore:
         """Open the store for `key` at its newest committed state, creating it if it does not exist."""
-        options = dict(read_only_prefixes=read_only_prefixes, audit=audit, keep_versions=keep_versions)
+        options = {"read_only_prefixes": read_only_prefixes, "audit": audit, "keep_versions": keep_versions}
         remote_path = cls.remote_path_for_key(key=key, org=org, project=project, domain=domain)
         store = cls(key, remote_path=remote_path, **options)
         if await store._sync.load_if_exists(store.messages):
