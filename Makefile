@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test bench clean
+.PHONY: demo test stress bench clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
@@ -18,6 +18,12 @@ demo: $(BIN)/python
 test: $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[s3,gcs,test]'
 	$(BIN)/python -m pytest
+
+# The reliability suite at the large budgets of docs/reliability.md; figures land in reports/.
+stress: $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[s3,gcs,test]'
+	FLYTEPLUGINS_MEMORY_STRESS=1 FLYTEPLUGINS_MEMORY_REPORT_DIR=reports $(BIN)/python -m pytest -q \
+		tests/test_model.py tests/test_faults.py tests/test_multiprocess.py tests/test_hostile.py tests/test_load.py
 
 bench: $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[s3,gcs,test]'

@@ -8,6 +8,7 @@ kind of call shows up as an AttributeError here, not as an untested path). Every
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,14 +36,18 @@ class Faults:
     injected: list[tuple[int, str, str, str]] = field(default_factory=list)
     #: called after a call whose reply is then lost took effect (to let something happen in between)
     meanwhile: Callable[[], None] = lambda: None
+    #: every call and every fault over the whole life of this plan, by kind
+    totals: Counter[str] = field(default_factory=Counter)
 
     def decide(self, op: str, path: str) -> str | None:
         self.calls += 1
         kind = self.plan(self.calls, op, path)
         if kind == "truncate" and op != "read":
             kind = None  # only reads can come back short
+        self.totals["calls"] += 1
         if kind:
             self.injected.append((self.calls, op, path, kind))
+            self.totals[kind] += 1
         return kind
 
     def clear(self) -> None:

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 
 import pytest
 
+from conftest import report
 from faults import Faults, FaultyFileSystem, at_call, at_random, from_call
 from flyteplugins_memory import (
     MemoryStore,
@@ -30,9 +32,21 @@ OLD = ({"a.txt": "old a", "b.txt": "old b", "c.txt": "old c"}, ["old"])
 NEW = ({"a.txt": "new a", "c.txt": "old c", "d.txt": "new d"}, ["old", "new"])
 
 
+ALL_FAULTS: list[Faults] = []
+
+
+@pytest.fixture(scope="module", autouse=True)
+def fault_report():
+    """After the module: how many storage calls were made under a plan, and how many faults of each kind."""
+    yield
+    totals = sum((f.totals for f in ALL_FAULTS), Counter())
+    report("faults", {"plans": len(ALL_FAULTS), **dict(sorted(totals.items()))})
+
+
 def install(backend, monkeypatch) -> tuple:
     """Route every storage call of the store through one `Faults` plan (disarmed until a test arms it)."""
     faults = Faults()
+    ALL_FAULTS.append(faults)
     real = _storage.filesystem_for
     monkeypatch.setattr(_storage, "filesystem_for", lambda uri: FaultyFileSystem(real(uri), faults))
     return backend, faults

@@ -11,6 +11,7 @@ import pathlib
 import pytest
 
 import flyteplugins_memory
+from conftest import report
 from flyteplugins_memory import MemoryStore, MemoryStoreError
 
 CORPUS = json.loads((pathlib.Path(__file__).parent / "hostile" / "corpus.json").read_text())
@@ -39,6 +40,26 @@ def content(spec: dict) -> bytes:
 
 def expected_text(value: str | dict) -> str:
     return value if isinstance(value, str) else content(value).decode()
+
+
+#: one (backend, case, outcome) per run, reported after the module
+OUTCOMES: list[tuple[str, str, str]] = []
+
+
+@pytest.fixture(scope="module", autouse=True)
+def hostile_report():
+    yield
+    if OUTCOMES:
+        report(
+            "hostile",
+            {
+                "cases": len(CORPUS["cases"]),
+                "runs": len(OUTCOMES),
+                "refused_at_open": sum(o == "refused" for *_, o in OUTCOMES),
+                "opened_with_refused_operations": sum(o == "partly" for *_, o in OUTCOMES),
+                "opened_fully": sum(o == "opened" for *_, o in OUTCOMES),
+            },
+        )
 
 
 CASES = [
@@ -113,6 +134,7 @@ def test_hostile_store_gives_a_typed_error_or_a_safe_result(backend_name, case, 
             MemoryStore.get_or_create(key=key)
         if stored_before is not None:
             assert backend.objects(key) == stored_before, "a store that refused to open must be left alone"
+        OUTCOMES.append((backend_name, case["name"], "refused"))
     else:
         store = MemoryStore.get_or_create(key=key)
         if "expect_files" in case:
@@ -125,6 +147,7 @@ def test_hostile_store_gives_a_typed_error_or_a_safe_result(backend_name, case, 
         assert tree(store.root).keys() <= {*store.list_paths(), "messages.json"}
         reopened = MemoryStore.get_or_create(key=key)
         assert reopened.read_text("fresh.txt") == "fresh"
+        OUTCOMES.append((backend_name, case["name"], "partly" if refused else "opened"))
 
     assert (outside / "secret.txt").read_text() == "secret" and len(list(outside.iterdir())) == 1
     if outside_before is not None:  # nothing appeared next to the test's own directory

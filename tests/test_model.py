@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 
 import pytest
@@ -17,12 +18,15 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
+from conftest import report
 from flyteplugins_memory import ConcurrencyError, MemoryStore, _commit
 
 STRESS = bool(os.environ.get("FLYTEPLUGINS_MEMORY_STRESS"))
 #: (examples, steps per example) per backend
 BUDGET = {"local": (400, 60) if STRESS else (50, 30), "s3": (200, 60) if STRESS else (20, 25)}
 HANDLES = 3
+#: invariant checks made, per backend (one after each step), for the report
+STEPS: Counter[str] = Counter()
 
 paths = st.sampled_from(["a.txt", "b.txt", "notes/c.md", "notes/d.md"])
 texts = st.sampled_from(["x", "y", "z"])
@@ -141,6 +145,7 @@ def model_test(backend_name: str) -> None:
 
         @invariant()
         def every_handle_shows_its_model(self) -> None:
+            STEPS[backend_name] += 1
             for handle in self.handles:
                 files = handle.files()
                 assert handle.store.list_paths() == sorted(files)
@@ -162,3 +167,8 @@ def model_backend(request, monkeypatch):
 
 def test_handles_of_one_key_match_the_model(model_backend):
     model_test(model_backend.name)
+    examples, steps = BUDGET[model_backend.name]
+    report(
+        f"model_{model_backend.name}",
+        {"max_examples": examples, "max_steps": steps, "checks": STEPS[model_backend.name]},
+    )
