@@ -409,3 +409,20 @@ def test_upstream_audit_log_is_rebuilt_after_a_short_read(faulty, key):
         store.compact()
     lines = backend.upstream_view(key)["audit/log.jsonl"].decode().splitlines()
     assert [json.loads(line)["path"] for line in lines] == ["a.txt", "b.txt", "c.txt", "d.txt"]
+
+
+def test_a_short_read_never_tears_an_imported_audit_line(faulty, key):
+    backend, faults = faulty
+    backend.put(key, "messages.json", b"[]")
+    backend.put(key, "audit/log.jsonl", b'{"op": "create", "path": "p1"}\n{"op": "create", "path": "p2"}\n')
+    store = MemoryStore.get_or_create(key=key)
+    store.write_text("f.txt", "1")
+    store.save()
+    set_retry_policy(NO_RETRY)
+    arm(faults, lambda n, op, path: "truncate" if path.endswith("audit/log.jsonl") else None)
+    store.compact()
+    faults.clear()
+    store.write_text("g.txt", "2")
+    store.compact()
+    lines = backend.upstream_view(key)["audit/log.jsonl"].decode().splitlines()
+    assert [json.loads(line)["path"] for line in lines] == ["p1", "p2", "f.txt", "g.txt"]

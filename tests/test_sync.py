@@ -265,3 +265,71 @@ def test_checkpoints_keep_history_exact_and_reads_bounded(backend, key, monkeypa
     assert len(reopened.audit_tail(0)) == 10
     log = backend.upstream_view(key)["audit/log.jsonl"].decode().splitlines()
     assert len(log) == 8 and json.loads(log[0])["path"] == "f0.txt"  # events up to the newest checkpoint, seq 9
+
+
+def test_refresh_drops_what_a_dropped_conflict_leaves_clashing(backend, key):
+    first = MemoryStore.get_or_create(key=key)
+    first.write_text("x", "base")
+    first.save()
+    mine, theirs = MemoryStore.get_or_create(key=key), MemoryStore.get_or_create(key=key)
+    theirs.write_text("x", "theirs")
+    theirs.save()
+    mine.delete("x")
+    mine.write_text("x/y", "under x")  # fine here, but x is theirs again once the delete is dropped
+    with pytest.raises(ConcurrencyError):
+        mine.save()
+    assert mine.refresh() == ["x", "x/y"]
+    mine.save()
+    assert MemoryStore.get_or_create(key=key).list_paths() == ["x"]
+
+
+def test_a_file_can_become_a_directory_and_back(backend, key):
+    store = MemoryStore.get_or_create(key=key)
+    reader = MemoryStore.get_or_create(key=key)
+    for step, (gone, path) in enumerate([(None, "x/y"), ("x/y", "x"), ("x", "x/y")]):
+        if gone:
+            store.delete(gone)
+        store.write_text(path, str(step))
+        store.append({"role": "user", "content": str(step)})
+        store.save()
+        reader.refresh()
+        assert reader.read_text(path) == str(step)  # its cached copy of the old shape is out of the way
+        view = backend.upstream_view(key)
+        assert view[path] == str(step).encode() and (gone is None or gone not in view)
+        assert len(json.loads(view["messages.json"])) == step + 1
+
+
+async def test_a_message_appended_while_saving_is_kept(backend, key, monkeypatch):
+    from flyteplugins_memory import _commit
+
+    store = await MemoryStore.get_or_create.aio(key=key)
+    original = _commit.project
+
+    async def slow_project(*args, **kwargs):
+        await asyncio.sleep(0.3)
+        return await original(*args, **kwargs)
+
+    monkeypatch.setattr(_commit, "project", slow_project)
+
+    async def append_meanwhile() -> None:
+        await asyncio.sleep(0.1)
+        store.append({"role": "user", "content": "during"})
+
+    store.append({"role": "user", "content": "before"})
+    await asyncio.gather(store.save.aio(), append_meanwhile())
+    assert [m["content"] for m in store.messages] == ["before", "during"]
+    assert store.has_unsaved_changes()
+    await store.save.aio()
+    reopened = await MemoryStore.get_or_create.aio(key=key)
+    assert [m["content"] for m in reopened.messages] == ["before", "during"]
+
+
+def test_imported_audit_lines_survive_malformed_ones_and_checkpoints(backend, key):
+    backend.put(key, "messages.json", b"[]")
+    log = b'{"op": "create", "path": "p1"}\n{"op": "cre\n{"op": "create", "path": "p3"}\n'
+    backend.put(key, "audit/log.jsonl", log)
+    store = MemoryStore.get_or_create(key=key)
+    store.write_text("f.txt", "ours")
+    store.compact()
+    assert [e["path"] for e in MemoryStore.get_or_create(key=key).audit_tail(0)] == ["p1", "p3", "f.txt"]
+    assert backend.upstream_view(key)["audit/log.jsonl"].startswith(log)

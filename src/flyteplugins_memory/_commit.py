@@ -23,7 +23,7 @@ from ._layout import AUDIT_LOG_PATH, HEAD_NAME, audit_segment_name, blob_name, c
 from ._merge import Changes, rebase
 from ._open import landed_state, latest_state, state_at
 from ._paths import MESSAGES_PATH
-from ._records import encode_audit_event, encode_messages, encode_meta
+from ._records import encode_audit_event, encode_messages, encode_meta, lines_holding
 from ._storage import RemoteStore
 
 logger = logging.getLogger(__name__)
@@ -114,8 +114,8 @@ async def project(remote: RemoteStore, job: Save, committed: State) -> None:
             objects[sidecar_name(path)] = encode_meta(meta)
     if job.messages != job.base.messages or job.base.seq == 0:  # messages.json marks the store as existing
         objects[MESSAGES_PATH] = encode_messages(committed.messages)
+    await remote.remove_many(removed)  # first: a deleted `x` may be where `x/y` now goes, and vice versa
     await remote.write_many(objects)
-    await remote.remove_many(removed)
     await remote.write_many({HEAD_NAME: encode(Head(seq=committed.seq, checkpoint=committed.checkpoint.seq))})
 
 
@@ -153,16 +153,19 @@ async def checkpoint(remote: RemoteStore, state: State) -> State:
 async def _append_audit_log(remote: RemoteStore, before: Checkpoint, segment: bytes) -> None:
     """Rewrite upstream's ``audit/log.jsonl`` as the events up to checkpoint `before` plus `segment`."""
     current = [line for line in (await remote.read(AUDIT_LOG_PATH) or b"").splitlines(keepends=True) if line.strip()]
-    kept = current[: before.audit_total]
-    if len(kept) < before.audit_total or (kept and not kept[-1].endswith(b"\n")):
-        # Fewer lines than recorded (a short read, an outside edit, or an earlier rewrite that failed):
-        # rebuild from our segments, below the imported store's lines, which exist only in this object.
-        if len(current) < before.legacy_audit_lines:
-            logger.warning("Not rewriting %s: it lost lines that only it held", AUDIT_LOG_PATH)
-            return
+    kept = _whole(lines_holding(current, before.audit_total))
+    if kept is None:
+        # Fewer events than recorded (a short read, an outside edit, or an earlier rewrite that failed):
+        # rebuild from our segments, below the imported store's events, which exist only in this object.
+        legacy = _whole(lines_holding(current, before.legacy_audit_lines))
         segments = await remote.read_many([audit_segment_name(s) for s in before.audit_segments])
-        if len(segments) < len(before.audit_segments):
-            logger.warning("Not rewriting %s: audit segments are missing", AUDIT_LOG_PATH)
+        if legacy is None or len(segments) < len(before.audit_segments):
+            logger.warning("Not rewriting %s: it or our audit segments lost events", AUDIT_LOG_PATH)
             return
-        kept = current[: before.legacy_audit_lines] + [segments[audit_segment_name(s)] for s in before.audit_segments]
+        kept = legacy + [segments[audit_segment_name(s)] for s in before.audit_segments]
     await remote.write_many({AUDIT_LOG_PATH: b"".join(kept) + segment})
+
+
+def _whole(lines: list[bytes] | None) -> list[bytes] | None:
+    """`lines` if the last one is complete (a short read can cut one in half), else None."""
+    return lines if lines is not None and (not lines or lines[-1].endswith(b"\n")) else None

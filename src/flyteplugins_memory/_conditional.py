@@ -71,5 +71,22 @@ def _create_local(path: str, data: bytes) -> bool:
 
 
 def _is_precondition_failure(exc: BaseException) -> bool:
-    text = f"{exc} {exc.__cause__}"
-    return "412" in text or "PreconditionFailed" in text or "conditionNotMet" in text
+    """Whether a failed create-only write was refused because the object exists (HTTP 412).
+
+    Looks at status codes along the cause chain (botocore ``response``, gcsfs ``code``), and at the error
+    codes' names, never at a bare "412" in a message: object names can contain it.
+    """
+    current: BaseException | None = exc
+    while current is not None:
+        response = getattr(current, "response", None)
+        if isinstance(response, dict):
+            error = response.get("Error") or {}
+            status = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
+            if error.get("Code") in ("PreconditionFailed", "412") or status == 412:
+                return True
+        if getattr(current, "code", None) == 412:
+            return True
+        if "PreconditionFailed" in str(current) or "conditionNotMet" in str(current):
+            return True
+        current = current.__cause__
+    return False

@@ -82,18 +82,35 @@ def decode_audit_lines(data: bytes) -> list[dict[str, Any]]:
     """Parse an audit log; a malformed line (say, torn by a crash) is skipped with a warning."""
     events: list[dict[str, Any]] = []
     for number, raw in enumerate(data.decode("utf-8", errors="replace").splitlines(), start=1):
-        line = raw.strip()
-        if not line:
+        if not raw.strip():
             continue
-        try:
-            event = json.loads(line)
-        except json.JSONDecodeError:
-            event = None
-        if isinstance(event, dict):
+        event = _audit_event(raw)
+        if event is not None:
             events.append(event)
         else:
             logger.warning("Skipping malformed audit line %d", number)
     return events
+
+
+def lines_holding(lines: list[bytes], events: int) -> list[bytes] | None:
+    """The shortest prefix of audit-log `lines` that holds `events` well-formed events (malformed lines
+    in between kept as they are), or None if there are fewer; counts as `decode_audit_lines` does."""
+    if events == 0:
+        return []
+    found = 0
+    for index, line in enumerate(lines):
+        found += _audit_event(line.decode("utf-8", errors="replace")) is not None
+        if found == events:
+            return lines[: index + 1]
+    return None
+
+
+def _audit_event(line: str) -> dict[str, Any] | None:
+    try:
+        event = json.loads(line.strip())
+    except json.JSONDecodeError:
+        return None
+    return event if isinstance(event, dict) else None
 
 
 def write_event(

@@ -13,6 +13,7 @@ import bisect
 import logging
 import pathlib
 from collections import Counter
+from collections.abc import Sequence
 
 from ._errors import CorruptStore, InvalidPath
 from ._journal import EMPTY_CHECKPOINT, FileRecord, State
@@ -120,8 +121,10 @@ class LocalState:
             if data is None or sha256_bytes(data) != record.sha256:
                 raise CorruptStore(f"Stored content of {path!r} is missing or does not match its sha256")
             contents[path] = data
-        await asyncio.to_thread(_cache, self.workdir, contents)
-        self.cached.update({p: r.sha256 for p, r in records.items()})
+        # cached copies of files that are now directories (x, before x/y) may stand in the way
+        stale = {d for p in contents for d in parent_dirs(p) if self.record(d) is None}
+        stored = await asyncio.to_thread(_cache_best_effort, self.workdir, contents, stale)
+        self.cached.update({p: records[p].sha256 for p in stored})
         return contents
 
     async def write(self, rel: str, content: str, options: ChangeOptions) -> MemoryMeta:
@@ -223,15 +226,39 @@ class LocalState:
     async def committed(self, state: State) -> None:
         """The unsaved changes were committed as `state`: cache what was written, start afresh."""
         saved = {p: d for p, d in self.unsaved.items() if self.changes.files.get(p) is not None}
-        try:
-            await asyncio.to_thread(_cache, self.workdir, saved)
-            self.cached.update({p: state.files[p].sha256 for p in saved if p in state.files})
-        except OSError as exc:  # the commit stands; those files are fetched again when read
-            logger.warning("Could not cache saved files locally: %s", exc)
+        deleted = [p for p, r in self.changes.files.items() if r is None]
+        for path in deleted:
+            self.cached.pop(path, None)
+        # the commit stands whatever happens here; what could not be cached is fetched again when read
+        stored = await asyncio.to_thread(_cache_best_effort, self.workdir, saved, set(deleted), deleted)
+        self.cached.update({p: state.files[p].sha256 for p in stored if p in state.files})
         self.base, self.changes, self.unsaved, self.versions, self.imported = state, Changes(), {}, {}, False
         self._written_dirs = Counter()
 
 
-def _cache(workdir: WorkDir, contents: dict[str, bytes]) -> None:
+def _cache_best_effort(
+    workdir: WorkDir, contents: dict[str, bytes], stale: set[str], deleted: Sequence[str] = ()
+) -> list[str]:
+    """Cache what can be cached (the verified bytes are returned to the reader either way): first drop
+    the cached copies of `deleted` paths, then write, removing cached files among `stale` that block a
+    path. Returns the paths cached."""
+    for path in deleted:
+        try:
+            workdir.remove(path)
+        except OSError as exc:
+            logger.warning("Could not remove the cached copy of deleted %r: %s", path, exc)
+    stored = []
     for path, data in contents.items():
-        workdir.write(path, data)
+        try:
+            workdir.write(path, data)
+        except OSError:
+            blocking = [d for d in parent_dirs(path) if d in stale and workdir.exists(d)]
+            try:
+                for directory in blocking:
+                    workdir.remove(directory)
+                workdir.write(path, data)
+            except OSError as exc:
+                logger.warning("Could not cache %r locally (it is fetched again when read): %s", path, exc)
+                continue
+        stored.append(path)
+    return stored

@@ -107,13 +107,26 @@ class RemoteStore:
         return await self._call(create_exclusive, self.fs, self.full_path(name), data)
 
     async def remove_many(self, names: list[str]) -> None:
-        """Delete the named objects; missing ones are ignored."""
+        """Delete the named objects; missing ones are ignored. On local disk, directories left empty
+        go too, so a file can take their name (object stores have no directories)."""
         for name in names:
             try:
-                await self._call(self.fs.rm_file, self.full_path(name))
+                await self._call(self._remove_sync, name)
             except StorageError as exc:
-                if not isinstance(exc.__cause__, FileNotFoundError):
+                if not isinstance(exc.__cause__, (FileNotFoundError, NotADirectoryError)):
                     raise
+
+    def _remove_sync(self, name: str) -> None:
+        self.fs.rm_file(self.full_path(name))
+        if not self._is_local:
+            return
+        parent = os.path.dirname(self.full_path(name))
+        while parent.startswith(self.prefix + os.sep):
+            try:
+                os.rmdir(parent)
+            except OSError:  # not empty (or already gone): stop
+                return
+            parent = os.path.dirname(parent)
 
     async def exists(self, name: str) -> bool:
         return await self._call(self.fs.exists, self.full_path(name))

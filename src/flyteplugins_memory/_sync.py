@@ -97,7 +97,8 @@ class Sync:
         except BaseException:
             self.unresolved = job  # it may have committed before failing; `settle` finds out
             raise
-        messages[:] = committed.messages
+        if messages[: len(job.messages)] == job.messages:  # keep what was appended while saving
+            messages[:] = committed.messages + messages[len(job.messages) :]
         self.saved_messages = list(committed.messages)
         await state.committed(committed)
 
@@ -129,8 +130,11 @@ class Sync:
         await self.settle(messages)
         state, base = self.state, self.state.base
         latest = await latest_state(self.remote(), base) or base
-        dropped = conflicts(base, latest, state.changes, messages)
-        state.drop(dropped)
+        gone: set[str] = set()
+        while found := set(conflicts(base, latest, state.changes, messages)) - gone:
+            gone |= found  # dropping `x` can leave our `x/y` clashing with their file `x`: go again
+            state.drop(sorted(found))
+        dropped = sorted(gone)
         transcript = merged_transcript(base.messages, latest.messages, messages)
         messages[:] = latest.messages if transcript is None else transcript
         state.base, self.saved_messages = latest, list(latest.messages)

@@ -64,7 +64,16 @@ class WorkDir:
             handle.write(data)
 
     def remove(self, rel: str) -> None:
-        self.resolve(rel).unlink(missing_ok=True)
+        """Remove `rel` and the directories it leaves empty (up to the root)."""
+        target = self.resolve(rel)
+        target.unlink(missing_ok=True)
+        for parent in target.parents:
+            if parent == self._real_root or self._real_root not in parent.parents:
+                break
+            try:
+                parent.rmdir()
+            except OSError:  # not empty
+                break
 
     def scan(self) -> Iterator[tuple[str, int]]:
         """Every regular file under the root as ``(relative posix name, size)``; symlinks are skipped."""
