@@ -426,3 +426,26 @@ def test_a_short_read_never_tears_an_imported_audit_line(faulty, key):
     store.compact()
     lines = backend.upstream_view(key)["audit/log.jsonl"].decode().splitlines()
     assert [json.loads(line)["path"] for line in lines] == ["p1", "p2", "f.txt", "g.txt"]
+
+
+def test_only_a_real_precondition_failure_means_the_slot_is_taken():
+    from flyteplugins_memory._conditional import _is_precondition_failure
+
+    class ClientError(Exception):
+        def __init__(self, code: str, status: int):
+            super().__init__(f"An error occurred ({code})")
+            self.response = {"Error": {"Code": code}, "ResponseMetadata": {"HTTPStatusCode": status}}
+
+    class HttpError(Exception):
+        def __init__(self, code: int):
+            super().__init__(f"HTTP {code}")
+            self.code = code
+
+    taken = OSError("wrapped")
+    taken.__cause__ = ClientError("PreconditionFailed", 412)
+    assert _is_precondition_failure(taken)
+    assert _is_precondition_failure(HttpError(412))
+    forbidden = PermissionError("Access denied to meta/.journal/log/00000000000000000412.json")
+    forbidden.__cause__ = ClientError("AccessDenied", 403)
+    assert not _is_precondition_failure(forbidden)
+    assert not _is_precondition_failure(HttpError(503))
