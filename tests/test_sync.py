@@ -333,3 +333,13 @@ def test_imported_audit_lines_survive_malformed_ones_and_checkpoints(backend, ke
     store.compact()
     assert [e["path"] for e in MemoryStore.get_or_create(key=key).audit_tail(0)] == ["p1", "p3", "f.txt"]
     assert backend.upstream_view(key)["audit/log.jsonl"].startswith(log)
+
+
+def test_a_store_exists_from_its_first_commit_even_without_a_transcript(backend, key):
+    MemoryStore.create(key=key)
+    prefix = backend.fs._strip_protocol(backend.store_uri(key)).rstrip("/")
+    backend.fs.rm_file(f"{prefix}/messages.json")  # as if the creating save died after its commit point
+    assert MemoryStore.exists(key=key)
+    with pytest.raises(StoreAlreadyExists):
+        MemoryStore.create(key=key)
+    assert MemoryStore.get_or_create(key=key).messages == []

@@ -20,6 +20,7 @@ from mashumaro.types import SerializableType
 
 from . import _location
 from ._errors import StoreAlreadyExists
+from ._layout import log_name
 from ._legacy import scan_local
 from ._paths import MESSAGES_PATH, check_writable, normalize_path, validate_segment
 from ._reading import ReadAPI
@@ -107,9 +108,10 @@ class MemoryStore(ReadAPI, SerializableType):
     async def _key_exists(
         cls, *, key: str, org: str | None = None, project: str | None = None, domain: str | None = None
     ) -> bool:
-        """Whether a store exists for `key` (its transcript object is the sentinel)."""
-        remote_path = cls.remote_path_for_key(key=key, org=org, project=project, domain=domain)
-        return await RemoteStore(remote_path).exists(MESSAGES_PATH)
+        """Whether a store exists for `key`: its transcript object, or else its first commit (a save that
+        died after its commit point may not have written the transcript yet)."""
+        remote = RemoteStore(cls.remote_path_for_key(key=key, org=org, project=project, domain=domain))
+        return await remote.exists(MESSAGES_PATH) or await remote.exists(log_name(1))
 
     @syncify
     @classmethod
