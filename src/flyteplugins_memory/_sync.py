@@ -97,8 +97,7 @@ class Sync:
         except BaseException:
             self.unresolved = job  # it may have committed before failing; `settle` finds out
             raise
-        if messages[: len(job.messages)] == job.messages:  # keep what was appended while saving
-            messages[:] = committed.messages + messages[len(job.messages) :]
+        _adopt_transcript(messages, job.messages, committed.messages)
         self.saved_messages = list(committed.messages)
         await state.committed(committed)
 
@@ -115,8 +114,7 @@ class Sync:
                 break
         if landed is not None:
             self.state.forget_saved(job.changes, job.versions, landed)
-            if messages[: len(job.messages)] == job.messages:
-                messages[:] = landed.messages + messages[len(job.messages) :]
+            _adopt_transcript(messages, job.messages, landed.messages)
             self.saved_messages = list(landed.messages)
         self.unresolved = None
         if landed is not None and (await latest_state(remote, landed) or landed).seq == landed.seq:
@@ -150,3 +148,10 @@ class Sync:
 
     def payload_seq(self) -> int | None:
         return self.state.base.seq if self.loaded else self.pinned_seq
+
+
+def _adopt_transcript(messages: Messages, sent: Messages, committed: Messages) -> None:
+    """After `sent` was committed as `committed`: the handle's transcript is the committed one plus
+    whatever was appended since `sent` was taken (an async caller may append while a save runs)."""
+    if messages[: len(sent)] == sent:
+        messages[:] = committed + messages[len(sent) :]
