@@ -173,6 +173,13 @@ def local_backend(request, tmp_path, raw_data_context) -> Backend:
 
 
 @pytest.fixture
+def memory_backend(request, tmp_path, raw_data_context) -> Backend:
+    chosen = make_backend("memory", tmp_path, request)
+    raw_data_context(chosen.raw_data_path)
+    return chosen
+
+
+@pytest.fixture
 def s3_backend(request, tmp_path, raw_data_context) -> Backend:
     chosen = make_backend("s3", tmp_path, request)
     raw_data_context(chosen.raw_data_path)

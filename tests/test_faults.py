@@ -70,15 +70,6 @@ def faulty_shared(request, monkeypatch):
     return install(request.getfixturevalue(request.param), monkeypatch)
 
 
-@pytest.fixture
-def memory_backend(request, tmp_path, raw_data_context):
-    from conftest import make_backend
-
-    chosen = make_backend("memory", tmp_path, request)
-    raw_data_context(chosen.raw_data_path)
-    return chosen
-
-
 def arm(faults: Faults, plan) -> None:
     faults.calls, faults.injected, faults.plan = 0, [], plan
 

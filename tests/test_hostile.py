@@ -156,15 +156,6 @@ def test_hostile_store_gives_a_typed_error_or_a_safe_result(backend_name, case, 
         }
 
 
-@pytest.fixture
-def memory_backend(request, tmp_path, raw_data_context):
-    from conftest import make_backend
-
-    chosen = make_backend("memory", tmp_path, request)
-    raw_data_context(chosen.raw_data_path)
-    return chosen
-
-
 def test_the_corpus_covers_what_the_issue_lists():
     names = {case["name"] for case in CORPUS["cases"]}
     for needed in ("symlink-file-out-of-store", "dotdot-file-name", "record-path-dotdot", "messages-not-a-list"):

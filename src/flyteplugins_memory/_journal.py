@@ -182,12 +182,6 @@ class State:
         total = checkpoint.audit_total + len(delta.audit)
         return cls(record.seq, checkpoint, files, messages, total, list(delta.audit), list(delta.commits))
 
-    def seq_of_commit(self, commit_id: str) -> int | None:
-        """The seq at which `commit_id` was committed, if it is among the recent commits."""
-        if commit_id not in self.recent_commits:
-            return None
-        return self.seq - (len(self.recent_commits) - 1 - self.recent_commits.index(commit_id))
-
     def delta(self) -> Delta:
         """The cumulative delta from this state's checkpoint to this state."""
         base = self.checkpoint

@@ -22,6 +22,7 @@ from fsspec.implementations.local import LocalFileSystem
 from ._conditional import create_exclusive, supports_exclusive_create
 from ._errors import StorageError, UnsafeStoreContent
 from ._retry import get_retry_policy, is_transient
+from ._workdir import remove_empty_parents
 
 T = TypeVar("T")
 
@@ -118,15 +119,8 @@ class RemoteStore:
 
     def _remove_sync(self, name: str) -> None:
         self.fs.rm_file(self.full_path(name))
-        if not self._is_local:
-            return
-        parent = os.path.dirname(self.full_path(name))
-        while parent.startswith(self.prefix + os.sep):
-            try:
-                os.rmdir(parent)
-            except OSError:  # not empty (or already gone): stop
-                return
-            parent = os.path.dirname(parent)
+        if self._is_local:
+            remove_empty_parents(self.full_path(name), self.prefix)
 
     async def exists(self, name: str) -> bool:
         return await self._call(self.fs.exists, self.full_path(name))

@@ -67,13 +67,7 @@ class WorkDir:
         """Remove `rel` and the directories it leaves empty (up to the root)."""
         target = self.resolve(rel)
         target.unlink(missing_ok=True)
-        for parent in target.parents:
-            if parent == self._real_root or self._real_root not in parent.parents:
-                break
-            try:
-                parent.rmdir()
-            except OSError:  # not empty
-                break
+        remove_empty_parents(str(target), str(self._real_root))
 
     def scan(self) -> Iterator[tuple[str, int]]:
         """Every regular file under the root as ``(relative posix name, size)``; symlinks are skipped."""
@@ -85,3 +79,15 @@ class WorkDir:
                 if name.startswith(_TEMP_MARKER) or full.is_symlink():
                     continue
                 yield full.relative_to(self.root).as_posix(), full.stat().st_size
+
+
+def remove_empty_parents(path: str, root: str) -> None:
+    """Remove the directories above `path` that are empty, up to (not including) `root`, so that a file
+    can later take one of their names."""
+    parent = os.path.dirname(path)
+    while parent.startswith(root + os.sep):
+        try:
+            os.rmdir(parent)
+        except OSError:  # not empty, or already gone: stop
+            return
+        parent = os.path.dirname(parent)
