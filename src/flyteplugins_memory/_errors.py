@@ -11,8 +11,13 @@ the builtin it corresponds to, so ``except FileNotFoundError`` and friends work 
     │   ├── ReservedPath                            messages.json, audit/, meta/, versions/
     │   └── ReadOnlyPath                            under one of the store's read_only_prefixes
     ├── ConcurrencyError                            upstream name; stale expected_sha or conflicting save
+    ├── InvalidMessage (ValueError)                 a transcript message JSON cannot encode
+    ├── UnsavedChanges                              a store that cannot be saved for you has unsaved changes
+    ├── UnsupportedBackend (ValueError)             a backend whose create-only writes are not known atomic
     ├── StoreNotFound (FileNotFoundError)           no store at the key's remote path
     ├── VersionNotFound (FileNotFoundError)         no such version snapshot
+    ├── StateCollected (FileNotFoundError)          a pinned commit or version that gc() removed
+    │   └── ContentPurged                           content that purge() removed
     ├── StoreAlreadyExists (FileExistsError)        create() of a key that is already there
     ├── CorruptStore (ValueError)                   a transcript, sidecar or object is malformed
     │   └── UnsafeStoreContent                      remote content that would escape or collide
@@ -25,18 +30,23 @@ from __future__ import annotations
 __all__ = [
     "AccessDenied",
     "ConcurrencyError",
+    "ContentPurged",
     "ContextError",
     "CorruptStore",
     "InvalidKey",
+    "InvalidMessage",
     "InvalidPath",
     "MemoryStoreError",
     "PathEscapesRoot",
     "ReadOnlyPath",
     "ReservedPath",
+    "StateCollected",
     "StorageError",
     "StoreAlreadyExists",
     "StoreNotFound",
     "UnsafeStoreContent",
+    "UnsavedChanges",
+    "UnsupportedBackend",
     "VersionNotFound",
 ]
 
@@ -85,6 +95,29 @@ class ConcurrencyError(MemoryStoreError):
         self.expected_sha = expected_sha
         self.actual_sha = actual_sha
         self.paths = paths or (path,)
+
+
+class InvalidMessage(MemoryStoreError, ValueError):
+    """A transcript message is not a dict, or holds a value JSON cannot encode even as ``str`` (a
+    circular reference, a dict key that is not a str, int, float, bool or None)."""
+
+
+class UnsavedChanges(MemoryStoreError):
+    """A store with unsaved changes is handed on where it cannot be saved for you (for example nested
+    in a dataclass task output); call ``save()`` first."""
+
+
+class UnsupportedBackend(MemoryStoreError, ValueError):
+    """The storage backend is not known to make create-only writes atomic, which the commit point
+    relies on; see the README's "Backends" section for opting in."""
+
+
+class StateCollected(MemoryStoreError, FileNotFoundError):
+    """A handle pinned to a commit (or a version) that ``gc()`` has removed; open the store again."""
+
+
+class ContentPurged(StateCollected):
+    """Content that ``purge(path)`` removed from every stored copy."""
 
 
 class StoreNotFound(MemoryStoreError, FileNotFoundError):
