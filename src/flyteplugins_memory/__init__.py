@@ -26,8 +26,8 @@ from ._errors import (
     UnsupportedBackend,
     VersionNotFound,
 )
-from ._paths import MESSAGES_PATH
 from ._flyte_type import MemoryStoreTransformer, register_memory_store_type
+from ._paths import MESSAGES_PATH
 from ._records import MemoryMeta
 from ._retry import RetryPolicy, get_retry_policy, set_retry_policy
 from ._store import MemoryStore

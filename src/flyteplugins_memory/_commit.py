@@ -54,6 +54,8 @@ class Save:
     exclusive: bool = False
     #: the log slots this save tried to create; only these can hold its commit
     attempted: list[int] = field(default_factory=list)
+    #: it committed, but upstream's layout could not be brought up to date (the next save does)
+    projection_failed: bool = False
 
 
 async def save(remote: RemoteStore, job: Save) -> State:
@@ -62,10 +64,19 @@ async def save(remote: RemoteStore, job: Save) -> State:
     await remote.write_many(blobs)
     latest = await _persist_import(remote, job) if job.imported else job.base
     committed, record_size = await _commit(remote, job, latest)
-    await project(remote, job, committed)
+    # Committed: from here on nothing may fail the save (a save that raises must not be visible).
+    try:
+        await project(remote, job, committed)
+    except StorageError as exc:
+        logger.warning("Committed, but upstream's layout lags until the next save: %s", exc)
+        job.projection_failed = True
     if not record_size:  # found our commit after a lost reply; newer ones may exist, so leave folding to them
         return committed
-    return await _maybe_checkpoint(remote, committed, record_size)
+    try:
+        return await _maybe_checkpoint(remote, committed, record_size)
+    except StorageError as exc:  # a later save checkpoints instead
+        logger.warning("Committed, but could not write a checkpoint: %s", exc)
+        return committed
 
 
 async def _persist_import(remote: RemoteStore, job: Save) -> State:
@@ -81,7 +92,7 @@ async def _commit(remote: RemoteStore, job: Save, latest: State) -> tuple[State,
         new = rebase(job.base, latest, job.changes, job.messages, job.commit_id)
         record = encode(new.record())
         job.attempted.append(new.seq)
-        if await remote.create_exclusive(log_name(new.seq), record):
+        if await _create_or_find_landed(remote, job, new.seq, record):
             return new, len(record)
         latest = await latest_state(remote, latest) or latest
         if (mine := await _own_commit(remote, job, new.seq, latest)) is not None:
@@ -90,6 +101,21 @@ async def _commit(remote: RemoteStore, job: Save, latest: State) -> tuple[State,
             raise StoreAlreadyExists(f"MemoryStore already exists at {remote.uri}")
         await asyncio.sleep(random.uniform(0, min(0.002 * 2**attempt, 0.25)))
     raise StorageError(f"Could not commit to {remote.uri} after {MAX_ATTEMPTS} attempts")
+
+
+async def _create_or_find_landed(remote: RemoteStore, job: Save, seq: int, record: bytes) -> bool:
+    """Create log slot `seq`; if the request fails, whether it landed anyway (a lost reply), so that a
+    save that raises is one that did not commit, wherever the answer can be had."""
+    try:
+        return await remote.create_exclusive(log_name(seq), record)
+    except StorageError:
+        try:
+            landed = await landed_state(remote, seq, job.commit_id)
+        except StorageError:
+            landed = None  # outcome unknown: the handle settles it before its next save
+        if landed is None:
+            raise
+        return True
 
 
 async def _own_commit(remote: RemoteStore, job: Save, seq: int, latest: State) -> State | None:

@@ -1,9 +1,11 @@
 """Every error the store raises, in one place.
 
-Upstream's three names stay so existing ``except`` clauses keep working; each precise leaf also inherits
-the builtin it corresponds to, so ``except FileNotFoundError`` and friends work too::
+Upstream's three names stay so existing ``except`` clauses keep working, and each of ours subclasses
+upstream's class of that name, so ``except flyte.ai.agents.ConcurrencyError`` catches ours too; each
+precise leaf also inherits the builtin it corresponds to, so ``except FileNotFoundError`` and friends
+work as well::
 
-    MemoryStoreError (RuntimeError)                 upstream name; base of everything below
+    MemoryStoreError (upstream's, a RuntimeError)   upstream name; base of everything below
     ├── InvalidKey (ValueError)                     key is not a single safe path segment
     ├── InvalidPath (ValueError)                    relative path is absolute, empty, has '..' or NUL
     │   └── PathEscapesRoot                         path leaves the store root (e.g. through a symlink)
@@ -26,6 +28,8 @@ the builtin it corresponds to, so ``except FileNotFoundError`` and friends work 
 """
 
 from __future__ import annotations
+
+from flyte.ai.agents import memory as _upstream
 
 __all__ = [
     "AccessDenied",
@@ -51,7 +55,7 @@ __all__ = [
 ]
 
 
-class MemoryStoreError(RuntimeError):
+class MemoryStoreError(_upstream.MemoryStoreError):
     """Base class of every error raised by the memory store."""
 
 
@@ -67,7 +71,7 @@ class PathEscapesRoot(InvalidPath):
     """A path resolves outside the store root, for example through a symlink."""
 
 
-class AccessDenied(MemoryStoreError, PermissionError):
+class AccessDenied(MemoryStoreError, _upstream.AccessDenied, PermissionError):
     """A write targets a path the store does not allow to be written."""
 
 
@@ -79,7 +83,7 @@ class ReadOnlyPath(AccessDenied):
     """A write targets one of the store's ``read_only_prefixes``."""
 
 
-class ConcurrencyError(MemoryStoreError):
+class ConcurrencyError(MemoryStoreError, _upstream.ConcurrencyError):
     """A write's ``expected_sha`` does not match, or a save conflicts with a concurrent save.
 
     Keeps upstream's constructor and attributes (``path``, ``expected_sha``, ``actual_sha``); ``paths``
@@ -90,7 +94,7 @@ class ConcurrencyError(MemoryStoreError):
         message = f"ConcurrencyError for {path!r}: expected_sha={expected_sha} actual_sha={actual_sha}"
         if len(paths) > 1:
             message = f"ConcurrencyError: concurrent changes conflict on {', '.join(map(repr, paths))}"
-        super().__init__(message)
+        Exception.__init__(self, message)  # upstream's __init__ takes (path, expected_sha, actual_sha)
         self.path = path
         self.expected_sha = expected_sha
         self.actual_sha = actual_sha

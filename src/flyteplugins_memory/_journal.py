@@ -23,7 +23,8 @@ RECENT_COMMITS = 64
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    # NaN and infinities in messages round-trip as upstream's json does (pydantic would write null)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, ser_json_inf_nan="constants")
 
 
 class FileRecord(_Strict):

@@ -7,7 +7,9 @@ them (records marked ``legacy``) until they are written again.
 
 from __future__ import annotations
 
-from ._errors import StorageError
+import logging
+
+from ._errors import CorruptStore, StorageError
 from ._inventory import files_needing_content, index_files, take_inventory
 from ._journal import Checkpoint
 from ._layout import AUDIT_LOG_PATH
@@ -15,6 +17,8 @@ from ._paths import MESSAGES_PATH
 from ._records import decode_audit_lines, decode_messages
 from ._storage import RemoteStore
 from ._workdir import WorkDir
+
+logger = logging.getLogger(__name__)
 
 
 async def import_remote(remote: RemoteStore) -> Checkpoint:
@@ -43,5 +47,16 @@ def scan_local(workdir: WorkDir) -> tuple[Checkpoint, list[dict]]:
     inventory = take_inventory(dict(workdir.scan()))
     names = list(inventory.files) + inventory.present_sidecars() + inventory.bookkeeping()
     contents = {name: data for name in names if (data := workdir.read(name)) is not None}
-    messages = decode_messages(contents[MESSAGES_PATH]) if MESSAGES_PATH in contents else []
-    return Checkpoint(seq=0, files=index_files(inventory, contents, legacy=False)), messages
+    return Checkpoint(seq=0, files=index_files(inventory, contents, legacy=False)), _local_transcript(contents)
+
+
+def _local_transcript(contents: dict[str, bytes]) -> list[dict]:
+    """The transcript of a local root, read as upstream reads it: a corrupt one is ignored with a warning.
+    (Safe here, unlike for a remote store: an empty local transcript only appends nothing on save.)"""
+    if MESSAGES_PATH not in contents:
+        return []
+    try:
+        return decode_messages(contents[MESSAGES_PATH])
+    except CorruptStore as exc:
+        logger.warning("Ignoring the local transcript: %s", exc)
+        return []

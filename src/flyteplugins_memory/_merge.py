@@ -2,7 +2,8 @@
 
 Changes that do not conflict merge: different paths, transcript appends (theirs first, in commit order),
 audit events (all kept) and deletes of paths the other side left alone. Both sides changing one path to
-different content, or one side rewriting transcript history that the other changed, is a conflict.
+different content, one side rewriting transcript history that the other changed, or a write made with
+``expected_sha`` to a path whose committed content moved since (whatever the new bytes), is a conflict.
 """
 
 from __future__ import annotations
@@ -13,17 +14,23 @@ from typing import Any
 from ._errors import ConcurrencyError
 from ._journal import FileRecord, State, apply_files
 from ._paths import MESSAGES_PATH, directories_of, parent_dirs
+from ._transcript import committed_form, fingerprints, merged
 
 
 @dataclass
 class Changes:
-    """What a handle changed since its base state. A file mapped to None was deleted."""
+    """What a handle changed since its base state. A file mapped to None was deleted; `guarded` paths
+    were written with ``expected_sha``, a precondition on the base's content that the commit rechecks."""
 
     files: dict[str, FileRecord | None] = field(default_factory=dict)
     audit: list[dict[str, Any]] = field(default_factory=list)
+    guarded: set[str] = field(default_factory=set)
 
     def __bool__(self) -> bool:
         return bool(self.files or self.audit)
+
+    def copy(self) -> Changes:
+        return Changes(dict(self.files), list(self.audit), set(self.guarded))
 
 
 def _same_content(a: FileRecord | None, b: FileRecord | None) -> bool:
@@ -33,12 +40,17 @@ def _same_content(a: FileRecord | None, b: FileRecord | None) -> bool:
 def merged_transcript(
     base: list[dict[str, Any]], latest: list[dict[str, Any]], ours: list[dict[str, Any]]
 ) -> list[dict[str, Any]] | None:
-    """The transcript after our save lands on `latest`, or None if that is a conflict."""
-    if ours == base:
+    """The transcript after our save lands on `latest` (compared by content), or None on a conflict.
+    Messages of ours in the result are fresh copies in committed form."""
+    outcome = merged(fingerprints(base), fingerprints(latest), fingerprints(ours))
+    if outcome is None:
+        return None
+    kind, start = outcome
+    if kind == "keep":
         return list(latest)
-    if ours[: len(base)] == base:
-        return list(latest) + list(ours[len(base) :])
-    return list(ours) if latest == base else None
+    if kind == "append":
+        return list(latest) + committed_form(ours[start:])
+    return committed_form(ours)
 
 
 def conflicts(base: State, latest: State, changes: Changes, messages: list[dict[str, Any]]) -> list[str]:
@@ -48,7 +60,7 @@ def conflicts(base: State, latest: State, changes: Changes, messages: list[dict[
         path
         for path, ours in changes.files.items()
         if not _same_content(base.files.get(path), latest.files.get(path))
-        and not _same_content(latest.files.get(path), ours)
+        and (path in changes.guarded or not _same_content(latest.files.get(path), ours))
     ]
     if latest is not base:
         paths += _clashes_with(changes, apply_files(latest.files, changes.files))

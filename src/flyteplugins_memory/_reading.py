@@ -6,17 +6,24 @@ fetched on first read (or by `prefetch`) and verified against their sha256.
 
 from __future__ import annotations
 
+import asyncio
+import copy
 import json
 from typing import Any
 
 from . import _audit, _versions
+from ._compat import upstream_awaitable
 from ._errors import CorruptStore
-from ._paths import normalize_path, normalize_prefix
-from ._records import MemoryMeta
+from ._inventory import take_inventory
+from ._layout import AUDIT_LOG_PATH, VERSIONS_DIR
+from ._mirror import write_text_file
+from ._paths import MESSAGES_PATH, normalize_path, normalize_prefix
+from ._records import MemoryMeta, encode_audit_event, encode_messages
 from ._state import LocalState
 from ._storage import RemoteStore
 from ._sync import Sync
 from ._syncify import syncify
+from ._workdir import WorkDir
 
 
 class ReadAPI:
@@ -27,7 +34,7 @@ class ReadAPI:
     messages: list[dict[str, Any]]
 
     async def _ensure_loaded(self) -> None:
-        await self._sync.ensure_loaded(self.messages)
+        await self._sync.ensure_loaded(self)
 
     def _remote_if_known(self) -> RemoteStore | None:
         return self._sync.remote_if_known()
@@ -91,16 +98,42 @@ class ReadAPI:
 
     @syncify
     async def prefetch(self, prefix: str = "") -> int:
-        """Fetch every file under `prefix` not yet local, in bounded parallel batches; returns how many."""
+        """Materialize the store in the working root ``store.root``, in upstream's layout: every file under
+        `prefix` not yet local (with its sidecar), fetched in bounded parallel batches; for the whole store
+        (``prefix=""``) also ``audit/log.jsonl`` (every event), ``messages.json`` and ``versions/``.
+        Returns how many files were fetched. Call it before running a code tool that reads the root:
+        a handle otherwise holds only what it wrote or read.
+        """
         rel = normalize_prefix(prefix)
         await self._ensure_loaded()
-        return await self._state.prefetch(rel, self._remote_if_known())
+        fetched = await self._state.prefetch(rel, self._remote_if_known())
+        if not rel:
+            await self._materialize_bookkeeping()
+        return fetched
 
+    async def _materialize_bookkeeping(self) -> None:
+        """The whole audit trail, the transcript and every saved version snapshot, into the root."""
+        events = await self.audit_tail.aio(0)
+        remote, workdir = self._remote_if_known(), self._state.workdir
+        objects = {MESSAGES_PATH: encode_messages(self.messages)}
+        if events:
+            objects[AUDIT_LOG_PATH] = b"".join(encode_audit_event(e) for e in events)
+        if remote is not None:
+            listed = take_inventory(await remote.list(under=VERSIONS_DIR)).versions
+            names = [n for names in listed.values() for n in names if n not in self._state.versions]
+            objects.update(await remote.read_many(names))
+        await asyncio.to_thread(_write_all, workdir, objects)
+
+    @upstream_awaitable
     @syncify
     async def audit_tail(self, n: int = 20) -> list[dict[str, Any]]:
-        """The last `n` audit events, oldest first (all of them if ``n <= 0``); reads only what it needs."""
+        """The last `n` audit events, oldest first (all of them if ``n <= 0``); reads only what it needs.
+
+        The events are copies: editing one (say, for display) never changes the trail.
+        """
         await self._ensure_loaded()
-        return await _audit.audit_tail(self._remote_if_known(), self._state.base, self._state.changes.audit, n)
+        events = await _audit.audit_tail(self._remote_if_known(), self._state.base, self._state.changes.audit, n)
+        return copy.deepcopy(events)
 
     def audit_tail_sync(self, n: int = 20) -> list[dict[str, Any]]:
         """Alias of ``audit_tail(n)`` kept for upstream compatibility."""
@@ -117,3 +150,8 @@ class ReadAPI:
         """Text of one version snapshot, named as by `list_versions` or an audit event's ``version_file``."""
         state = self._state
         return await _versions.read_version(self._remote_if_known(), state.versions, version_file)
+
+
+def _write_all(workdir: WorkDir, objects: dict[str, bytes]) -> None:
+    for name, data in objects.items():
+        write_text_file(workdir, name, data)

@@ -1,9 +1,10 @@
-"""The state behind one store handle: its committed base, its unsaved changes and its local cache.
+"""The state behind one store handle: its committed base, its unsaved changes and its working root.
 
 `MemoryStore` is the public facade. This object answers listings from the base state plus changes (no
-I/O), fetches committed contents into the working directory on first read (verifying their sha256, in
-threads, so the shared event loop never blocks), and holds unsaved contents in memory: a write touches
-no disk, and a save writes what it committed into the cache.
+I/O), fetches committed contents on first read (verifying their sha256, in threads, so the shared event
+loop never blocks), and mirrors every write, delete and read into the working root in upstream's layout
+(see `_mirror`). Unsaved contents are also kept in memory, so what a save uploads is exactly what was
+written, whatever a code tool later does to the root.
 """
 
 from __future__ import annotations
@@ -13,12 +14,12 @@ import bisect
 import logging
 import pathlib
 from collections import Counter
-from collections.abc import Sequence
 
 from ._errors import CorruptStore, InvalidPath
 from ._journal import EMPTY_CHECKPOINT, FileRecord, State
 from ._layout import blob_name, classify
 from ._merge import Changes
+from ._mirror import cache_committed, forget, record_change
 from ._paths import parent_dirs
 from ._records import MemoryMeta, sha256_bytes
 from ._storage import RemoteStore
@@ -83,9 +84,6 @@ class LocalState:
                 self._set_change(path, record)
                 self.unsaved[path] = data
 
-    async def write_local(self, name: str, data: bytes) -> None:
-        await asyncio.to_thread(self.workdir.write, name, data)
-
     async def check_inside_root(self, rel: str) -> None:
         await asyncio.to_thread(self.workdir.resolve, rel)
 
@@ -98,7 +96,9 @@ class LocalState:
         if rel in self.unsaved:
             return self.unsaved[rel]
         if self.cached.get(rel) == record.sha256:
-            return await asyncio.to_thread(self.workdir.read, rel)
+            local = await asyncio.to_thread(self.workdir.read, rel)
+            if local is not None and sha256_bytes(local) == record.sha256:
+                return local  # else a code tool changed or removed the local copy: fetch it again
         return (await self._fetch(remote, {rel: record}))[rel]
 
     async def prefetch(self, prefix: str, remote: RemoteStore | None) -> int:
@@ -121,9 +121,8 @@ class LocalState:
             if data is None or sha256_bytes(data) != record.sha256:
                 raise CorruptStore(f"Stored content of {path!r} is missing or does not match its sha256")
             contents[path] = data
-        # cached copies of files that are now directories (x, before x/y) may stand in the way
-        stale = {d for p in contents for d in parent_dirs(p) if self.record(d) is None}
-        stored = await asyncio.to_thread(_cache_best_effort, self.workdir, contents, stale)
+        metas = {p: _meta_or_none(r, p) for p, r in records.items()}
+        stored = await asyncio.to_thread(cache_committed, self.workdir, contents, metas, self._stale_around)
         self.cached.update({p: records[p].sha256 for p in stored})
         return contents
 
@@ -133,7 +132,9 @@ class LocalState:
             await self.check_inside_root(rel)
         self._check_fits_tree(rel)
         plan = plan_write(self.record(rel), rel, content, options, self.versions)
-        self._record(plan)
+        await asyncio.to_thread(record_change, self.workdir, plan, self._stale_around)
+        self._record(plan, guarded=options.expected_sha is not None)
+        self.cached[rel] = plan.meta.sha256 if plan.meta else ""
         assert plan.meta is not None
         return plan.meta
 
@@ -144,7 +145,10 @@ class LocalState:
         current = self.record(rel)
         if current is None:
             return False
-        self._record(plan_delete(current, rel, options, self.versions))
+        plan = plan_delete(current, rel, options, self.versions)
+        await asyncio.to_thread(record_change, self.workdir, plan, self._stale_around)
+        self._record(plan, guarded=options.expected_sha is not None)
+        self.cached.pop(rel, None)
         return True
 
     def _check_fits_tree(self, rel: str) -> None:
@@ -186,18 +190,36 @@ class LocalState:
         self._written_dirs = Counter(d for p in written for d in parent_dirs(p))
 
     def drop(self, paths: list[str]) -> None:
-        """Forget the unsaved changes of `paths` (their writes, versions and audit events)."""
+        """Forget the unsaved changes of `paths` (their writes, versions and audit events); their local
+        copies are stale now (see `forget_local`)."""
         dropped = set(paths)
         for path in dropped:
             self.changes.files.pop(path, None)
+            self.changes.guarded.discard(path)
             self.unsaved.pop(path, None)
+            self.cached.pop(path, None)
         self.versions = {n: d for n, d in self.versions.items() if classify(n).path not in dropped}
         self.changes.audit = [e for e in self.changes.audit if e.get("path") not in dropped]
         self._retrack()
 
-    def _record(self, plan: WritePlan) -> None:
+    async def forget_local(self, paths: list[str]) -> None:
+        """Remove the working root's copies of `paths` (fetched again, as committed, when read)."""
+        await asyncio.to_thread(forget, self.workdir, paths)
+
+    def _stale_around(self, path: str) -> list[str]:
+        """Cached files no longer in the store that may block writing `path` (called only on failure)."""
+        cached = list(self.cached)
+        near = [d for d in parent_dirs(path) if d in self.cached] + [p for p in cached if p.startswith(path + "/")]
+        return [p for p in near if self.record(p) is None]
+
+    def _record(self, plan: WritePlan, *, guarded: bool) -> None:
         # created and deleted before any save: nothing left to save
-        self._set_change(plan.path, plan.record, keep=plan.record is not None or plan.path in self.base.files)
+        keep = plan.record is not None or plan.path in self.base.files
+        self._set_change(plan.path, plan.record, keep=keep)
+        if guarded and keep:
+            self.changes.guarded.add(plan.path)
+        elif not keep:
+            self.changes.guarded.discard(plan.path)
         if plan.record is None:
             self.unsaved.pop(plan.path, None)
         else:
@@ -213,6 +235,7 @@ class LocalState:
         for path, record in saved.files.items():
             if path in self.changes.files and self.changes.files[path] is record:
                 del self.changes.files[path]
+                self.changes.guarded.discard(path)
                 self.unsaved.pop(path, None)
             elif path not in self.changes.files and record is not None:
                 # written by that save, then deleted here as if never saved: it exists now, so delete it
@@ -224,41 +247,16 @@ class LocalState:
         self._retrack()
 
     async def committed(self, state: State) -> None:
-        """The unsaved changes were committed as `state`: cache what was written, start afresh."""
-        saved = {p: d for p, d in self.unsaved.items() if self.changes.files.get(p) is not None}
-        deleted = [p for p, r in self.changes.files.items() if r is None]
-        for path in deleted:
+        """The unsaved changes were committed as `state`: the working root already holds them (written
+        through), so remember what it holds and start afresh."""
+        saved = [p for p, r in self.changes.files.items() if r is not None and p in self.unsaved]
+        for path in self.changes.files:
             self.cached.pop(path, None)
-        # the commit stands whatever happens here; what could not be cached is fetched again when read
-        stored = await asyncio.to_thread(_cache_best_effort, self.workdir, saved, set(deleted), deleted)
-        self.cached.update({p: state.files[p].sha256 for p in stored if p in state.files})
+        self.cached.update({p: state.files[p].sha256 for p in saved if p in state.files})
         self.base, self.changes, self.unsaved, self.versions, self.imported = state, Changes(), {}, {}, False
         self._written_dirs = Counter()
 
 
-def _cache_best_effort(
-    workdir: WorkDir, contents: dict[str, bytes], stale: set[str], deleted: Sequence[str] = ()
-) -> list[str]:
-    """Cache what can be cached (the verified bytes are returned to the reader either way): first drop
-    the cached copies of `deleted` paths, then write, removing cached files among `stale` that block a
-    path. Returns the paths cached."""
-    for path in deleted:
-        try:
-            workdir.remove(path)
-        except OSError as exc:
-            logger.warning("Could not remove the cached copy of deleted %r: %s", path, exc)
-    stored = []
-    for path, data in contents.items():
-        try:
-            workdir.write(path, data)
-        except OSError:
-            blocking = [d for d in parent_dirs(path) if d in stale and workdir.exists(d)]
-            try:
-                for directory in blocking:
-                    workdir.remove(directory)
-                workdir.write(path, data)
-            except OSError as exc:
-                logger.warning("Could not cache %r locally (it is fetched again when read): %s", path, exc)
-                continue
-        stored.append(path)
-    return stored
+def _meta_or_none(record: FileRecord, path: str) -> MemoryMeta | None:
+    """The sidecar to mirror for a committed file (none for files without one, or with a broken one)."""
+    return None if record.meta_error or not record.has_meta else record.meta(path)

@@ -1,27 +1,36 @@
 """`MemoryStore`: a keyed agent memory (transcript + path-addressed files), drop-in for upstream's.
 
 This module is the facade: it validates arguments and orders calls. The rules live in `_paths`,
-`_layout`, `_records`, `_journal` and `_merge`; the handle's state in `_state`; storage in `_open`,
-`_commit`, `_storage`. Every I/O method is ``async def`` wrapped by `syncify` (``f()`` and ``f.aio()``).
+`_layout`, `_records`, `_journal`, `_merge` and `_transcript`; the handle's state in `_state`; storage in
+`_open`, `_commit`, `_storage`. Every I/O method is ``async def`` wrapped by `syncify` (``f()`` and
+``f.aio()``).
+
+The class subclasses upstream's ``flyte.ai.agents.MemoryStore`` so that everything accepting upstream's
+(its ``Agent`` checks ``isinstance``) accepts ours; it keeps its own ``__init__``, identity equality and
+hashing, and makes upstream's private helpers that would act on the working root behind the journal's
+back unreachable (`_Unavailable`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import pathlib
 import shutil
 import tempfile
 import weakref
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
+from flyte.ai.agents import MemoryStore as UpstreamMemoryStore
 from flyte.io import Dir
-from mashumaro.types import SerializableType
 
 from . import _location
+from ._compat import AwaitableCall, upstream_awaitable
 from ._errors import StoreAlreadyExists
 from ._layout import log_name
 from ._legacy import scan_local
+from ._mirror import write_text_file
 from ._paths import MESSAGES_PATH, check_writable, normalize_path, validate_segment
 from ._reading import ReadAPI
 from ._records import MemoryMeta, encode_messages
@@ -29,17 +38,30 @@ from ._state import LocalState
 from ._storage import RemoteStore
 from ._sync import Sync
 from ._syncify import syncify
+from ._transcript import check_messages, encode_message, fingerprints
 from ._writes import ChangeOptions
 
 
 class _ExistsAccessor:
-    """``store.exists(path)`` on a handle, ``MemoryStore.exists(key=...)`` on the class; both with ``.aio``."""
+    """``store.exists(path)`` on a handle, ``MemoryStore.exists(key=...)`` on the class; both with ``.aio``
+    (the class form can also be awaited from async code, as upstream's coroutine was)."""
 
     def __get__(self, obj: MemoryStore | None, owner: type[MemoryStore]) -> Any:
-        return owner._key_exists if obj is None else obj._path_exists
+        return AwaitableCall(owner._key_exists) if obj is None else obj._path_exists
 
 
-class MemoryStore(ReadAPI, SerializableType):
+class _Unavailable:
+    """An upstream private helper that would read or write the working root behind the journal's back
+    (its own audit append, sidecar paths, whole-directory download): not reachable on our class."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: object, owner: type | None = None) -> NoReturn:
+        raise AttributeError(f"MemoryStore.{self.name} is internal to upstream's implementation; not available here")
+
+
+class MemoryStore(ReadAPI, UpstreamMemoryStore):
     """Conversation transcript plus path-addressed files, persisted under a deterministic keyed path.
 
     Obtain one with `create` or `get_or_create`; `save` commits local changes atomically, merging with
@@ -59,6 +81,14 @@ class MemoryStore(ReadAPI, SerializableType):
 
     exists = _ExistsAccessor()
 
+    # upstream's helpers that bypass the journal; the ones with a meaning here are redefined below
+    __post_init__ = _Unavailable()
+    _meta_path = _Unavailable()
+    _versions_dir = _Unavailable()
+    _audit_path = _Unavailable()
+    _append_audit = _Unavailable()
+    _load_from_dir = _Unavailable()
+
     def __init__(
         self,
         key: str,
@@ -71,10 +101,12 @@ class MemoryStore(ReadAPI, SerializableType):
     ):
         self.key = validate_segment(key, name="key")
         self.messages: list[dict[str, Any]] = messages if messages is not None else []
+        check_messages(self.messages)
         self.read_only_prefixes = tuple(read_only_prefixes)
         self.audit = audit
         self.keep_versions = keep_versions
         self.root = pathlib.Path(root) if root is not None else _temporary_root(self)
+        self._root_real = self.root.resolve()
         self._state = LocalState(self.root, private=root is None)
         self._sync = Sync(self._state, remote_path, lambda: self.remote_path_for_key(key=self.key))
         if root is not None:
@@ -94,6 +126,40 @@ class MemoryStore(ReadAPI, SerializableType):
     def __repr__(self) -> str:
         return f"MemoryStore(key={self.key!r}, remote_path={self.remote_path!r})"
 
+    # a handle is an object with a working root and unsaved changes, not a value: identity, as before
+    # subclassing upstream's dataclass (whose generated __eq__ compares fields and drops __hash__)
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    __hash__ = object.__hash__
+
+    @property
+    def _needs_remote_hydration(self) -> bool:
+        """Upstream's flag: the committed state is not loaded yet (loaded on first use)."""
+        return not self._sync.loaded
+
+    @property
+    def _root(self) -> pathlib.Path:
+        return self.root
+
+    def _require_remote_path(self) -> str:
+        return self._sync.remote().uri
+
+    async def _ensure_hydrated(self) -> None:
+        await self._ensure_loaded()
+
+    def _abs(self, rel_path: str) -> pathlib.Path:
+        """Absolute local path of `rel_path` in the working root (refusing escapes, as upstream)."""
+        return self._state.workdir.resolve(normalize_path(rel_path))
+
+    def _assert_can_write(self, rel: str) -> None:
+        check_writable(normalize_path(rel), self.read_only_prefixes)
+
+    @staticmethod
+    async def _remote_store_exists(remote_path: str) -> bool:
+        remote = RemoteStore(remote_path)
+        return await remote.exists(MESSAGES_PATH) or await remote.exists(log_name(1))
+
     # -- keyed stores ---------------------------------------------------------------------------------
 
     @classmethod
@@ -110,8 +176,7 @@ class MemoryStore(ReadAPI, SerializableType):
     ) -> bool:
         """Whether a store exists for `key`: its transcript object, or else its first commit (a save that
         died after its commit point may not have written the transcript yet)."""
-        remote = RemoteStore(cls.remote_path_for_key(key=key, org=org, project=project, domain=domain))
-        return await remote.exists(MESSAGES_PATH) or await remote.exists(log_name(1))
+        return await cls._remote_store_exists(cls.remote_path_for_key(key=key, org=org, project=project, domain=domain))
 
     @syncify
     @classmethod
@@ -133,7 +198,7 @@ class MemoryStore(ReadAPI, SerializableType):
         if await store._sync.remote().exists(MESSAGES_PATH):  # also refuses stores that upstream created
             raise StoreAlreadyExists(f"MemoryStore {key!r} already exists at {remote_path}")
         store._sync.loaded = True
-        await store._sync.save(store.messages, exclusive=True)
+        await store._sync.save(store, exclusive=True)
         return store
 
     @syncify
@@ -153,12 +218,12 @@ class MemoryStore(ReadAPI, SerializableType):
         options = {"read_only_prefixes": read_only_prefixes, "audit": audit, "keep_versions": keep_versions}
         remote_path = cls.remote_path_for_key(key=key, org=org, project=project, domain=domain)
         store = cls(key, remote_path=remote_path, **options)
-        if await store._sync.load_if_exists(store.messages):
+        if await store._sync.load_if_exists(store):
             return store
         try:
             return await cls.create.aio(key=key, org=org, project=project, domain=domain, **options)
         except StoreAlreadyExists:  # another creator won the race: open what it made
-            await store._sync.load(store.messages)
+            await store._sync.load(store)
             return store
 
     @syncify
@@ -169,10 +234,12 @@ class MemoryStore(ReadAPI, SerializableType):
         a real conflict raises `ConcurrencyError` naming the paths and leaves this handle unchanged.
         """
         async with self._state.lock:
-            await self._sync.ensure_loaded(self.messages)
-            await self._sync.settle(self.messages)
+            await self._sync.ensure_loaded(self)
+            await self._sync.settle(self)
             if self.has_unsaved_changes() or self._state.base.seq == 0:
-                await self._sync.save(self.messages)
+                await self._sync.save(self)
+            else:
+                await self._sync.repair_projections()
         return Dir.from_existing_remote(self._sync.remote().uri)
 
     @syncify
@@ -183,8 +250,8 @@ class MemoryStore(ReadAPI, SerializableType):
         transcript was); afterwards they show the committed content, so the caller can retry.
         """
         async with self._state.lock:
-            await self._sync.ensure_loaded(self.messages)
-            return await self._sync.refresh(self.messages)
+            await self._sync.ensure_loaded(self)
+            return await self._sync.refresh(self)
 
     @syncify
     async def compact(self) -> None:
@@ -200,25 +267,36 @@ class MemoryStore(ReadAPI, SerializableType):
     # -- transcript -----------------------------------------------------------------------------------
 
     def append(self, message: dict[str, Any]) -> None:
-        """Append one message to the transcript (persisted by `save`)."""
+        """Append one message to the transcript (persisted by `save`).
+
+        Stored as upstream stores it (``json.dumps(..., default=str)``: a ``datetime`` is saved as its
+        ``str``); a message that cannot be encoded at all raises `InvalidMessage` and is not appended.
+        """
+        encode_message(message)
         self.messages.append(message)
 
     def extend(self, messages: Sequence[dict[str, Any]]) -> None:
-        """Append messages to the transcript (persisted by `save`)."""
-        self.messages.extend(messages)
+        """Append messages to the transcript (persisted by `save`); all or none (`InvalidMessage`)."""
+        batch = list(messages)
+        check_messages(batch)
+        self.messages.extend(batch)
 
+    @upstream_awaitable
     @syncify
     async def flush_messages(self) -> None:
-        """Write the transcript to ``messages.json`` in the local working root."""
-        await self._state.write_local(MESSAGES_PATH, encode_messages(self.messages))
+        """Write the transcript to ``messages.json`` in the local working root (atomically)."""
+        check_messages(self.messages)
+        data = encode_messages(self.messages)
+        await asyncio.to_thread(write_text_file, self._state.workdir, MESSAGES_PATH, data)
 
     def flush_messages_sync(self) -> None:
         """Alias of ``flush_messages()`` kept for upstream compatibility."""
         self.flush_messages()
 
     def has_unsaved_changes(self) -> bool:
-        """Whether this handle holds writes, deletes or transcript changes that `save` has not committed."""
-        return self._sync.has_unsaved_changes(self.messages)
+        """Whether this handle holds writes, deletes or transcript changes (appends, or edits of messages
+        in place, compared by content) that `save` has not committed."""
+        return self._sync.has_unsaved_changes(self)
 
     # -- writes ---------------------------------------------------------------------------------------
 
@@ -288,7 +366,7 @@ class MemoryStore(ReadAPI, SerializableType):
         seq = value.get("seq")
         store._sync.pinned_seq = seq if isinstance(seq, int) else None
         store._sync.inline_transcript = True
-        store._sync.saved_messages = list(store.messages)
+        store._sync.saved_transcript = fingerprints(store.messages)
         return store
 
     # -- internals ------------------------------------------------------------------------------------

@@ -17,7 +17,17 @@ async def list_versions(remote: RemoteStore | None, pending: Collection[str], re
     if remote is not None:
         saved = take_inventory(await remote.list(under=directory)).versions.get(rel, [])
     unsaved = [name for name in pending if name.startswith(directory + "/")]
-    return sorted(set(saved) | set(unsaved))
+    return sorted(set(saved) | set(unsaved), key=version_order)
+
+
+def version_order(name: str) -> tuple[str, int, str, str]:
+    """Sort key putting snapshots oldest first: by their second (``<ts>_...``), then by the token ours
+    append (microsecond and counter), upstream's unsalted name first within its second."""
+    stem = name.rsplit("/", 1)[-1].removesuffix(".txt")
+    ts, _, rest = stem.partition("_")
+    token = rest.rpartition("_")[2] if "_" in rest else ""
+    ours = len(token) == 12 and token[:8].isdigit()
+    return (ts, 1 if "_" in rest else 0, token if ours else "", name)
 
 
 async def read_version(remote: RemoteStore | None, pending: Mapping[str, bytes], name: str) -> str:

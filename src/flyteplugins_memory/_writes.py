@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-import uuid
+import itertools
+import secrets
 from collections.abc import Collection
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from ._errors import ConcurrencyError, CorruptStore
 from ._journal import FileRecord
 from ._layout import version_name
-from ._records import MemoryMeta, sha256_bytes, utc_timestamp, write_event
+from ._records import MemoryMeta, sha256_bytes, write_event
 
 
 @dataclass(frozen=True)
@@ -66,8 +68,9 @@ def plan_write(
     """Decide what writing `content` to `rel` records; raises `ConcurrencyError` on a stale `expected_sha`."""
     old_sha = _check_expected(current, rel, options.expected_sha)
     data = content.encode("utf-8")
-    meta = MemoryMeta(rel, sha256_bytes(data), utc_timestamp(), options.actor, options.reason, len(data))
-    version = _version_for(meta, taken_versions) if options.keep_versions else ""
+    now = datetime.now(UTC)
+    meta = MemoryMeta(rel, sha256_bytes(data), _seconds(now), options.actor, options.reason, len(data))
+    version = _version(rel, now, meta.sha256, taken_versions) if options.keep_versions else ""
     event = options.event("update" if old_sha else "create", rel, old_sha, meta.sha256, meta.updated_at, version)
     return WritePlan(rel, FileRecord.from_meta(meta), data, meta, version, event)
 
@@ -77,17 +80,26 @@ def plan_delete(
 ) -> WritePlan:
     """Decide what deleting `rel` records: a tombstone version (empty, ``..._deleted.txt``) and an event."""
     old_sha = _check_expected(current, rel, options.expected_sha)
-    ts = utc_timestamp()
-    version = _unique(version_name(rel, ts, "deleted"), taken_versions) if options.keep_versions else ""
-    return WritePlan(rel, None, b"", None, version, options.event("delete", rel, old_sha, "", ts, version))
+    now = datetime.now(UTC)
+    version = _version(rel, now, "deleted", taken_versions) if options.keep_versions else ""
+    return WritePlan(rel, None, b"", None, version, options.event("delete", rel, old_sha, "", _seconds(now), version))
 
 
-def _version_for(meta: MemoryMeta, taken: Collection[str]) -> str:
-    return _unique(version_name(meta.path, meta.updated_at, meta.sha256), taken)
+def _seconds(now: datetime) -> str:
+    """Second-resolution UTC ISO-8601, the timestamp upstream writes."""
+    return now.isoformat(timespec="seconds")
 
 
-def _unique(name: str, taken: Collection[str]) -> str:
-    if name in taken:  # the same content twice within one second
-        stem = name.removesuffix(".txt")
-        name = f"{stem}_{uuid.uuid4().hex[:8]}.txt"
-    return name
+#: Breaks ties between snapshots taken within one microsecond by this process.
+_TIE_BREAK = itertools.count()
+
+
+def _version(rel: str, now: datetime, sha: str, taken: Collection[str]) -> str:
+    """A snapshot name no other write can take: upstream's ``<ts>_<sha>`` plus a token that orders
+    snapshots within their second (microsecond, then a process counter) and keeps two writers (or one
+    writer before and after a save) of the same bytes in the same second apart (random part)."""
+    while True:
+        token = f"{now.microsecond:06d}{next(_TIE_BREAK) % 100:02d}{secrets.token_hex(2)}"
+        name = version_name(rel, _seconds(now), f"{sha}_{token}")
+        if name not in taken:
+            return name

@@ -1,0 +1,105 @@
+"""Upstream call shapes that our one sync/``.aio`` convention would otherwise break.
+
+Upstream's ``audit_tail()``, ``flush_messages()`` and ``MemoryStore.exists(key=...)`` return coroutines,
+so code written for it says ``await store.audit_tail()``. Ours run synchronously and return the value,
+as every I/O method here does. Called from code that runs inside an event loop (the only place such an
+``await`` can appear), the value they return can also be awaited and gives itself back, so both shapes
+work; from plain sync code they return the plain value. ``f.aio(...)`` is unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Generator
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+
+async def _value(value: Any) -> Any:
+    return value
+
+
+class AwaitableList(list):  # type: ignore[type-arg]
+    """A list that ``await`` also accepts (for ``await store.audit_tail()``)."""
+
+    def __await__(self) -> Generator[Any, None, AwaitableList]:
+        return _value(self).__await__()
+
+
+class AwaitableBool:
+    """A truth value that ``await`` also accepts (for ``await MemoryStore.exists(key=...)``)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: bool):
+        self.value = bool(value)
+
+    def __bool__(self) -> bool:
+        return self.value
+
+    def __eq__(self, other: object) -> bool:
+        return self.value == (other.value if isinstance(other, AwaitableBool) else other)
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+    def __await__(self) -> Generator[Any, None, bool]:
+        return _value(self.value).__await__()
+
+
+class AwaitableNone:
+    """Nothing, which ``await`` also accepts (for ``await store.flush_messages()``)."""
+
+    __slots__ = ()
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return "None"
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return _value(None).__await__()
+
+
+def awaitable(value: Any) -> Any:
+    """`value`, made awaitable when the caller runs inside an event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return value
+    if value is None:
+        return AwaitableNone()
+    if isinstance(value, bool):
+        return AwaitableBool(value)
+    if isinstance(value, list):
+        return AwaitableList(value)
+    return value
+
+
+class AwaitableCall(Generic[T]):
+    """A syncify callable whose sync result is passed through `awaitable`; ``.aio`` is the original."""
+
+    def __init__(self, call: Any):
+        self._call = call
+        self.aio: Callable[..., Any] = call.aio
+        self.__doc__ = getattr(call, "__doc__", None)
+        self.__wrapped__ = call
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return awaitable(self._call(*args, **kwargs))
+
+
+class upstream_awaitable:  # noqa: N801 - used as a decorator, like syncify
+    """Descriptor over a `syncify`-wrapped method: binds it, then wraps the result as `AwaitableCall`."""
+
+    def __init__(self, method: Any):
+        self._method = method
+        self.__doc__ = getattr(method, "__doc__", None)
+
+    def __get__(self, obj: Any, owner: type | None = None) -> AwaitableCall[Any]:
+        return AwaitableCall(self._method.__get__(obj, owner))

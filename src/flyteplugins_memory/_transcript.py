@@ -1,0 +1,79 @@
+"""Pure: the transcript's content rules: how messages encode, how two transcripts compare, how they merge.
+
+Messages are whatever the caller appended (upstream keeps them as given and writes ``messages.json`` with
+``json.dumps(..., default=str)``, so a ``datetime`` becomes its ``str`` and ``NaN`` stays ``NaN``). We
+encode exactly as upstream does, and everything we commit is the *decoded* form of that encoding: the
+value both implementations see after a reload, and a copy that shares no object with the caller's list.
+
+Transcripts are compared by content (the encoding of each message), never by identity, so an edit in
+place (``store.messages[3]["content"] = "[redacted]"``) is a change, and ``NaN != NaN`` is not one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from ._errors import InvalidMessage
+
+Message = dict[str, Any]
+
+
+def encode_message(message: Any) -> str:
+    """The JSON text of one message as upstream writes it; raises `InvalidMessage` if it has none.
+
+    Values JSON cannot encode become their ``str`` (upstream's ``default=str``); what still fails is a
+    non-dict message, a circular reference, a dict key that is not a str, int, float, bool or None, and
+    a string that is not valid Unicode (a lone surrogate cannot be stored as UTF-8).
+    """
+    if not isinstance(message, dict):
+        raise InvalidMessage(f"A transcript message must be a dict, got {type(message).__name__}")
+    try:
+        text = json.dumps(message, default=str, ensure_ascii=False)
+        text.encode("utf-8")
+    except (TypeError, ValueError, RecursionError) as exc:  # UnicodeEncodeError is a ValueError
+        raise InvalidMessage(f"A transcript message cannot be encoded as JSON: {exc}") from exc
+    return text
+
+
+def check_messages(messages: Sequence[Any]) -> None:
+    """Raise `InvalidMessage` unless every message encodes (called before anything is appended)."""
+    for message in messages:
+        encode_message(message)
+
+
+def fingerprints(messages: Sequence[Any]) -> list[str]:
+    """The content of each message, for comparisons."""
+    return [encode_message(m) for m in messages]
+
+
+def committed_form(messages: Sequence[Any]) -> list[Message]:
+    """What committing `messages` stores: each message decoded from its encoding (fresh objects)."""
+    return [json.loads(text) for text in fingerprints(messages)]
+
+
+def fresh_copy(messages: Sequence[Message]) -> list[Message]:
+    """Committed messages for a handle to hold: decoded anew, so edits in place never reach the state."""
+    return committed_form(messages)
+
+
+def merged(
+    base: Sequence[str], latest: Sequence[str], ours: Sequence[str]
+) -> tuple[str, int] | None:
+    """How our transcript lands on `latest`, given the `base` it started from (all as fingerprints).
+
+    ``("keep", 0)``: ours is unchanged, the result is `latest`; ``("append", n)``: `latest` plus our
+    messages from index `n` on; ``("rewrite", 0)``: ours replaces history nobody else changed; None:
+    ours rewrote history that another writer changed meanwhile (a conflict).
+    """
+    if list(ours) == list(base):
+        return ("keep", 0)
+    if list(ours[: len(base)]) == list(base):
+        return ("append", len(base))
+    return ("rewrite", 0) if list(latest) == list(base) else None
+
+
+def is_rewrite(base: Sequence[str], ours: Sequence[str]) -> bool:
+    """Whether `ours` changed or removed messages of `base` (rather than only appending)."""
+    return list(ours[: len(base)]) != list(base)
