@@ -5,14 +5,25 @@ Upstream's doc promises that ``store.root`` holds the files, ``meta/`` sidecars,
 lands here at once (file, sidecar, version snapshot, audit line), and every committed file a handle reads
 is cached here with its sidecar. What a handle never touched is fetched by ``prefetch()``.
 
-Every function blocks (the state runs them in a thread); every file is replaced atomically (temp file,
-then rename) and the audit line is one ``write`` call, so a reader of the root never sees half of one.
+Every file is replaced atomically (temp file, then rename) and an audit line is one ``write`` call, so a
+reader of the root never sees half of one. The functions below block; `RootWriter` runs them, in order,
+on one writer thread: a write or delete only queues its mirroring (local files cost far more than the
+call itself, and the bytes are safe in memory and, after ``save()``, in storage), and everything that
+shows the root to the outside (``store.root``, ``prefetch``, ``flush_messages``, reading a cached file)
+waits for the queue first, so whoever looks at the root sees every call made before they looked.
 """
 
 from __future__ import annotations
 
+import asyncio
+import atexit
+import collections
+import concurrent.futures
 import logging
+import pathlib
+import shutil
 from collections.abc import Callable, Collection, Mapping
+from typing import Any
 
 from ._layout import AUDIT_LOG_PATH, sidecar_name
 from ._records import MemoryMeta, encode_audit_event, encode_meta
@@ -20,6 +31,77 @@ from ._workdir import WorkDir
 from ._writes import WritePlan
 
 logger = logging.getLogger(__name__)
+
+#: One thread mirrors every handle's root, in submission order.
+_WRITER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="flyteplugins-memory-root")
+#: Temporary roots of collected handles, removed by the writer once it reaches them.
+_DOOMED: collections.deque[pathlib.Path] = collections.deque()
+#: Queued mirror operations a handle may have before a write waits for the oldest (the bytes they hold
+#: are the handle's unsaved contents anyway, so this bounds bookkeeping, not copies of data).
+MAX_QUEUED = 4096
+
+
+class RootWriter:
+    """Runs one handle's mirror operations in order, off the caller's path, with a barrier."""
+
+    def __init__(self, on_failure: Callable[[str], None]):
+        self._queued: collections.deque[concurrent.futures.Future[Any]] = collections.deque()
+        self._on_failure = on_failure
+
+    def later(self, path: str, fn: Callable[..., Any], *args: Any) -> concurrent.futures.Future[Any]:
+        """Queue `fn(*args)`; a failure is logged and reported for `path` (whose copy is then untrusted)."""
+        future = _submit(self._guarded, path, fn, *args)
+        self._queued.append(future)
+        while self._queued and self._queued[0].done():
+            self._queued.popleft()
+        return future
+
+    async def now(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run `fn(*args)` after everything queued, and wait for it (its failure is raised)."""
+        future = _submit(fn, *args)
+        self._queued.append(future)
+        return await asyncio.wrap_future(future)
+
+    async def make_room(self) -> None:
+        while len(self._queued) >= MAX_QUEUED:
+            await asyncio.wrap_future(self._queued.popleft())
+
+    async def settled(self) -> None:
+        """Wait until everything queued so far is on disk (or failed)."""
+        if self._queued:
+            await asyncio.wrap_future(_submit(lambda: None))
+            self._queued.clear()
+
+    def settle_blocking(self) -> None:
+        if self._queued:
+            _submit(lambda: None).result()
+            self._queued.clear()
+
+    def _guarded(self, path: str, fn: Callable[..., Any], *args: Any) -> None:
+        try:
+            fn(*args)
+        except Exception as exc:  # the data is safe in memory; only the local copy is missing
+            logger.warning("Could not mirror %r into the working root: %s", path, exc)
+            self._on_failure(path)
+
+
+def remove_when_idle(root: pathlib.Path) -> None:
+    """Remove a temporary root after everything queued for it has run. Safe to call from a weakref
+    finalizer, which may run inside any code (even inside an executor's locked `submit`): it only
+    appends to a deque; the next submission, or interpreter exit, does the removal."""
+    _DOOMED.append(root)
+
+
+def _submit(fn: Callable[..., Any], *args: Any) -> concurrent.futures.Future[Any]:
+    while _DOOMED:
+        _WRITER.submit(shutil.rmtree, _DOOMED.popleft(), True)
+    return _WRITER.submit(fn, *args)
+
+
+@atexit.register
+def _remove_doomed() -> None:  # runs after the writer thread has finished its queue
+    while _DOOMED:
+        shutil.rmtree(_DOOMED.popleft(), ignore_errors=True)
 
 
 #: Given a path about to be written, the locally cached files no longer in the store that may stand in

@@ -6,7 +6,6 @@ fetched on first read (or by `prefetch`) and verified against their sha256.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
 from typing import Any
@@ -122,7 +121,7 @@ class ReadAPI:
             listed = take_inventory(await remote.list(under=VERSIONS_DIR)).versions
             names = [n for names in listed.values() for n in names if n not in self._state.versions]
             objects.update(await remote.read_many(names))
-        await asyncio.to_thread(_write_all, workdir, objects)
+        await self._state.mirror.now(_write_all, workdir, objects)
 
     @upstream_awaitable
     @syncify

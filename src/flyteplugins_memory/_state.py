@@ -19,7 +19,7 @@ from ._errors import CorruptStore, InvalidPath
 from ._journal import EMPTY_CHECKPOINT, FileRecord, State
 from ._layout import blob_name, classify
 from ._merge import Changes
-from ._mirror import cache_committed, forget, record_change
+from ._mirror import RootWriter, cache_committed, forget, record_change
 from ._paths import parent_dirs
 from ._records import MemoryMeta, sha256_bytes
 from ._storage import RemoteStore
@@ -37,6 +37,8 @@ class LocalState:
 
     def __init__(self, root: pathlib.Path, *, private: bool):
         self.workdir = WorkDir(root)
+        #: mirrors writes, deletes and reads into the working root, in order (see `_mirror`)
+        self.mirror = RootWriter(self._mirror_failed)
         #: the root is our own temp dir: nothing but us writes there, so paths need no symlink check
         self.private = private
         self.base = State.at_checkpoint(EMPTY_CHECKPOINT)
@@ -96,6 +98,7 @@ class LocalState:
         if rel in self.unsaved:
             return self.unsaved[rel]
         if self.cached.get(rel) == record.sha256:
+            await self.mirror.settled()
             local = await asyncio.to_thread(self.workdir.read, rel)
             if local is not None and sha256_bytes(local) == record.sha256:
                 return local  # else a code tool changed or removed the local copy: fetch it again
@@ -122,7 +125,7 @@ class LocalState:
                 raise CorruptStore(f"Stored content of {path!r} is missing or does not match its sha256")
             contents[path] = data
         metas = {p: _meta_or_none(r, p) for p, r in records.items()}
-        stored = await asyncio.to_thread(cache_committed, self.workdir, contents, metas, self._stale_around)
+        stored = await self.mirror.now(cache_committed, self.workdir, contents, metas, self._stale_around)
         self.cached.update({p: records[p].sha256 for p in stored})
         return contents
 
@@ -132,7 +135,8 @@ class LocalState:
             await self.check_inside_root(rel)
         self._check_fits_tree(rel)
         plan = plan_write(self.record(rel), rel, content, options, self.versions)
-        await asyncio.to_thread(record_change, self.workdir, plan, self._stale_around)
+        await self.mirror.make_room()
+        self.mirror.later(rel, record_change, self.workdir, plan, self._stale_around)
         self._record(plan, guarded=options.expected_sha is not None)
         self.cached[rel] = plan.meta.sha256 if plan.meta else ""
         assert plan.meta is not None
@@ -146,7 +150,8 @@ class LocalState:
         if current is None:
             return False
         plan = plan_delete(current, rel, options, self.versions)
-        await asyncio.to_thread(record_change, self.workdir, plan, self._stale_around)
+        await self.mirror.make_room()
+        self.mirror.later(rel, record_change, self.workdir, plan, self._stale_around)
         self._record(plan, guarded=options.expected_sha is not None)
         self.cached.pop(rel, None)
         return True
@@ -204,7 +209,11 @@ class LocalState:
 
     async def forget_local(self, paths: list[str]) -> None:
         """Remove the working root's copies of `paths` (fetched again, as committed, when read)."""
-        await asyncio.to_thread(forget, self.workdir, paths)
+        await self.mirror.now(forget, self.workdir, paths)
+
+    def _mirror_failed(self, path: str) -> None:
+        """A local copy could not be written (called on the writer thread): never read it as cached."""
+        self.cached.pop(path, None)
 
     def _stale_around(self, path: str) -> list[str]:
         """Cached files no longer in the store that may block writing `path` (called only on failure)."""

@@ -13,10 +13,8 @@ back unreachable (`_Unavailable`).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import pathlib
-import shutil
 import tempfile
 import weakref
 from collections.abc import Sequence
@@ -30,7 +28,7 @@ from ._compat import AwaitableCall, upstream_awaitable
 from ._errors import StoreAlreadyExists
 from ._layout import log_name
 from ._legacy import scan_local
-from ._mirror import write_text_file
+from ._mirror import remove_when_idle, write_text_file
 from ._paths import MESSAGES_PATH, check_writable, normalize_path, validate_segment
 from ._reading import ReadAPI
 from ._records import MemoryMeta, encode_messages
@@ -105,9 +103,9 @@ class MemoryStore(ReadAPI, UpstreamMemoryStore):
         self.read_only_prefixes = tuple(read_only_prefixes)
         self.audit = audit
         self.keep_versions = keep_versions
-        self.root = pathlib.Path(root) if root is not None else _temporary_root(self)
-        self._root_real = self.root.resolve()
-        self._state = LocalState(self.root, private=root is None)
+        self._root_path = pathlib.Path(root) if root is not None else _temporary_root(self)
+        self._root_real = self._root_path.resolve()
+        self._state = LocalState(self._root_path, private=root is None)
         self._sync = Sync(self._state, remote_path, lambda: self.remote_path_for_key(key=self.key))
         if root is not None:
             scanned, transcript = scan_local(self._state.workdir)
@@ -137,6 +135,14 @@ class MemoryStore(ReadAPI, UpstreamMemoryStore):
     def _needs_remote_hydration(self) -> bool:
         """Upstream's flag: the committed state is not loaded yet (loaded on first use)."""
         return not self._sync.loaded
+
+    @property
+    def root(self) -> pathlib.Path:  # type: ignore[override]
+        """The local working directory, in upstream's layout: it holds every file, sidecar, version
+        snapshot and audit line this handle wrote (and every file it read) by the time you read this
+        attribute; ``prefetch()`` adds the rest of the store."""
+        self._state.mirror.settle_blocking()
+        return self._root_path
 
     @property
     def _root(self) -> pathlib.Path:
@@ -287,7 +293,7 @@ class MemoryStore(ReadAPI, UpstreamMemoryStore):
         """Write the transcript to ``messages.json`` in the local working root (atomically)."""
         check_messages(self.messages)
         data = encode_messages(self.messages)
-        await asyncio.to_thread(write_text_file, self._state.workdir, MESSAGES_PATH, data)
+        await self._state.mirror.now(write_text_file, self._state.workdir, MESSAGES_PATH, data)
 
     def flush_messages_sync(self) -> None:
         """Alias of ``flush_messages()`` kept for upstream compatibility."""
@@ -377,5 +383,6 @@ class MemoryStore(ReadAPI, UpstreamMemoryStore):
 
 def _temporary_root(store: MemoryStore) -> pathlib.Path:
     root = pathlib.Path(tempfile.mkdtemp(prefix="flyte_agent_mem_"))
-    weakref.finalize(store, shutil.rmtree, root, ignore_errors=True)
+    # removed after the root writer has finished whatever the handle queued
+    weakref.finalize(store, remove_when_idle, root)
     return root

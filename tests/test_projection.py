@@ -1,0 +1,78 @@
+"""Upstream's layout is a projection written after the commit point: when it fails, the save still
+returns (it committed; a save that raises must be invisible), and the handle's next save repairs it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from flyteplugins_memory import MemoryStore, StorageError
+from flyteplugins_memory import _commit, _sync
+
+
+@pytest.fixture(params=["local_backend", "s3_backend"])
+def store_backend(request):
+    return request.getfixturevalue(request.param)
+
+
+def _fail_projections(monkeypatch, times: int) -> list[int]:
+    real, failures = _commit.project, []
+
+    async def flaky(remote, job, committed):
+        if len(failures) < times:
+            failures.append(committed.seq)
+            raise StorageError("injected: projection failed")
+        return await real(remote, job, committed)
+
+    monkeypatch.setattr(_commit, "project", flaky)  # the save's own projection
+    monkeypatch.setattr(_sync, "project", flaky)  # the repair
+    return failures
+
+
+def test_a_failed_projection_is_repaired_by_the_next_save(store_backend, key, monkeypatch):
+    store = MemoryStore.get_or_create(key=key)
+    store.write_text("old.txt", "old")
+    store.save()
+    failures = _fail_projections(monkeypatch, 1)
+    store.write_text("new.txt", "new")
+    store.delete("old.txt")
+    store.append({"role": "user", "content": "hi"})
+    store.save()  # committed: returns normally although upstream's view was not written
+    assert failures and MemoryStore.get_or_create(key=key).list_paths() == ["new.txt"]
+    view = store_backend.upstream_view(key)
+    assert "new.txt" not in view and "old.txt" in view  # lagging
+    store.save()  # nothing new to commit: repairs the projection
+    view = store_backend.upstream_view(key)
+    assert view["new.txt"] == b"new" and "old.txt" not in view and "meta/old.txt.json" not in view
+    assert json.loads(view["meta/new.txt.json"])["sha256"] == store.current_sha("new.txt")
+    assert [m["content"] for m in json.loads(view["messages.json"])] == ["hi"]
+
+
+def test_a_repair_never_overwrites_what_a_newer_save_projected(store_backend, key, monkeypatch):
+    store = MemoryStore.get_or_create(key=key)
+    store.save()
+    _fail_projections(monkeypatch, 1)
+    store.write_text("shared.txt", "mine")
+    store.write_text("only-mine.txt", "mine")
+    store.save()
+    other = MemoryStore.get_or_create(key=key)
+    other.write_text("shared.txt", "theirs")
+    other.save()
+    store.write_text("later.txt", "x")
+    store.save()
+    view = store_backend.upstream_view(key)
+    assert view["shared.txt"] == b"theirs" and view["only-mine.txt"] == b"mine" and view["later.txt"] == b"x"
+
+
+def test_a_repair_that_fails_again_stays_owed(store_backend, key, monkeypatch):
+    store = MemoryStore.get_or_create(key=key)
+    store.save()
+    _fail_projections(monkeypatch, 3)  # the save's projection, then two repair attempts
+    store.write_text("a.txt", "a")
+    store.save()
+    store.save()
+    assert "a.txt" not in store_backend.upstream_view(key)
+    store.save()  # the third failure was the repair of this save; the next one succeeds
+    store.save()
+    assert store_backend.upstream_view(key)["a.txt"] == b"a"
