@@ -135,8 +135,7 @@ class LocalState:
             await self.check_inside_root(rel)
         self._check_fits_tree(rel)
         plan = plan_write(self.record(rel), rel, content, options, self.versions)
-        await self.mirror.make_room()
-        self.mirror.later(rel, record_change, self.workdir, plan, self._stale_around)
+        await self._mirror_change(plan)
         self._record(plan, guarded=options.expected_sha is not None)
         self.cached[rel] = plan.meta.sha256 if plan.meta else ""
         assert plan.meta is not None
@@ -150,8 +149,7 @@ class LocalState:
         if current is None:
             return False
         plan = plan_delete(current, rel, options, self.versions)
-        await self.mirror.make_room()
-        self.mirror.later(rel, record_change, self.workdir, plan, self._stale_around)
+        await self._mirror_change(plan)
         self._record(plan, guarded=options.expected_sha is not None)
         self.cached.pop(rel, None)
         return True
@@ -210,6 +208,16 @@ class LocalState:
     async def forget_local(self, paths: list[str]) -> None:
         """Remove the working root's copies of `paths` (fetched again, as committed, when read)."""
         await self.mirror.now(forget, self.workdir, paths)
+
+    async def _mirror_change(self, plan: WritePlan) -> None:
+        """Mirror a write or delete into the root: queued for our own temp root (whose path callers can
+        only learn from ``store.root``, which waits for the queue); done before returning for a root the
+        caller chose (they hold its path and may look at once), where a failure also refuses the change."""
+        if self.private:
+            await self.mirror.make_room()
+            self.mirror.later(plan.path, record_change, self.workdir, plan, self._stale_around)
+        else:
+            await self.mirror.now(record_change, self.workdir, plan, self._stale_around)
 
     def _mirror_failed(self, path: str) -> None:
         """A local copy could not be written (called on the writer thread): never read it as cached."""
