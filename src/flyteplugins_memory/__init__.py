@@ -26,6 +26,7 @@ from ._errors import (
     UnsupportedBackend,
     VersionNotFound,
 )
+from ._backends import UNVERIFIED_BACKENDS_ENV, allow_unverified_backend
 from ._paths import MESSAGES_PATH
 from ._flyte_type import MemoryStoreTransformer, register_memory_store_type
 from ._records import MemoryMeta
@@ -54,10 +55,12 @@ __all__ = [
     "StorageError",
     "StoreAlreadyExists",
     "StoreNotFound",
+    "UNVERIFIED_BACKENDS_ENV",
     "UnsafeStoreContent",
     "UnsavedChanges",
     "UnsupportedBackend",
     "VersionNotFound",
+    "allow_unverified_backend",
     "get_retry_policy",
     "register_memory_store_type",
     "set_retry_policy",
