@@ -22,6 +22,7 @@ from . import _location
 from ._errors import StoreAlreadyExists
 from ._layout import log_name
 from ._legacy import scan_local
+from ._limits import check_path_fits, check_paths_fit, written_paths
 from ._paths import MESSAGES_PATH, check_writable, normalize_path, validate_segment
 from ._reading import ReadAPI
 from ._records import MemoryMeta, encode_messages
@@ -172,6 +173,7 @@ class MemoryStore(ReadAPI, SerializableType):
             await self._sync.ensure_loaded(self.messages)
             await self._sync.settle(self.messages)
             if self.has_unsaved_changes() or self._state.base.seq == 0:
+                check_paths_fit(written_paths(self._state.changes.files), self._sync.remote().uri)
                 await self._sync.save(self.messages)
         return Dir.from_existing_remote(self._sync.remote().uri)
 
@@ -233,6 +235,7 @@ class MemoryStore(ReadAPI, SerializableType):
         """
         rel = normalize_path(rel_path)
         check_writable(rel, self.read_only_prefixes)
+        check_path_fits(rel, self.remote_path)
         async with self._state.lock:
             await self._ensure_loaded()
             return await self._state.write(rel, content, self._change_options(actor, reason, expected_sha))
