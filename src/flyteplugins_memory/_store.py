@@ -24,6 +24,7 @@ from ._layout import log_name
 from ._legacy import scan_local
 from ._limits import check_path_fits, check_paths_fit, written_paths
 from ._paths import MESSAGES_PATH, check_writable, normalize_path, validate_segment
+from ._payload import payload, refuse_unsaved
 from ._reading import ReadAPI
 from ._records import MemoryMeta, encode_messages
 from ._state import LocalState
@@ -266,16 +267,10 @@ class MemoryStore(ReadAPI, SerializableType):
     # -- Flyte task I/O (mashumaro SerializableType, as upstream) ------------------------------------------
 
     def _serialize(self) -> dict[str, Any]:
-        """The payload a store travels as: identity, options, the inline transcript and its commit."""
-        return {
-            "messages": self.messages,
-            "key": self.key,
-            "remote_path": self.remote_path,
-            "read_only_prefixes": list(self.read_only_prefixes),
-            "audit": self.audit,
-            "keep_versions": self.keep_versions,
-            "seq": self._sync.payload_seq(),
-        }
+        """The payload a store travels as when nested in another value (mashumaro calls this, synchronously);
+        raises `UnsavedChanges` rather than losing unsaved changes, which it cannot save here (see `_payload`)."""
+        refuse_unsaved(self)
+        return payload(self)
 
     @classmethod
     def _deserialize(cls, value: dict[str, Any]) -> MemoryStore:
