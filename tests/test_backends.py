@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from typing import ClassVar
 
 import fsspec
 import pytest
@@ -27,8 +28,8 @@ class CarelessFileSystem(MemoryFileSystem):
     """An in-memory filesystem whose create-only write silently overwrites."""
 
     protocol = PROTOCOL
-    store: dict = {}  # its own objects, not MemoryFileSystem's
-    pseudo_dirs = [""]
+    store: ClassVar[dict] = {}  # its own objects, not MemoryFileSystem's
+    pseudo_dirs: ClassVar[list] = [""]
 
     def pipe_file(self, path, value, mode="overwrite", **kwargs):
         super().pipe_file(path, value, mode="overwrite", **kwargs)
