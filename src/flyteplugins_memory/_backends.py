@@ -89,7 +89,7 @@ def require_supported(uri: str, fs: fsspec.AbstractFileSystem) -> None:
 
 
 def _protocols_of(fs: fsspec.AbstractFileSystem) -> Iterable[str]:
-    protocol = fs.protocol
+    protocol = getattr(fs, "protocol", ())  # a duck-typed wrapper may have none
     return (protocol,) if isinstance(protocol, str) else tuple(protocol)
 
 
