@@ -146,6 +146,17 @@ def test_subclasses_of_verified_filesystems_are_not_verified(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_backend_fsspec_cannot_provide_is_unsupported():
+    with pytest.raises(UnsupportedBackend, match="No storage backend"):
+        RemoteStore("nosuchfs://bucket/store")
+
+
+def test_a_real_unverified_backend_is_refused():
+    """Azure through the obstore-backed fsspec class that flyte registers: installed, but not verified."""
+    with pytest.raises(UnsupportedBackend, match="allow_unverified_backend\\('abfs'\\)"):
+        RemoteStore("abfs://container/store")
+
+
 @pytest.mark.parametrize("uri", ["/tmp/x", "file:///tmp/x", "memory://bucket/x"])
 def test_verified_backends_open(uri):
     assert RemoteStore(uri).exclusive_create is True

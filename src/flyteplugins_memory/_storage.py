@@ -21,7 +21,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from ._backends import require_supported
 from ._conditional import create_exclusive, supports_exclusive_create
-from ._errors import StorageError, UnsafeStoreContent
+from ._errors import StorageError, UnsafeStoreContent, UnsupportedBackend
 from ._retry import get_retry_policy, is_transient
 from ._workdir import remove_empty_parents
 
@@ -45,7 +45,10 @@ def filesystem_for(uri: str) -> fsspec.AbstractFileSystem:
         return gcsfs.core.GCSFileSystem(use_listings_cache=False)
     if protocol in ("file", "local"):
         return LocalFileSystem(auto_mkdir=True)
-    return fsspec.filesystem(protocol, use_listings_cache=False)
+    try:
+        return fsspec.filesystem(protocol, use_listings_cache=False)
+    except (ValueError, ImportError) as exc:  # a protocol fsspec does not know, or whose package is missing
+        raise UnsupportedBackend(f"No storage backend for {uri}: {exc}") from exc
 
 
 def _s3_options() -> dict[str, Any]:
