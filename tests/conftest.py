@@ -108,9 +108,7 @@ def make_backend(name: str, tmp_path, request) -> Backend:
     bucket = f"b-{uuid.uuid4().hex[:12]}"
     if name == "local":
         _init_flyte()
-        return Backend(
-            name, str(tmp_path / "raw_data" / "run-1"), LocalFileSystem(auto_mkdir=True), frozenset({"symlinks"})
-        )
+        return Backend(name, str(tmp_path / "raw_data" / "run-1"), LocalFileSystem(auto_mkdir=True), LOCAL_CAPS)
     if name == "memory":
         _init_flyte()
         return Backend(name, f"memory://{bucket}/raw", fsspec.filesystem("memory"), frozenset({"exclusive_create"}))

@@ -7,11 +7,13 @@ import json
 import os
 from collections import Counter
 
+import fsspec
 import pytest
 
 from conftest import report
 from faults import Faults, FaultyFileSystem, at_call, at_random, from_call
 from flyteplugins_memory import (
+    UNVERIFIED_BACKENDS_ENV,
     MemoryStore,
     MemoryStoreError,
     RetryPolicy,
@@ -49,6 +51,8 @@ def install(backend, monkeypatch) -> tuple:
     ALL_FAULTS.append(faults)
     real = _storage.filesystem_for
     monkeypatch.setattr(_storage, "filesystem_for", lambda uri: FaultyFileSystem(real(uri), faults))
+    # the wrapper is no verified class; its create-only write is the real backend's create_exclusive
+    monkeypatch.setenv(UNVERIFIED_BACKENDS_ENV, fsspec.utils.get_protocol(backend.raw_data_path))
     return backend, faults
 
 

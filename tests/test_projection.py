@@ -7,8 +7,7 @@ import json
 
 import pytest
 
-from flyteplugins_memory import MemoryStore, StorageError
-from flyteplugins_memory import _commit, _sync
+from flyteplugins_memory import MemoryStore, StorageError, _commit, _sync
 
 
 @pytest.fixture(params=["local_backend", "s3_backend"])

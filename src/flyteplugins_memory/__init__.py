@@ -4,6 +4,7 @@ A drop-in for ``flyte.ai.agents.MemoryStore`` (same API, same storage layout) wi
 uniform sync / ``.aio`` surface and safe handling of hostile paths and content.
 """
 
+from ._backends import UNVERIFIED_BACKENDS_ENV, allow_unverified_backend
 from ._errors import (
     AccessDenied,
     ConcurrencyError,
@@ -54,10 +55,12 @@ __all__ = [
     "StorageError",
     "StoreAlreadyExists",
     "StoreNotFound",
+    "UNVERIFIED_BACKENDS_ENV",
     "UnsafeStoreContent",
     "UnsavedChanges",
     "UnsupportedBackend",
     "VersionNotFound",
+    "allow_unverified_backend",
     "get_retry_policy",
     "register_memory_store_type",
     "set_retry_policy",

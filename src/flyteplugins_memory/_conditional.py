@@ -3,7 +3,9 @@
 fsspec has no uniform conditional write, so this is the one place that knows each backend:
 local disk links a fully written temp file into place (``link`` fails if the target exists), memory
 checks and writes under a process-wide lock, and S3 and GCS send ``mode="create"`` (``If-None-Match: *``
-and ``ifGenerationMatch=0``), which their servers refuse with HTTP 412 when the object exists.
+and ``ifGenerationMatch=0``), which their servers refuse with HTTP 412 when the object exists. Backends
+are told apart by exact class, as `_backends` allows them: a subclass (of ``MemoryFileSystem``, say) may
+keep its data elsewhere, so it gets the generic ``mode="create"`` path its user opted in to.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.implementations.memory import MemoryFileSystem
 
+from ._backends import is_verified
+
 _MEMORY_LOCK = threading.Lock()
 
 
@@ -23,22 +27,25 @@ def supports_exclusive_create(fs: fsspec.AbstractFileSystem) -> bool:
     """Whether `create_exclusive` is atomic on this filesystem.
 
     The GCS emulator used in tests (``STORAGE_EMULATOR_HOST``) ignores preconditions, so on it two
-    writers can both "create" one object; real GCS honors them.
+    writers can both "create" one object; real GCS honors them. A backend the user opted in to
+    (`allow_unverified_backend`) is not known to be atomic, so it says False.
     """
+    if not is_verified(fs):
+        return False
     return not (type(fs).__name__ == "GCSFileSystem" and os.environ.get("STORAGE_EMULATOR_HOST"))
 
 
 def create_exclusive(fs: fsspec.AbstractFileSystem, path: str, data: bytes) -> bool:
     """Write `data` to `path` only if nothing is there; True if this call created it (blocking)."""
-    if isinstance(fs, LocalFileSystem):
+    if type(fs) is LocalFileSystem:
         return _create_local(path, data)
-    if isinstance(fs, MemoryFileSystem):
+    if type(fs) is MemoryFileSystem:
         with _MEMORY_LOCK:
             if fs.exists(path):
                 return False
             fs.pipe_file(path, data)
             return True
-    if not supports_exclusive_create(fs):
+    if is_verified(fs) and not supports_exclusive_create(fs):
         # Check-then-write: correct for saves that do not overlap in time, racy for those that do.
         if fs.exists(path):
             return False

@@ -3,6 +3,7 @@
 The store travels as a MessagePack payload (key, remote path, options and the inline transcript, the
 same fields upstream sends). A store with unsaved changes is saved before it leaves a task, so the
 receiving task sees exactly what the sender had; the receiver loads files from storage on first use.
+Stores nested in dataclasses do not come through here (see `_payload`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from flyte.types import TypeEngine, TypeTransformer, TypeTransformerFailedError
 from flyteidl2.core.literals_pb2 import Binary, Literal, Scalar
 from flyteidl2.core.types_pb2 import LiteralType, SimpleType, TypeStructure
 
+from ._payload import payload
 from ._store import MemoryStore
 
 _TAG = "msgpack"
@@ -36,8 +38,9 @@ class MemoryStoreTransformer(TypeTransformer[MemoryStore]):
             raise TypeTransformerFailedError(f"Expected a MemoryStore, got {type(python_val).__name__}")
         if python_val.has_unsaved_changes():
             await python_val.save.aio()
-        payload = msgpack.packb(python_val._serialize(), default=str)
-        return Literal(scalar=Scalar(binary=Binary(value=payload, tag=_TAG)))
+        # not `_serialize`, which refuses unsaved changes: an append made while the save ran travels inline
+        packed = msgpack.packb(payload(python_val), default=str)
+        return Literal(scalar=Scalar(binary=Binary(value=packed, tag=_TAG)))
 
     async def to_python_value(self, lv: Literal, expected_python_type: type[MemoryStore]) -> MemoryStore:
         binary = lv.scalar.binary

@@ -19,8 +19,9 @@ import fsspec
 import fsspec.asyn
 from fsspec.implementations.local import LocalFileSystem
 
+from ._backends import require_supported
 from ._conditional import create_exclusive, supports_exclusive_create
-from ._errors import StorageError, UnsafeStoreContent
+from ._errors import StorageError, UnsafeStoreContent, UnsupportedBackend
 from ._retry import get_retry_policy, is_transient
 from ._workdir import remove_empty_parents
 
@@ -37,12 +38,17 @@ def filesystem_for(uri: str) -> fsspec.AbstractFileSystem:
         # missing) to decide on a ranged parallel download, tripling the requests of an open.
         return s3fs.S3FileSystem(use_listings_cache=False, max_concurrency=1, **_s3_options())
     if protocol in ("gs", "gcs"):
-        import gcsfs
+        import gcsfs.core
 
-        return gcsfs.GCSFileSystem(use_listings_cache=False)
+        # the core class, not ``gcsfs.GCSFileSystem`` (by default its ExtendedGcsFileSystem subclass, which
+        # ignores mode="create" on zonal buckets): see `_backends`
+        return gcsfs.core.GCSFileSystem(use_listings_cache=False)
     if protocol in ("file", "local"):
         return LocalFileSystem(auto_mkdir=True)
-    return fsspec.filesystem(protocol, use_listings_cache=False)
+    try:
+        return fsspec.filesystem(protocol, use_listings_cache=False)
+    except (ValueError, ImportError) as exc:  # a protocol fsspec does not know, or whose package is missing
+        raise UnsupportedBackend(f"No storage backend for {uri}: {exc}") from exc
 
 
 def _s3_options() -> dict[str, Any]:
@@ -72,6 +78,7 @@ class RemoteStore:
     def __init__(self, uri: str, fs: fsspec.AbstractFileSystem | None = None):
         self.uri = uri.rstrip("/")
         self.fs = fs or filesystem_for(self.uri)
+        require_supported(self.uri, self.fs)  # before any request: the commit point needs atomic creates
         self.prefix = self.fs._strip_protocol(self.uri).rstrip("/")
         self._is_local = isinstance(self.fs, LocalFileSystem)
         #: whether `create_exclusive` is atomic here (the commit point relies on it)
@@ -180,7 +187,9 @@ class RemoteStore:
             return
         for name, data in objects.items():
             target = self.full_path(name)
-            temp = f"{target}.~fpm-{uuid.uuid4().hex}"
+            # a fixed-length name beside the target: appending to the target's own name would overflow
+            # the 255-byte limit of a file name that fits
+            temp = os.path.join(os.path.dirname(target), f".~fpm-{uuid.uuid4().hex}")
             self.fs.pipe_file(temp, data)
             self.fs.mv(temp, target)
 

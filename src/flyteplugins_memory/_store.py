@@ -28,8 +28,10 @@ from ._compat import AwaitableCall, upstream_awaitable
 from ._errors import StoreAlreadyExists
 from ._layout import log_name
 from ._legacy import scan_local
+from ._limits import check_path_fits, check_paths_fit, written_paths
 from ._mirror import remove_when_idle, write_text_file
 from ._paths import MESSAGES_PATH, check_writable, normalize_path, validate_segment
+from ._payload import payload, refuse_unsaved
 from ._reading import ReadAPI
 from ._records import MemoryMeta, encode_messages
 from ._state import LocalState
@@ -243,6 +245,7 @@ class MemoryStore(ReadAPI, UpstreamMemoryStore):
             await self._sync.ensure_loaded(self)
             await self._sync.settle(self)
             if self.has_unsaved_changes() or self._state.base.seq == 0:
+                check_paths_fit(written_paths(self._state.changes.files), self._sync.remote().uri)
                 await self._sync.save(self)
             else:
                 await self._sync.repair_projections()
@@ -317,6 +320,7 @@ class MemoryStore(ReadAPI, UpstreamMemoryStore):
         """
         rel = normalize_path(rel_path)
         check_writable(rel, self.read_only_prefixes)
+        check_path_fits(rel, self.remote_path)
         async with self._state.lock:
             await self._ensure_loaded()
             return await self._state.write(rel, content, self._change_options(actor, reason, expected_sha))
@@ -347,16 +351,10 @@ class MemoryStore(ReadAPI, UpstreamMemoryStore):
     # -- Flyte task I/O (mashumaro SerializableType, as upstream) ------------------------------------------
 
     def _serialize(self) -> dict[str, Any]:
-        """The payload a store travels as: identity, options, the inline transcript and its commit."""
-        return {
-            "messages": self.messages,
-            "key": self.key,
-            "remote_path": self.remote_path,
-            "read_only_prefixes": list(self.read_only_prefixes),
-            "audit": self.audit,
-            "keep_versions": self.keep_versions,
-            "seq": self._sync.payload_seq(),
-        }
+        """The payload a store travels as when nested in another value (mashumaro calls this, synchronously);
+        raises `UnsavedChanges` rather than losing unsaved changes, which it cannot save here (see `_payload`)."""
+        refuse_unsaved(self)
+        return payload(self)
 
     @classmethod
     def _deserialize(cls, value: dict[str, Any]) -> MemoryStore:

@@ -90,6 +90,15 @@ def _seconds(now: datetime) -> str:
     return now.isoformat(timespec="seconds")
 
 
+#: The snapshot token: microsecond (6 digits), counter (2), random hex (4).
+_TOKEN_BYTES = 12
+
+
+def longest_version_name(rel: str) -> str:
+    """The longest snapshot name a write of `rel` can get (`_limits` checks it fits everywhere)."""
+    return version_name(rel, "0000-00-00T00:00:00+00:00", f"{'0' * 64}_{'0' * _TOKEN_BYTES}")
+
+
 #: Breaks ties between snapshots taken within one microsecond by this process.
 _TIE_BREAK = itertools.count()
 

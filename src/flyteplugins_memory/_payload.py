@@ -1,0 +1,50 @@
+"""What a store travels as between Flyte tasks, and when it may not travel.
+
+A store leaves a task as a small payload (key, location, options, the inline transcript and the commit it
+was sent at; the files stay in storage). Flyte reaches it two ways:
+
+- as a task output or input of type `MemoryStore`, or an element of ``list[MemoryStore]`` or
+  ``dict[str, MemoryStore]``, through our type transformer (`_flyte_type`), which is async and saves a store
+  with unsaved changes before sending it;
+- nested in a value Flyte encodes as one MessagePack blob (a dataclass field, ``list[SomeDataclass]``,
+  ``dict[int, MemoryStore]``), through mashumaro's synchronous ``MemoryStore._serialize``. That call runs on
+  flyte's event loop, the loop our own I/O runs on, so it cannot wait for a save (a blocking save there
+  would deadlock, and saving on a private loop would stall every task on flyte's loop meanwhile). Sending
+  the payload anyway would drop the unsaved files silently (the receiver would see the new messages, which
+  travel inline, but not the files), so `refuse_unsaved` fails the task instead, before anything is written.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._errors import UnsavedChanges
+from ._transcript import committed_form
+
+if TYPE_CHECKING:
+    from ._store import MemoryStore
+
+
+def payload(store: MemoryStore) -> dict[str, Any]:
+    """The fields a store travels as (upstream's, plus the commit number it was sent at)."""
+    return {
+        "messages": committed_form(store.messages),  # what storage holds, as the receiver will see it
+        "key": store.key,
+        "remote_path": store.remote_path,
+        "read_only_prefixes": list(store.read_only_prefixes),
+        "audit": store.audit,
+        "keep_versions": store.keep_versions,
+        "seq": store._sync.payload_seq(),
+    }
+
+
+def refuse_unsaved(store: MemoryStore) -> None:
+    """Raise `UnsavedChanges` if `store` holds changes that a payload alone would lose."""
+    if store.has_unsaved_changes():
+        raise UnsavedChanges(
+            f"MemoryStore {store.key!r} has unsaved changes and is being sent inside another value (a dataclass "
+            "field, or a collection Flyte encodes as one value). Flyte encodes those synchronously on its event "
+            "loop, where the store cannot save itself, and sending it unsaved would lose the changes: call "
+            "`await store.save.aio()` (`store.save()` in sync code) before returning or passing it. A store "
+            "returned on its own, or in a list[MemoryStore] or dict[str, MemoryStore], is saved for you."
+        )
