@@ -147,7 +147,7 @@ def test_subclasses_of_verified_filesystems_are_not_verified(tmp_path):
 
 
 def test_a_backend_fsspec_cannot_provide_is_unsupported():
-    with pytest.raises(UnsupportedBackend, match="No storage backend"):
+    with pytest.raises(UnsupportedBackend, match="nosuchfs"):
         RemoteStore("nosuchfs://bucket/store")
 
 

@@ -21,7 +21,7 @@ from ._errors import StorageError, StoreAlreadyExists
 from ._journal import RECENT_COMMITS, Checkpoint, Head, State, encode, parse
 from ._layout import AUDIT_LOG_PATH, HEAD_NAME, audit_segment_name, blob_name, checkpoint_name, log_name, sidecar_name
 from ._merge import Changes, rebase
-from ._open import landed_state, latest_state, state_at
+from ._open import landed_state, latest_state, read_record, state_at
 from ._paths import MESSAGES_PATH
 from ._records import encode_audit_event, encode_messages, encode_meta, lines_holding
 from ._storage import RemoteStore
@@ -142,7 +142,20 @@ async def project(remote: RemoteStore, job: Save, committed: State) -> None:
         objects[MESSAGES_PATH] = encode_messages(committed.messages)
     await remote.remove_many(removed)  # first: a deleted `x` may be where `x/y` now goes, and vice versa
     await remote.write_many(objects)
+    if MESSAGES_PATH in objects:
+        await _newest_transcript_last(remote, committed)
     await remote.write_many({HEAD_NAME: encode(Head(seq=committed.seq, checkpoint=committed.checkpoint.seq))})
+
+
+async def _newest_transcript_last(remote: RemoteStore, committed: State) -> None:
+    """Every save that appends rewrites ``messages.json``, so two saves projecting in the opposite order
+    of their commits would leave the older transcript there. After writing ours, look past our commit:
+    if a newer one exists (its projection may have landed before ours), write the newest transcript.
+    A save that commits later projects later, so the last write is always the newest one's."""
+    while await read_record(remote, committed.seq + 1) is not None:  # one probe when nothing is newer
+        newer = await latest_state(remote, committed) or committed
+        await remote.write_many({MESSAGES_PATH: encode_messages(newer.messages)})
+        committed = newer
 
 
 async def _maybe_checkpoint(remote: RemoteStore, state: State, record_size: int) -> State:

@@ -13,7 +13,7 @@ work as well::
     │   ├── ReservedPath                            messages.json, audit/, meta/, versions/
     │   └── ReadOnlyPath                            under one of the store's read_only_prefixes
     ├── ConcurrencyError                            upstream name; stale expected_sha or conflicting save
-    ├── InvalidMessage (ValueError)                 a transcript message JSON cannot encode
+    ├── InvalidMessage (ValueError)                 a message (or actor/reason) that cannot be stored
     ├── UnsavedChanges                              a store that cannot be saved for you has unsaved changes
     ├── UnsupportedBackend (ValueError)             a backend whose create-only writes are not known atomic
     ├── StoreNotFound (FileNotFoundError)           no store at the key's remote path
@@ -102,8 +102,9 @@ class ConcurrencyError(MemoryStoreError, _upstream.ConcurrencyError):
 
 
 class InvalidMessage(MemoryStoreError, ValueError):
-    """A transcript message is not a dict, or holds a value JSON cannot encode even as ``str`` (a
-    circular reference, a dict key that is not a str, int, float, bool or None)."""
+    """A transcript message (or an audit field: actor, reason) that cannot be stored: not a dict, a
+    circular reference, a dict key JSON cannot take, keys JSON makes equal, too deep, or not valid
+    Unicode."""
 
 
 class UnsavedChanges(MemoryStoreError):

@@ -70,12 +70,17 @@ class RootWriter:
         """Wait until everything queued so far is on disk (or failed)."""
         if self._queued:
             await asyncio.wrap_future(_submit(lambda: None))
-            self._queued.clear()
+            self._forget_done()
 
     def settle_blocking(self) -> None:
         if self._queued:
             _submit(lambda: None).result()
-            self._queued.clear()
+            self._forget_done()
+
+    def _forget_done(self) -> None:
+        # only what has run: operations queued while we waited are still pending
+        while self._queued and self._queued[0].done():
+            self._queued.popleft()
 
     def _guarded(self, path: str, fn: Callable[..., Any], *args: Any) -> None:
         try:
@@ -125,12 +130,19 @@ def record_change(workdir: WorkDir, plan: WritePlan, stale: StaleAround) -> None
 
 
 def cache_committed(
-    workdir: WorkDir, contents: Mapping[str, bytes], metas: Mapping[str, MemoryMeta | None], stale: StaleAround
+    workdir: WorkDir,
+    contents: Mapping[str, bytes],
+    metas: Mapping[str, MemoryMeta | None],
+    stale: StaleAround,
+    still_current: Callable[[str, bytes], bool],
 ) -> list[str]:
     """Cache verified committed files and their sidecars, best effort (the bytes reach the reader either
-    way); returns the paths cached."""
+    way); returns the paths cached. A path the handle wrote or deleted since the fetch began is skipped
+    (checked here, on the writer thread, after that write's own mirroring ran)."""
     stored = []
     for path, data in contents.items():
+        if not still_current(path, data):
+            continue
         try:
             _replace(workdir, path, data, stale)
             if (meta := metas.get(path)) is not None:

@@ -125,7 +125,9 @@ class LocalState:
                 raise CorruptStore(f"Stored content of {path!r} is missing or does not match its sha256")
             contents[path] = data
         metas = {p: _meta_or_none(r, p) for p, r in records.items()}
-        stored = await self.mirror.now(cache_committed, self.workdir, contents, metas, self._stale_around)
+        stored = await self.mirror.now(
+            cache_committed, self.workdir, contents, metas, self._stale_around, self._is_committed_content
+        )
         self.cached.update({p: records[p].sha256 for p in stored})
         return contents
 
@@ -219,6 +221,20 @@ class LocalState:
         else:
             await self.mirror.now(record_change, self.workdir, plan, self._stale_around)
 
+    def _is_committed_content(self, path: str, data: bytes) -> bool:
+        """Whether `data` is still what the handle holds for `path` (a fetch may race a write)."""
+        record = self.record(path)
+        return path not in self.unsaved and record is not None and record.sha256 == sha256_bytes(data)
+
+    async def forget_stale(self, state: State) -> None:
+        """Remove local copies that `state` (the handle's new base) no longer holds as cached: files
+        other writers changed or deleted. They are fetched again, as committed, when read."""
+        stale = [p for p, sha in list(self.cached.items()) if p not in self.unsaved and _sha_in(state, p) != sha]
+        for path in stale:
+            self.cached.pop(path, None)
+        if stale:
+            await self.forget_local(stale)
+
     def _mirror_failed(self, path: str) -> None:
         """A local copy could not be written (called on the writer thread): never read it as cached."""
         self.cached.pop(path, None)
@@ -272,6 +288,11 @@ class LocalState:
         self.cached.update({p: state.files[p].sha256 for p in saved if p in state.files})
         self.base, self.changes, self.unsaved, self.versions, self.imported = state, Changes(), {}, {}, False
         self._written_dirs = Counter()
+
+
+def _sha_in(state: State, path: str) -> str:
+    record = state.files.get(path)
+    return record.sha256 if record else ""
 
 
 def _meta_or_none(record: FileRecord, path: str) -> MemoryMeta | None:

@@ -19,7 +19,7 @@ import fsspec
 import fsspec.asyn
 from fsspec.implementations.local import LocalFileSystem
 
-from ._backends import require_supported
+from ._backends import UNVERIFIED_BACKENDS_ENV, allowed_protocols, require_supported
 from ._conditional import create_exclusive, supports_exclusive_create
 from ._errors import StorageError, UnsafeStoreContent, UnsupportedBackend
 from ._retry import get_retry_policy, is_transient
@@ -45,9 +45,17 @@ def filesystem_for(uri: str) -> fsspec.AbstractFileSystem:
         return gcsfs.core.GCSFileSystem(use_listings_cache=False)
     if protocol in ("file", "local"):
         return LocalFileSystem(auto_mkdir=True)
+    if protocol not in allowed_protocols() and protocol not in ("memory",):
+        # refused before the filesystem is built: building some (ftp, http, zip ...) already does I/O
+        raise UnsupportedBackend(
+            f"Storage backend {protocol!r} (for {uri}) is not known to make create-only writes atomic, which "
+            "every save relies on (verified: local disk, memory://, s3:// with s3fs, gs:// with gcsfs). If its "
+            "pipe_file(..., mode='create') is atomic, or only one writer at a time saves each key, opt in with "
+            f"flyteplugins_memory.allow_unverified_backend({protocol!r}) or {UNVERIFIED_BACKENDS_ENV}={protocol}."
+        )
     try:
         return fsspec.filesystem(protocol, use_listings_cache=False)
-    except (ValueError, ImportError) as exc:  # a protocol fsspec does not know, or whose package is missing
+    except Exception as exc:  # unknown protocol, missing package, or a constructor that needs arguments
         raise UnsupportedBackend(f"No storage backend for {uri}: {exc}") from exc
 
 

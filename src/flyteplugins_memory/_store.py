@@ -38,7 +38,7 @@ from ._state import LocalState
 from ._storage import RemoteStore
 from ._sync import Sync
 from ._syncify import syncify
-from ._transcript import check_messages, encode_message, fingerprints
+from ._transcript import check_message, check_messages, fingerprints
 from ._writes import ChangeOptions
 
 
@@ -100,7 +100,8 @@ class MemoryStore(ReadAPI, UpstreamMemoryStore):
         keep_versions: bool = False,
     ):
         self.key = validate_segment(key, name="key")
-        self.messages: list[dict[str, Any]] = messages if messages is not None else []
+        # a copy: nothing the store does (load, save, refresh) ever changes the caller's list
+        self.messages: list[dict[str, Any]] = list(messages) if messages is not None else []
         check_messages(self.messages)
         self.read_only_prefixes = tuple(read_only_prefixes)
         self.audit = audit
@@ -281,7 +282,7 @@ class MemoryStore(ReadAPI, UpstreamMemoryStore):
         Stored as upstream stores it (``json.dumps(..., default=str)``: a ``datetime`` is saved as its
         ``str``); a message that cannot be encoded at all raises `InvalidMessage` and is not appended.
         """
-        encode_message(message)
+        check_message(message)
         self.messages.append(message)
 
     def extend(self, messages: Sequence[dict[str, Any]]) -> None:
@@ -368,9 +369,13 @@ class MemoryStore(ReadAPI, UpstreamMemoryStore):
             keep_versions=value.get("keep_versions", False),
         )
         seq = value.get("seq")
+        # A sender that had loaded its store sends the commit it was at: its inline transcript is that
+        # commit's plus its own changes, and wins (as upstream). One that never loaded sends no commit: its
+        # messages are appends made before any load, kept after the committed transcript when this loads.
         store._sync.pinned_seq = seq if isinstance(seq, int) else None
-        store._sync.inline_transcript = True
-        store._sync.saved_transcript = fingerprints(store.messages)
+        if store._sync.pinned_seq is not None:
+            store._sync.inline_transcript = True
+            store._sync.saved_transcript = fingerprints(store.messages)
         return store
 
     # -- internals ------------------------------------------------------------------------------------

@@ -131,6 +131,7 @@ class Sync:
         _adopt_transcript(holder, job.messages, committed.messages)
         self.saved_transcript = fingerprints(committed.messages)
         await state.committed(committed)
+        await state.forget_stale(committed)  # rebased onto other writers' commits
 
     async def settle(self, holder: TranscriptHolder) -> None:
         """After a save that failed with an unknown outcome: if its commit landed, adopt that commit and
@@ -181,6 +182,7 @@ class Sync:
         transcript = merged_transcript(base.messages, latest.messages, messages)
         holder.messages[:] = fresh_copy(latest.messages if transcript is None else transcript)
         state.base, self.saved_transcript = latest, fingerprints(latest.messages)
+        await state.forget_stale(latest)
         return dropped
 
     async def compact(self) -> None:

@@ -20,27 +20,62 @@ from ._errors import InvalidMessage
 Message = dict[str, Any]
 
 
-def encode_message(message: Any) -> str:
-    """The JSON text of one message as upstream writes it; raises `InvalidMessage` if it has none.
+#: Deepest nesting a message may have: the journal's JSON codec (pydantic-core) refuses documents nested
+#: deeper than about 200 levels, so a deeper message would commit a record no reader could parse.
+MAX_DEPTH = 100
 
-    Values JSON cannot encode become their ``str`` (upstream's ``default=str``); what still fails is a
-    non-dict message, a circular reference, a dict key that is not a str, int, float, bool or None, and
-    a string that is not valid Unicode (a lone surrogate cannot be stored as UTF-8).
-    """
+
+def encode_message(message: Any) -> str:
+    """The JSON text of one message as upstream writes it (its content, for comparisons)."""
     if not isinstance(message, dict):
         raise InvalidMessage(f"A transcript message must be a dict, got {type(message).__name__}")
     try:
-        text = json.dumps(message, default=str, ensure_ascii=False)
-        text.encode("utf-8")
-    except (TypeError, ValueError, RecursionError) as exc:  # UnicodeEncodeError is a ValueError
+        return json.dumps(message, default=str, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError) as exc:
         raise InvalidMessage(f"A transcript message cannot be encoded as JSON: {exc}") from exc
-    return text
+
+
+def check_message(message: Any) -> Message:
+    """The committed form of one message, or `InvalidMessage` if it has none.
+
+    Values JSON cannot encode become their ``str`` (upstream's ``default=str``); what fails is a non-dict
+    message, a circular reference, a dict key that is not a str, int, float, bool or None, two keys that
+    JSON makes equal (``1`` and ``"1"``), nesting deeper than `MAX_DEPTH`, and a string that is not valid
+    Unicode (a lone surrogate: our journal stores UTF-8 text).
+    """
+    text = encode_message(message)
+    try:
+        text.encode("utf-8")
+        decoded = json.loads(text, object_pairs_hook=_unique_keys)
+    except (ValueError, RecursionError) as exc:  # UnicodeEncodeError is a ValueError
+        raise InvalidMessage(f"A transcript message cannot be stored: {exc}") from exc
+    if _depth(decoded) > MAX_DEPTH:
+        raise InvalidMessage(f"A transcript message is nested deeper than {MAX_DEPTH} levels")
+    return decoded
 
 
 def check_messages(messages: Sequence[Any]) -> None:
-    """Raise `InvalidMessage` unless every message encodes (called before anything is appended)."""
+    """Raise `InvalidMessage` unless every message can be stored (called before anything is appended)."""
     for message in messages:
-        encode_message(message)
+        check_message(message)
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [k for k, _ in pairs]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"keys that JSON makes equal: {sorted(k for k in set(keys) if keys.count(k) > 1)}")
+    return dict(pairs)
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth of a decoded JSON value (iterative: no recursion limit of its own)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            stack.extend((child, level + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
 
 
 def fingerprints(messages: Sequence[Any]) -> list[str]:
@@ -49,13 +84,14 @@ def fingerprints(messages: Sequence[Any]) -> list[str]:
 
 
 def committed_form(messages: Sequence[Any]) -> list[Message]:
-    """What committing `messages` stores: each message decoded from its encoding (fresh objects)."""
-    return [json.loads(text) for text in fingerprints(messages)]
+    """What committing `messages` stores: each message decoded from its encoding (fresh objects);
+    raises `InvalidMessage` for one that cannot be stored."""
+    return [check_message(m) for m in messages]
 
 
 def fresh_copy(messages: Sequence[Message]) -> list[Message]:
     """Committed messages for a handle to hold: decoded anew, so edits in place never reach the state."""
-    return committed_form(messages)
+    return [json.loads(text) for text in fingerprints(messages)]
 
 
 def merged(

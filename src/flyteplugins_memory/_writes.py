@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ._errors import ConcurrencyError, CorruptStore
+from ._errors import ConcurrencyError, CorruptStore, InvalidMessage
 from ._journal import FileRecord
 from ._layout import version_name
 from ._records import MemoryMeta, sha256_bytes, write_event
@@ -46,6 +46,12 @@ class ChangeOptions:
     expected_sha: str | None
     keep_versions: bool
     audit: bool
+
+    def __post_init__(self) -> None:
+        for name in ("actor", "reason"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not _storable(value):
+                raise InvalidMessage(f"{name} must be a str of valid Unicode, got {value!r}")
 
     def event(self, op: str, rel: str, old_sha: str, new_sha: str, ts: str, version: str) -> dict[str, Any] | None:
         if not self.audit:
@@ -112,3 +118,11 @@ def _version(rel: str, now: datetime, sha: str, taken: Collection[str]) -> str:
         name = version_name(rel, _seconds(now), f"{sha}_{token}")
         if name not in taken:
             return name
+
+
+def _storable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
