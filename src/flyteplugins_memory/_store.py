@@ -113,7 +113,8 @@ class MemoryStore(ReadAPI, UpstreamMemoryStore):
         if root is not None:
             scanned, transcript = scan_local(self._state.workdir)
             self._state.adopt_local_files(scanned.files)
-            self.messages = self.messages or transcript
+            if not self.messages:
+                self.messages, self._sync.root_transcript = transcript, len(transcript)
 
     @property
     def remote_path(self) -> str | None:
@@ -294,7 +295,9 @@ class MemoryStore(ReadAPI, UpstreamMemoryStore):
     @upstream_awaitable
     @syncify
     async def flush_messages(self) -> None:
-        """Write the transcript to ``messages.json`` in the local working root (atomically)."""
+        """Write the transcript (the committed one, loaded first if need be, plus this handle's changes)
+        to ``messages.json`` in the local working root, atomically."""
+        await self._ensure_loaded()
         check_messages(self.messages)
         data = encode_messages(self.messages)
         await self._state.mirror.now(write_text_file, self._state.workdir, MESSAGES_PATH, data)
@@ -356,6 +359,28 @@ class MemoryStore(ReadAPI, UpstreamMemoryStore):
         raises `UnsavedChanges` rather than losing unsaved changes, which it cannot save here (see `_payload`)."""
         refuse_unsaved(self)
         return payload(self)
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        """Inside a pydantic model a store travels as the same payload as anywhere else (pydantic would
+        otherwise treat it as upstream's dataclass: dump its fields, temp root included, and fail to
+        rebuild it); a store with unsaved changes refuses to travel, as in a dataclass."""
+        from pydantic_core import core_schema
+
+        def validate(value: Any) -> MemoryStore:
+            if isinstance(value, cls):
+                return value
+            if isinstance(value, dict) and isinstance(value.get("key"), str):
+                return cls._deserialize(value)
+            raise ValueError(f"Expected a MemoryStore or its payload, got {type(value).__name__}")
+
+        return core_schema.no_info_plain_validator_function(
+            validate, serialization=core_schema.plain_serializer_function_ser_schema(lambda store: store._serialize())
+        )
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, schema: Any, handler: Any) -> dict[str, Any]:
+        return {"type": "object", "title": "MemoryStore", "properties": {"key": {"type": "string"}}}
 
     @classmethod
     def _deserialize(cls, value: dict[str, Any]) -> MemoryStore:

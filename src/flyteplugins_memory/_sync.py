@@ -50,6 +50,8 @@ class Sync:
         #: for a received store: the exact commit it was sent at; its inline transcript wins, as upstream
         self.pinned_seq: int | None = None
         self.inline_transcript = False
+        #: how many leading messages of the handle came from its working root's messages.json
+        self.root_transcript = 0
         #: the content of the transcript as last committed or received (see `_transcript.fingerprints`)
         self.saved_transcript: list[str] = []
         #: the last save failed after it may have reached its commit point
@@ -98,7 +100,8 @@ class Sync:
             state, imported = await open_state(remote)
         self.state.base, self.state.imported, self.loaded = state, imported, True
         if not self.inline_transcript:
-            holder.messages = _after_committed(state.messages, holder.messages)
+            holder.messages = _after_committed(state.messages, holder.messages, self.root_transcript)
+            self.root_transcript = 0
             self.saved_transcript = fingerprints(state.messages)
 
     async def save(self, holder: TranscriptHolder, *, exclusive: bool = False) -> None:
@@ -197,13 +200,19 @@ class Sync:
         return self.state.base.seq if self.loaded else self.pinned_seq
 
 
-def _after_committed(committed: Messages, pending: Messages) -> Messages:
-    """A new transcript list: the committed messages (fresh copies), then those a handle held before its
-    first load, unless they already start with the committed transcript (a flushed working root)."""
-    done = fingerprints(committed)
-    if pending and fingerprints(pending[: len(done)]) == done:
-        pending = pending[len(done) :]
-    return fresh_copy(committed) + list(pending)
+def _after_committed(committed: Messages, pending: Messages, from_root: int) -> Messages:
+    """A new transcript list: the committed messages (fresh copies), then those the handle held before
+    its first load. Appended ones always count; the first `from_root` came from a working root's
+    ``messages.json``, a snapshot of this store's transcript flushed earlier: only what it holds beyond
+    the committed transcript counts (nothing, if it is a stale prefix of it)."""
+    done, snapshot = fingerprints(committed), fingerprints(pending[:from_root])
+    if snapshot == done[: len(snapshot)]:
+        kept: Messages = []  # a stale (or exact) snapshot of the committed transcript
+    elif snapshot[: len(done)] == done:
+        kept = list(pending[len(done) : from_root])  # the snapshot went further: those are appends
+    else:
+        kept = list(pending[:from_root])  # a different history: keep it, after the committed one
+    return fresh_copy(committed) + kept + list(pending[from_root:])
 
 
 def _adopt_transcript(holder: TranscriptHolder, sent: Messages, committed: Messages) -> None:
