@@ -12,7 +12,7 @@ def test_stored_names_of_a_path():
     names = stored_names("a/b.md")
     assert names["file"] == "a/b.md" and names["sidecar"] == "meta/a%2Fb.md.json"
     directory, version = names["version snapshot"].rsplit("/", 1)
-    assert directory == "versions/a%2Fb.md" and len(version) == 103
+    assert directory == "versions/a%2Fb.md" and len(version) == 107  # <ts>_<sha256>_<12-char token>.txt
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from conftest import make_backend
 from flyteplugins_memory import InvalidPath, MemoryStore
 
 #: ``2026-01-01T00-00-00+00-00`` (25) + ``_`` + sha256 (64) + ``_`` + salt (8) + ``.txt``
-LONGEST_VERSION_FILE = 25 + 1 + 64 + 1 + 8 + 4
+LONGEST_VERSION_FILE = 25 + 1 + 64 + 1 + 12 + 4  # <ts>_<sha256>_<token>.txt (see _writes._version)
 
 
 @pytest.fixture(params=["local_backend", "s3_backend"])
