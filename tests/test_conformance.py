@@ -32,10 +32,10 @@ def test_create_of_an_existing_key_raises_and_changes_nothing(backend, key):
     store = MemoryStore.create(key=key)
     store.write_text("a.txt", "kept")
     store.save()
-    before = backend.objects(key)
+    before = backend.stored(key)
     with pytest.raises(StoreAlreadyExists):
         MemoryStore.create(key=key)
-    assert backend.objects(key) == before
+    assert backend.stored(key) == before
 
 
 def test_save_and_reopen_round_trip(backend, key):

@@ -171,7 +171,7 @@ def test_short_reads_never_pass_for_content(faulty, key):
     backend, faults = faulty
     prepare(key)
     change(key).save()
-    before = backend.objects(key)
+    before = backend.stored(key)
     set_retry_policy(NO_RETRY)
 
     def read_everything() -> tuple:
@@ -191,7 +191,7 @@ def test_short_reads_never_pass_for_content(faulty, key):
             refused += 1
     faults.clear()
     assert refused > 0
-    assert backend.objects(key) == before
+    assert backend.stored(key) == before
 
 
 def test_importing_an_upstream_store_under_short_reads_commits_only_whole_content(faulty_shared, key):

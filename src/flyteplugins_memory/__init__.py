@@ -26,7 +26,9 @@ from ._errors import (
     UnsupportedBackend,
     VersionNotFound,
 )
+from ._gc import GcResult
 from ._paths import MESSAGES_PATH
+from ._purge import PurgeResult
 from ._flyte_type import MemoryStoreTransformer, register_memory_store_type
 from ._records import MemoryMeta
 from ._retry import RetryPolicy, get_retry_policy, set_retry_policy
@@ -38,6 +40,7 @@ __all__ = [
     "ContentPurged",
     "ContextError",
     "CorruptStore",
+    "GcResult",
     "InvalidKey",
     "InvalidMessage",
     "InvalidPath",
@@ -47,6 +50,7 @@ __all__ = [
     "MemoryStoreError",
     "MemoryStoreTransformer",
     "PathEscapesRoot",
+    "PurgeResult",
     "ReadOnlyPath",
     "ReservedPath",
     "RetryPolicy",

@@ -15,12 +15,13 @@ import pathlib
 from collections import Counter
 from collections.abc import Sequence
 
-from ._errors import CorruptStore, InvalidPath
+from ._contents import fetch_contents
+from ._errors import InvalidPath
 from ._journal import EMPTY_CHECKPOINT, FileRecord, State
-from ._layout import blob_name, classify
+from ._layout import classify
 from ._merge import Changes
 from ._paths import parent_dirs
-from ._records import MemoryMeta, sha256_bytes
+from ._records import MemoryMeta
 from ._storage import RemoteStore
 from ._workdir import WorkDir
 from ._writes import ChangeOptions, WritePlan, plan_delete, plan_write
@@ -113,14 +114,8 @@ class LocalState:
         return len(items)
 
     async def _fetch(self, remote: RemoteStore | None, records: dict[str, FileRecord]) -> dict[str, bytes]:
-        names = {p: (p if r.legacy else blob_name(r.sha256)) for p, r in records.items()}
-        found = await remote.read_many(list(names.values())) if remote is not None else {}
-        contents = {}
-        for path, record in records.items():
-            data = found.get(names[path])
-            if data is None or sha256_bytes(data) != record.sha256:
-                raise CorruptStore(f"Stored content of {path!r} is missing or does not match its sha256")
-            contents[path] = data
+        # verified; legacy files fall back to their blob copy; typed errors for purged or collected content
+        contents = await fetch_contents(remote, records, self.base.seq)
         # cached copies of files that are now directories (x, before x/y) may stand in the way
         stale = {d for p in contents for d in parent_dirs(p) if self.record(d) is None}
         stored = await asyncio.to_thread(_cache_best_effort, self.workdir, contents, stale)

@@ -10,10 +10,12 @@ have been retried under the `RetryPolicy` (see `_retry`).
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import uuid
 from collections.abc import Callable
-from typing import Any, TypeVar
+from datetime import datetime
+from typing import Any, NamedTuple, TypeVar
 
 import fsspec
 import fsspec.asyn
@@ -21,6 +23,8 @@ from fsspec.implementations.local import LocalFileSystem
 
 from ._conditional import create_exclusive, supports_exclusive_create
 from ._errors import StorageError, UnsafeStoreContent
+from ._journal_location import journal_root
+from ._layout import JOURNAL_DIR
 from ._retry import get_retry_policy, is_transient
 from ._workdir import remove_empty_parents
 
@@ -66,6 +70,30 @@ def _s3_options() -> dict[str, Any]:
     return options
 
 
+class Listed(NamedTuple):
+    """A listed object: its size, and when it was last written (seconds since the epoch; 0 if unknown)."""
+
+    size: int
+    modified: float
+
+
+def _modified(info: dict[str, Any]) -> float:
+    """The modification time in a listing entry: ``mtime`` (local disk, GCS), ``LastModified`` (S3, whole
+    seconds), ``created`` (memory)."""
+    for field in ("mtime", "LastModified", "updated", "created"):
+        value = info.get(field)
+        if isinstance(value, datetime):
+            return value.timestamp()
+        if isinstance(value, (int, float)):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+            except ValueError:
+                continue
+    return 0.0
+
+
 class RemoteStore:
     """Async access to the objects under one store prefix, by name relative to that prefix."""
 
@@ -81,8 +109,26 @@ class RemoteStore:
         emulated_gcs = type(self.fs).__name__ == "GCSFileSystem" and bool(os.environ.get("STORAGE_EMULATOR_HOST"))
         self._parallel = getattr(self.fs, "async_impl", False) and not emulated_gcs
 
+    # -- where names live: the store prefix, and the journal outside it (see `_journal_location`) ----------
+
+    @functools.cached_property
+    def journal_root(self) -> str:
+        """Where names under ``meta/.journal/`` live (an attribute, so a view can point it elsewhere)."""
+        return journal_root(self.prefix)
+
+    @property
+    def journal_moved(self) -> bool:
+        """Whether the journal lives outside the store prefix (it stays inside for a bucket-root store)."""
+        return self.journal_root != f"{self.prefix}/{JOURNAL_DIR}"
+
     def full_path(self, name: str) -> str:
+        if name == JOURNAL_DIR or name.startswith(JOURNAL_DIR + "/"):
+            return self.journal_root + name[len(JOURNAL_DIR) :]
         return f"{self.prefix}/{name}"
+
+    def _root_of(self, name: str) -> str:
+        """The directory `name` must stay inside (and above which no empty directory is removed)."""
+        return self.journal_root if name == JOURNAL_DIR or name.startswith(JOURNAL_DIR + "/") else self.prefix
 
     async def read(self, name: str) -> bytes | None:
         """Contents of object `name`, or None if it does not exist."""
@@ -120,7 +166,7 @@ class RemoteStore:
     def _remove_sync(self, name: str) -> None:
         self.fs.rm_file(self.full_path(name))
         if self._is_local:
-            remove_empty_parents(self.full_path(name), self.prefix)
+            remove_empty_parents(self.full_path(name), self._root_of(name))
 
     async def exists(self, name: str) -> bool:
         return await self._call(self.fs.exists, self.full_path(name))
@@ -130,6 +176,10 @@ class RemoteStore:
 
         Refuses symlinks on local disk.
         """
+        return {name: found.size for name, found in (await self.stat(under)).items()}
+
+    async def stat(self, under: str = "") -> dict[str, Listed]:
+        """Like `list`, with each object's modification time (seconds since the epoch)."""
         return await self._call(self._list_sync, under)
 
     def _read_sync(self, name: str) -> bytes | None:
@@ -166,7 +216,7 @@ class RemoteStore:
 
     def _refuse_local_escape(self, name: str, path: str) -> None:
         """On local disk, an object reached through a symlink that leaves the store is hostile."""
-        root = os.path.realpath(self.prefix)
+        root = os.path.realpath(self._root_of(name))
         if not os.path.realpath(path).startswith(root + os.sep):
             raise UnsafeStoreContent(f"Stored object {name!r} resolves outside the store")
 
@@ -184,8 +234,9 @@ class RemoteStore:
             self.fs.pipe_file(temp, data)
             self.fs.mv(temp, target)
 
-    def _list_sync(self, under: str) -> dict[str, int]:
+    def _list_sync(self, under: str) -> dict[str, Listed]:
         self.fs.invalidate_cache()
+        in_journal = under == JOURNAL_DIR or under.startswith(JOURNAL_DIR + "/")
         try:
             # directories only on local disk, where a symlinked one must be seen; in object stores a
             # directory entry would shadow an object of the same name ("x" beside "x/y")
@@ -193,17 +244,18 @@ class RemoteStore:
             found = self.fs.find(root, withdirs=self._is_local, detail=True)
         except FileNotFoundError:
             return {}
-        names: dict[str, int] = {}
-        base = self.prefix + "/"
+        names: dict[str, Listed] = {}
+        base = (self.journal_root if in_journal else self.prefix) + "/"
         for path, info in found.items():
             path = self.fs._strip_protocol(path)
             if not path.startswith(base):
                 continue
             name = path[len(base) :]
+            name = f"{JOURNAL_DIR}/{name}" if in_journal else name
             if info.get("islink"):
                 raise UnsafeStoreContent(f"Stored object {name!r} is a symlink; symlinks are not followed")
             if info.get("type") == "file" and ".~fpm-" not in name.rsplit("/", 1)[-1]:
-                names[name] = int(info.get("size") or 0)
+                names[name] = Listed(int(info.get("size") or 0), _modified(info))
         return names
 
     async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

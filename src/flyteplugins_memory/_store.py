@@ -20,11 +20,12 @@ from mashumaro.types import SerializableType
 
 from . import _location
 from ._errors import StoreAlreadyExists
-from ._layout import log_name
 from ._legacy import scan_local
+from ._maintenance import MaintenanceAPI
 from ._paths import MESSAGES_PATH, check_writable, normalize_path, validate_segment
 from ._reading import ReadAPI
 from ._records import MemoryMeta, encode_messages
+from ._relocate import journal_exists
 from ._state import LocalState
 from ._storage import RemoteStore
 from ._sync import Sync
@@ -39,7 +40,7 @@ class _ExistsAccessor:
         return owner._key_exists if obj is None else obj._path_exists
 
 
-class MemoryStore(ReadAPI, SerializableType):
+class MemoryStore(ReadAPI, MaintenanceAPI, SerializableType):
     """Conversation transcript plus path-addressed files, persisted under a deterministic keyed path.
 
     Obtain one with `create` or `get_or_create`; `save` commits local changes atomically, merging with
@@ -111,7 +112,7 @@ class MemoryStore(ReadAPI, SerializableType):
         """Whether a store exists for `key`: its transcript object, or else its first commit (a save that
         died after its commit point may not have written the transcript yet)."""
         remote = RemoteStore(cls.remote_path_for_key(key=key, org=org, project=project, domain=domain))
-        return await remote.exists(MESSAGES_PATH) or await remote.exists(log_name(1))
+        return await remote.exists(MESSAGES_PATH) or await journal_exists(remote)
 
     @syncify
     @classmethod
@@ -171,7 +172,7 @@ class MemoryStore(ReadAPI, SerializableType):
         async with self._state.lock:
             await self._sync.ensure_loaded(self.messages)
             await self._sync.settle(self.messages)
-            if self.has_unsaved_changes() or self._state.base.seq == 0:
+            if self.has_unsaved_changes() or self._state.base.needs_save:
                 await self._sync.save(self.messages)
         return Dir.from_existing_remote(self._sync.remote().uri)
 
