@@ -80,7 +80,7 @@ class Backend:
 
         return journal_root(self.prefix(key))
 
-    def location(self, key: str, name: str, *, old: bool = False) -> str:
+    def location(self, key: str, name: str, old: bool = False) -> str:
         """The full path of object `name`; journal names (``meta/.journal/...``) are logical and live at
         the journal prefix, unless `old` asks for the old journal inside the store prefix."""
         if name.startswith(JOURNAL + "/") and not old:
@@ -115,11 +115,11 @@ class Backend:
         """Everything the store of `key` has in storage: the store prefix and the journal."""
         return {**{f"store:{n}": d for n, d in self.objects(key).items()}, **{f"journal:{n}": d for n, d in self.journal(key).items()}}
 
-    def put(self, key: str, name: str, data: bytes, *, old: bool = False) -> None:
+    def put(self, key: str, name: str, data: bytes, old: bool = False) -> None:
         """Place an object into the store of `key` behind the store's back (journal names: see `location`)."""
         self.fs.pipe_file(self.location(key, name, old=old), data)
 
-    def remove(self, key: str, name: str, *, old: bool = False) -> None:
+    def remove(self, key: str, name: str, old: bool = False) -> None:
         self.fs.rm_file(self.location(key, name, old=old))
 
 

@@ -184,7 +184,7 @@ def test_symlinked_objects_in_storage_are_refused(backend, key, tmp_path):
     ours = MemoryStore.create(key=key + "-j")
     meta = ours.write_text("a.txt", "secret")  # same bytes as the planted target
     ours.save()
-    blob = next(pathlib.Path(ours.remote_path).rglob(meta.sha256))
+    blob = next(pathlib.Path(backend.journal_prefix(key + "-j")).rglob(meta.sha256))
     blob.unlink()
     blob.symlink_to(tmp_path / "secret.txt")
     with pytest.raises(UnsafeStoreContent):

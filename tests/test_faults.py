@@ -321,7 +321,7 @@ def once_on_commit(kind: str):
     done = []
 
     def plan(n: int, op: str, path: str) -> str | None:
-        if op == "write" and "/meta/.journal/log/" in path and not done:
+        if op == "write" and "/.journal/" in path and "/meta/.journal/" not in path and "/log/" in path and not done:
             done.append(n)
             return kind
         return None
