@@ -12,32 +12,42 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ._errors import ContentPurged, CorruptStore, StateCollected, StorageError
-from ._journal import FileRecord
+from ._journal import FileRecord, Origin, State
 from ._layout import blob_name
 from ._markers import parse_purged, purge_marker_name
 from ._open import raise_if_collected
+from ._relocate import old_view
 from ._records import sha256_bytes
 from ._storage import RemoteStore
 
 
-async def fetch_contents(
-    remote: RemoteStore | None, records: Mapping[str, FileRecord], base_seq: int
-) -> dict[str, bytes]:
-    """The verified contents of `records` (of the state `base_seq`), or a typed error for the first missing."""
+async def fetch_contents(remote: RemoteStore | None, records: Mapping[str, FileRecord], base: State) -> dict[str, bytes]:
+    """The verified contents of `records` (files of state `base`), or a typed error for the first missing."""
     if remote is None:
         if records:
             raise CorruptStore(f"Stored content of {next(iter(records))!r} is missing: the store has no location")
         return {}
-    names = {p: (p if r.legacy else blob_name(r.sha256)) for p, r in records.items()}
-    found = await remote.read_many(list(names.values()))
-    contents = {p: found[names[p]] for p, r in records.items() if _matches(found.get(names[p]), r)}
-    fallback = {p: blob_name(r.sha256) for p, r in records.items() if p not in contents and r.legacy}
-    if fallback:
-        copies = await remote.read_many(list(fallback.values()))
-        contents.update({p: copies[n] for p, n in fallback.items() if _matches(copies.get(n), records[p])})
+    # a state still in the old journal has its blobs there (and, while it moves, here too)
+    sources = [old_view(remote), remote] if base.origin is Origin.OLD_JOURNAL else [remote]
+    contents = await _fetch_from(sources[0], records, legacy_at_path=True)
+    for source in sources[1:]:
+        rest = {p: r for p, r in records.items() if p not in contents}
+        contents.update(await _fetch_from(source, rest, legacy_at_path=False) if rest else {})
     for path, record in records.items():
         if path not in contents:
-            raise await missing_content(remote, path, record, base_seq)
+            raise await missing_content(remote, path, record, base.seq)
+    return contents
+
+
+async def _fetch_from(source: RemoteStore, records: Mapping[str, FileRecord], *, legacy_at_path: bool) -> dict[str, bytes]:
+    """What `source` holds of `records`: a legacy file at its path, else (or then) its blob."""
+    first = {p: (p if r.legacy and legacy_at_path else blob_name(r.sha256)) for p, r in records.items()}
+    found = await source.read_many(list(first.values()))
+    contents = {p: found[first[p]] for p, r in records.items() if _matches(found.get(first[p]), r)}
+    fallback = {p: blob_name(r.sha256) for p, r in records.items() if p not in contents and first[p] == p}
+    if fallback:
+        copies = await source.read_many(list(fallback.values()))
+        contents.update({p: copies[n] for p, n in fallback.items() if _matches(copies.get(n), records[p])})
     return contents
 
 

@@ -115,7 +115,7 @@ class LocalState:
 
     async def _fetch(self, remote: RemoteStore | None, records: dict[str, FileRecord]) -> dict[str, bytes]:
         # verified; legacy files fall back to their blob copy; typed errors for purged or collected content
-        contents = await fetch_contents(remote, records, self.base.seq)
+        contents = await fetch_contents(remote, records, self.base)
         # cached copies of files that are now directories (x, before x/y) may stand in the way
         stale = {d for p in contents for d in parent_dirs(p) if self.record(d) is None}
         stored = await asyncio.to_thread(_cache_best_effort, self.workdir, contents, stale)
