@@ -14,7 +14,6 @@ import pytest
 from flyte.ai.agents import MemoryStore as UpstreamStore
 
 from flyteplugins_memory import CorruptStore, InvalidPath, MemoryStore
-from flyteplugins_memory._journal_location import journal_root, old_journal_root
 from oldversion import old_version
 
 JOURNAL = "meta/.journal"
@@ -37,10 +36,14 @@ BIG = 200_000
     ],
 )
 def test_the_journal_lives_beside_the_tree_of_stores(store, journal):
+    from flyteplugins_memory._journal_location import journal_root
+
     assert journal_root(store) == journal
 
 
 def test_an_explicit_path_inside_a_journal_is_refused():
+    from flyteplugins_memory._journal_location import journal_root
+
     with pytest.raises(InvalidPath):
         journal_root("b/x/.journal/mine")
     with pytest.raises(InvalidPath):
@@ -49,6 +52,8 @@ def test_an_explicit_path_inside_a_journal_is_refused():
 
 def test_no_key_or_user_path_can_reach_a_journal():
     """Every journal of the standard layout is outside every store prefix, whatever the key."""
+    from flyteplugins_memory._journal_location import journal_root
+
     keys = ["k", ".journal", "meta", "v0", "agents"]
     stores = [f"b/agents/memory-store/v0/o/p/d/{k}" for k in keys]
     for store in stores:
