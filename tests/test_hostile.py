@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import pathlib
+from datetime import timedelta
 
 import pytest
 
@@ -122,6 +123,7 @@ def exercise(store: MemoryStore) -> dict[str, str]:
     attempt("exists", lambda: [store.exists(p) for p in paths])
     attempt("save", lambda: (store.write_text("fresh.txt", "fresh"), store.save()))
     attempt("refresh", store.refresh)
+    attempt("gc", lambda: (store.gc(), store.gc(window=timedelta(0))))
     return refused
 
 
@@ -168,3 +170,4 @@ def test_the_corpus_covers_what_the_issue_lists():
         assert needed in names
     kinds = {case["name"].split("-")[0] for case in CORPUS["cases"]}
     assert {"sidecar", "record", "checkpoint", "head", "messages", "audit", "huge", "blob"} <= kinds
+    assert {"log", "old", "config", "purge"} <= kinds  # issue 8: markers, the old location, settings

@@ -125,7 +125,10 @@ async def _from_listing(remote: RemoteStore, known: State | None) -> State | Non
             break
         entry = await read_entry(remote, seq)
         if isinstance(entry, CommitRecord):
-            state = await _probe(remote, await _state_from(remote, entry, known))
+            try:
+                state = await _probe(remote, await _state_from(remote, entry, known))
+            except _Collected:
+                raise CorruptStore(f"Commit log under {remote.uri} has a collected commit after its newest") from None
             if hinted and hinted.checkpoint == hinted.seq and state is not None and state.seq <= hinted.seq:
                 raise CorruptStore(f"Checkpoint {hinted.seq} is named by the head hint but missing")
             return state

@@ -198,7 +198,10 @@ async def _fence_of(view: RemoteStore, listing: dict) -> int | None:
     seqs = log_seqs(listing)
     if not seqs:
         return None
-    entry = await read_entry(view, max(seqs))
+    try:
+        entry = await read_entry(view, max(seqs))
+    except CorruptStore:
+        return None  # not a fence: leave whatever it is alone
     return max(seqs) if isinstance(entry, Fence) else None
 
 
