@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 
 from ._errors import MemoryStoreError
 from ._journal import CommitRecord, Head, State, encode, parse
 from ._layout import HEAD_NAME, JOURNAL_DIR, log_name
-from ._markers import CONFIG_NAME, TOMBSTONE_MAX_BYTES, StoreConfig, encode_marker, parse_config, tombstone_for
+from ._markers import CONFIG_NAME, TOMBSTONE, TOMBSTONE_MAX_BYTES, StoreConfig, encode_marker, parse_config
 from ._open import LOG_DIR, latest_state, read_checkpoint
 from ._relocate import clean_old_journal
 from ._retention import SLOT_GRACE, Inventory, kept_commits, needs, removal
@@ -91,19 +92,22 @@ async def _collect(remote: RemoteStore, newest: State, inventory: Inventory, cut
     if plan.empty:
         return GcResult()
     await remote.write_many({HEAD_NAME: encode(Head(seq=newest.seq, checkpoint=newest.checkpoint.seq))})
-    emptied = await _tombstone(remote, list(plan.tombstone))
-    order = sorted(plan.delete, key=_deletion_order)
-    await remote.remove_many(order)
-    removed = sum(plan.delete.values()) + sum(plan.tombstone[s] for s in emptied)
-    return GcResult(len(plan.delete) + len(emptied), removed, plan.commits)
+    await remote.write_many({log_name(s): TOMBSTONE for s in plan.tombstone})
+    for step in _deletion_steps(plan.delete):
+        await remote.remove_many(step)
+    removed = sum(plan.delete.values()) + sum(plan.tombstone.values())
+    return GcResult(len(plan.delete) + len(plan.tombstone), removed, plan.commits)
 
 
-def _deletion_order(name: str) -> tuple[int, str]:
+def _deletion_steps(names: Iterable[str]) -> list[list[str]]:
     """Records before the checkpoints they are built on, those before segments and blobs: a reader that
     still finds a record finds what it needs, or learns that the commit was collected."""
     kinds = ("log", "checkpoints", "audit", "blobs", "purged")
-    kind = name.removeprefix(JOURNAL_DIR + "/").split("/", 1)[0]
-    return (kinds.index(kind) if kind in kinds else len(kinds), name)
+    steps: list[list[str]] = [[] for _ in range(len(kinds) + 1)]
+    for name in sorted(names):
+        kind = name.removeprefix(JOURNAL_DIR + "/").split("/", 1)[0]
+        steps[kinds.index(kind) if kind in kinds else len(kinds)].append(name)
+    return [step for step in steps if step]
 
 
 async def _read_records(remote: RemoteStore, seqs: list[int]) -> dict[int, CommitRecord]:
@@ -114,13 +118,6 @@ async def _read_records(remote: RemoteStore, seqs: list[int]) -> dict[int, Commi
         if data is not None:
             records[seq] = parse(CommitRecord, data, log_name(seq))
     return records
-
-
-async def _tombstone(remote: RemoteStore, seqs: list[int]) -> list[int]:
-    """Empty collected records into tombstones (keeping each one's last commit id); returns those emptied."""
-    found = await remote.read_many([log_name(s) for s in seqs])
-    await remote.write_many({log_name(s): tombstone_for(found[log_name(s)]) for s in seqs if log_name(s) in found})
-    return [s for s in seqs if log_name(s) in found]
 
 
 async def _with_old(remote: RemoteStore, result: GcResult) -> GcResult:

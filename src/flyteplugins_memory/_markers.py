@@ -1,8 +1,7 @@
 """Pure: the small objects that mark what is gone or moved, and the store's own settings.
 
-    log/<seq>.json  Tombstone   a commit that gc() collected; the slot stays taken so that no stale
-                                handle can commit into it, and its last commit id stays so that a
-                                failed save can still tell whether it landed
+    log/<seq>.json  Tombstone   a commit that gc() collected; the slot stays taken (for a while, see
+                                `_retention`) so that no stale handle can commit into it
     log/<seq>.json  Fence       in the old journal (inside the store prefix): the log moved; earlier
                                 versions refuse it (``format`` 2), so none of them can commit after it
     head.json       MovedHead   in the old journal: earlier versions refuse it on open (unknown fields)
@@ -15,7 +14,6 @@ about the fields it needs.
 
 from __future__ import annotations
 
-import json
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -42,8 +40,6 @@ class _Lenient(BaseModel):
 
 class Tombstone(_Lenient):
     collected: Literal[True]
-    #: the last commit id of the collected record ("" if it had none)
-    commit: str = ""
 
 
 class Fence(_Lenient):
@@ -75,20 +71,11 @@ class StoreConfig(_Lenient):
 
 
 def encode_marker(marker: BaseModel) -> bytes:
-    data = marker.model_dump_json().encode("utf-8")
-    if isinstance(marker, Tombstone):
-        assert len(data) < TOMBSTONE_MAX_BYTES, "a tombstone must stay distinguishable from a record by size"
-    return data
+    return marker.model_dump_json().encode("utf-8")
 
 
-def tombstone_for(record_data: bytes) -> bytes:
-    """The tombstone replacing a commit record (or an older version's record): it keeps the last commit id."""
-    try:
-        commits = json.loads(record_data)["delta"]["commits"]
-        last = commits[-1] if commits and isinstance(commits[-1], str) and len(commits[-1]) <= 32 else ""
-    except (ValueError, KeyError, TypeError, IndexError):
-        last = ""
-    return encode_marker(Tombstone(collected=True, commit=last))
+#: Every tombstone is the same few bytes: it names no content and no commit.
+TOMBSTONE = encode_marker(Tombstone(collected=True))
 
 
 def parse_marker(data: bytes) -> Tombstone | Fence | None:

@@ -181,11 +181,12 @@ async def raise_if_collected(remote: RemoteStore, seq: int) -> None:
 async def landed_state(remote: RemoteStore, seq: int, commit_id: str) -> State | None:
     """The state commit `seq` created, if that commit is `commit_id` (every record lists its own id last).
 
-    A commit gc() collected since is recognised by its tombstone, which keeps the id; then the state it
-    created is gone and the newest state (which includes it) is returned."""
+    If gc() has collected that slot since, the state it created is gone: the newest state is returned if
+    it still remembers the id among its recent commits (None otherwise: gc() ran long after the commit)."""
     entry = await read_entry(remote, seq)
     if isinstance(entry, Tombstone):
-        return (await latest_state(remote)) if entry.commit == commit_id else None
+        newest = await latest_state(remote)
+        return newest if newest is not None and commit_id in newest.recent_commits else None
     if not isinstance(entry, CommitRecord) or not entry.delta.commits or entry.delta.commits[-1] != commit_id:
         return None
     return (await _state_from(remote, entry, None)).unobserved()

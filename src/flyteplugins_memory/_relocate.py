@@ -33,7 +33,7 @@ from ._errors import CorruptStore, StorageError, StoreAlreadyExists
 from ._journal import Checkpoint, CommitRecord, Head, Origin, State, encode, parse
 from ._journal_location import old_journal_root
 from ._layout import HEAD_NAME, JOURNAL_DIR, checkpoint_name, log_name
-from ._markers import TOMBSTONE_MAX_BYTES, Fence, MovedHead, Tombstone, encode_marker, parse_moved_head, tombstone_for
+from ._markers import TOMBSTONE, TOMBSTONE_MAX_BYTES, Fence, MovedHead, Tombstone, encode_marker, parse_moved_head
 from ._open import _state_from, latest_state, log_seqs, read_checkpoint, read_entry
 from ._retention import SLOT_GRACE, Inventory, kept_commits, kept_names, needs
 from ._storage import RemoteStore
@@ -186,11 +186,10 @@ async def clean_old_journal(remote: RemoteStore, now: float | None = None) -> tu
                 young.append(name)
             continue
         gone[name] = found.size
-    contents = await view.read_many(young)
-    await view.write_many({n: tombstone_for(d) for n, d in contents.items()})
+    await view.write_many(dict.fromkeys(young, TOMBSTONE))
     await view.remove_many(sorted(gone))
-    emptied = sum(listing[n].size for n in contents)
-    return len(gone) + len(contents), sum(gone.values()) + emptied
+    emptied = sum(listing[n].size for n in young)
+    return len(gone) + len(young), sum(gone.values()) + emptied
 
 
 async def _fence_of(view: RemoteStore, listing: dict) -> int | None:

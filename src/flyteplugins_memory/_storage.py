@@ -29,6 +29,8 @@ from ._retry import get_retry_policy, is_transient
 from ._workdir import remove_empty_parents
 
 T = TypeVar("T")
+#: Objects deleted at once by `RemoteStore.remove_many` on object stores.
+REMOVE_BATCH = 500
 
 
 def filesystem_for(uri: str) -> fsspec.AbstractFileSystem:
@@ -155,13 +157,28 @@ class RemoteStore:
 
     async def remove_many(self, names: list[str]) -> None:
         """Delete the named objects; missing ones are ignored. On local disk, directories left empty
-        go too, so a file can take their name (object stores have no directories)."""
+        go too, so a file can take their name (object stores have no directories). Object stores delete
+        concurrently (gc() may remove thousands), so callers that need an order call once per step."""
+        if self._parallel and len(names) > 1:
+            for start in range(0, len(names), REMOVE_BATCH):
+                await self._call(self._remove_concurrently, names[start : start + REMOVE_BATCH])
+            return
         for name in names:
             try:
                 await self._call(self._remove_sync, name)
             except StorageError as exc:
                 if not isinstance(exc.__cause__, (FileNotFoundError, NotADirectoryError)):
                     raise
+
+    def _remove_concurrently(self, names: list[str]) -> None:
+        fs = self.fs
+
+        async def gather() -> list:
+            return await asyncio.gather(*(fs._rm_file(self.full_path(n)) for n in names), return_exceptions=True)
+
+        for result in fsspec.asyn.sync(fs.loop, gather):
+            if isinstance(result, BaseException) and not isinstance(result, (FileNotFoundError, NotADirectoryError)):
+                raise result
 
     def _remove_sync(self, name: str) -> None:
         self.fs.rm_file(self.full_path(name))
