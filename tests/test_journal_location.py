@@ -202,6 +202,21 @@ def test_a_handle_of_an_older_version_cannot_commit_after_the_move(backend, key)
     assert "one-more.txt" in final.list_paths() and "lost?.txt" not in final.list_paths()
 
 
+def test_a_handle_on_an_old_layout_store_sees_what_older_writers_commit(backend, key):
+    _old_store(key)
+    ours = MemoryStore.get_or_create(key=key)
+    with old_version():
+        old = MemoryStore.get_or_create(key=key)
+        old.write_text("later.txt", "from an older writer")
+        old.save()
+    assert "later.txt" not in ours.list_paths()
+    assert ours.refresh() == []
+    assert ours.read_text("later.txt") == "from an older writer"
+    ours.write_text("mine.txt", "mine")
+    ours.save()  # moves it, with the older writer's commit
+    assert MemoryStore.get_or_create(key=key).list_paths() == ["later.txt", "mine.txt", "notes/1.md", "notes/2.md", "shared.txt"]
+
+
 def test_a_task_input_pinned_before_the_move_still_opens(backend, key):
     _old_store(key)
     with old_version():

@@ -24,6 +24,8 @@ from ._layout import JOURNAL_DIR
 #: A tombstone is smaller than any commit record (whose mandatory fields alone take over 100 bytes), so a
 #: listing tells them apart by size.
 TOMBSTONE_MAX_BYTES = 64
+#: No marker is larger than this (a fence names the new location); larger log objects are records.
+MARKER_MAX_BYTES = 4096
 #: The package version that moved the journal out of the store prefix; named in the markers older
 #: versions refuse, so their error says what to upgrade to.
 MIN_READER = "flyteplugins-memory>=0.2 (journal outside the store prefix)"

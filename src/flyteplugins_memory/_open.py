@@ -13,7 +13,7 @@ from ._errors import CorruptStore, StateCollected, StoreNotFound
 from ._journal import EMPTY_CHECKPOINT, Checkpoint, CommitRecord, Head, Origin, State, parse
 from ._layout import HEAD_NAME, JOURNAL_DIR, checkpoint_name, log_name
 from ._legacy import import_remote
-from ._markers import TOMBSTONE_MAX_BYTES, Fence, Tombstone, parse_marker
+from ._markers import MARKER_MAX_BYTES, Fence, Tombstone, parse_marker
 from ._paths import MESSAGES_PATH
 from ._storage import RemoteStore
 
@@ -31,7 +31,7 @@ async def read_entry(remote: RemoteStore, seq: int) -> CommitRecord | Tombstone 
     data = await remote.read(log_name(seq))
     if data is None:
         return None
-    if len(data) < TOMBSTONE_MAX_BYTES or data.startswith(b'{"format":2'):
+    if len(data) <= MARKER_MAX_BYTES:  # markers are small; most records are not
         marker = parse_marker(data)
         if marker is not None:
             return marker
@@ -66,6 +66,10 @@ async def read_checkpoint(remote: RemoteStore, seq: int) -> Checkpoint:
 
 async def latest_state(remote: RemoteStore, known: State | None = None) -> State | None:
     """The newest committed state (`known` if nothing is newer), or None if the store has no journal."""
+    if known is not None and known.origin is Origin.OLD_JOURNAL and remote.journal_moved:
+        from ._relocate import old_latest_state  # a store in the old layout: newer there, or moved
+
+        return await latest_state(remote) or await old_latest_state(remote) or known
     try:
         state = await _from_head(remote, known) or known
         return await _probe(remote, state)
