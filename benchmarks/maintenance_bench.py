@@ -20,7 +20,7 @@ import uuid
 from datetime import timedelta
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from sync_bench import CountingServer, measured, setup  # noqa: E402
+from sync_bench import CountingServer, measured, setup
 
 BIG = 200_000
 
@@ -85,15 +85,20 @@ def bench_gc(server: CountingServer, commits: int) -> list[tuple[str, int, objec
 
 def report(saves: int, opens: list, gcs: list) -> str:
     up = next(b for name, _, b, _ in opens if name == "upstream")
-    lines = [
+    intro = (
         f"Upstream's `get_or_create` opening a store in which a {BIG // 1000} KB file was saved {saves} times "
-        "(one message per save), by writer:",
+        "(one message per save), by writer:"
+    )
+    lines = [
+        intro,
         "",
         "| written by | requests | bytes downloaded | vs upstream-written | time |",
         "| --- | ---: | ---: | ---: | ---: |",
     ]
     for name, requests, size, seconds in opens:
-        lines.append(f"| {name} | {requests:,} | {size / 1024:,.0f} KiB | {size / up:.2f}x | {seconds * 1000:,.0f} ms |")
+        lines.append(
+            f"| {name} | {requests:,} | {size / 1024:,.0f} KiB | {size / up:.2f}x | {seconds * 1000:,.0f} ms |"
+        )
     lines += [
         "",
         "`gc(window=timedelta(0))` of a store after N one-file commits (1 KiB files, 10 paths rewritten in turn):",

@@ -113,7 +113,10 @@ class Backend:
 
     def stored(self, key: str) -> dict[str, bytes]:
         """Everything the store of `key` has in storage: the store prefix and the journal."""
-        return {**{f"store:{n}": d for n, d in self.objects(key).items()}, **{f"journal:{n}": d for n, d in self.journal(key).items()}}
+        return {
+            **{f"store:{n}": d for n, d in self.objects(key).items()},
+            **{f"journal:{n}": d for n, d in self.journal(key).items()},
+        }
 
     def put(self, key: str, name: str, data: bytes, old: bool = False) -> None:
         """Place an object into the store of `key` behind the store's back (journal names: see `location`)."""

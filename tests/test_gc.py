@@ -160,7 +160,7 @@ def test_the_store_window_is_used_by_saves_at_checkpoints(backend, key, monkeypa
     assert _view(MemoryStore.get_or_create(key=key))["files"] == {"doc.txt": _content(23)}
     assert len(MemoryStore.get_or_create(key=key).audit_tail(0)) == 24
     store.set_gc_window(None)
-    assert "gc_window_seconds\":null" in backend.journal(key)["meta/.journal/config.json"].decode()
+    assert 'gc_window_seconds":null' in backend.journal(key)["meta/.journal/config.json"].decode()
 
 
 def test_gc_costs_what_it_removes_not_the_history(backend, key, io_counter):

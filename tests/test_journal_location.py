@@ -214,7 +214,13 @@ def test_a_handle_on_an_old_layout_store_sees_what_older_writers_commit(backend,
     assert ours.read_text("later.txt") == "from an older writer"
     ours.write_text("mine.txt", "mine")
     ours.save()  # moves it, with the older writer's commit
-    assert MemoryStore.get_or_create(key=key).list_paths() == ["later.txt", "mine.txt", "notes/1.md", "notes/2.md", "shared.txt"]
+    assert MemoryStore.get_or_create(key=key).list_paths() == [
+        "later.txt",
+        "mine.txt",
+        "notes/1.md",
+        "notes/2.md",
+        "shared.txt",
+    ]
 
 
 def test_a_task_input_pinned_before_the_move_still_opens(backend, key):
@@ -264,7 +270,7 @@ def test_a_move_that_dies_at_any_step_leaves_an_openable_store(request, backend_
         store.write_text("new.txt", "new")
         store.append({"role": "user", "content": "new"})
         with monkeypatch.context() as patch:
-            calls = _crash_at(patch, k)
+            _crash_at(patch, k)
             try:
                 store.save()
                 finished = True

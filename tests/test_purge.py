@@ -39,7 +39,12 @@ def test_purge_removes_every_stored_copy(backend, key):
     assert reopened.list_paths() == ["other.txt"] and reopened.read_text("other.txt") == "harmless"
     assert reopened.list_versions("creds.txt") == []
     last = reopened.audit_tail(1)[0]
-    assert (last["op"], last["path"], last["actor"], last["reason"]) == ("delete", "creds.txt", "security", "leaked key")
+    assert (last["op"], last["path"], last["actor"], last["reason"]) == (
+        "delete",
+        "creds.txt",
+        "security",
+        "leaked key",
+    )
     with pytest.raises(ContentPurged, match="creds.txt"):
         MemoryStore._deserialize(pinned).read_text("creds.txt")
     assert MemoryStore._deserialize(pinned).read_text("other.txt") == "harmless"

@@ -21,16 +21,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._errors import StorageError, StoreAlreadyExists
+from ._gc import collect_quietly, configured_window
 from ._journal import RECENT_COMMITS, Checkpoint, Head, State, encode
 from ._layout import AUDIT_LOG_PATH, HEAD_NAME, audit_segment_name, blob_name, checkpoint_name, log_name, sidecar_name
 from ._merge import Changes, rebase
 from ._open import landed_state, latest_state, state_at
-from ._gc import collect_quietly, configured_window
+from ._paths import MESSAGES_PATH
 from ._preserve import preserve_legacy
+from ._records import encode_audit_event, encode_messages, encode_meta, lines_holding
 from ._relocate import adopt, clean_after_move, persist_import
 from ._retention import STALE_BASE_AFTER
-from ._paths import MESSAGES_PATH
-from ._records import encode_audit_event, encode_messages, encode_meta, lines_holding
 from ._storage import RemoteStore
 
 logger = logging.getLogger(__name__)

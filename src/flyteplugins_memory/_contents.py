@@ -16,12 +16,14 @@ from ._journal import FileRecord, Origin, State
 from ._layout import blob_name
 from ._markers import parse_purged, purge_marker_name
 from ._open import raise_if_collected
-from ._relocate import old_view
 from ._records import sha256_bytes
+from ._relocate import old_view
 from ._storage import RemoteStore
 
 
-async def fetch_contents(remote: RemoteStore | None, records: Mapping[str, FileRecord], base: State) -> dict[str, bytes]:
+async def fetch_contents(
+    remote: RemoteStore | None, records: Mapping[str, FileRecord], base: State
+) -> dict[str, bytes]:
     """The verified contents of `records` (files of state `base`), or a typed error for the first missing."""
     if remote is None:
         if records:
@@ -39,7 +41,9 @@ async def fetch_contents(remote: RemoteStore | None, records: Mapping[str, FileR
     return contents
 
 
-async def _fetch_from(source: RemoteStore, records: Mapping[str, FileRecord], *, legacy_at_path: bool) -> dict[str, bytes]:
+async def _fetch_from(
+    source: RemoteStore, records: Mapping[str, FileRecord], *, legacy_at_path: bool
+) -> dict[str, bytes]:
     """What `source` holds of `records`: a legacy file at its path, else (or then) its blob."""
     first = {p: (p if r.legacy and legacy_at_path else blob_name(r.sha256)) for p, r in records.items()}
     found = await source.read_many(list(first.values()))
@@ -64,9 +68,7 @@ async def missing_content(remote: RemoteStore, path: str, record: FileRecord, ba
             "open the store again for its current state"
         )
     if base_seq > 0 and await _collected(remote, base_seq):
-        return StateCollected(
-            f"Content of {path!r} at commit {base_seq} was removed by gc(); open the store again"
-        )
+        return StateCollected(f"Content of {path!r} at commit {base_seq} was removed by gc(); open the store again")
     return CorruptStore(f"Stored content of {path!r} is missing or does not match its sha256")
 
 

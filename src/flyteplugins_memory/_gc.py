@@ -82,7 +82,9 @@ async def collect(remote: RemoteStore, window: timedelta | None = None, *, newes
     return await _with_old(remote, await _collect(remote, newest, inventory, now - span, now - SLOT_GRACE))
 
 
-async def _collect(remote: RemoteStore, newest: State, inventory: Inventory, cutoff: float, slot_cutoff: float) -> GcResult:
+async def _collect(
+    remote: RemoteStore, newest: State, inventory: Inventory, cutoff: float, slot_cutoff: float
+) -> GcResult:
     kept = kept_commits(inventory, newest.seq, cutoff)
     records = await _read_records(remote, [s for s in kept if s != newest.seq])
     wanted = {r.checkpoint for r in records.values() if r.checkpoint_stored} - {newest.checkpoint.seq}
@@ -143,4 +145,3 @@ async def collect_quietly(remote: RemoteStore, newest: State) -> None:
             await collect(remote, timedelta(seconds=span), newest=newest)
     except (MemoryStoreError, OSError) as exc:
         logger.warning("gc() after a checkpoint of %s failed (the next one retries): %s", remote.uri, exc)
-

@@ -60,7 +60,10 @@ async def purge_stored(
     held |= {sha for n in own_versions if (sha := _version_sha(n))}
     live = {r.sha256 for p, r in newest.files.items() if p != rel}
     gone = sorted(held - live)
-    marker = {purge_marker_name(s): encode_marker(Purged(sha256=s, path=rel, at=utc_timestamp(), actor=actor, reason=reason)) for s in gone}
+    marker = {
+        purge_marker_name(s): encode_marker(Purged(sha256=s, path=rel, at=utc_timestamp(), actor=actor, reason=reason))
+        for s in gone
+    }
     await remote.write_many(marker)  # first: readers that miss the content learn why
     doomed = {n: versions[n] for n in versions if n in own_versions or _version_sha(n) in gone}
     if rel not in newest.files:
@@ -100,7 +103,9 @@ async def _read_all(journal: RemoteStore, names: list[str]) -> Iterable[tuple[st
 def _version_sha(name: str) -> str | None:
     """The content hash in a version snapshot's name (``<ts>_<sha>[_<suffix>].txt``), if it has one."""
     stem = name.rsplit("/", 1)[-1].removesuffix(".txt")
-    return next((part for part in stem.split("_") if len(part) == 64 and all(c in "0123456789abcdef" for c in part)), None)
+    return next(
+        (part for part in stem.split("_") if len(part) == 64 and all(c in "0123456789abcdef" for c in part)), None
+    )
 
 
 async def _sizes(remote: RemoteStore, names: list[str]) -> dict[str, int]:

@@ -204,8 +204,9 @@ async def _fence_of(view: RemoteStore, listing: dict) -> int | None:
     return max(seqs) if isinstance(entry, Fence) else None
 
 
-async def adopt(remote: RemoteStore, base: State, *, imported_checkpoint: Checkpoint | None, exclusive: bool,
-                window: float) -> tuple[State, bool]:
+async def adopt(
+    remote: RemoteStore, base: State, *, imported_checkpoint: Checkpoint | None, exclusive: bool, window: float
+) -> tuple[State, bool]:
     """Make this journal hold the store before the first commit into it; returns the state to rebase on
     and whether the old journal needs cleaning after the commit."""
     latest = await latest_state(remote)

@@ -149,7 +149,9 @@ def removal(inventory: Inventory, newest: int, need: Needs, cutoff: float, slot_
         if sha not in need.shas and found.modified < cutoff:
             delete[purge_marker_name(sha)] = found.size
     gone = sorted(
-        s for s, f in inventory.records.items() if (log_name(s) in delete or s in tombstone) and f.size >= TOMBSTONE_MAX_BYTES
+        s
+        for s, f in inventory.records.items()
+        if (log_name(s) in delete or s in tombstone) and f.size >= TOMBSTONE_MAX_BYTES
     )
     return Removal(delete, tombstone, tuple(gone))
 

@@ -90,7 +90,7 @@ def _modified(info: dict[str, Any]) -> float:
             return float(value)
         if isinstance(value, str):
             try:
-                return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+                return datetime.fromisoformat(value).timestamp()
             except ValueError:
                 continue
     return 0.0
