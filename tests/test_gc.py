@@ -178,3 +178,17 @@ def test_gc_costs_what_it_removes_not_the_history(backend, key, io_counter):
 
 def test_gc_of_a_store_that_was_never_saved_removes_nothing(backend, key):
     assert MemoryStore(key=key, remote_path=backend.store_uri(key)).gc() == GcResult()
+
+
+def test_a_task_input_of_the_newest_commit_survives_gc(backend, key, monkeypatch):
+    """The newest commit may be read from its checkpoint or, pinned, from its record and the checkpoint
+    that record is built on: gc keeps both."""
+    monkeypatch.setattr(_commit, "CHECKPOINT_COMMITS", 3)
+    store = MemoryStore.get_or_create(key=key)
+    _history(store, 8)
+    store.compact()  # the newest commit now also has its own checkpoint
+    pinned = store._serialize()
+    store.gc(window=timedelta(0))
+    received = MemoryStore._deserialize(pinned)
+    assert received.read_text("doc.txt") == _content(7) and len(received.messages) == 8
+    assert MemoryStore.get_or_create(key=key).read_text("doc.txt") == _content(7)

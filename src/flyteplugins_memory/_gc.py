@@ -86,7 +86,8 @@ async def _collect(
     remote: RemoteStore, newest: State, inventory: Inventory, cutoff: float, slot_cutoff: float
 ) -> GcResult:
     kept = kept_commits(inventory, newest.seq, cutoff)
-    records = await _read_records(remote, [s for s in kept if s != newest.seq])
+    # the newest record too: a pinned open of the newest commit is built from it, not from a later checkpoint
+    records = await _read_records(remote, kept)
     wanted = {r.checkpoint for r in records.values() if r.checkpoint_stored} - {newest.checkpoint.seq}
     checkpoints = {seq: await read_checkpoint(remote, seq) for seq in sorted(wanted)}
     checkpoints[newest.checkpoint.seq] = newest.checkpoint

@@ -11,6 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 from ._gc import GcResult, collect, set_window
+from ._open import latest_state
 from ._paths import check_writable, normalize_path
 from ._purge import PurgeResult, purge_stored
 from ._state import LocalState
@@ -53,10 +54,10 @@ class MaintenanceAPI:
         deleted = await self.delete.aio(rel, actor=actor, reason=reason)
         await self.save.aio()
         async with self._state.lock:
-            base = self._state.base
-            return await purge_stored(
-                self._sync.remote(), rel, base, actor=actor, reason=reason, commit=base.seq if deleted else None
-            )
+            remote, base = self._sync.remote(), self._state.base
+            newest = await latest_state(remote, base) or base  # what other paths hold now stays theirs
+            commit = base.seq if deleted else None
+            return await purge_stored(remote, rel, newest, actor=actor, reason=reason, commit=commit)
 
     @syncify
     async def set_gc_window(self, window: timedelta | None) -> None:
