@@ -4,6 +4,7 @@ writers of the older version."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import pathlib
 import subprocess
@@ -223,6 +224,21 @@ def test_a_handle_on_an_old_layout_store_sees_what_older_writers_commit(backend,
     ]
 
 
+async def test_two_handles_moving_one_store_at_once_lose_nothing(backend, key):
+    _old_store(key)
+    first = await MemoryStore.get_or_create.aio(key=key)
+    second = await MemoryStore.get_or_create.aio(key=key)
+    await first.write_text.aio("first.txt", "1")
+    await second.write_text.aio("second.txt", "2")
+    first.append({"role": "user", "content": "first"})
+    second.append({"role": "user", "content": "second"})
+    await asyncio.gather(first.save.aio(), second.save.aio())
+    final = await MemoryStore.get_or_create.aio(key=key)
+    assert {"first.txt", "second.txt", "shared.txt"} <= set(await final.list_paths.aio())
+    assert sorted(m["content"] for m in final.messages[3:]) == ["first", "second"]
+    assert not any("/blobs/" in n for n in backend.old_journal(key))
+
+
 def test_a_task_input_pinned_before_the_move_still_opens(backend, key):
     _old_store(key)
     with old_version():
@@ -255,7 +271,7 @@ def _crash_at(monkeypatch, k: int) -> list[int]:
     return calls
 
 
-@pytest.mark.parametrize("backend_name", ["local_backend", "memory_backend"])
+@pytest.mark.parametrize("backend_name", ["local_backend", "memory_backend", "s3_backend"])
 def test_a_move_that_dies_at_any_step_leaves_an_openable_store(request, backend_name, key, monkeypatch):
     """The move of an old-layout store is killed before each of its storage calls in turn; every time
     the store opens to the old or the new state, older versions see that same state or refuse, and the
