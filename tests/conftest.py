@@ -274,4 +274,5 @@ def io_counter(monkeypatch) -> IOCounter:
     wrap("exists", "head", lambda name: [name])
     wrap("stat", "list", lambda under="": [under])
     wrap("remove_many", "delete", lambda names: list(names))
+    wrap("remove_all", "delete", lambda names: list(names))
     return counter

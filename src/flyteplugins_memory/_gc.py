@@ -97,7 +97,7 @@ async def _collect(
     await remote.write_many({HEAD_NAME: encode(Head(seq=newest.seq, checkpoint=newest.checkpoint.seq))})
     await remote.write_many({log_name(s): TOMBSTONE for s in plan.tombstone})
     for step in _deletion_steps(plan.delete):
-        await remote.remove_many(step)
+        await remote.remove_all(step)
     removed = sum(plan.delete.values()) + sum(plan.tombstone.values())
     return GcResult(len(plan.delete) + len(plan.tombstone), removed, plan.commits)
 

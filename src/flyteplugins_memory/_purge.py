@@ -117,5 +117,5 @@ async def _sizes(remote: RemoteStore, names: list[str]) -> dict[str, int]:
 
 
 async def _remove(remote: RemoteStore, names: dict[str, int]) -> tuple[int, int]:
-    await remote.remove_many(sorted(names))
+    await remote.remove_all(sorted(names))
     return len(names), sum(names.values())

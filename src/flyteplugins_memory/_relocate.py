@@ -187,7 +187,7 @@ async def clean_old_journal(remote: RemoteStore, now: float | None = None) -> tu
             continue
         gone[name] = found.size
     await view.write_many(dict.fromkeys(young, TOMBSTONE))
-    await view.remove_many(sorted(gone))
+    await view.remove_all(sorted(gone))
     emptied = sum(listing[n].size for n in young)
     return len(gone) + len(young), sum(gone.values()) + emptied
 

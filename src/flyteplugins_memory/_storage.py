@@ -29,7 +29,7 @@ from ._retry import get_retry_policy, is_transient
 from ._workdir import remove_empty_parents
 
 T = TypeVar("T")
-#: Objects deleted at once by `RemoteStore.remove_many` on object stores.
+#: Objects deleted at once by `RemoteStore.remove_all` on object stores.
 REMOVE_BATCH = 500
 
 
@@ -155,20 +155,28 @@ class RemoteStore:
         """
         return await self._call(create_exclusive, self.fs, self.full_path(name), data)
 
-    async def remove_many(self, names: list[str]) -> None:
-        """Delete the named objects; missing ones are ignored. On local disk, directories left empty
-        go too, so a file can take their name (object stores have no directories). Object stores delete
-        concurrently (gc() may remove thousands), so callers that need an order call once per step."""
-        if self._parallel and len(names) > 1:
-            for start in range(0, len(names), REMOVE_BATCH):
-                await self._call(self._remove_concurrently, names[start : start + REMOVE_BATCH])
+    async def remove_all(self, names: list[str]) -> None:
+        """`remove_many`, but concurrently where the backend can (gc() may remove thousands of objects);
+        in no particular order, so callers that need one call once per step."""
+        if not self._parallel or len(names) < 2:
+            for name in names:
+                await self._remove_one(name)
             return
+        for start in range(0, len(names), REMOVE_BATCH):
+            await self._call(self._remove_concurrently, names[start : start + REMOVE_BATCH])
+
+    async def remove_many(self, names: list[str]) -> None:
+        """Delete the named objects, one after the other; missing ones are ignored. On local disk,
+        directories left empty go too, so a file can take their name (object stores have no directories)."""
         for name in names:
-            try:
-                await self._call(self._remove_sync, name)
-            except StorageError as exc:
-                if not isinstance(exc.__cause__, (FileNotFoundError, NotADirectoryError)):
-                    raise
+            await self._remove_one(name)
+
+    async def _remove_one(self, name: str) -> None:
+        try:
+            await self._call(self._remove_sync, name)
+        except StorageError as exc:
+            if not isinstance(exc.__cause__, (FileNotFoundError, NotADirectoryError)):
+                raise
 
     def _remove_concurrently(self, names: list[str]) -> None:
         fs = self.fs
