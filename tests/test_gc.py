@@ -165,7 +165,7 @@ def test_the_store_window_is_used_by_saves_at_checkpoints(backend, key, monkeypa
 
 def test_gc_costs_what_it_removes_not_the_history(backend, key, io_counter):
     costs = []
-    for name, history in ((key + "-short", 10), (key + "-long", 60)):
+    for name, history in ((key + "-short", 5), (key + "-long", 30)):
         store = MemoryStore.get_or_create(key=name)
         _history(store, history)
         store.gc(window=timedelta(0))
