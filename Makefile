@@ -28,6 +28,7 @@ stress: $(BIN)/python
 bench: $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[s3,gcs,test]'
 	$(BIN)/python benchmarks/sync_bench.py
+	$(BIN)/python benchmarks/maintenance_bench.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache

@@ -20,6 +20,8 @@ import pytest
 os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 
 ORG, PROJECT, DOMAIN = "acme", "research", "development"
+#: logical prefix of journal object names (``_layout.JOURNAL_DIR``)
+JOURNAL = "meta/.journal"
 
 
 def free_port() -> int:
@@ -68,9 +70,24 @@ class Backend:
 
         return store_path(storage_root(self.raw_data_path), ORG, PROJECT, DOMAIN, key)
 
-    def objects(self, key: str) -> dict[str, bytes]:
-        """Every object under the store of `key`, read through the backend directly."""
-        prefix = self.fs._strip_protocol(self.store_uri(key)).rstrip("/")
+    def prefix(self, key: str) -> str:
+        """The store prefix of `key` as this backend's filesystem names it (no protocol)."""
+        return self.fs._strip_protocol(self.store_uri(key)).rstrip("/")
+
+    def journal_prefix(self, key: str) -> str:
+        """Where the journal of `key` lives: outside the store prefix (see ``_journal_location``)."""
+        from flyteplugins_memory._journal_location import journal_root
+
+        return journal_root(self.prefix(key))
+
+    def location(self, key: str, name: str, old: bool = False) -> str:
+        """The full path of object `name`; journal names (``meta/.journal/...``) are logical and live at
+        the journal prefix, unless `old` asks for the old journal inside the store prefix."""
+        if name.startswith(JOURNAL + "/") and not old:
+            return self.journal_prefix(key) + name[len(JOURNAL) :]
+        return f"{self.prefix(key)}/{name}"
+
+    def _walk(self, prefix: str) -> dict[str, bytes]:
         self.fs.invalidate_cache()
         try:
             paths = self.fs.find(prefix)
@@ -78,17 +95,35 @@ class Backend:
             return {}
         return {p[len(prefix) + 1 :]: self.fs.cat_file(p) for p in paths}
 
+    def objects(self, key: str) -> dict[str, bytes]:
+        """Every object under the store prefix of `key` (what upstream downloads), read directly."""
+        return self._walk(self.prefix(key))
+
     def upstream_view(self, key: str) -> dict[str, bytes]:
-        """The objects upstream's layout defines (everything but our journal under ``meta/.journal/``)."""
-        return {n: d for n, d in self.objects(key).items() if not n.startswith("meta/.journal/")}
+        """The objects upstream's layout defines (everything under the prefix but an old ``meta/.journal/``)."""
+        return {n: d for n, d in self.objects(key).items() if not n.startswith(JOURNAL + "/")}
 
     def journal(self, key: str) -> dict[str, bytes]:
-        return {n: d for n, d in self.objects(key).items() if n.startswith("meta/.journal/")}
+        """Every object of the journal of `key`, by logical name (``meta/.journal/...``)."""
+        return {f"{JOURNAL}/{n}": d for n, d in self._walk(self.journal_prefix(key)).items()}
 
-    def put(self, key: str, name: str, data: bytes) -> None:
-        """Place an object into the store of `key` behind the store's back."""
-        prefix = self.fs._strip_protocol(self.store_uri(key)).rstrip("/")
-        self.fs.pipe_file(f"{prefix}/{name}", data)
+    def old_journal(self, key: str) -> dict[str, bytes]:
+        """What is left in the old journal location inside the store prefix (fences, after a move)."""
+        return {n: d for n, d in self.objects(key).items() if n.startswith(JOURNAL + "/")}
+
+    def stored(self, key: str) -> dict[str, bytes]:
+        """Everything the store of `key` has in storage: the store prefix and the journal."""
+        return {
+            **{f"store:{n}": d for n, d in self.objects(key).items()},
+            **{f"journal:{n}": d for n, d in self.journal(key).items()},
+        }
+
+    def put(self, key: str, name: str, data: bytes, old: bool = False) -> None:
+        """Place an object into the store of `key` behind the store's back (journal names: see `location`)."""
+        self.fs.pipe_file(self.location(key, name, old=old), data)
+
+    def remove(self, key: str, name: str, old: bool = False) -> None:
+        self.fs.rm_file(self.location(key, name, old=old))
 
 
 #: symlinks: only local disk has them; exclusive_create: create-only writes are atomic (the
@@ -235,6 +270,7 @@ def io_counter(monkeypatch) -> IOCounter:
     wrap("write_many", "put", lambda objects: list(objects))
     wrap("create_exclusive", "put", lambda name, data: [name])
     wrap("exists", "head", lambda name: [name])
-    wrap("list", "list", lambda under="": [under])
+    wrap("stat", "list", lambda under="": [under])
     wrap("remove_many", "delete", lambda names: list(names))
+    wrap("remove_all", "delete", lambda names: list(names))
     return counter

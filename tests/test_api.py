@@ -26,6 +26,9 @@ IO_METHODS = [
     "audit_tail",
     "list_versions",
     "read_version",
+    "gc",
+    "purge",
+    "set_gc_window",
 ]
 
 

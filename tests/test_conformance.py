@@ -32,10 +32,10 @@ def test_create_of_an_existing_key_raises_and_changes_nothing(backend, key):
     store = MemoryStore.create(key=key)
     store.write_text("a.txt", "kept")
     store.save()
-    before = backend.objects(key)
+    before = backend.stored(key)
     with pytest.raises(StoreAlreadyExists):
         MemoryStore.create(key=key)
-    assert backend.objects(key) == before
+    assert backend.stored(key) == before
 
 
 def test_save_and_reopen_round_trip(backend, key):
@@ -184,7 +184,7 @@ def test_symlinked_objects_in_storage_are_refused(backend, key, tmp_path):
     ours = MemoryStore.create(key=key + "-j")
     meta = ours.write_text("a.txt", "secret")  # same bytes as the planted target
     ours.save()
-    blob = next(pathlib.Path(ours.remote_path).rglob(meta.sha256))
+    blob = next(pathlib.Path(backend.journal_prefix(key + "-j")).rglob(meta.sha256))
     blob.unlink()
     blob.symlink_to(tmp_path / "secret.txt")
     with pytest.raises(UnsafeStoreContent):

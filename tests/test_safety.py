@@ -56,13 +56,13 @@ BAD_PATHS = [
 
 @pytest.mark.parametrize(("path", "error"), BAD_PATHS)
 def test_bad_write_paths_are_refused_and_change_nothing(backend, key, saved_store, path, error):
-    stored, local = backend.objects(key), local_tree(saved_store.root)
+    stored, local = backend.stored(key), local_tree(saved_store.root)
     with pytest.raises(error):
         saved_store.write_text(path, "evil")
     with pytest.raises(error):
         saved_store.write_json(path, {"evil": True})
     saved_store.save()
-    assert backend.objects(key) == stored
+    assert backend.stored(key) == stored
     assert local_tree(saved_store.root) == local
     assert saved_store.list_paths() == ["notes/a.md"]
 
@@ -141,12 +141,12 @@ def write_upstream_layout(backend, key, messages: bytes = b'[{"role": "user", "c
 @pytest.mark.parametrize("payload", [b"{not json", b'{"role": "user"}', b"[1, 2]", b"\xff\xfe", b""])
 def test_corrupt_upstream_transcript_raises_and_is_never_saved_over(backend, key, payload):
     write_upstream_layout(backend, key, messages=payload)
-    stored = backend.objects(key)
+    stored = backend.stored(key)
     with pytest.raises(CorruptStore):
         MemoryStore.get_or_create(key=key)
     with pytest.raises(CorruptStore):
         MemoryStore(key=key, remote_path=backend.store_uri(key)).save()
-    assert backend.objects(key) == stored
+    assert backend.stored(key) == stored
 
 
 def _record(seq: int, **delta) -> bytes:
@@ -168,13 +168,13 @@ def _record(seq: int, **delta) -> bytes:
 )
 def test_corrupt_commit_record_raises_and_is_never_saved_over(backend, key, saved_store, payload, error):
     backend.put(key, "meta/.journal/log/00000000000000000002.json", payload)
-    stored = backend.objects(key)
+    stored = backend.stored(key)
     with pytest.raises(error):
         MemoryStore.get_or_create(key=key)
     received = MemoryStore._deserialize(saved_store._serialize())
     with pytest.raises(error):
         received.save()
-    assert backend.objects(key) == stored
+    assert backend.stored(key) == stored
 
 
 @pytest.mark.parametrize(

@@ -28,7 +28,9 @@ from ._errors import (
     VersionNotFound,
 )
 from ._flyte_type import MemoryStoreTransformer, register_memory_store_type
+from ._gc import GcResult
 from ._paths import MESSAGES_PATH
+from ._purge import PurgeResult
 from ._records import MemoryMeta
 from ._retry import RetryPolicy, get_retry_policy, set_retry_policy
 from ._store import MemoryStore
@@ -39,6 +41,7 @@ __all__ = [
     "ContentPurged",
     "ContextError",
     "CorruptStore",
+    "GcResult",
     "InvalidKey",
     "InvalidMessage",
     "InvalidPath",
@@ -48,6 +51,7 @@ __all__ = [
     "MemoryStoreError",
     "MemoryStoreTransformer",
     "PathEscapesRoot",
+    "PurgeResult",
     "ReadOnlyPath",
     "ReservedPath",
     "RetryPolicy",

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._journal import State
+from ._journal import Origin, State
 from ._layout import AUDIT_LOG_PATH, audit_segment_name
 from ._records import decode_audit_lines
+from ._relocate import old_view
 from ._storage import RemoteStore
 
 
@@ -20,6 +21,8 @@ async def audit_tail(
     """The last `n` events (all for ``n <= 0``), oldest first, unsaved ones last."""
     events = list(state.recent_audit) + list(pending)
     checkpoint = state.checkpoint
+    if remote is not None and state.origin is Origin.OLD_JOURNAL:
+        remote = old_view(remote)  # a store whose journal has not moved yet
     if remote is not None:
         for seq in reversed(checkpoint.audit_segments):
             if 0 < n <= len(events):

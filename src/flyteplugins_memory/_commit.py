@@ -1,9 +1,11 @@
 """Saving: upload new content, commit with one create-only write, then update upstream's view.
 
-    1. blobs      new file contents, content-addressed and immutable   (before the commit point)
+    1. blobs      new file contents, content-addressed and immutable   (before the commit point), and
+                  the bytes of upstream-written files this save changes (`_preserve`)
+       adopt      on a store's first save into this journal: fence and move the old one (`_relocate`)
     2. commit     create-only ``log/<n+1>``; if taken, read what won, rebase and try ``n+2``
     3. project    files, sidecars, versions, deletions, messages.json, head hint   (after it)
-    4. checkpoint now and then: full state, audit segment, audit/log.jsonl
+    4. checkpoint now and then: full state, audit segment, audit/log.jsonl, and gc() (`_gc`)
 
 A save that dies before step 2 leaves nothing any reader of ours sees; one that dies after it is
 committed, and only upstream's view (step 3) lags until those paths are written again.
@@ -14,16 +16,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from ._errors import StorageError, StoreAlreadyExists
-from ._journal import RECENT_COMMITS, Checkpoint, Head, State, encode, parse
+from ._gc import collect_quietly, configured_window
+from ._journal import RECENT_COMMITS, Checkpoint, Head, State, encode
 from ._layout import AUDIT_LOG_PATH, HEAD_NAME, audit_segment_name, blob_name, checkpoint_name, log_name, sidecar_name
 from ._merge import Changes, rebase
 from ._open import landed_state, latest_state, read_record, state_at
 from ._paths import MESSAGES_PATH
+from ._preserve import preserve_legacy
 from ._records import encode_audit_event, encode_messages, encode_meta, lines_holding
+from ._relocate import adopt, clean_after_move, persist_import
+from ._retention import STALE_BASE_AFTER
 from ._storage import RemoteStore
 
 logger = logging.getLogger(__name__)
@@ -61,8 +68,9 @@ class Save:
 async def save(remote: RemoteStore, job: Save) -> State:
     """Commit `job` and update upstream's view; returns the new committed state."""
     blobs = {blob_name(r.sha256): job.contents[p] for p, r in job.changes.files.items() if r and not r.legacy}
+    await preserve_legacy(remote, job.base.files, job.changes.files)
     await remote.write_many(blobs)
-    latest = await _persist_import(remote, job) if job.imported else job.base
+    latest, moved = await _starting_point(remote, job)
     committed, record_size = await _commit(remote, job, latest)
     # Committed: from here on nothing may fail the save (a save that raises must not be visible).
     try:
@@ -70,6 +78,11 @@ async def save(remote: RemoteStore, job: Save) -> State:
     except StorageError as exc:
         logger.warning("Committed, but upstream's layout lags until the next save: %s", exc)
         job.projection_failed = True
+    if moved:
+        try:
+            await clean_after_move(remote)
+        except StorageError as exc:  # the move stands; the old journal's objects go on a later save
+            logger.warning("Committed, but could not remove the old journal yet: %s", exc)
     if not record_size:  # found our commit after a lost reply; newer ones may exist, so leave folding to them
         return committed
     try:
@@ -79,12 +92,21 @@ async def save(remote: RemoteStore, job: Save) -> State:
         return committed
 
 
-async def _persist_import(remote: RemoteStore, job: Save) -> State:
-    """Store checkpoint 0 of an imported store (once, whoever is first) and return the state to build on."""
-    if not await remote.create_exclusive(checkpoint_name(0), encode(job.base.checkpoint)):
-        stored = parse(Checkpoint, await remote.read(checkpoint_name(0)) or b"", checkpoint_name(0))
-        return await latest_state(remote) or State.at_checkpoint(stored)
-    return job.base
+async def _starting_point(remote: RemoteStore, job: Save) -> tuple[State, bool]:
+    """The state to rebase on first, and whether this save moves an old journal (cleaned after it).
+
+    A store's first save into this journal adopts it (`_relocate.adopt`). A base last known newest long ago
+    is checked against the head first: gc() may have collected the slot after it (see `_retention`)."""
+    if job.imported or job.base.needs_save:
+        if remote.journal_moved:
+            imported = job.base.checkpoint if job.imported else None
+            window = await configured_window(remote)
+            return await adopt(remote, job.base, imported_checkpoint=imported, exclusive=job.exclusive, window=window)
+        if job.imported:
+            return await persist_import(remote, job.base.checkpoint, job.base), False
+    if time.monotonic() - job.base.observed_at > STALE_BASE_AFTER:
+        return await latest_state(remote, job.base) or job.base, False
+    return job.base, False
 
 
 async def _commit(remote: RemoteStore, job: Save, latest: State) -> tuple[State, int]:
@@ -179,14 +201,18 @@ async def checkpoint(remote: RemoteStore, state: State) -> State:
     checkpoint = state.as_checkpoint(segments)
     await remote.write_many({checkpoint_name(state.seq): encode(checkpoint)})
     await remote.write_many({HEAD_NAME: encode(Head(seq=state.seq, checkpoint=state.seq))})
-    return State(
+    folded = State(
         state.seq,
         checkpoint,
         dict(state.files),
         list(state.messages),
         state.audit_total,
         recent_commits=list(state.recent_commits),
+        origin=state.origin,
+        observed_at=state.observed_at,
     )
+    await collect_quietly(remote, folded)
+    return folded
 
 
 async def _append_audit_log(remote: RemoteStore, before: Checkpoint, segment: bytes) -> None:

@@ -8,6 +8,9 @@ untrusted input: parsing is strict and every path in them passes the same rules 
 
 from __future__ import annotations
 
+import enum
+import math
+import time
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
@@ -152,6 +155,15 @@ def _refuse_clashes(files: dict[str, FileRecord], what: str) -> None:
         raise UnsafeStoreContent(f"{what} holds {clashes[0]!r} both as a file and as a directory")
 
 
+class Origin(enum.Enum):
+    """Where a state was read from: this version's journal, an upstream-written store (import), or the
+    journal that earlier versions kept inside the store prefix (moved on the next save)."""
+
+    JOURNAL = "journal"
+    IMPORT = "import"
+    OLD_JOURNAL = "old_journal"
+
+
 @dataclass
 class State:
     """A committed state of the store, together with the checkpoint its record is relative to."""
@@ -164,6 +176,21 @@ class State:
     #: audit events after the checkpoint, oldest first
     recent_audit: list[dict[str, Any]] = field(default_factory=list)
     recent_commits: list[str] = field(default_factory=list)
+    origin: Origin = Origin.JOURNAL
+    #: `time.monotonic()` when this state was last known to be the newest (-inf: never, e.g. a pinned
+    #: commit); a save from a state known newest long ago re-reads the head first (see `_commit`)
+    observed_at: float = field(default_factory=time.monotonic)
+
+    @property
+    def needs_save(self) -> bool:
+        """Whether a save must run even without changes: the store is new, imported, or its journal is
+        still where earlier versions kept it (the save moves it)."""
+        return self.seq == 0 or self.origin is not Origin.JOURNAL
+
+    def unobserved(self) -> State:
+        """This state, marked as not known to be the newest (a pinned or settled commit)."""
+        self.observed_at = -math.inf
+        return self
 
     @classmethod
     def at_checkpoint(cls, checkpoint: Checkpoint) -> State:

@@ -1,30 +1,54 @@
 """Reading committed states from the journal: the newest one, or exactly the one a task was handed.
 
 Opening costs O(1) requests however many files the store holds: the head hint, the newest commit record,
-one probe past it, and the checkpoint that record is relative to.
+one probe past it, and the checkpoint that record is relative to. Only when the hint names a commit or
+checkpoint that gc() removed does it list the log (small after gc) to find the newest record.
 """
 
 from __future__ import annotations
 
-from ._errors import CorruptStore, StoreNotFound
-from ._journal import EMPTY_CHECKPOINT, Checkpoint, CommitRecord, Head, State, parse
-from ._layout import HEAD_NAME, checkpoint_name, log_name
+import time
+
+from ._errors import CorruptStore, StateCollected, StoreNotFound
+from ._journal import EMPTY_CHECKPOINT, Checkpoint, CommitRecord, Head, Origin, State, parse
+from ._layout import HEAD_NAME, JOURNAL_DIR, checkpoint_name, log_name
 from ._legacy import import_remote
+from ._markers import MARKER_MAX_BYTES, Fence, Tombstone, parse_marker
 from ._paths import MESSAGES_PATH
 from ._storage import RemoteStore
 
 #: A hostile store could claim an endless log; no real store gets near this between two opens.
 MAX_PROBES = 1_000_000
+LOG_DIR = f"{JOURNAL_DIR}/log"
 
 
-async def read_record(remote: RemoteStore, seq: int) -> CommitRecord | None:
+class _Collected(Exception):
+    """Internal: a probe or the head hint reached a commit that gc() removed; find the newest by listing."""
+
+
+async def read_entry(remote: RemoteStore, seq: int) -> CommitRecord | Tombstone | Fence | None:
+    """What log slot `seq` holds: a commit record, a marker, or nothing."""
     data = await remote.read(log_name(seq))
     if data is None:
         return None
+    if len(data) <= MARKER_MAX_BYTES:  # markers are small; most records are not
+        marker = parse_marker(data)
+        if marker is not None:
+            return marker
     record = parse(CommitRecord, data, log_name(seq))
     if record.seq != seq or not 0 <= record.checkpoint < seq:
         raise CorruptStore(f"Commit record {seq} is inconsistent (seq={record.seq}, checkpoint={record.checkpoint})")
     return record
+
+
+async def read_record(remote: RemoteStore, seq: int) -> CommitRecord | None:
+    """Commit record `seq` of this journal; raises `StateCollected` if gc() removed it."""
+    entry = await read_entry(remote, seq)
+    if isinstance(entry, Tombstone):
+        raise StateCollected(f"Commit {seq} of {remote.uri} was removed by gc(); open the store again")
+    if isinstance(entry, Fence):
+        raise CorruptStore(f"Commit slot {seq} of {remote.uri} holds a fence of a journal that moved")
+    return entry
 
 
 async def read_checkpoint(remote: RemoteStore, seq: int) -> Checkpoint:
@@ -42,16 +66,35 @@ async def read_checkpoint(remote: RemoteStore, seq: int) -> Checkpoint:
 
 async def latest_state(remote: RemoteStore, known: State | None = None) -> State | None:
     """The newest committed state (`known` if nothing is newer), or None if the store has no journal."""
-    state = await _from_head(remote, known) or known
+    if known is not None and known.origin is Origin.OLD_JOURNAL and remote.journal_moved:
+        from ._relocate import old_latest_state  # a store in the old layout: newer there, or moved
+
+        return await latest_state(remote) or await old_latest_state(remote) or known
+    try:
+        state = await _from_head(remote, known) or known
+        return await _probe(remote, state)
+    except _Collected:
+        return await _from_listing(remote, known)
+
+
+async def _probe(remote: RemoteStore, state: State | None) -> State | None:
+    """`state`, or the newer one the records after it lead to."""
     seq, record = (state.seq if state else 0), None
     for _ in range(MAX_PROBES):
-        following = await read_record(remote, seq + 1)
+        try:
+            following = await read_record(remote, seq + 1)
+        except StateCollected:
+            raise _Collected from None
         if following is None:
             break
         seq, record = seq + 1, following
     else:
         raise CorruptStore(f"Commit log under {remote.uri} does not end")
-    return state if record is None else await _state_from(remote, record, state)
+    if record is None:
+        if state is not None:
+            state.observed_at = time.monotonic()  # verified newest just now
+        return state
+    return await _state_from(remote, record, state)
 
 
 async def _from_head(remote: RemoteStore, known: State | None) -> State | None:
@@ -64,25 +107,93 @@ async def _from_head(remote: RemoteStore, known: State | None) -> State | None:
     if head.seq <= (known.seq if known else 0):
         return None
     if head.checkpoint == head.seq:
+        if await remote.read(checkpoint_name(head.seq)) is None:
+            raise _Collected  # gc() removed it (a newer state exists), or it is damage: the listing decides
         return State.at_checkpoint(await read_checkpoint(remote, head.seq))
-    record = await read_record(remote, head.seq)
-    return await _state_from(remote, record, known) if record is not None else None
+    try:
+        record = await read_record(remote, head.seq)
+    except StateCollected:
+        raise _Collected from None
+    if record is None:
+        raise _Collected  # a hint ahead of the log, or a commit gc() removed
+    return await _state_from(remote, record, known)
+
+
+async def _from_listing(remote: RemoteStore, known: State | None) -> State | None:
+    """The newest state, found by listing the log: after gc() it holds only the retention window."""
+    seqs = sorted((s for s in log_seqs(await remote.list(under=LOG_DIR))), reverse=True)
+    head = await remote.read(HEAD_NAME)
+    hinted = parse(Head, head, HEAD_NAME) if head is not None else None
+    for seq in seqs:
+        if known is not None and seq <= known.seq:
+            break
+        entry = await read_entry(remote, seq)
+        if isinstance(entry, CommitRecord):
+            try:
+                state = await _probe(remote, await _state_from(remote, entry, known))
+            except _Collected:
+                raise CorruptStore(f"Commit log under {remote.uri} has a collected commit after its newest") from None
+            if hinted and hinted.checkpoint == hinted.seq and state is not None and state.seq <= hinted.seq:
+                raise CorruptStore(f"Checkpoint {hinted.seq} is named by the head hint but missing")
+            return state
+    if hinted and hinted.checkpoint == hinted.seq and hinted.seq > (known.seq if known else 0):
+        raise CorruptStore(f"Checkpoint {hinted.seq} is named by the head hint but missing")
+    return known
+
+
+def log_seqs(listing: dict[str, int] | dict) -> list[int]:
+    """Sequence numbers of the log slots in a listing of ``log/``."""
+    out = []
+    for name in listing:
+        stem = name.rsplit("/", 1)[-1]
+        if name.startswith(LOG_DIR + "/") and stem.endswith(".json") and stem[:-5].isdigit():
+            out.append(int(stem[:-5]))
+    return out
 
 
 async def state_at(remote: RemoteStore, seq: int) -> State:
-    """Exactly committed state `seq`."""
+    """Exactly committed state `seq` (of this journal, or of the old one inside the store prefix while it
+    has not moved yet); raises `StateCollected` if gc() removed it."""
     record = await read_record(remote, seq)
     if record is None:
+        if remote.journal_moved and (await remote.read(HEAD_NAME)) is None:
+            from ._relocate import old_state_at  # the journal has not moved yet
+
+            return await old_state_at(remote, seq)
+        await raise_if_collected(remote, seq)
         raise CorruptStore(f"Commit {seq} of {remote.uri} does not exist")
-    return await _state_from(remote, record, None)
+    try:
+        return (await _state_from(remote, record, None)).unobserved()
+    except CorruptStore:
+        await raise_if_collected(remote, seq)  # gc() removed its checkpoint while we read it
+        raise
+
+
+async def raise_if_collected(remote: RemoteStore, seq: int) -> None:
+    """Raise `StateCollected` if commit `seq` is gone although a newer state exists."""
+    try:
+        entry = await read_entry(remote, seq)
+    except CorruptStore:
+        return
+    if isinstance(entry, Tombstone):
+        raise StateCollected(f"Commit {seq} of {remote.uri} was removed by gc(); open the store again")
+    newest = await latest_state(remote)
+    if newest is not None and newest.seq > seq and not isinstance(entry, CommitRecord):
+        raise StateCollected(f"Commit {seq} of {remote.uri} was removed by gc(); open the store again")
 
 
 async def landed_state(remote: RemoteStore, seq: int, commit_id: str) -> State | None:
-    """The state commit `seq` created, if that commit is `commit_id` (every record lists its own id last)."""
-    record = await read_record(remote, seq)
-    if record is None or not record.delta.commits or record.delta.commits[-1] != commit_id:
+    """The state commit `seq` created, if that commit is `commit_id` (every record lists its own id last).
+
+    If gc() has collected that slot since, the state it created is gone: the newest state is returned if
+    it still remembers the id among its recent commits (None otherwise: gc() ran long after the commit)."""
+    entry = await read_entry(remote, seq)
+    if isinstance(entry, Tombstone):
+        newest = await latest_state(remote)
+        return newest if newest is not None and commit_id in newest.recent_commits else None
+    if not isinstance(entry, CommitRecord) or not entry.delta.commits or entry.delta.commits[-1] != commit_id:
         return None
-    return await _state_from(remote, record, None)
+    return (await _state_from(remote, entry, None)).unobserved()
 
 
 async def _state_from(remote: RemoteStore, record: CommitRecord, known: State | None) -> State:
@@ -100,6 +211,15 @@ async def open_state(remote: RemoteStore) -> tuple[State, bool]:
     state = await latest_state(remote)
     if state is not None:
         return state, False
+    if remote.journal_moved:
+        from ._relocate import old_latest_state
+
+        old = await old_latest_state(remote)
+        if old is not None:
+            return old, False
     if await remote.exists(MESSAGES_PATH):
-        return State.at_checkpoint(await import_remote(remote)), True
+        checkpoint = await import_remote(remote)
+        state = State.at_checkpoint(checkpoint)
+        state.origin = Origin.IMPORT
+        return state, True
     raise StoreNotFound(f"No MemoryStore at {remote.uri}")

@@ -15,9 +15,10 @@ import logging
 import pathlib
 from collections import Counter
 
-from ._errors import CorruptStore, InvalidPath
+from ._contents import fetch_contents
+from ._errors import InvalidPath
 from ._journal import EMPTY_CHECKPOINT, FileRecord, State
-from ._layout import blob_name, classify
+from ._layout import classify
 from ._merge import Changes
 from ._mirror import RootWriter, cache_committed, forget, record_change
 from ._paths import parent_dirs
@@ -116,14 +117,8 @@ class LocalState:
         return len(items)
 
     async def _fetch(self, remote: RemoteStore | None, records: dict[str, FileRecord]) -> dict[str, bytes]:
-        names = {p: (p if r.legacy else blob_name(r.sha256)) for p, r in records.items()}
-        found = await remote.read_many(list(names.values())) if remote is not None else {}
-        contents = {}
-        for path, record in records.items():
-            data = found.get(names[path])
-            if data is None or sha256_bytes(data) != record.sha256:
-                raise CorruptStore(f"Stored content of {path!r} is missing or does not match its sha256")
-            contents[path] = data
+        # verified; legacy files fall back to their blob copy; typed errors for purged or collected content
+        contents = await fetch_contents(remote, records, self.base)
         metas = {p: _meta_or_none(r, p) for p, r in records.items()}
         stored = await self.mirror.now(
             cache_committed, self.workdir, contents, metas, self._stale_around, self._is_committed_content

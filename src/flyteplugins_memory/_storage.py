@@ -10,10 +10,12 @@ have been retried under the `RetryPolicy` (see `_retry`).
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import uuid
 from collections.abc import Callable
-from typing import Any, TypeVar
+from datetime import datetime
+from typing import Any, NamedTuple, TypeVar
 
 import fsspec
 import fsspec.asyn
@@ -22,10 +24,14 @@ from fsspec.implementations.local import LocalFileSystem
 from ._backends import UNVERIFIED_BACKENDS_ENV, allowed_protocols, require_supported
 from ._conditional import create_exclusive, supports_exclusive_create
 from ._errors import StorageError, UnsafeStoreContent, UnsupportedBackend
+from ._journal_location import journal_root
+from ._layout import JOURNAL_DIR
 from ._retry import get_retry_policy, is_transient
 from ._workdir import remove_empty_parents
 
 T = TypeVar("T")
+#: Objects deleted at once by `RemoteStore.remove_all` on object stores.
+REMOVE_BATCH = 500
 
 
 def filesystem_for(uri: str) -> fsspec.AbstractFileSystem:
@@ -80,6 +86,30 @@ def _s3_options() -> dict[str, Any]:
     return options
 
 
+class Listed(NamedTuple):
+    """A listed object: its size, and when it was last written (seconds since the epoch; 0 if unknown)."""
+
+    size: int
+    modified: float
+
+
+def _modified(info: dict[str, Any]) -> float:
+    """The modification time in a listing entry: ``mtime`` (local disk, GCS), ``LastModified`` (S3, whole
+    seconds), ``created`` (memory)."""
+    for field in ("mtime", "LastModified", "updated", "created"):
+        value = info.get(field)
+        if isinstance(value, datetime):
+            return value.timestamp()
+        if isinstance(value, (int, float)):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return datetime.fromisoformat(value).timestamp()
+            except ValueError:
+                continue
+    return 0.0
+
+
 class RemoteStore:
     """Async access to the objects under one store prefix, by name relative to that prefix."""
 
@@ -96,8 +126,26 @@ class RemoteStore:
         emulated_gcs = type(self.fs).__name__ == "GCSFileSystem" and bool(os.environ.get("STORAGE_EMULATOR_HOST"))
         self._parallel = getattr(self.fs, "async_impl", False) and not emulated_gcs
 
+    # -- where names live: the store prefix, and the journal outside it (see `_journal_location`) ----------
+
+    @functools.cached_property
+    def journal_root(self) -> str:
+        """Where names under ``meta/.journal/`` live (an attribute, so a view can point it elsewhere)."""
+        return journal_root(self.prefix)
+
+    @property
+    def journal_moved(self) -> bool:
+        """Whether the journal lives outside the store prefix (it stays inside for a bucket-root store)."""
+        return self.journal_root != f"{self.prefix}/{JOURNAL_DIR}"
+
     def full_path(self, name: str) -> str:
+        if name == JOURNAL_DIR or name.startswith(JOURNAL_DIR + "/"):
+            return self.journal_root + name[len(JOURNAL_DIR) :]
         return f"{self.prefix}/{name}"
+
+    def _root_of(self, name: str) -> str:
+        """The directory `name` must stay inside (and above which no empty directory is removed)."""
+        return self.journal_root if name == JOURNAL_DIR or name.startswith(JOURNAL_DIR + "/") else self.prefix
 
     async def read(self, name: str) -> bytes | None:
         """Contents of object `name`, or None if it does not exist."""
@@ -122,20 +170,43 @@ class RemoteStore:
         """
         return await self._call(create_exclusive, self.fs, self.full_path(name), data)
 
+    async def remove_all(self, names: list[str]) -> None:
+        """`remove_many`, but concurrently where the backend can (gc() may remove thousands of objects);
+        in no particular order, so callers that need one call once per step."""
+        if not self._parallel or len(names) < 2:
+            for name in names:
+                await self._remove_one(name)
+            return
+        for start in range(0, len(names), REMOVE_BATCH):
+            await self._call(self._remove_concurrently, names[start : start + REMOVE_BATCH])
+
     async def remove_many(self, names: list[str]) -> None:
-        """Delete the named objects; missing ones are ignored. On local disk, directories left empty
-        go too, so a file can take their name (object stores have no directories)."""
+        """Delete the named objects, one after the other; missing ones are ignored. On local disk,
+        directories left empty go too, so a file can take their name (object stores have no directories)."""
         for name in names:
-            try:
-                await self._call(self._remove_sync, name)
-            except StorageError as exc:
-                if not isinstance(exc.__cause__, (FileNotFoundError, NotADirectoryError)):
-                    raise
+            await self._remove_one(name)
+
+    async def _remove_one(self, name: str) -> None:
+        try:
+            await self._call(self._remove_sync, name)
+        except StorageError as exc:
+            if not isinstance(exc.__cause__, (FileNotFoundError, NotADirectoryError)):
+                raise
+
+    def _remove_concurrently(self, names: list[str]) -> None:
+        fs = self.fs
+
+        async def gather() -> list:
+            return await asyncio.gather(*(fs._rm_file(self.full_path(n)) for n in names), return_exceptions=True)
+
+        for result in fsspec.asyn.sync(fs.loop, gather):
+            if isinstance(result, BaseException) and not isinstance(result, (FileNotFoundError, NotADirectoryError)):
+                raise result
 
     def _remove_sync(self, name: str) -> None:
         self.fs.rm_file(self.full_path(name))
         if self._is_local:
-            remove_empty_parents(self.full_path(name), self.prefix)
+            remove_empty_parents(self.full_path(name), self._root_of(name))
 
     async def exists(self, name: str) -> bool:
         return await self._call(self.fs.exists, self.full_path(name))
@@ -145,6 +216,10 @@ class RemoteStore:
 
         Refuses symlinks on local disk.
         """
+        return {name: found.size for name, found in (await self.stat(under)).items()}
+
+    async def stat(self, under: str = "") -> dict[str, Listed]:
+        """Like `list`, with each object's modification time (seconds since the epoch)."""
         return await self._call(self._list_sync, under)
 
     def _read_sync(self, name: str) -> bytes | None:
@@ -181,7 +256,7 @@ class RemoteStore:
 
     def _refuse_local_escape(self, name: str, path: str) -> None:
         """On local disk, an object reached through a symlink that leaves the store is hostile."""
-        root = os.path.realpath(self.prefix)
+        root = os.path.realpath(self._root_of(name))
         if not os.path.realpath(path).startswith(root + os.sep):
             raise UnsafeStoreContent(f"Stored object {name!r} resolves outside the store")
 
@@ -201,8 +276,9 @@ class RemoteStore:
             self.fs.pipe_file(temp, data)
             self.fs.mv(temp, target)
 
-    def _list_sync(self, under: str) -> dict[str, int]:
+    def _list_sync(self, under: str) -> dict[str, Listed]:
         self.fs.invalidate_cache()
+        in_journal = under == JOURNAL_DIR or under.startswith(JOURNAL_DIR + "/")
         try:
             # directories only on local disk, where a symlinked one must be seen; in object stores a
             # directory entry would shadow an object of the same name ("x" beside "x/y")
@@ -210,17 +286,18 @@ class RemoteStore:
             found = self.fs.find(root, withdirs=self._is_local, detail=True)
         except FileNotFoundError:
             return {}
-        names: dict[str, int] = {}
-        base = self.prefix + "/"
+        names: dict[str, Listed] = {}
+        base = (self.journal_root if in_journal else self.prefix) + "/"
         for path, info in found.items():
             path = self.fs._strip_protocol(path)
             if not path.startswith(base):
                 continue
             name = path[len(base) :]
+            name = f"{JOURNAL_DIR}/{name}" if in_journal else name
             if info.get("islink"):
                 raise UnsafeStoreContent(f"Stored object {name!r} is a symlink; symlinks are not followed")
             if info.get("type") == "file" and ".~fpm-" not in name.rsplit("/", 1)[-1]:
-                names[name] = int(info.get("size") or 0)
+                names[name] = Listed(int(info.get("size") or 0), _modified(info))
         return names
 
     async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

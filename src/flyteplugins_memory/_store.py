@@ -26,14 +26,15 @@ from flyte.io import Dir
 from . import _location
 from ._compat import AwaitableCall, upstream_awaitable
 from ._errors import StoreAlreadyExists
-from ._layout import log_name
 from ._legacy import scan_local
 from ._limits import check_path_fits, check_paths_fit, written_paths
+from ._maintenance import MaintenanceAPI
 from ._mirror import remove_when_idle, write_text_file
 from ._paths import MESSAGES_PATH, check_writable, normalize_path, validate_segment
 from ._payload import payload, refuse_unsaved
 from ._reading import ReadAPI
 from ._records import MemoryMeta, encode_messages
+from ._relocate import journal_exists
 from ._state import LocalState
 from ._storage import RemoteStore
 from ._sync import Sync
@@ -61,7 +62,7 @@ class _Unavailable:
         raise AttributeError(f"MemoryStore.{self.name} is internal to upstream's implementation; not available here")
 
 
-class MemoryStore(ReadAPI, UpstreamMemoryStore):
+class MemoryStore(ReadAPI, MaintenanceAPI, UpstreamMemoryStore):
     """Conversation transcript plus path-addressed files, persisted under a deterministic keyed path.
 
     Obtain one with `create` or `get_or_create`; `save` commits local changes atomically, merging with
@@ -168,7 +169,7 @@ class MemoryStore(ReadAPI, UpstreamMemoryStore):
     @staticmethod
     async def _remote_store_exists(remote_path: str) -> bool:
         remote = RemoteStore(remote_path)
-        return await remote.exists(MESSAGES_PATH) or await remote.exists(log_name(1))
+        return await remote.exists(MESSAGES_PATH) or await journal_exists(remote)
 
     # -- keyed stores ---------------------------------------------------------------------------------
 
@@ -246,7 +247,7 @@ class MemoryStore(ReadAPI, UpstreamMemoryStore):
         async with self._state.lock:
             await self._sync.ensure_loaded(self)
             await self._sync.settle(self)
-            if self.has_unsaved_changes() or self._state.base.seq == 0:
+            if self.has_unsaved_changes() or self._state.base.needs_save:
                 check_paths_fit(written_paths(self._state.changes.files), self._sync.remote().uri)
                 await self._sync.save(self)
             else:

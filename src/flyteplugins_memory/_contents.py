@@ -1,0 +1,83 @@
+"""Fetching committed file contents, verified, and saying precisely why one cannot be had.
+
+A record's bytes are in its content-addressed blob, or, for a file imported from an upstream-written
+store (``legacy``), at the file's own path, with a blob copy once a save changed that path (`_preserve`).
+Whatever is fetched must match the record's sha256. When nothing does, the error says why: the content
+was purged (`ContentPurged`, told by a purge marker), the state it belongs to was collected by gc()
+(`StateCollected`), or the store is damaged (`CorruptStore`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ._errors import ContentPurged, CorruptStore, StateCollected, StorageError
+from ._journal import FileRecord, Origin, State
+from ._layout import blob_name
+from ._markers import parse_purged, purge_marker_name
+from ._open import raise_if_collected
+from ._records import sha256_bytes
+from ._relocate import old_view
+from ._storage import RemoteStore
+
+
+async def fetch_contents(
+    remote: RemoteStore | None, records: Mapping[str, FileRecord], base: State
+) -> dict[str, bytes]:
+    """The verified contents of `records` (files of state `base`), or a typed error for the first missing."""
+    if remote is None:
+        if records:
+            raise CorruptStore(f"Stored content of {next(iter(records))!r} is missing: the store has no location")
+        return {}
+    # a state still in the old journal has its blobs there (and, while it moves, here too)
+    sources = [old_view(remote), remote] if base.origin is Origin.OLD_JOURNAL else [remote]
+    contents = await _fetch_from(sources[0], records, legacy_at_path=True)
+    for source in sources[1:]:
+        rest = {p: r for p, r in records.items() if p not in contents}
+        contents.update(await _fetch_from(source, rest, legacy_at_path=False) if rest else {})
+    for path, record in records.items():
+        if path not in contents:
+            raise await missing_content(remote, path, record, base.seq)
+    return contents
+
+
+async def _fetch_from(
+    source: RemoteStore, records: Mapping[str, FileRecord], *, legacy_at_path: bool
+) -> dict[str, bytes]:
+    """What `source` holds of `records`: a legacy file at its path, else (or then) its blob."""
+    first = {p: (p if r.legacy and legacy_at_path else blob_name(r.sha256)) for p, r in records.items()}
+    found = await source.read_many(list(first.values()))
+    contents = {p: found[first[p]] for p, r in records.items() if _matches(found.get(first[p]), r)}
+    fallback = {p: blob_name(r.sha256) for p, r in records.items() if p not in contents and first[p] == p}
+    if fallback:
+        copies = await source.read_many(list(fallback.values()))
+        contents.update({p: copies[n] for p, n in fallback.items() if _matches(copies.get(n), records[p])})
+    return contents
+
+
+def _matches(data: bytes | None, record: FileRecord) -> bool:
+    return data is not None and sha256_bytes(data) == record.sha256
+
+
+async def missing_content(remote: RemoteStore, path: str, record: FileRecord, base_seq: int) -> Exception:
+    """The error for content that storage does not hold (or holds altered)."""
+    marker = await remote.read(purge_marker_name(record.sha256))
+    if marker is not None and (purged := parse_purged(marker)) is not None:
+        return ContentPurged(
+            f"Content {record.sha256} of {path!r} was purged (purge({purged.path!r}) at {purged.at}); "
+            "open the store again for its current state"
+        )
+    if base_seq > 0 and await _collected(remote, base_seq):
+        return StateCollected(f"Content of {path!r} at commit {base_seq} was removed by gc(); open the store again")
+    return CorruptStore(f"Stored content of {path!r} is missing or does not match its sha256")
+
+
+async def _collected(remote: RemoteStore, seq: int) -> bool:
+    """Whether commit `seq` is gone from the journal while a newer one exists."""
+    try:
+        await raise_if_collected(remote, seq)
+    except StateCollected:
+        return True
+    except (CorruptStore, StorageError):
+        return False
+    return False

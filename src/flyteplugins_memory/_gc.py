@@ -1,0 +1,148 @@
+"""gc(): remove the journal objects no committed state inside the retention window needs.
+
+One run: read the newest state (head hint and a probe), list the journal (small after gc: the log holds
+the window, the blobs the live files), read the window's commit records and the checkpoints they are
+built on, then delete, oldest kinds first: commit records (or empty them into tombstones, see
+`_retention`), checkpoints, audit segments, blobs, purge markers. Before deleting anything the head hint
+is pointed at the newest state, so an open never needs a removed record. Its cost is O(what it removes +
+what the window holds), never O(history). The old journal a moved store left behind is cleaned too.
+
+The window comes from the call, else the store's setting (``config.json`` in the journal, written by
+`set_gc_window`), else `DEFAULT_WINDOW`. Saves run gc opportunistically after each checkpoint, best
+effort, and only when the log shows something old enough to remove.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import timedelta
+
+from ._errors import MemoryStoreError
+from ._journal import CommitRecord, Head, State, encode, parse
+from ._layout import HEAD_NAME, JOURNAL_DIR, log_name
+from ._markers import CONFIG_NAME, TOMBSTONE, TOMBSTONE_MAX_BYTES, StoreConfig, encode_marker, parse_config
+from ._open import LOG_DIR, latest_state, read_checkpoint
+from ._relocate import clean_old_journal
+from ._retention import SLOT_GRACE, Inventory, kept_commits, needs, removal
+from ._storage import RemoteStore
+
+logger = logging.getLogger(__name__)
+
+#: Keep what the commits of the last 24 hours need, unless the call or the store says otherwise.
+DEFAULT_WINDOW = timedelta(hours=24)
+
+
+@dataclass(frozen=True)
+class GcResult:
+    """What one gc() removed: objects deleted or emptied, the bytes they held, and the commits (sequence
+    numbers) whose states can no longer be opened."""
+
+    objects: int = 0
+    bytes: int = 0
+    commits: tuple[int, ...] = ()
+
+
+def clock() -> float:
+    """Now, in seconds since the epoch (storage timestamps are compared with it); tests move it."""
+    return time.time()
+
+
+def seconds(window: timedelta | float) -> float:
+    value = window.total_seconds() if isinstance(window, timedelta) else float(window)
+    if value < 0:
+        raise ValueError(f"A retention window cannot be negative, got {window!r}")
+    return value
+
+
+async def configured_window(remote: RemoteStore) -> float:
+    """The store's retention window in seconds (its setting, else the default)."""
+    config = parse_config(await remote.read(CONFIG_NAME))
+    return DEFAULT_WINDOW.total_seconds() if config.gc_window_seconds is None else config.gc_window_seconds
+
+
+async def set_window(remote: RemoteStore, window: timedelta | None) -> None:
+    """Store the retention window every handle of this store uses (None: back to the default)."""
+    config = parse_config(await remote.read(CONFIG_NAME))
+    value = None if window is None else seconds(window)
+    updated = StoreConfig(**{**config.model_dump(), "gc_window_seconds": value})
+    await remote.write_many({CONFIG_NAME: encode_marker(updated)})
+
+
+async def collect(remote: RemoteStore, window: timedelta | None = None, *, newest: State | None = None) -> GcResult:
+    """Remove what no state committed inside the window (nor the newest) needs."""
+    span = seconds(window) if window is not None else await configured_window(remote)
+    newest = await latest_state(remote, newest)
+    if newest is None or newest.seq == 0:
+        return await _with_old(remote, GcResult())
+    now = clock()
+    inventory = Inventory.of(await remote.stat(JOURNAL_DIR))
+    return await _with_old(remote, await _collect(remote, newest, inventory, now - span, now - SLOT_GRACE))
+
+
+async def _collect(
+    remote: RemoteStore, newest: State, inventory: Inventory, cutoff: float, slot_cutoff: float
+) -> GcResult:
+    kept = kept_commits(inventory, newest.seq, cutoff)
+    # the newest record too: a pinned open of the newest commit is built from it, not from a later checkpoint
+    records = await _read_records(remote, kept)
+    wanted = {r.checkpoint for r in records.values() if r.checkpoint_stored} - {newest.checkpoint.seq}
+    checkpoints = {seq: await read_checkpoint(remote, seq) for seq in sorted(wanted)}
+    checkpoints[newest.checkpoint.seq] = newest.checkpoint
+    plan = removal(inventory, newest.seq, needs(newest, kept, records, checkpoints), cutoff, slot_cutoff)
+    if plan.empty:
+        return GcResult()
+    await remote.write_many({HEAD_NAME: encode(Head(seq=newest.seq, checkpoint=newest.checkpoint.seq))})
+    await remote.write_many({log_name(s): TOMBSTONE for s in plan.tombstone})
+    for step in _deletion_steps(plan.delete):
+        await remote.remove_all(step)
+    removed = sum(plan.delete.values()) + sum(plan.tombstone.values())
+    return GcResult(len(plan.delete) + len(plan.tombstone), removed, plan.commits)
+
+
+def _deletion_steps(names: Iterable[str]) -> list[list[str]]:
+    """Records before the checkpoints they are built on, those before segments and blobs: a reader that
+    still finds a record finds what it needs, or learns that the commit was collected."""
+    kinds = ("log", "checkpoints", "audit", "blobs", "purged")
+    steps: list[list[str]] = [[] for _ in range(len(kinds) + 1)]
+    for name in sorted(names):
+        kind = name.removeprefix(JOURNAL_DIR + "/").split("/", 1)[0]
+        steps[kinds.index(kind) if kind in kinds else len(kinds)].append(name)
+    return [step for step in steps if step]
+
+
+async def _read_records(remote: RemoteStore, seqs: list[int]) -> dict[int, CommitRecord]:
+    found = await remote.read_many([log_name(s) for s in seqs])
+    records = {}
+    for seq in seqs:
+        data = found.get(log_name(seq))
+        if data is not None:
+            records[seq] = parse(CommitRecord, data, log_name(seq))
+    return records
+
+
+async def _with_old(remote: RemoteStore, result: GcResult) -> GcResult:
+    if not remote.journal_moved:
+        return result
+    objects, size = await clean_old_journal(remote, clock())
+    return GcResult(result.objects + objects, result.bytes + size, result.commits)
+
+
+async def collect_quietly(remote: RemoteStore, newest: State) -> None:
+    """gc() after a checkpoint, best effort: only if the log holds a commit old enough to go."""
+    try:
+        span = await configured_window(remote)
+        log = Inventory.of(await remote.stat(LOG_DIR))
+        now = clock()
+        oldest_kept = kept_commits(log, newest.seq, now - span)[0]
+        removable = [
+            s
+            for s, found in log.records.items()
+            if s < oldest_kept and (found.size >= TOMBSTONE_MAX_BYTES or found.modified < now - SLOT_GRACE)
+        ]
+        if removable:
+            await collect(remote, timedelta(seconds=span), newest=newest)
+    except (MemoryStoreError, OSError) as exc:
+        logger.warning("gc() after a checkpoint of %s failed (the next one retries): %s", remote.uri, exc)

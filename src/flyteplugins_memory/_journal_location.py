@@ -1,0 +1,57 @@
+"""Pure: where a store's commit journal lives, outside the store prefix that upstream downloads.
+
+Upstream's ``get_or_create`` downloads every object under the store prefix, so history kept there makes
+every upstream open pay for it. The journal therefore lives beside the tree of stores, never inside one:
+
+    {base}/{tail}            the store            {base}/.journal/{tail}      its journal
+
+* Standard layout, ``{root}/agents/memory-store/v0/{org}/{project}/{domain}/{key}``: ``base`` is
+  ``{root}/agents/memory-store`` and ``tail`` is ``v0/{org}/{project}/{domain}/{key}``. No key can reach
+  ``.journal`` there (keys sit four levels below ``v0``), whereas a sibling inside ``{domain}/`` would be
+  the store of a key named like it.
+* Any other (explicit) ``remote_path``: ``base`` is its parent directory and ``tail`` its last segment.
+  Such a path may not contain a ``.journal`` segment itself, so no store is ever inside a journal or the
+  reverse (`InvalidPath`).
+* A store at the root of a bucket has no outside: its journal stays in ``meta/.journal/`` (the layout of
+  earlier versions, see `OLD_JOURNAL_DIR`), and nothing is ever moved.
+
+Object names inside the journal stay *logical* (``meta/.journal/log/...``, as `_layout` builds them);
+`RemoteStore` maps them to this location.
+"""
+
+from __future__ import annotations
+
+from ._errors import InvalidPath
+from ._location import NAMESPACE, SCHEMA_VERSION
+
+JOURNAL_SEGMENT = ".journal"
+#: Where earlier versions kept the journal, relative to the store prefix (and the logical name prefix).
+OLD_JOURNAL_DIR = f"meta/{JOURNAL_SEGMENT}"
+#: segments of the standard layout after the storage root: agents, memory-store, v0, org, project, domain, key
+_STANDARD_DEPTH = len(NAMESPACE) + 5
+
+
+def journal_root(store_prefix: str) -> str:
+    """The journal's location for a store at `store_prefix` (a path without protocol, no trailing ``/``)."""
+    parts = store_prefix.rstrip("/").split("/")
+    if _is_standard(parts):
+        split = len(parts) - 5  # just before "v0"
+    else:
+        if JOURNAL_SEGMENT in parts[1:]:
+            raise InvalidPath(f"A store's remote path may not contain a {JOURNAL_SEGMENT!r} segment: {store_prefix!r}")
+        split = len(parts) - 1
+    if split < 1 or not "/".join(parts[:split]).strip("/"):
+        return old_journal_root(store_prefix)
+    return "/".join([*parts[:split], JOURNAL_SEGMENT, *parts[split:]])
+
+
+def old_journal_root(store_prefix: str) -> str:
+    """Where versions before issue 8 kept the journal: inside the store, under ``meta/.journal``."""
+    return f"{store_prefix.rstrip('/')}/{OLD_JOURNAL_DIR}"
+
+
+def _is_standard(parts: list[str]) -> bool:
+    if len(parts) < _STANDARD_DEPTH + 1:
+        return False
+    tail = parts[-_STANDARD_DEPTH:]
+    return tuple(tail[: len(NAMESPACE)]) == NAMESPACE and tail[len(NAMESPACE)] == SCHEMA_VERSION

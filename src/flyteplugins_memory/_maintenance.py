@@ -1,0 +1,66 @@
+"""The maintenance half of `MemoryStore`'s API: garbage collection, purge and the retention window.
+
+``gc()`` removes what no committed state inside the retention window needs (`_gc`); ``purge(path)``
+deletes a path and removes every stored copy of its content now (`_purge`); ``set_gc_window`` sets the
+window every handle of the store uses, stored in the journal beside it.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from ._gc import GcResult, collect, set_window
+from ._open import latest_state
+from ._paths import check_writable, normalize_path
+from ._purge import PurgeResult, purge_stored
+from ._state import LocalState
+from ._sync import Sync
+from ._syncify import syncify
+
+
+class MaintenanceAPI:
+    """Mixed into `MemoryStore`; relies on its `_state`, `_sync`, `read_only_prefixes` and the
+    `delete` and `save` methods."""
+
+    _state: LocalState
+    _sync: Sync
+    messages: list[dict[str, Any]]
+    read_only_prefixes: tuple[str, ...]
+    delete: Any
+    save: Any
+
+    @syncify
+    async def gc(self, window: timedelta | None = None) -> GcResult:
+        """Remove commit records, checkpoints, audit segments and blobs that no state committed inside the
+        retention window needs, and orphan blobs older than it; never what the newest state needs.
+
+        `window` defaults to the store's (`set_gc_window`), else 24 hours. ``timedelta(0)`` keeps only the
+        newest state: overwritten and deleted content is gone from storage (with a save running at the
+        same moment, use a window longer than that save). Handles pinned to a removed commit get
+        `StateCollected` when they need it. Saves run this on their own after each checkpoint.
+        """
+        return await collect(self._sync.remote(), window)
+
+    @syncify
+    async def purge(self, rel_path: str, *, actor: str = "agent", reason: str = "") -> PurgeResult:
+        """Delete `rel_path` (an audited commit, like `delete` + `save`; other unsaved changes of this
+        handle are saved with it) and remove every stored copy of its past and present content now: its
+        journal blobs, version snapshots, and upstream's file and sidecar. Content that another live path
+        holds stays for that path. Handles that still name the content get `ContentPurged`.
+        """
+        rel = normalize_path(rel_path)
+        check_writable(rel, self.read_only_prefixes)
+        deleted = await self.delete.aio(rel, actor=actor, reason=reason)
+        await self.save.aio()
+        async with self._state.lock:
+            remote, base = self._sync.remote(), self._state.base
+            newest = await latest_state(remote, base) or base  # what other paths hold now stays theirs
+            commit = base.seq if deleted else None
+            return await purge_stored(remote, rel, newest, actor=actor, reason=reason, commit=commit)
+
+    @syncify
+    async def set_gc_window(self, window: timedelta | None) -> None:
+        """Set the retention window of this store, for every handle and task that opens it (stored with
+        the store's journal); None restores the default (24 hours)."""
+        await set_window(self._sync.remote(), window)

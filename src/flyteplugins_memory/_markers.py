@@ -1,0 +1,115 @@
+"""Pure: the small objects that mark what is gone or moved, and the store's own settings.
+
+    log/<seq>.json  Tombstone   a commit that gc() collected; the slot stays taken (for a while, see
+                                `_retention`) so that no stale handle can commit into it
+    log/<seq>.json  Fence       in the old journal (inside the store prefix): the log moved; earlier
+                                versions refuse it (``format`` 2), so none of them can commit after it
+    head.json       MovedHead   in the old journal: earlier versions refuse it on open (unknown fields)
+    purged/<sha>.json  Purged   content purge() removed, so readers can tell purged from corrupt
+    config.json     StoreConfig settings every handle of the store uses (the gc window)
+
+Every marker is parsed leniently about extra fields (readers carry and ignore extensions) but strictly
+about the fields it needs.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ._errors import CorruptStore
+from ._layout import JOURNAL_DIR
+
+#: A tombstone is smaller than any commit record (whose mandatory fields alone take over 100 bytes), so a
+#: listing tells them apart by size.
+TOMBSTONE_MAX_BYTES = 64
+#: No marker is larger than this (a fence names the new location); larger log objects are records.
+MARKER_MAX_BYTES = 4096
+#: The package version that moved the journal out of the store prefix; named in the markers older
+#: versions refuse, so their error says what to upgrade to.
+MIN_READER = "flyteplugins-memory>=0.2 (journal outside the store prefix)"
+CONFIG_NAME = f"{JOURNAL_DIR}/config.json"
+
+
+def purge_marker_name(sha256: str) -> str:
+    return f"{JOURNAL_DIR}/purged/{sha256[:2]}/{sha256}.json"
+
+
+class _Lenient(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True, strict=True)
+
+
+class Tombstone(_Lenient):
+    collected: Literal[True]
+
+
+class Fence(_Lenient):
+    format: Literal[2] = 2
+    seq: int
+    moved_to: str
+    min_reader: str = MIN_READER
+
+
+class MovedHead(_Lenient):
+    seq: int
+    checkpoint: int
+    moved_to: str
+    min_reader: str = MIN_READER
+
+
+class Purged(_Lenient):
+    sha256: str
+    path: str
+    at: str
+    actor: str = ""
+    reason: str = ""
+
+
+class StoreConfig(_Lenient):
+    format: Literal[1] = 1
+    #: keep what the commits of this many seconds need (None: the package default)
+    gc_window_seconds: float | None = Field(default=None, ge=0)
+
+
+def encode_marker(marker: BaseModel) -> bytes:
+    return marker.model_dump_json().encode("utf-8")
+
+
+#: Every tombstone is the same few bytes: it names no content and no commit.
+TOMBSTONE = encode_marker(Tombstone(collected=True))
+
+
+def parse_marker(data: bytes) -> Tombstone | Fence | None:
+    """The marker a log slot holds, or None if it holds something else (a commit record, or garbage)."""
+    if not data.lstrip().startswith(b"{"):
+        return None
+    for model in (Tombstone, Fence):
+        try:
+            return model.model_validate_json(data)
+        except ValidationError:
+            continue
+    return None
+
+
+def parse_moved_head(data: bytes) -> MovedHead | None:
+    try:
+        return MovedHead.model_validate_json(data)
+    except ValidationError:
+        return None
+
+
+def parse_config(data: bytes | None) -> StoreConfig:
+    if data is None:
+        return StoreConfig()
+    try:
+        return StoreConfig.model_validate_json(data)
+    except ValidationError as exc:
+        raise CorruptStore(f"Store settings {CONFIG_NAME!r} are malformed: {exc}") from exc
+
+
+def parse_purged(data: bytes) -> Purged | None:
+    try:
+        return Purged.model_validate_json(data)
+    except ValidationError:
+        return None

@@ -1,0 +1,39 @@
+"""Keeping the bytes of upstream-written files readable after a save changes them.
+
+A store imported from upstream's layout records its files as ``legacy``: their bytes are at the file's
+own path, not in the content-addressed blobs. A save that rewrites or deletes such a path replaces those
+bytes (after its commit point), so every older state that still names them would read something else.
+Before the commit point, therefore, the old bytes are copied into the blob store (read and checked
+against their sha256); readers of a legacy record fall back to that blob when the path no longer holds
+the bytes (`_contents`). Each legacy file is copied at most once: after the save its record is ours.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from ._journal import FileRecord
+from ._layout import blob_name
+from ._records import sha256_bytes
+from ._storage import RemoteStore
+
+logger = logging.getLogger(__name__)
+
+
+async def preserve_legacy(
+    remote: RemoteStore, base: Mapping[str, FileRecord], changes: Mapping[str, FileRecord | None]
+) -> None:
+    """Copy into blobs the upstream-written bytes that `changes` is about to replace or delete."""
+    wanted = {p: base[p] for p in changes if p in base and base[p].legacy and changes[p] != base[p]}
+    if not wanted:
+        return
+    found = await remote.read_many(list(wanted))
+    blobs = {}
+    for path, record in wanted.items():
+        data = found.get(path)
+        if data is not None and sha256_bytes(data) == record.sha256:
+            blobs[blob_name(record.sha256)] = data
+        else:  # already replaced (a concurrent save copied it first) or changed behind our back
+            logger.info("Upstream-written bytes of %r are no longer at their path; not copied", path)
+    await remote.write_many(blobs)

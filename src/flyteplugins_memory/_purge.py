@@ -1,0 +1,121 @@
+"""purge(path): remove every stored copy of a path's past and present content, now (for redaction).
+
+The facade first deletes the path and saves (an audited commit like any delete). Then this module finds
+every content hash the path ever held that storage still knows of (every commit record and checkpoint
+still stored, in this journal and in an old one a moved store left behind, and the path's version
+snapshots), and removes, for each hash that no live path holds now: its journal blobs, every version
+snapshot with that content (of any path), and upstream's file and sidecar at the path. A purge marker per
+hash is written first, so a handle that still names the content gets `ContentPurged`, not `CorruptStore`.
+Bytes that another live path holds stay: they are that path's content.
+
+Cost: it reads every commit record and checkpoint still stored, O(stored history); run gc() first to
+bound that. Orphan blobs of saves that died before their commit point name no path; gc() removes them
+once they are older than its window (``gc(window=timedelta(0))`` right after a purge removes them now).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ._journal import Checkpoint, CommitRecord, State, parse
+from ._layout import JOURNAL_DIR, VERSIONS_DIR, blob_name, checkpoint_name, log_name, sidecar_name, versions_dir_name
+from ._markers import Purged, encode_marker, purge_marker_name
+from ._records import utc_timestamp
+from ._relocate import old_view
+from ._retention import Inventory
+from ._storage import RemoteStore
+
+#: Journal objects read at once while looking for the path's hashes.
+READ_BATCH = 64
+
+
+@dataclass(frozen=True)
+class PurgeResult:
+    """What one purge() removed: objects and their bytes, the content hashes now gone from storage, the
+    hashes kept because another live path holds them, and the commit that deleted the path (None if it
+    had no live file)."""
+
+    path: str
+    objects: int
+    bytes: int
+    shas: tuple[str, ...]
+    kept_shas: tuple[str, ...]
+    commit: int | None
+
+
+async def purge_stored(
+    remote: RemoteStore, rel: str, newest: State, *, actor: str, reason: str, commit: int | None
+) -> PurgeResult:
+    """Remove every stored copy of `rel`'s content that no live path of `newest` holds."""
+    journals = [remote, old_view(remote)] if remote.journal_moved else [remote]
+    held: set[str] = set()
+    blobs: list[dict[str, int]] = []
+    for journal in journals:
+        hashes, inventory = await _hashes_in_journal(journal, rel)
+        held |= hashes
+        blobs.append({blob_name(s): f.size for s, f in inventory.blobs.items()})
+    versions = await remote.list(under=VERSIONS_DIR)
+    own_versions = [n for n in versions if n.startswith(versions_dir_name(rel) + "/")]
+    held |= {sha for n in own_versions if (sha := _version_sha(n))}
+    live = {r.sha256 for p, r in newest.files.items() if p != rel}
+    gone = sorted(held - live)
+    marker = {
+        purge_marker_name(s): encode_marker(Purged(sha256=s, path=rel, at=utc_timestamp(), actor=actor, reason=reason))
+        for s in gone
+    }
+    await remote.write_many(marker)  # first: readers that miss the content learn why
+    doomed = {n: versions[n] for n in versions if n in own_versions or _version_sha(n) in gone}
+    if rel not in newest.files:
+        doomed.update(await _sizes(remote, [rel, sidecar_name(rel)]))
+    objects, size = await _remove(remote, doomed)
+    for journal, stored in zip(journals, blobs, strict=True):
+        more, extra = await _remove(journal, {n: stored[n] for s in gone if (n := blob_name(s)) in stored})
+        objects, size = objects + more, size + extra
+    return PurgeResult(rel, objects, size, tuple(gone), tuple(sorted(held & live)), commit)
+
+
+async def _hashes_in_journal(journal: RemoteStore, rel: str) -> tuple[set[str], Inventory]:
+    """Every hash `rel` has in a commit record or checkpoint this journal still stores, and its inventory."""
+    inventory = Inventory.of(await journal.stat(JOURNAL_DIR))
+    records = [log_name(s) for s in inventory.live_records(max(inventory.records, default=0))]
+    checkpoints = [checkpoint_name(s) for s in inventory.checkpoints]
+    found: set[str] = set()
+    for name, data in await _read_all(journal, records + checkpoints):
+        model = CommitRecord if name.startswith(f"{JOURNAL_DIR}/log/") else Checkpoint
+        try:
+            parsed = parse(model, data, name)
+        except ValueError:
+            continue  # a marker or a damaged object names no content of ours
+        files = parsed.delta.files if isinstance(parsed, CommitRecord) else parsed.files
+        if (record := files.get(rel)) is not None:
+            found.add(record.sha256)
+    return found, inventory
+
+
+async def _read_all(journal: RemoteStore, names: list[str]) -> Iterable[tuple[str, bytes]]:
+    out: list[tuple[str, bytes]] = []
+    for start in range(0, len(names), READ_BATCH):
+        out += list((await journal.read_many(names[start : start + READ_BATCH])).items())
+    return out
+
+
+def _version_sha(name: str) -> str | None:
+    """The content hash in a version snapshot's name (``<ts>_<sha>[_<suffix>].txt``), if it has one."""
+    stem = name.rsplit("/", 1)[-1].removesuffix(".txt")
+    return next(
+        (part for part in stem.split("_") if len(part) == 64 and all(c in "0123456789abcdef" for c in part)), None
+    )
+
+
+async def _sizes(remote: RemoteStore, names: list[str]) -> dict[str, int]:
+    """Sizes of those of `names` that exist (one listing each; no content is read)."""
+    sizes: dict[str, int] = {}
+    for name in names:
+        sizes.update({n: f.size for n, f in (await remote.stat(under=name)).items() if n == name})
+    return sizes
+
+
+async def _remove(remote: RemoteStore, names: dict[str, int]) -> tuple[int, int]:
+    await remote.remove_all(sorted(names))
+    return len(names), sum(names.values())

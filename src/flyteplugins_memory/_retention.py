@@ -1,0 +1,165 @@
+"""Pure: which journal objects the committed states inside a retention window need, and which can go.
+
+The states kept are every state committed inside the window, the one that was newest when the window
+began (handles opened since may still stand on it) and, always, the newest. They need their commit
+records, the checkpoints those records are relative to, the audit segments those checkpoints list, and
+the blobs of every file they hold. Everything else older than the window goes, orphan blobs of saves that
+died before their commit point included; what is younger stays (an in-flight save's blobs are young).
+
+A collected commit record whose slot is younger than `SLOT_GRACE` is emptied into a tombstone rather
+than deleted: a handle opened within that time may still try to commit into the slot after it, and a
+taken slot is what makes that attempt fail and rebase (handles older than that re-read the head before
+committing; see `_commit`). Tombstones are deleted once older than the grace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from ._journal import EMPTY_CHECKPOINT, Checkpoint, CommitRecord, State
+from ._layout import JOURNAL_DIR, audit_segment_name, blob_name, checkpoint_name, log_name
+from ._markers import TOMBSTONE_MAX_BYTES, purge_marker_name
+from ._storage import Listed
+
+#: A collected slot younger than this stays taken (as a tombstone); see the module docstring.
+SLOT_GRACE = 3600.0
+#: A handle whose base was last known newest longer ago than this re-reads the head before committing.
+#: Half of `SLOT_GRACE`, leaving room for clock skew between the handle's host, gc's and the server.
+STALE_BASE_AFTER = SLOT_GRACE / 2
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """A journal's listing, sorted by kind: sequence numbers or hashes mapped to their listing entries."""
+
+    records: dict[int, Listed] = field(default_factory=dict)
+    checkpoints: dict[int, Listed] = field(default_factory=dict)
+    segments: dict[int, Listed] = field(default_factory=dict)
+    blobs: dict[str, Listed] = field(default_factory=dict)
+    markers: dict[str, Listed] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, listing: Mapping[str, Listed]) -> Inventory:
+        inventory = cls()
+        for name, found in listing.items():
+            kind, _, rest = name.removeprefix(JOURNAL_DIR + "/").partition("/")
+            stem = rest.rsplit("/", 1)[-1]
+            if kind == "log" and stem.endswith(".json") and stem[:-5].isdigit():
+                inventory.records[int(stem[:-5])] = found
+            elif kind == "checkpoints" and stem.endswith(".json") and stem[:-5].isdigit():
+                inventory.checkpoints[int(stem[:-5])] = found
+            elif kind == "audit" and stem.endswith(".jsonl") and stem[:-6].isdigit():
+                inventory.segments[int(stem[:-6])] = found
+            elif kind == "blobs" and _is_sha(stem):
+                inventory.blobs[stem] = found
+            elif kind == "purged" and stem.endswith(".json") and _is_sha(stem[:-5]):
+                inventory.markers[stem[:-5]] = found
+        return inventory
+
+    def live_records(self, upto: int) -> list[int]:
+        """Sequence numbers of commit records (not tombstones) up to `upto`, oldest first."""
+        return sorted(s for s, f in self.records.items() if s <= upto and f.size >= TOMBSTONE_MAX_BYTES)
+
+
+def _is_sha(value: str) -> bool:
+    return len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+
+
+def kept_commits(inventory: Inventory, newest: int, cutoff: float) -> list[int]:
+    """The commits whose states the window keeps: those committed at or after `cutoff`, the newest one
+    before it, and the newest of all."""
+    live = inventory.live_records(newest)
+    before = [s for s in live if inventory.records[s].modified < cutoff]
+    start = before[-1] if before else (live[0] if live else newest)
+    kept = [s for s in live if s >= start]
+    return kept if newest in kept or newest == 0 else [*kept, newest]
+
+
+def needed_checkpoints(newest: State, records: Iterable[CommitRecord]) -> set[int]:
+    """Checkpoints the kept states are built on (stored ones only)."""
+    needed = {r.checkpoint for r in records if r.checkpoint_stored}
+    if newest.checkpoint != EMPTY_CHECKPOINT:
+        needed.add(newest.checkpoint.seq)
+    return needed
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What the kept states need."""
+
+    records: frozenset[int]
+    checkpoints: frozenset[int]
+    segments: frozenset[int]
+    shas: frozenset[str]
+
+
+def needs(
+    newest: State, kept: Iterable[int], records: Mapping[int, CommitRecord], checkpoints: Mapping[int, Checkpoint]
+) -> Needs:
+    """What the kept states need, from their records and the checkpoints those are built on."""
+    shas = {r.sha256 for r in newest.files.values()}
+    for record in records.values():
+        shas |= {r.sha256 for r in record.delta.files.values() if r is not None}
+    segments: set[int] = set(newest.checkpoint.audit_segments)
+    for checkpoint in checkpoints.values():
+        shas |= {r.sha256 for r in checkpoint.files.values()}
+        segments |= set(checkpoint.audit_segments)
+    needed = needed_checkpoints(newest, records.values())
+    return Needs(frozenset(kept), frozenset(needed), frozenset(segments), frozenset(shas))
+
+
+@dataclass(frozen=True)
+class Removal:
+    """What goes: names to delete, log slots to empty into tombstones, and the commits no longer readable."""
+
+    delete: dict[str, int] = field(default_factory=dict)
+    tombstone: dict[int, int] = field(default_factory=dict)
+    commits: tuple[int, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not self.delete and not self.tombstone
+
+
+def removal(inventory: Inventory, newest: int, need: Needs, cutoff: float, slot_cutoff: float) -> Removal:
+    """Everything the kept states do not need that is older than `cutoff` (log slots: see `SLOT_GRACE`).
+    Nothing at or after the newest commit is touched: it is either needed or newer than what we know."""
+    delete: dict[str, int] = {}
+    tombstone: dict[int, int] = {}
+    oldest_kept = min(need.records, default=newest)
+    for seq, found in inventory.records.items():
+        if seq >= oldest_kept or seq in need.records:
+            continue
+        is_tombstone = found.size < TOMBSTONE_MAX_BYTES
+        if found.modified < slot_cutoff:
+            delete[log_name(seq)] = found.size
+        elif not is_tombstone:
+            tombstone[seq] = found.size
+    for seq, found in inventory.checkpoints.items():
+        if seq < newest and seq not in need.checkpoints and found.modified < cutoff:
+            delete[checkpoint_name(seq)] = found.size
+    for seq, found in inventory.segments.items():
+        if seq < newest and seq not in need.segments and found.modified < cutoff:
+            delete[audit_segment_name(seq)] = found.size
+    for sha, found in inventory.blobs.items():
+        if sha not in need.shas and found.modified < cutoff:
+            delete[blob_name(sha)] = found.size
+    for sha, found in inventory.markers.items():
+        if sha not in need.shas and found.modified < cutoff:
+            delete[purge_marker_name(sha)] = found.size
+    gone = sorted(
+        s
+        for s, f in inventory.records.items()
+        if (log_name(s) in delete or s in tombstone) and f.size >= TOMBSTONE_MAX_BYTES
+    )
+    return Removal(delete, tombstone, tuple(gone))
+
+
+def kept_names(inventory: Inventory, need: Needs) -> list[str]:
+    """The names of every object the kept states need that the inventory holds (to copy a journal)."""
+    names = [log_name(s) for s in sorted(need.records) if s in inventory.records]
+    names += [checkpoint_name(s) for s in sorted(need.checkpoints) if s in inventory.checkpoints]
+    names += [audit_segment_name(s) for s in sorted(need.segments) if s in inventory.segments]
+    names += [blob_name(sha) for sha in sorted(need.shas) if sha in inventory.blobs]
+    return names
