@@ -11,6 +11,8 @@ from datetime import timedelta
 from typing import Any
 
 from ._gc import GcResult, collect, set_window
+from ._layout import versions_dir_name
+from ._mirror import remove_tree
 from ._open import latest_state
 from ._paths import check_writable, normalize_path
 from ._purge import PurgeResult, purge_stored
@@ -57,7 +59,11 @@ class MaintenanceAPI:
             remote, base = self._sync.remote(), self._state.base
             newest = await latest_state(remote, base) or base  # what other paths hold now stays theirs
             commit = base.seq if deleted else None
-            return await purge_stored(remote, rel, newest, actor=actor, reason=reason, commit=commit)
+            result = await purge_stored(remote, rel, newest, actor=actor, reason=reason, commit=commit)
+            # the working root held this handle's snapshots of the path: gone too (the delete removed
+            # the file and its sidecar there already)
+            await self._state.mirror.now(remove_tree, self._state.workdir, versions_dir_name(rel))
+            return result
 
     @syncify
     async def set_gc_window(self, window: timedelta | None) -> None:

@@ -164,6 +164,11 @@ def forget(workdir: WorkDir, paths: Collection[str]) -> None:
             logger.warning("Could not remove the local copy of %r: %s", path, exc)
 
 
+def remove_tree(workdir: WorkDir, name: str) -> None:
+    """Remove a directory of the root (a purged path's local version snapshots)."""
+    shutil.rmtree(workdir.resolve(name), ignore_errors=True)
+
+
 def write_text_file(workdir: WorkDir, name: str, data: bytes) -> None:
     """Replace one bookkeeping file of the root (``messages.json``, ``audit/log.jsonl``)."""
     workdir.write(name, data)
