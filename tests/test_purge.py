@@ -116,3 +116,15 @@ async def test_purge_and_gc_have_async_twins(backend, key):
     assert (await store.purge.aio("a.txt")).shas == (sha256_bytes(SECRET.encode()),)
     assert (await store.gc.aio()).objects == 0
     await store.set_gc_window.aio(None)
+
+
+def test_purge_leaves_no_copy_in_the_working_root(local_backend, key):
+    store = MemoryStore.get_or_create(key=key, keep_versions=True)
+    store.write_text("card.txt", "SECRET-4111")
+    store.save()
+    store.write_text("card.txt", "redacted")
+    store.save()
+    store.purge("card.txt")
+    root = store.root
+    leftovers = [p for p in root.rglob("*") if p.is_file() and b"SECRET-4111" in p.read_bytes()]
+    assert leftovers == [] and not (root / "card.txt").exists()
