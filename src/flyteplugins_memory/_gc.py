@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from ._errors import MemoryStoreError
-from ._journal import CommitRecord, Head, State, encode, parse
+from ._journal import CommitRecord, Head, Origin, State, encode, parse
 from ._layout import HEAD_NAME, JOURNAL_DIR, log_name
 from ._markers import CONFIG_NAME, TOMBSTONE, TOMBSTONE_MAX_BYTES, StoreConfig, encode_marker, parse_config
 from ._open import LOG_DIR, latest_state, read_checkpoint
@@ -75,8 +75,8 @@ async def collect(remote: RemoteStore, window: timedelta | None = None, *, newes
     """Remove what no state committed inside the window (nor the newest) needs."""
     span = seconds(window) if window is not None else await configured_window(remote)
     newest = await latest_state(remote, newest)
-    if newest is None or newest.seq == 0:
-        return await _with_old(remote, GcResult())
+    if newest is None or newest.seq == 0 or newest.origin is not Origin.JOURNAL:
+        return await _with_old(remote, GcResult())  # nothing here yet (a store in the old layout: not moved)
     now = clock()
     inventory = Inventory.of(await remote.stat(JOURNAL_DIR))
     return await _with_old(remote, await _collect(remote, newest, inventory, now - span, now - SLOT_GRACE))
@@ -86,8 +86,10 @@ async def _collect(
     remote: RemoteStore, newest: State, inventory: Inventory, cutoff: float, slot_cutoff: float
 ) -> GcResult:
     kept = kept_commits(inventory, newest.seq, cutoff)
-    # the newest record too: a pinned open of the newest commit is built from it, not from a later checkpoint
-    records = await _read_records(remote, kept)
+    # the newest record too (a pinned open of the newest commit is built from it, not from a later
+    # checkpoint), and commits that landed since we read the newest: their blobs are not orphans
+    landed = inventory.live_records(max(inventory.records, default=0))
+    records = await _read_records(remote, kept + [s for s in landed if s > newest.seq])
     wanted = {r.checkpoint for r in records.values() if r.checkpoint_stored} - {newest.checkpoint.seq}
     checkpoints = {seq: await read_checkpoint(remote, seq) for seq in sorted(wanted)}
     checkpoints[newest.checkpoint.seq] = newest.checkpoint

@@ -23,7 +23,12 @@ LOG_DIR = f"{JOURNAL_DIR}/log"
 
 
 class _Collected(Exception):
-    """Internal: a probe or the head hint reached a commit that gc() removed; find the newest by listing."""
+    """Internal: a probe or the head hint reached a commit that gc() removed; find the newest by listing.
+    `checkpoint` is the checkpoint the head hint named, if that is what was missing."""
+
+    def __init__(self, checkpoint: int | None = None):
+        super().__init__(checkpoint)
+        self.checkpoint = checkpoint
 
 
 async def read_entry(remote: RemoteStore, seq: int) -> CommitRecord | Tombstone | Fence | None:
@@ -58,6 +63,10 @@ async def read_checkpoint(remote: RemoteStore, seq: int) -> Checkpoint:
         if seq == 0:
             return EMPTY_CHECKPOINT
         raise CorruptStore(f"Checkpoint {seq} is referenced but missing")
+    return _checkpoint(data, seq)
+
+
+def _checkpoint(data: bytes, seq: int) -> Checkpoint:
     checkpoint = parse(Checkpoint, data, checkpoint_name(seq))
     if checkpoint.seq != seq:
         raise CorruptStore(f"Checkpoint object {seq} describes seq {checkpoint.seq}")
@@ -73,8 +82,8 @@ async def latest_state(remote: RemoteStore, known: State | None = None) -> State
     try:
         state = await _from_head(remote, known) or known
         return await _probe(remote, state)
-    except _Collected:
-        return await _from_listing(remote, known)
+    except _Collected as gone:
+        return await _from_listing(remote, known, gone.checkpoint)
 
 
 async def _probe(remote: RemoteStore, state: State | None) -> State | None:
@@ -107,9 +116,10 @@ async def _from_head(remote: RemoteStore, known: State | None) -> State | None:
     if head.seq <= (known.seq if known else 0):
         return None
     if head.checkpoint == head.seq:
-        if await remote.read(checkpoint_name(head.seq)) is None:
-            raise _Collected  # gc() removed it (a newer state exists), or it is damage: the listing decides
-        return State.at_checkpoint(await read_checkpoint(remote, head.seq))
+        data = await remote.read(checkpoint_name(head.seq))
+        if data is None:  # gc() removed it (then a newer state exists), or it is damage: the listing decides
+            raise _Collected(checkpoint=head.seq)
+        return State.at_checkpoint(_checkpoint(data, head.seq))
     try:
         record = await read_record(remote, head.seq)
     except StateCollected:
@@ -119,11 +129,11 @@ async def _from_head(remote: RemoteStore, known: State | None) -> State | None:
     return await _state_from(remote, record, known)
 
 
-async def _from_listing(remote: RemoteStore, known: State | None) -> State | None:
-    """The newest state, found by listing the log: after gc() it holds only the retention window."""
-    seqs = sorted((s for s in log_seqs(await remote.list(under=LOG_DIR))), reverse=True)
-    head = await remote.read(HEAD_NAME)
-    hinted = parse(Head, head, HEAD_NAME) if head is not None else None
+async def _from_listing(remote: RemoteStore, known: State | None, hinted_checkpoint: int | None) -> State | None:
+    """The newest state, found by listing the log: after gc() it holds only the retention window. If the
+    head hint named a checkpoint that is missing, something newer must exist, or the store is damaged."""
+    seqs = sorted(log_seqs(await remote.list(under=LOG_DIR)), reverse=True)
+    state = known
     for seq in seqs:
         if known is not None and seq <= known.seq:
             break
@@ -133,12 +143,10 @@ async def _from_listing(remote: RemoteStore, known: State | None) -> State | Non
                 state = await _probe(remote, await _state_from(remote, entry, known))
             except _Collected:
                 raise CorruptStore(f"Commit log under {remote.uri} has a collected commit after its newest") from None
-            if hinted and hinted.checkpoint == hinted.seq and state is not None and state.seq <= hinted.seq:
-                raise CorruptStore(f"Checkpoint {hinted.seq} is named by the head hint but missing")
-            return state
-    if hinted and hinted.checkpoint == hinted.seq and hinted.seq > (known.seq if known else 0):
-        raise CorruptStore(f"Checkpoint {hinted.seq} is named by the head hint but missing")
-    return known
+            break
+    if hinted_checkpoint is not None and (state.seq if state else 0) <= hinted_checkpoint:
+        raise CorruptStore(f"Checkpoint {hinted_checkpoint} is named by the head hint but missing")
+    return state
 
 
 def log_seqs(listing: dict[str, int] | dict) -> list[int]:
