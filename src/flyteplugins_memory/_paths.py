@@ -21,7 +21,7 @@ def _has_control_char(value: str) -> bool:
     return any(ch in _CONTROL_CHARS for ch in value)
 
 
-def _is_unicode(value: str) -> bool:
+def is_unicode(value: str) -> bool:
     """Whether `value` can be stored as UTF-8 (object names, sidecars and the journal are UTF-8)."""
     try:
         value.encode("utf-8")
@@ -40,7 +40,7 @@ def normalize_path(path: str) -> str:
         raise InvalidPath(f"Path must be a str, got {type(path).__name__}")
     if _has_control_char(path):
         raise InvalidPath(f"Path must not contain control characters (NUL included), got {path!r}")
-    if not _is_unicode(path):
+    if not is_unicode(path):
         raise InvalidPath(f"Path must be valid Unicode (no lone surrogates), got {path!r}")
     if path.startswith("/"):
         raise InvalidPath(f"Path must be relative, got {path!r}")
@@ -96,6 +96,6 @@ def validate_segment(value: str, *, name: str = "key") -> str:
     """Return `value` if it is a single safe path segment (a key, org, project or domain)."""
     if not isinstance(value, str) or not value:
         raise InvalidKey(f"{name} must be a non-empty str, got {value!r}")
-    if value in (".", "..") or "/" in value or "\\" in value or _has_control_char(value) or not _is_unicode(value):
+    if value in (".", "..") or "/" in value or "\\" in value or _has_control_char(value) or not is_unicode(value):
         raise InvalidKey(f"{name} must be a single path segment without control characters, got {value!r}")
     return value

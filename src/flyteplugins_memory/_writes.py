@@ -12,6 +12,7 @@ from typing import Any
 from ._errors import ConcurrencyError, CorruptStore, InvalidMessage
 from ._journal import FileRecord
 from ._layout import version_name
+from ._paths import is_unicode
 from ._records import MemoryMeta, sha256_bytes, write_event
 
 
@@ -50,7 +51,7 @@ class ChangeOptions:
     def __post_init__(self) -> None:
         for name in ("actor", "reason"):
             value = getattr(self, name)
-            if not isinstance(value, str) or not _storable(value):
+            if not isinstance(value, str) or not is_unicode(value):
                 raise InvalidMessage(f"{name} must be a str of valid Unicode, got {value!r}")
 
     def event(self, op: str, rel: str, old_sha: str, new_sha: str, ts: str, version: str) -> dict[str, Any] | None:
@@ -118,11 +119,3 @@ def _version(rel: str, now: datetime, sha: str, taken: Collection[str]) -> str:
         name = version_name(rel, _seconds(now), f"{sha}_{token}")
         if name not in taken:
             return name
-
-
-def _storable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
