@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from flyteplugins_memory import MemoryStore, StorageError, _commit, _sync
+from flyteplugins_memory import MemoryStore, StorageError, _commit, _session
 
 
 @pytest.fixture(params=["local_backend", "s3_backend"])
@@ -25,7 +25,7 @@ def _fail_projections(monkeypatch, times: int) -> list[int]:
         return await real(remote, job, committed)
 
     monkeypatch.setattr(_commit, "project", flaky)  # the save's own projection
-    monkeypatch.setattr(_sync, "project", flaky)  # the repair
+    monkeypatch.setattr(_session, "project", flaky)  # the repair
     return failures
 
 

@@ -14,21 +14,18 @@ from ._gc import GcResult, collect, set_window
 from ._layout import versions_dir_name
 from ._mirror import remove_tree
 from ._open import latest_state
-from ._paths import check_writable, normalize_path
+from ._admission import Access, PathAdmission
 from ._purge import PurgeResult, purge_stored
-from ._state import LocalState
-from ._sync import Sync
+from ._session import Session
 from ._syncify import syncify
 
 
 class MaintenanceAPI:
-    """Mixed into `MemoryStore`; relies on its `_state`, `_sync`, `read_only_prefixes` and the
-    `delete` and `save` methods."""
+    """Mixed into `MemoryStore`; relies on its `_session`, `_admission` and the `delete` and `save`
+    methods."""
 
-    _state: LocalState
-    _sync: Sync
-    messages: list[dict[str, Any]]
-    read_only_prefixes: tuple[str, ...]
+    _session: Session
+    _admission: PathAdmission
     delete: Any
     save: Any
 
@@ -42,7 +39,7 @@ class MaintenanceAPI:
         same moment, use a window longer than that save). Handles pinned to a removed commit get
         `StateCollected` when they need it. Saves run this on their own after each checkpoint.
         """
-        return await collect(self._sync.remote(), window)
+        return await collect(self._session.remote(), window)
 
     @syncify
     async def purge(self, rel_path: str, *, actor: str = "agent", reason: str = "") -> PurgeResult:
@@ -51,22 +48,22 @@ class MaintenanceAPI:
         journal blobs, version snapshots, and upstream's file and sidecar. Content that another live path
         holds stays for that path. Handles that still name the content get `ContentPurged`.
         """
-        rel = normalize_path(rel_path)
-        check_writable(rel, self.read_only_prefixes)
+        rel = self._admission.admit(rel_path, Access.DELETE)
         deleted = await self.delete.aio(rel, actor=actor, reason=reason)
         await self.save.aio()
-        async with self._state.lock:
-            remote, base = self._sync.remote(), self._state.base
-            newest = await latest_state(remote, base) or base  # what other paths hold now stays theirs
-            commit = base.seq if deleted else None
+        session = self._session
+        async with session.lock:
+            remote, view = session.remote(), session.view
+            newest = await latest_state(remote, view.base) or view.base  # what other paths hold now stays theirs
+            commit = view.base.seq if deleted else None
             result = await purge_stored(remote, rel, newest, actor=actor, reason=reason, commit=commit)
             # the working root held this handle's snapshots of the path: gone too (the delete removed
             # the file and its sidecar there already)
-            await self._state.mirror.now(remove_tree, self._state.workdir, versions_dir_name(rel))
+            await view.mirror.now(remove_tree, view.workdir, versions_dir_name(rel))
             return result
 
     @syncify
     async def set_gc_window(self, window: timedelta | None) -> None:
         """Set the retention window of this store, for every handle and task that opens it (stored with
         the store's journal); None restores the default (24 hours)."""
-        await set_window(self._sync.remote(), window)
+        await set_window(self._session.remote(), window)

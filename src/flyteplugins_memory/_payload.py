@@ -16,13 +16,15 @@ was sent at; the files stay in storage). Flyte reaches it two ways:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._errors import UnsavedChanges
 from ._transcript import committed_form
 
 if TYPE_CHECKING:
     from ._store import MemoryStore
+
+S = TypeVar("S", bound="MemoryStore")
 
 
 def payload(store: MemoryStore) -> dict[str, Any]:
@@ -34,7 +36,7 @@ def payload(store: MemoryStore) -> dict[str, Any]:
         "read_only_prefixes": list(store.read_only_prefixes),
         "audit": store.audit,
         "keep_versions": store.keep_versions,
-        "seq": store._sync.payload_seq(),
+        "seq": store._session.payload_seq(),
     }
 
 
@@ -48,3 +50,44 @@ def refuse_unsaved(store: MemoryStore) -> None:
             "`await store.save.aio()` (`store.save()` in sync code) before returning or passing it. A store "
             "returned on its own, or in a list[MemoryStore] or dict[str, MemoryStore], is saved for you."
         )
+
+
+def received_store(cls: type[S], value: dict[str, Any]) -> S:
+    """A store rebuilt from its payload; it loads the exact commit it was sent at on first use.
+
+    A sender that had loaded its store sends the commit it was at: its inline transcript is that commit's
+    plus its own changes, and wins (as upstream). One that never loaded sends no commit: its messages are
+    appends made before any load, kept after the committed transcript when this loads."""
+    store = cls(
+        key=value["key"],
+        messages=list(value.get("messages") or []),
+        remote_path=value.get("remote_path"),
+        read_only_prefixes=tuple(value.get("read_only_prefixes") or ()),
+        audit=value.get("audit", True),
+        keep_versions=value.get("keep_versions", False),
+    )
+    seq = value.get("seq")
+    store._session.receive(store, seq if isinstance(seq, int) else None)
+    return store
+
+
+def pydantic_schema(cls: type[S]) -> Any:
+    """Inside a pydantic model a store travels as the same payload as anywhere else (pydantic would
+    otherwise treat it as upstream's dataclass: dump its fields, temp root included, and fail to rebuild
+    it); a store with unsaved changes refuses to travel, as in a dataclass."""
+    from pydantic_core import core_schema
+
+    def validate(value: Any) -> S:
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, dict) and isinstance(value.get("key"), str):
+            return received_store(cls, value)
+        raise ValueError(f"Expected a MemoryStore or its payload, got {type(value).__name__}")
+
+    def serialize(store: MemoryStore) -> dict[str, Any]:
+        refuse_unsaved(store)
+        return payload(store)
+
+    return core_schema.no_info_plain_validator_function(
+        validate, serialization=core_schema.plain_serializer_function_ser_schema(serialize)
+    )

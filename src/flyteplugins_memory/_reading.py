@@ -16,34 +16,27 @@ from ._errors import CorruptStore
 from ._inventory import take_inventory
 from ._layout import AUDIT_LOG_PATH, VERSIONS_DIR
 from ._mirror import write_text_file
-from ._paths import MESSAGES_PATH, normalize_path, normalize_prefix
+from ._admission import Access, PathAdmission
+from ._paths import MESSAGES_PATH
 from ._records import MemoryMeta, encode_audit_event, encode_messages
-from ._state import LocalState
-from ._storage import RemoteStore
-from ._sync import Sync
+from ._session import Session
 from ._syncify import syncify
 from ._workdir import WorkDir
 
 
 class ReadAPI:
-    """Mixed into `MemoryStore`; relies on its `_state`, `_sync` and `messages`."""
+    """Mixed into `MemoryStore`; relies on its `_session`, `_admission`, `messages` and `audit`."""
 
-    _state: LocalState
-    _sync: Sync
+    _session: Session
+    _admission: PathAdmission
     messages: list[dict[str, Any]]
-
-    async def _ensure_loaded(self) -> None:
-        await self._sync.ensure_loaded(self)
-
-    def _remote_if_known(self) -> RemoteStore | None:
-        return self._sync.remote_if_known()
+    audit: bool
 
     @syncify
     async def read_text(self, rel_path: str, default: str = "") -> str:
         """UTF-8 contents of `rel_path` (fetched on first read), or `default` if there is no such file."""
-        rel = normalize_path(rel_path)
-        await self._ensure_loaded()
-        data = await self._state.read_bytes(rel, self._remote_if_known())
+        rel = self._admission.admit(rel_path, Access.READ)
+        data = await self._session.read(self, rel)
         if data is None:
             return default
         try:
@@ -65,34 +58,33 @@ class ReadAPI:
     @syncify
     async def list_paths(self, prefix: str = "") -> list[str]:
         """Sorted paths of the store's files under directory `prefix` (bookkeeping and transcript excluded)."""
-        rel = normalize_prefix(prefix)
-        await self._ensure_loaded()
+        rel = self._admission.admit(prefix, Access.LIST)
+        view = await self._session.ready(self)
         if rel:
-            await self._state.check_inside_root(rel)
-        return self._state.paths(rel)
+            await view.check_inside_root(rel)
+        return view.paths(rel)
 
     @syncify
     async def _path_exists(self, rel_path: str) -> bool:
         """Whether `rel_path` is a file of the store, or a directory holding one."""
-        rel = normalize_path(rel_path)
-        await self._ensure_loaded()
-        await self._state.check_inside_root(rel)
-        return self._state.has_file_or_dir(rel)
+        rel = self._admission.admit(rel_path, Access.READ)
+        view = await self._session.ready(self)
+        await view.check_inside_root(rel)
+        return view.has_file_or_dir(rel)
 
     @syncify
     async def get_meta(self, rel_path: str) -> MemoryMeta | None:
         """The metadata sidecar of `rel_path`, or None if it has none."""
-        rel = normalize_path(rel_path)
-        await self._ensure_loaded()
-        return self._state.meta(rel)
+        rel = self._admission.admit(rel_path, Access.READ)
+        return (await self._session.ready(self)).meta(rel)
 
     @syncify
     async def current_sha(self, rel_path: str) -> str:
         """The sha256 of `rel_path`'s content, or ``""`` if there is no such file."""
-        rel = normalize_path(rel_path)
-        await self._ensure_loaded()
-        self._state.meta(rel)  # a corrupt sidecar raises here, as upstream's does
-        record = self._state.record(rel)
+        rel = self._admission.admit(rel_path, Access.READ)
+        view = await self._session.ready(self)
+        view.meta(rel)  # a corrupt sidecar raises here, as upstream's does
+        record = view.record(rel)
         return record.sha256 if record else ""
 
     @syncify
@@ -103,9 +95,9 @@ class ReadAPI:
         Returns how many files were fetched. Call it before running a code tool that reads the root:
         a handle otherwise holds only what it wrote or read.
         """
-        rel = normalize_prefix(prefix)
-        await self._ensure_loaded()
-        fetched = await self._state.prefetch(rel, self._remote_if_known())
+        rel = self._admission.admit(prefix, Access.LIST)
+        view = await self._session.ready(self)
+        fetched = await view.prefetch(rel, self._session.remote_if_known())
         if not rel:
             await self._materialize_bookkeeping()
         return fetched
@@ -113,15 +105,15 @@ class ReadAPI:
     async def _materialize_bookkeeping(self) -> None:
         """The whole audit trail, the transcript and every saved version snapshot, into the root."""
         events = await self.audit_tail.aio(0)
-        remote, workdir = self._remote_if_known(), self._state.workdir
+        remote, view = self._session.remote_if_known(), await self._session.ready(self)
         objects = {MESSAGES_PATH: encode_messages(self.messages)}
         if events:
             objects[AUDIT_LOG_PATH] = b"".join(encode_audit_event(e) for e in events)
         if remote is not None:
             listed = take_inventory(await remote.list(under=VERSIONS_DIR)).versions
-            names = [n for names in listed.values() for n in names if n not in self._state.versions]
+            names = [n for names in listed.values() for n in names if n not in view.versions]
             objects.update(await remote.read_many(names))
-        await self._state.mirror.now(_write_all, workdir, objects)
+        await view.mirror.now(_write_all, view.workdir, objects)
 
     @upstream_awaitable
     @syncify
@@ -130,8 +122,8 @@ class ReadAPI:
 
         The events are copies: editing one (say, for display) never changes the trail.
         """
-        await self._ensure_loaded()
-        events = await _audit.audit_tail(self._remote_if_known(), self._state.base, self._state.changes.audit, n)
+        view = await self._session.ready(self)
+        events = await _audit.audit_tail(self._session.remote_if_known(), view.base, view.changes.audit, n)
         return copy.deepcopy(events)
 
     def audit_tail_sync(self, n: int = 20) -> list[dict[str, Any]]:
@@ -141,14 +133,14 @@ class ReadAPI:
     @syncify
     async def list_versions(self, rel_path: str) -> list[str]:
         """Names of the version snapshots of `rel_path` (saved and pending), oldest first."""
-        rel = normalize_path(rel_path)
-        return await _versions.list_versions(self._remote_if_known(), self._state.versions, rel)
+        rel = self._admission.admit(rel_path, Access.READ)
+        return await _versions.list_versions(self._session.remote_if_known(), self._session.view.versions, rel)
 
     @syncify
     async def read_version(self, version_file: str) -> str:
         """Text of one version snapshot, named as by `list_versions` or an audit event's ``version_file``."""
-        state = self._state
-        return await _versions.read_version(self._remote_if_known(), state.versions, version_file)
+        remote, pending = self._session.remote_if_known(), self._session.view.versions
+        return await _versions.read_version(remote, pending, version_file)
 
 
 def _write_all(workdir: WorkDir, objects: dict[str, bytes]) -> None:

@@ -19,6 +19,7 @@ from ._contents import fetch_contents
 from ._errors import InvalidPath
 from ._journal import EMPTY_CHECKPOINT, FileRecord, State
 from ._layout import classify
+from ._legacy import scan_local
 from ._merge import Changes
 from ._mirror import RootWriter, cache_committed, forget, record_change
 from ._paths import parent_dirs
@@ -79,19 +80,23 @@ class LocalState:
     def has_unsaved_changes(self) -> bool:
         return bool(self.changes) or self.imported
 
-    def adopt_local_files(self, records: dict[str, FileRecord]) -> None:
-        """Files found in an existing local root become unsaved changes (blocking; at construction)."""
-        for path, record in records.items():
+    def adopt_working_root(self) -> list[dict]:
+        """An existing root's files become unsaved changes (blocking; at construction); returns the
+        transcript its ``messages.json`` holds."""
+        scanned, transcript = scan_local(self.workdir)
+        for path, record in scanned.files.items():
             data = self.workdir.read(path)
             if data is not None:
                 self._set_change(path, record)
                 self.unsaved[path] = data
+        return transcript
 
     async def check_inside_root(self, rel: str) -> None:
         await asyncio.to_thread(self.workdir.resolve, rel)
 
-    async def read_bytes(self, rel: str, remote: RemoteStore | None) -> bytes | None:
-        """Contents of `rel` (fetched and verified on first read), or None if there is no such file."""
+    async def local_bytes(self, rel: str) -> bytes | None | tuple[str, FileRecord]:
+        """Contents of `rel` if the handle holds them (unsaved, or cached in the working root), None if
+        there is no such file, else what `fetch_committed` needs to fetch them."""
         await self.check_inside_root(rel)
         record = self.record(rel)
         if record is None:
@@ -103,6 +108,10 @@ class LocalState:
             local = await asyncio.to_thread(self.workdir.read, rel)
             if local is not None and sha256_bytes(local) == record.sha256:
                 return local  # else a code tool changed or removed the local copy: fetch it again
+        return rel, record
+
+    async def fetch_committed(self, remote: RemoteStore | None, rel: str, record: FileRecord) -> bytes:
+        """The committed content `record` names, fetched, verified and cached in the working root."""
         return (await self._fetch(remote, {rel: record}))[rel]
 
     async def prefetch(self, prefix: str, remote: RemoteStore | None) -> int:

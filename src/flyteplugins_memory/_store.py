@@ -1,9 +1,10 @@
 """`MemoryStore`: a keyed agent memory (transcript + path-addressed files), drop-in for upstream's.
 
-This module is the facade: it validates arguments and orders calls. The rules live in `_paths`,
-`_layout`, `_records`, `_journal`, `_merge` and `_transcript`; the handle's state in `_state`; storage in
-`_open`, `_commit`, `_storage`. Every I/O method is ``async def`` wrapped by `syncify` (``f()`` and
-``f.aio()``).
+This module is the facade: it admits every caller path through one gate (`_admission`) and hands the
+call to one collaborator, the handle's `_session.Session`, which owns the working copy, the lock and
+every move between the handle and storage. Every I/O method is ``async def`` wrapped by `syncify`
+(``f()`` and ``f.aio()``). The read and maintenance halves of the API live in `_reading` and
+`_maintenance`; what a store travels as between tasks, in `_payload`.
 
 The class subclasses upstream's ``flyte.ai.agents.MemoryStore`` so that everything accepting upstream's
 (its ``Agent`` checks ``isinstance``) accepts ours; it keeps its own ``__init__``, identity equality and
@@ -23,23 +24,20 @@ from typing import Any, NoReturn
 from flyte.ai.agents import MemoryStore as UpstreamMemoryStore
 from flyte.io import Dir
 
-from . import _location
+from . import _location, _payload
+from ._admission import Access, PathAdmission
 from ._compat import AwaitableCall, upstream_awaitable
 from ._errors import StoreAlreadyExists
-from ._legacy import scan_local
-from ._limits import check_path_fits, check_paths_fit, written_paths
 from ._maintenance import MaintenanceAPI
 from ._mirror import remove_when_idle, write_text_file
-from ._paths import MESSAGES_PATH, check_writable, normalize_path, validate_segment
-from ._payload import payload, refuse_unsaved
+from ._paths import MESSAGES_PATH, validate_segment
 from ._reading import ReadAPI
 from ._records import MemoryMeta, encode_messages
 from ._relocate import journal_exists
-from ._state import LocalState
+from ._session import Session
 from ._storage import RemoteStore
-from ._sync import Sync
 from ._syncify import syncify
-from ._transcript import check_message, check_messages, fingerprints
+from ._transcript import check_message, check_messages
 from ._writes import ChangeOptions
 
 
@@ -109,22 +107,21 @@ class MemoryStore(ReadAPI, MaintenanceAPI, UpstreamMemoryStore):
         self.keep_versions = keep_versions
         self._root_path = pathlib.Path(root) if root is not None else _temporary_root(self)
         self._root_real = self._root_path.resolve()
-        self._state = LocalState(self._root_path, private=root is None)
-        self._sync = Sync(self._state, remote_path, lambda: self.remote_path_for_key(key=self.key))
+        resolve = lambda: self.remote_path_for_key(key=self.key)  # noqa: E731
+        self._session = Session(self._root_path, private=root is None, remote_path=remote_path, resolve=resolve)
+        #: the one gate every caller path passes (a scope swaps it)
+        self._admission = PathAdmission(lambda: tuple(self.read_only_prefixes), lambda: self.remote_path)
         if root is not None:
-            scanned, transcript = scan_local(self._state.workdir)
-            self._state.adopt_local_files(scanned.files)
-            if not self.messages:
-                self.messages, self._sync.root_transcript = transcript, len(transcript)
+            self._session.adopt_working_root(self)
 
     @property
     def remote_path(self) -> str | None:
         """Where the store lives (resolved from `key` and the Flyte context on first save if unset)."""
-        return self._sync.remote_path
+        return self._session.remote_path
 
     @remote_path.setter
     def remote_path(self, value: str | None) -> None:
-        self._sync.remote_path = value
+        self._session.remote_path = value
 
     def __repr__(self) -> str:
         return f"MemoryStore(key={self.key!r}, remote_path={self.remote_path!r})"
@@ -139,14 +136,14 @@ class MemoryStore(ReadAPI, MaintenanceAPI, UpstreamMemoryStore):
     @property
     def _needs_remote_hydration(self) -> bool:
         """Upstream's flag: the committed state is not loaded yet (loaded on first use)."""
-        return not self._sync.loaded
+        return not self._session.loaded
 
     @property
     def root(self) -> pathlib.Path:  # type: ignore[override]
         """The local working directory, in upstream's layout: it holds every file, sidecar, version
         snapshot and audit line this handle wrote (and every file it read) by the time you read this
         attribute; ``prefetch()`` adds the rest of the store."""
-        self._state.mirror.settle_blocking()
+        self._session.view.mirror.settle_blocking()
         return self._root_path
 
     @property
@@ -154,17 +151,17 @@ class MemoryStore(ReadAPI, MaintenanceAPI, UpstreamMemoryStore):
         return self.root
 
     def _require_remote_path(self) -> str:
-        return self._sync.remote().uri
+        return self._session.remote().uri
 
     async def _ensure_hydrated(self) -> None:
-        await self._ensure_loaded()
+        await self._session.ready(self)
 
     def _abs(self, rel_path: str) -> pathlib.Path:
         """Absolute local path of `rel_path` in the working root (refusing escapes, as upstream)."""
-        return self._state.workdir.resolve(normalize_path(rel_path))
+        return self._session.view.workdir.resolve(self._admission.admit(rel_path, Access.READ))
 
     def _assert_can_write(self, rel: str) -> None:
-        check_writable(normalize_path(rel), self.read_only_prefixes)
+        self._admission.admit(rel, Access.DELETE)
 
     @staticmethod
     async def _remote_store_exists(remote_path: str) -> bool:
@@ -206,10 +203,10 @@ class MemoryStore(ReadAPI, MaintenanceAPI, UpstreamMemoryStore):
         `StoreAlreadyExists`."""
         remote_path = cls.remote_path_for_key(key=key, org=org, project=project, domain=domain)
         store = cls(key, None, None, remote_path, read_only_prefixes, audit, keep_versions)
-        if await store._sync.remote().exists(MESSAGES_PATH):  # also refuses stores that upstream created
-            raise StoreAlreadyExists(f"MemoryStore {key!r} already exists at {remote_path}")
-        store._sync.loaded = True
-        await store._sync.save(store, exclusive=True)
+        try:
+            await store._session.create(store)
+        except StoreAlreadyExists:
+            raise StoreAlreadyExists(f"MemoryStore {key!r} already exists at {remote_path}") from None
         return store
 
     @syncify
@@ -229,12 +226,13 @@ class MemoryStore(ReadAPI, MaintenanceAPI, UpstreamMemoryStore):
         options = {"read_only_prefixes": read_only_prefixes, "audit": audit, "keep_versions": keep_versions}
         remote_path = cls.remote_path_for_key(key=key, org=org, project=project, domain=domain)
         store = cls(key, remote_path=remote_path, **options)
-        if await store._sync.load_if_exists(store):
+        if await store._session.open(store):
             return store
         try:
             return await cls.create.aio(key=key, org=org, project=project, domain=domain, **options)
         except StoreAlreadyExists:  # another creator won the race: open what it made
-            await store._sync.load(store)
+            if not await store._session.open(store):
+                raise
             return store
 
     @syncify
@@ -244,15 +242,8 @@ class MemoryStore(ReadAPI, MaintenanceAPI, UpstreamMemoryStore):
         Concurrent saves of the same key merge (different paths, transcript appends, audit events);
         a real conflict raises `ConcurrencyError` naming the paths and leaves this handle unchanged.
         """
-        async with self._state.lock:
-            await self._sync.ensure_loaded(self)
-            await self._sync.settle(self)
-            if self.has_unsaved_changes() or self._state.base.needs_save:
-                check_paths_fit(written_paths(self._state.changes.files), self._sync.remote().uri)
-                await self._sync.save(self)
-            else:
-                await self._sync.repair_projections()
-        return Dir.from_existing_remote(self._sync.remote().uri)
+        await self._session.save(self)
+        return Dir.from_existing_remote(self._session.remote().uri)
 
     @syncify
     async def refresh(self) -> list[str]:
@@ -261,9 +252,7 @@ class MemoryStore(ReadAPI, MaintenanceAPI, UpstreamMemoryStore):
         Returns the paths whose unsaved changes conflicted and were dropped (``messages.json`` if the
         transcript was); afterwards they show the committed content, so the caller can retry.
         """
-        async with self._state.lock:
-            await self._sync.ensure_loaded(self)
-            return await self._sync.refresh(self)
+        return await self._session.refresh(self)
 
     @syncify
     async def compact(self) -> None:
@@ -273,8 +262,7 @@ class MemoryStore(ReadAPI, MaintenanceAPI, UpstreamMemoryStore):
         upstream readers that need the newest audit trail.
         """
         await self.save.aio()
-        async with self._state.lock:
-            await self._sync.compact()
+        await self._session.compact()
 
     # -- transcript -----------------------------------------------------------------------------------
 
@@ -298,10 +286,10 @@ class MemoryStore(ReadAPI, MaintenanceAPI, UpstreamMemoryStore):
     async def flush_messages(self) -> None:
         """Write the transcript (the committed one, loaded first if need be, plus this handle's changes)
         to ``messages.json`` in the local working root, atomically."""
-        await self._ensure_loaded()
+        view = await self._session.ready(self)
         check_messages(self.messages)
         data = encode_messages(self.messages)
-        await self._state.mirror.now(write_text_file, self._state.workdir, MESSAGES_PATH, data)
+        await view.mirror.now(write_text_file, view.workdir, MESSAGES_PATH, data)
 
     def flush_messages_sync(self) -> None:
         """Alias of ``flush_messages()`` kept for upstream compatibility."""
@@ -310,7 +298,7 @@ class MemoryStore(ReadAPI, MaintenanceAPI, UpstreamMemoryStore):
     def has_unsaved_changes(self) -> bool:
         """Whether this handle holds writes, deletes or transcript changes (appends, or edits of messages
         in place, compared by content) that `save` has not committed."""
-        return self._sync.has_unsaved_changes(self)
+        return self._session.has_unsaved_changes(self)
 
     # -- writes ---------------------------------------------------------------------------------------
 
@@ -323,12 +311,8 @@ class MemoryStore(ReadAPI, MaintenanceAPI, UpstreamMemoryStore):
         With `expected_sha`, the write happens only if the current sha256 matches (``""`` for a new
         file), here and again against the committed state at `save`; otherwise `ConcurrencyError`.
         """
-        rel = normalize_path(rel_path)
-        check_writable(rel, self.read_only_prefixes)
-        check_path_fits(rel, self.remote_path)
-        async with self._state.lock:
-            await self._ensure_loaded()
-            return await self._state.write(rel, content, self._change_options(actor, reason, expected_sha))
+        rel = self._admission.admit(rel_path, Access.WRITE)
+        return await self._session.write(self, rel, content, self._change_options(actor, reason, expected_sha))
 
     @syncify
     async def write_json(
@@ -346,63 +330,30 @@ class MemoryStore(ReadAPI, MaintenanceAPI, UpstreamMemoryStore):
 
         Returns False if there is no such file. Same path rules and `expected_sha` check as writes.
         """
-        rel = normalize_path(rel_path)
-        check_writable(rel, self.read_only_prefixes)
-        async with self._state.lock:
-            await self._ensure_loaded()
-            await self._state.check_inside_root(rel)
-            return await self._state.delete(rel, self._change_options(actor, reason, expected_sha))
+        rel = self._admission.admit(rel_path, Access.DELETE)
+        return await self._session.delete(self, rel, self._change_options(actor, reason, expected_sha))
 
     # -- Flyte task I/O (mashumaro SerializableType, as upstream) ------------------------------------------
 
     def _serialize(self) -> dict[str, Any]:
         """The payload a store travels as when nested in another value (mashumaro calls this, synchronously);
         raises `UnsavedChanges` rather than losing unsaved changes, which it cannot save here (see `_payload`)."""
-        refuse_unsaved(self)
-        return payload(self)
-
-    @classmethod
-    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
-        """Inside a pydantic model a store travels as the same payload as anywhere else (pydantic would
-        otherwise treat it as upstream's dataclass: dump its fields, temp root included, and fail to
-        rebuild it); a store with unsaved changes refuses to travel, as in a dataclass."""
-        from pydantic_core import core_schema
-
-        def validate(value: Any) -> MemoryStore:
-            if isinstance(value, cls):
-                return value
-            if isinstance(value, dict) and isinstance(value.get("key"), str):
-                return cls._deserialize(value)
-            raise ValueError(f"Expected a MemoryStore or its payload, got {type(value).__name__}")
-
-        return core_schema.no_info_plain_validator_function(
-            validate, serialization=core_schema.plain_serializer_function_ser_schema(lambda store: store._serialize())
-        )
-
-    @classmethod
-    def __get_pydantic_json_schema__(cls, schema: Any, handler: Any) -> dict[str, Any]:
-        return {"type": "object", "title": "MemoryStore", "properties": {"key": {"type": "string"}}}
+        _payload.refuse_unsaved(self)
+        return _payload.payload(self)
 
     @classmethod
     def _deserialize(cls, value: dict[str, Any]) -> MemoryStore:
         """Rebuild a received store; it loads the exact commit it was sent at on first use."""
-        store = cls(
-            key=value["key"],
-            messages=list(value.get("messages") or []),
-            remote_path=value.get("remote_path"),
-            read_only_prefixes=tuple(value.get("read_only_prefixes") or ()),
-            audit=value.get("audit", True),
-            keep_versions=value.get("keep_versions", False),
-        )
-        seq = value.get("seq")
-        # A sender that had loaded its store sends the commit it was at: its inline transcript is that
-        # commit's plus its own changes, and wins (as upstream). One that never loaded sends no commit: its
-        # messages are appends made before any load, kept after the committed transcript when this loads.
-        store._sync.pinned_seq = seq if isinstance(seq, int) else None
-        if store._sync.pinned_seq is not None:
-            store._sync.inline_transcript = True
-            store._sync.saved_transcript = fingerprints(store.messages)
-        return store
+        return _payload.received_store(cls, value)
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        """Inside a pydantic model a store travels as the same payload as anywhere else (see `_payload`)."""
+        return _payload.pydantic_schema(cls)
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, schema: Any, handler: Any) -> dict[str, Any]:
+        return {"type": "object", "title": "MemoryStore", "properties": {"key": {"type": "string"}}}
 
     # -- internals ------------------------------------------------------------------------------------
 

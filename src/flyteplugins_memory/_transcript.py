@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._errors import InvalidMessage
+from ._paths import MESSAGES_PATH
+from ._records import encode_messages, sha256_bytes, utc_timestamp, write_event
 
 Message = dict[str, Any]
 
@@ -113,3 +115,43 @@ def merged(
 def is_rewrite(base: Sequence[str], ours: Sequence[str]) -> bool:
     """Whether `ours` changed or removed messages of `base` (rather than only appending)."""
     return list(ours[: len(base)]) != list(base)
+
+
+def after_committed(committed: list[Message], pending: list[Message], from_root: int) -> list[Message]:
+    """A new transcript list: the committed messages (fresh copies), then those a handle held before its
+    first load. Appended ones always count; the first `from_root` came from a working root's
+    ``messages.json``, a snapshot of this store's transcript flushed earlier: only what it holds beyond
+    the committed transcript counts (nothing, if it is a stale prefix of it)."""
+    done, snapshot = fingerprints(committed), fingerprints(pending[:from_root])
+    if snapshot == done[: len(snapshot)]:
+        kept: list[Message] = []  # a stale (or exact) snapshot of the committed transcript
+    elif snapshot[: len(done)] == done:
+        kept = list(pending[len(done) : from_root])  # the snapshot went further: those are appends
+    else:
+        kept = list(pending[:from_root])  # a different history: keep it, after the committed one
+    return fresh_copy(committed) + kept + list(pending[from_root:])
+
+
+def adopt_committed(current: list[Message], sent: list[Message], committed: list[Message]) -> None:
+    """After `sent` was committed as `committed` (which holds concurrent writers' appends too), make the
+    handle's `current` list the committed transcript plus whatever it appended since `sent` was taken (an
+    async caller may append while a save runs). Left alone when nothing differs, or if it was edited
+    meanwhile."""
+    sent_content = fingerprints(sent)
+    if fingerprints(current[: len(sent)]) != sent_content or fingerprints(committed) == sent_content:
+        return
+    current[:] = fresh_copy(committed) + current[len(sent) :]
+
+
+def rewrite_event(before: list[Message], after: list[Message]) -> dict[str, Any]:
+    """The audit event of a save that changed committed messages (an edit in place, a redaction)."""
+    return write_event(
+        op="rewrite",
+        path=MESSAGES_PATH,
+        old_sha=sha256_bytes(encode_messages(before)),
+        new_sha=sha256_bytes(encode_messages(after)),
+        actor="agent",
+        reason="transcript history changed",
+        ts=utc_timestamp(),
+        version_file="",
+    )
