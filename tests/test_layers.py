@@ -1,0 +1,114 @@
+"""The package's layer order: no module imports one from a layer above its own.
+
+Read from the bottom up, the layers are how README's "Layout of the code" tells the package: rules
+without I/O, the storage seam, the journal's reads and writes, the handle, and the public facade. Every
+module must be placed here, so a new one is placed on purpose. Imports made only for type checkers
+(``if TYPE_CHECKING:``) do not count: they create no dependency at run time.
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import flyteplugins_memory
+
+PACKAGE = pathlib.Path(flyteplugins_memory.__file__).parent
+
+#: bottom first; a module may import modules of its own layer or below
+LAYERS: list[tuple[str, set[str]]] = [
+    ("foundation", {"_errors", "_retry", "_syncify", "_compat"}),
+    (
+        "rules without I/O",
+        {
+            "_paths",
+            "_records",
+            "_layout",
+            "_location",
+            "_journal_location",
+            "_writes",
+            "_limits",
+            "_transcript",
+            "_journal",
+            "_markers",
+            "_merge",
+            "_inventory",
+            "_admission",
+        },
+    ),
+    ("storage seam", {"_backends", "_conditional", "_contract", "_workdir", "_storage"}),
+    (
+        "journal reads and writes",
+        {
+            "_retention",
+            "_open",
+            "_legacy",
+            "_relocate",
+            "_preserve",
+            "_contents",
+            "_gc",
+            "_purge",
+            "_audit",
+            "_versions",
+            "_commit",
+        },
+    ),
+    ("the handle", {"_mirror", "_state", "_session"}),
+    ("facade", {"_reading", "_maintenance", "_payload", "_store", "_flyte_type", "__init__"}),
+]
+
+
+def _layer_of() -> dict[str, int]:
+    return {name: index for index, (_, names) in enumerate(LAYERS) for name in names}
+
+
+def _modules() -> dict[str, pathlib.Path]:
+    """Every module of the package by its name in the layer table (subpackages count as one module)."""
+    found = {path.stem: path for path in PACKAGE.glob("*.py")}
+    for init in PACKAGE.glob("*/__init__.py"):
+        found[init.parent.name] = init
+    return found
+
+
+def _runtime_imports(path: pathlib.Path) -> set[str]:
+    """The package modules `path` imports at run time (anywhere in it, functions included)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    type_only = {
+        id(node)
+        for block in ast.walk(tree)
+        if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
+        for stmt in block.body
+        for node in ast.walk(stmt)
+    }
+    depth = 2 if path.name == "__init__.py" and path.parent != PACKAGE else 1
+    imported: set[str] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom) or id(node) in type_only or node.level != depth:
+            continue
+        if node.module:
+            imported.add(node.module.split(".")[0])
+        else:
+            imported.update(alias.name for alias in node.names)
+    return imported
+
+
+def test_every_module_has_a_layer():
+    unplaced = sorted(set(_modules()) - set(_layer_of()))
+    assert not unplaced, f"place these modules in tests/test_layers.py LAYERS: {unplaced}"
+
+
+def test_no_module_imports_one_above_it():
+    layer_of, violations = _layer_of(), []
+    for name, path in sorted(_modules().items()):
+        for imported in sorted(_runtime_imports(path)):
+            if imported in layer_of and layer_of[imported] > layer_of.get(name, len(LAYERS)):
+                violations.append(
+                    f"{name} ({LAYERS[layer_of[name]][0]}) imports {imported} ({LAYERS[layer_of[imported]][0]})"
+                )
+    assert not violations, "\n".join(violations)
+
+
+def test_the_table_reads_the_real_imports():
+    """The check sees imports at all (a broken parser would pass everything)."""
+    assert "_storage" in _runtime_imports(PACKAGE / "_commit.py")
+    assert "_store" not in _runtime_imports(PACKAGE / "_payload.py")  # imported for type checkers only
