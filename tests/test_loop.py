@@ -67,7 +67,8 @@ class SubProbe(Probe):
 
 def test_sync_calls_run_on_the_named_loop_thread():
     assert Probe().where() == (LOOP_THREAD_NAME, "unset")
-    assert [t for t in threading.enumerate() if t.name == LOOP_THREAD_NAME][0].daemon
+    (loop_thread,) = [t for t in threading.enumerate() if t.name == LOOP_THREAD_NAME]  # one, a daemon
+    assert loop_thread.daemon
 
 
 async def test_aio_runs_on_the_named_loop_and_returns_to_the_callers():
