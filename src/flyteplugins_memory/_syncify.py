@@ -63,8 +63,10 @@ class _Loop:
         self._loop, self._thread = None, None
 
     def stop(self) -> None:
+        """At exit; a call made later still (another exit handler saving a store) starts a new loop."""
         with self._lock:
             loop, thread = self._loop, self._thread
+            self._loop, self._thread = None, None
         if loop is not None and thread is not None and thread.is_alive():
             loop.call_soon_threadsafe(loop.stop)
             thread.join(timeout=1)
