@@ -103,6 +103,7 @@ def test_a_large_write_is_encoded_and_hashed_while_the_loop_keeps_ticking():
 
     ticks, plan = _on_our_loop(off)
     assert ticks >= MIN_TICKS
+    assert plan.meta is not None and plan.record is not None and plan.event is not None
     expected = content.encode("utf-8")
     assert plan.data == expected
     assert plan.meta.sha256 == hashlib.sha256(expected).hexdigest()
@@ -119,6 +120,7 @@ def test_small_writes_are_planned_inline_and_alike():
     ticks, plan = _on_our_loop(off)
     assert ticks == 0
     same = plan_write(None, "small.txt", "small", OPTIONS)
+    assert plan.meta is not None and same.meta is not None
     assert (plan.data, plan.meta.sha256, plan.meta.bytes) == (same.data, same.meta.sha256, same.meta.bytes)
 
 

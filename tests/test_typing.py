@@ -36,9 +36,9 @@ def test_public_api_types_survive_the_wrapper():
     errors = [d for d in diagnostics if d["severity"] == "error"]
     assert errors == []
     revealed = {
-        d["range"]["start"]["line"] + 1: re.search(r'is "(.*)"$', d["message"]).group(1)
+        d["range"]["start"]["line"] + 1: m.group(1)
         for d in diagnostics
-        if d["severity"] == "information" and d["message"].startswith("Type of")
+        if d["severity"] == "information" and (m := re.match(r'Type of ".*" is "(.*)"$', d["message"]))
     }
     expected = _expected(SNIPPET)
     assert len(expected) >= 20

@@ -117,6 +117,10 @@ async def run_async(coro: Coroutine[Any, Any, R]) -> R:
 class SyncCallable(Generic[P, R]):
     """An async callable made sync: ``f(*args)`` blocks for the result, ``await f.aio(*args)`` awaits it."""
 
+    # set by `functools.update_wrapper`, as on any wrapper function
+    __wrapped__: Callable[..., Coroutine[Any, Any, Any]]
+    __name__: str
+
     def __init__(self, fn: Callable[P, Coroutine[Any, Any, R]]):
         self._fn = fn
         functools.update_wrapper(self, fn)
