@@ -1,11 +1,12 @@
 # Two commands do all set-up on a fresh machine with Python 3.11+:
 #   make demo   -- create .venv, install, run the quickstart workflow on local disk
 #   make test   -- create .venv, install with every extra, run the whole suite
+#   make lint   -- ruff on src/ and tests/, pyright on src/ (the tools come with the test extra)
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test stress bench clean
+.PHONY: demo test lint stress bench clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
@@ -18,6 +19,12 @@ demo: $(BIN)/python
 test: $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[s3,gcs,test]'
 	$(BIN)/python -m pytest
+
+lint: $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[s3,gcs,test]'
+	$(BIN)/ruff check src tests
+	$(BIN)/ruff format --check src tests
+	$(BIN)/pyright --pythonpath $(BIN)/python
 
 # The reliability suite at the large budgets of docs/reliability.md; figures land in reports/.
 stress: $(BIN)/python

@@ -34,6 +34,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "_merge",
             "_inventory",
             "_admission",
+            "_offload",
         },
     ),
     ("storage seam", {"_backends", "_conditional", "_contract", "_workdir", "_storage"}),

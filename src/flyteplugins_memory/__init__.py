@@ -7,6 +7,7 @@ uniform sync / ``.aio`` surface and safe handling of hostile paths and content.
 from ._backends import UNVERIFIED_BACKENDS_ENV, allow_unverified_backend
 from ._errors import (
     AccessDenied,
+    BlockingCallOnLoop,
     ConcurrencyError,
     ContentPurged,
     ContextError,
@@ -37,6 +38,7 @@ from ._store import MemoryStore
 
 __all__ = [
     "AccessDenied",
+    "BlockingCallOnLoop",
     "ConcurrencyError",
     "ContentPurged",
     "ContextError",

@@ -10,10 +10,14 @@ work; from plain sync code they return the plain value. ``f.aio(...)`` is unchan
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Generator
-from typing import Any, Generic, TypeVar
+from collections.abc import Coroutine, Generator
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
-T = TypeVar("T")
+from ._syncify import SyncCallable, SyncClassMethod, SyncMethod
+
+P = ParamSpec("P")
+R = TypeVar("R")
+S = TypeVar("S")
 
 
 async def _value(value: Any) -> Any:
@@ -81,25 +85,62 @@ def awaitable(value: Any) -> Any:
     return value
 
 
-class AwaitableCall(Generic[T]):
-    """A syncify callable whose sync result is passed through `awaitable`; ``.aio`` is the original."""
+class AwaitableCall(Generic[P, R]):
+    """A `SyncCallable` whose sync result is passed through `awaitable`; ``.aio`` is the original's.
 
-    def __init__(self, call: Any):
+    Typed as returning the plain value: the awaitable stand-ins exist for upstream's call shapes only.
+    """
+
+    def __init__(self, call: SyncCallable[P, R]):
         self._call = call
-        self.aio: Callable[..., Any] = call.aio
         self.__doc__ = getattr(call, "__doc__", None)
         self.__wrapped__ = call
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return awaitable(self._call(*args, **kwargs))
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        result: R = awaitable(self._call(*args, **kwargs))
+        return result
+
+    def aio(self, *args: P.args, **kwargs: P.kwargs) -> Coroutine[Any, Any, R]:
+        return self._call.aio(*args, **kwargs)
 
 
-class upstream_awaitable:  # noqa: N801 - used as a decorator, like syncify
+class upstream_awaitable(Generic[S, P, R]):  # noqa: N801 - used as a decorator, like syncify
     """Descriptor over a `syncify`-wrapped method: binds it, then wraps the result as `AwaitableCall`."""
 
-    def __init__(self, method: Any):
+    def __init__(self, method: SyncMethod[S, P, R]):
         self._method = method
         self.__doc__ = getattr(method, "__doc__", None)
 
-    def __get__(self, obj: Any, owner: type | None = None) -> AwaitableCall[Any]:
-        return AwaitableCall(self._method.__get__(obj, owner))
+    @overload
+    def __get__(self, obj: None, owner: type[Any] | None = None) -> AwaitableCall[Concatenate[S, P], R]: ...
+
+    @overload
+    def __get__(self, obj: S, owner: type[Any] | None = None) -> AwaitableCall[P, R]: ...
+
+    def __get__(self, obj: S | None, owner: type[Any] | None = None) -> Any:
+        bound: Any = self._method.__get__(obj, owner)
+        return AwaitableCall(bound)
+
+
+class ExistsAccessor(Generic[P]):
+    """``store.exists(path)`` on a handle, ``MemoryStore.exists(key=...)`` on the class; both with ``.aio``
+    (the class form can also be awaited from async code, as upstream's coroutine was).
+
+    Built from the class form (a `syncify` classmethod); the handle form is the handle's ``_path_exists``.
+    """
+
+    def __init__(self, key_exists: SyncClassMethod[P, bool]):
+        self._key_exists = key_exists
+        self.__doc__ = self.__class__.__doc__
+
+    @overload
+    def __get__(self, obj: None, owner: type[Any]) -> AwaitableCall[P, bool]: ...
+
+    @overload
+    def __get__(self, obj: object, owner: type[Any] | None = None) -> SyncCallable[[str], bool]: ...
+
+    def __get__(self, obj: object | None, owner: type[Any] | None = None) -> Any:
+        if obj is None:
+            return AwaitableCall(self._key_exists.__get__(None, owner))
+        path_exists: SyncCallable[[str], bool] = getattr(obj, "_path_exists")  # noqa: B009 - a mixin's method
+        return path_exists

@@ -15,6 +15,7 @@ work as well::
     ├── ConcurrencyError                            upstream name; stale expected_sha or conflicting save
     ├── InvalidMessage (ValueError)                 a message (or actor/reason) that cannot be stored
     ├── UnsavedChanges                              a store that cannot be saved for you has unsaved changes
+    ├── BlockingCallOnLoop (RuntimeError)           a sync call made on the package's own event loop
     ├── UnsupportedBackend (ValueError)             a backend whose create-only writes are not known atomic
     ├── StoreNotFound (FileNotFoundError)           no store at the key's remote path
     ├── VersionNotFound (FileNotFoundError)         no such version snapshot
@@ -33,6 +34,7 @@ from flyte.ai.agents import memory as _upstream
 
 __all__ = [
     "AccessDenied",
+    "BlockingCallOnLoop",
     "ConcurrencyError",
     "ContentPurged",
     "ContextError",
@@ -110,6 +112,11 @@ class InvalidMessage(MemoryStoreError, ValueError):
 class UnsavedChanges(MemoryStoreError):
     """A store with unsaved changes is handed on where it cannot be saved for you (for example nested
     in a dataclass task output); call ``save()`` first."""
+
+
+class BlockingCallOnLoop(MemoryStoreError, RuntimeError):
+    """A blocking ``f(...)`` call made on the package's own event loop (from one of its coroutines or
+    callbacks), where waiting for the result would deadlock; ``await f.aio(...)`` there instead."""
 
 
 class UnsupportedBackend(MemoryStoreError, ValueError):

@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from ._errors import MemoryStoreError
-from ._journal import CommitRecord, Head, Origin, State, encode, parse
+from ._journal import CommitRecord, Head, Origin, State, encode
 from ._layout import HEAD_NAME, JOURNAL_DIR, log_name
 from ._markers import CONFIG_NAME, TOMBSTONE, TOMBSTONE_MAX_BYTES, StoreConfig, encode_marker, parse_config
+from ._offload import parse_off_loop
 from ._open import LOG_DIR, latest_state, read_checkpoint
 from ._relocate import clean_old_journal
 from ._retention import SLOT_GRACE, Inventory, kept_commits, needs, removal
@@ -121,7 +122,7 @@ async def _read_records(remote: RemoteStore, seqs: list[int]) -> dict[int, Commi
     for seq in seqs:
         data = found.get(log_name(seq))
         if data is not None:
-            records[seq] = parse(CommitRecord, data, log_name(seq))
+            records[seq] = await parse_off_loop(CommitRecord, data, log_name(seq))
     return records
 
 

@@ -20,6 +20,7 @@ import atexit
 import collections
 import concurrent.futures
 import logging
+import os
 import pathlib
 import shutil
 from collections.abc import Callable, Collection, Mapping
@@ -32,8 +33,23 @@ from ._writes import WritePlan
 
 logger = logging.getLogger(__name__)
 
+
+def _new_writer() -> concurrent.futures.ThreadPoolExecutor:
+    return concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="flyteplugins-memory-root")
+
+
 #: One thread mirrors every handle's root, in submission order.
-_WRITER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="flyteplugins-memory-root")
+_WRITER = _new_writer()
+
+
+def _renew_writer_after_fork() -> None:
+    # a forked child has no copy of the writer thread, yet the executor believes it has an idle one
+    global _WRITER  # noqa: PLW0603 - the one module-level executor, replaced only in a forked child
+    _WRITER = _new_writer()
+
+
+os.register_at_fork(after_in_child=_renew_writer_after_fork)
+
 #: Temporary roots of collected handles, removed by the writer once it reaches them.
 _DOOMED: collections.deque[pathlib.Path] = collections.deque()
 #: Queued mirror operations a handle may have before a write waits for the oldest (the bytes they hold

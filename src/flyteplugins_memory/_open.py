@@ -10,10 +10,11 @@ from __future__ import annotations
 import time
 
 from ._errors import CorruptStore, StateCollected, StoreNotFound
-from ._journal import EMPTY_CHECKPOINT, Checkpoint, CommitRecord, Head, Origin, State, parse
+from ._journal import EMPTY_CHECKPOINT, Checkpoint, CommitRecord, Head, Origin, State
 from ._layout import HEAD_NAME, JOURNAL_DIR, checkpoint_name, log_name
 from ._legacy import import_remote
 from ._markers import MARKER_MAX_BYTES, Fence, Tombstone, parse_marker
+from ._offload import parse_off_loop
 from ._paths import MESSAGES_PATH
 from ._storage import RemoteStore
 
@@ -40,7 +41,7 @@ async def read_entry(remote: RemoteStore, seq: int) -> CommitRecord | Tombstone 
         marker = parse_marker(data)
         if marker is not None:
             return marker
-    record = parse(CommitRecord, data, log_name(seq))
+    record = await parse_off_loop(CommitRecord, data, log_name(seq))
     if record.seq != seq or not 0 <= record.checkpoint < seq:
         raise CorruptStore(f"Commit record {seq} is inconsistent (seq={record.seq}, checkpoint={record.checkpoint})")
     return record
@@ -63,11 +64,11 @@ async def read_checkpoint(remote: RemoteStore, seq: int) -> Checkpoint:
         if seq == 0:
             return EMPTY_CHECKPOINT
         raise CorruptStore(f"Checkpoint {seq} is referenced but missing")
-    return _checkpoint(data, seq)
+    return await _checkpoint(data, seq)
 
 
-def _checkpoint(data: bytes, seq: int) -> Checkpoint:
-    checkpoint = parse(Checkpoint, data, checkpoint_name(seq))
+async def _checkpoint(data: bytes, seq: int) -> Checkpoint:
+    checkpoint = await parse_off_loop(Checkpoint, data, checkpoint_name(seq))
     if checkpoint.seq != seq:
         raise CorruptStore(f"Checkpoint object {seq} describes seq {checkpoint.seq}")
     return checkpoint
@@ -112,14 +113,14 @@ async def _from_head(remote: RemoteStore, known: State | None) -> State | None:
     data = await remote.read(HEAD_NAME)
     if data is None:
         return None
-    head = parse(Head, data, HEAD_NAME)
+    head = await parse_off_loop(Head, data, HEAD_NAME)
     if head.seq <= (known.seq if known else 0):
         return None
     if head.checkpoint == head.seq:
         data = await remote.read(checkpoint_name(head.seq))
         if data is None:  # gc() removed it (then a newer state exists), or it is damage: the listing decides
             raise _Collected(checkpoint=head.seq)
-        return State.at_checkpoint(_checkpoint(data, head.seq))
+        return State.at_checkpoint(await _checkpoint(data, head.seq))
     try:
         record = await read_record(remote, head.seq)
     except StateCollected:

@@ -18,9 +18,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ._journal import Checkpoint, CommitRecord, State, parse
+from ._journal import Checkpoint, CommitRecord, State
 from ._layout import JOURNAL_DIR, VERSIONS_DIR, blob_name, checkpoint_name, log_name, sidecar_name, versions_dir_name
 from ._markers import Purged, encode_marker, purge_marker_name
+from ._offload import parse_off_loop
 from ._records import utc_timestamp
 from ._relocate import old_view
 from ._retention import Inventory
@@ -84,7 +85,7 @@ async def _hashes_in_journal(journal: RemoteStore, rel: str) -> tuple[set[str], 
     for name, data in await _read_all(journal, records + checkpoints):
         model = CommitRecord if name.startswith(f"{JOURNAL_DIR}/log/") else Checkpoint
         try:
-            parsed = parse(model, data, name)
+            parsed = await parse_off_loop(model, data, name)
         except ValueError:
             continue  # a marker or a damaged object names no content of ours
         files = parsed.delta.files if isinstance(parsed, CommitRecord) else parsed.files

@@ -30,10 +30,11 @@ import time
 from dataclasses import dataclass
 
 from ._errors import CorruptStore, StorageError, StoreAlreadyExists
-from ._journal import Checkpoint, CommitRecord, Head, Origin, State, encode, parse
+from ._journal import Checkpoint, CommitRecord, Head, Origin, State, encode
 from ._journal_location import old_journal_root
 from ._layout import HEAD_NAME, JOURNAL_DIR, checkpoint_name, log_name
 from ._markers import TOMBSTONE, TOMBSTONE_MAX_BYTES, Fence, MovedHead, Tombstone, encode_marker, parse_moved_head
+from ._offload import parse_off_loop
 from ._open import _state_from, latest_state, log_seqs, read_checkpoint, read_entry
 from ._retention import SLOT_GRACE, Inventory, kept_commits, kept_names, needs
 from ._storage import RemoteStore
@@ -87,7 +88,7 @@ async def _old_head_state(view: RemoteStore, data: bytes | None) -> State | None
     """The state the old head hint names, where it still exists (the log after it is probed anyway)."""
     if data is None:
         return None
-    head = parse(Head, data, HEAD_NAME)
+    head = await parse_off_loop(Head, data, HEAD_NAME)
     if head.seq <= 0:
         return None
     if head.checkpoint == head.seq:
@@ -233,7 +234,7 @@ async def adopt(
 async def persist_import(remote: RemoteStore, checkpoint: Checkpoint, base: State) -> State:
     """Store checkpoint 0 of an imported store (once, whoever is first) and return the state to build on."""
     if not await remote.create_exclusive(checkpoint_name(0), encode(checkpoint)):
-        stored = parse(Checkpoint, await remote.read(checkpoint_name(0)) or b"", checkpoint_name(0))
+        stored = await parse_off_loop(Checkpoint, await remote.read(checkpoint_name(0)) or b"", checkpoint_name(0))
         return await latest_state(remote) or State.at_checkpoint(stored)
     return base
 

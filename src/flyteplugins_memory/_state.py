@@ -26,7 +26,7 @@ from ._paths import parent_dirs
 from ._records import MemoryMeta, sha256_bytes
 from ._storage import RemoteStore
 from ._workdir import WorkDir
-from ._writes import ChangeOptions, WritePlan, plan_delete, plan_write
+from ._writes import ChangeOptions, WritePlan, plan_delete, plan_write_off_loop
 
 logger = logging.getLogger(__name__)
 
@@ -140,7 +140,7 @@ class LocalState:
         if not self.private:
             await self.check_inside_root(rel)
         self._check_fits_tree(rel)
-        plan = plan_write(self.record(rel), rel, content, options, self.versions)
+        plan = await plan_write_off_loop(self.record(rel), rel, content, options, self.versions)
         await self._mirror_change(plan)
         self._record(plan, guarded=options.expected_sha is not None)
         self.cached[rel] = plan.meta.sha256 if plan.meta else ""

@@ -26,7 +26,7 @@ from flyte.io import Dir
 
 from . import _location, _payload
 from ._admission import Access, PathAdmission
-from ._compat import AwaitableCall, upstream_awaitable
+from ._compat import ExistsAccessor, upstream_awaitable
 from ._errors import StoreAlreadyExists
 from ._maintenance import MaintenanceAPI
 from ._mirror import remove_when_idle, write_text_file
@@ -39,14 +39,6 @@ from ._storage import RemoteStore
 from ._syncify import syncify
 from ._transcript import check_message, check_messages
 from ._writes import ChangeOptions
-
-
-class _ExistsAccessor:
-    """``store.exists(path)`` on a handle, ``MemoryStore.exists(key=...)`` on the class; both with ``.aio``
-    (the class form can also be awaited from async code, as upstream's coroutine was)."""
-
-    def __get__(self, obj: MemoryStore | None, owner: type[MemoryStore]) -> Any:
-        return AwaitableCall(owner._key_exists) if obj is None else obj._path_exists
 
 
 class _Unavailable:
@@ -77,8 +69,6 @@ class MemoryStore(ReadAPI, MaintenanceAPI, UpstreamMemoryStore):
         audit: Record every write and delete in the audit trail.
         keep_versions: Snapshot every write (and a tombstone for every delete) under ``versions/``.
     """
-
-    exists = _ExistsAccessor()
 
     # upstream's helpers that bypass the journal; the ones with a meaning here are redefined below
     __post_init__ = _Unavailable()
@@ -185,6 +175,8 @@ class MemoryStore(ReadAPI, MaintenanceAPI, UpstreamMemoryStore):
         """Whether a store exists for `key`: its transcript object, or else its first commit (a save that
         died after its commit point may not have written the transcript yet)."""
         return await cls._remote_store_exists(cls.remote_path_for_key(key=key, org=org, project=project, domain=domain))
+
+    exists = ExistsAccessor(_key_exists)
 
     @syncify
     @classmethod
