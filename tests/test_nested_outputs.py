@@ -102,7 +102,10 @@ async def produce_int_keyed(keys: list[str]) -> dict[int, MemoryStore]:
 
 
 @pytest.fixture(params=["local_backend", "s3_backend"])
-def run_backend(request):
+def run_backend(request, tmp_path, monkeypatch):
+    # a local run makes its raw-data path as a local directory too, even an s3:// one: keep that out of
+    # the checkout
+    monkeypatch.chdir(tmp_path)
     return request.getfixturevalue(request.param)
 
 
