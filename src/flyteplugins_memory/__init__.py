@@ -21,12 +21,14 @@ from ._errors import (
     StateCollected,
     StorageError,
     StoreAlreadyExists,
+    StoreFormatTooNew,
     StoreNotFound,
     UnsafeStoreContent,
     UnsavedChanges,
     UnsupportedBackend,
     VersionNotFound,
 )
+from ._commit_log import Commit
 from ._flyte_type import MemoryStoreTransformer, register_memory_store_type
 from ._gc import GcResult
 from ._paths import MESSAGES_PATH
@@ -34,9 +36,12 @@ from ._purge import PurgeResult
 from ._records import MemoryMeta
 from ._retry import RetryPolicy, get_retry_policy, set_retry_policy
 from ._store import MemoryStore
+from ._version import PACKAGE_VERSION as __version__
+from ._version import READER_REVISION
 
 __all__ = [
     "AccessDenied",
+    "Commit",
     "ConcurrencyError",
     "ContentPurged",
     "ContextError",
@@ -52,12 +57,14 @@ __all__ = [
     "MemoryStoreTransformer",
     "PathEscapesRoot",
     "PurgeResult",
+    "READER_REVISION",
     "ReadOnlyPath",
     "ReservedPath",
     "RetryPolicy",
     "StateCollected",
     "StorageError",
     "StoreAlreadyExists",
+    "StoreFormatTooNew",
     "StoreNotFound",
     "UNVERIFIED_BACKENDS_ENV",
     "UnsafeStoreContent",

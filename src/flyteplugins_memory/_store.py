@@ -24,6 +24,8 @@ from flyte.ai.agents import MemoryStore as UpstreamMemoryStore
 from flyte.io import Dir
 
 from . import _location
+from ._commit_info import check_note
+from ._commit_log import Commit, check_limit, read_log
 from ._compat import AwaitableCall, upstream_awaitable
 from ._errors import StoreAlreadyExists
 from ._legacy import scan_local
@@ -238,21 +240,41 @@ class MemoryStore(ReadAPI, MaintenanceAPI, UpstreamMemoryStore):
             return store
 
     @syncify
-    async def save(self) -> Dir:
+    async def save(self, *, actor: str | None = None, reason: str | None = None) -> Dir:
         """Commit this handle's changes atomically; returns a `Dir` reference to `remote_path`.
 
         Concurrent saves of the same key merge (different paths, transcript appends, audit events);
         a real conflict raises `ConcurrencyError` naming the paths and leaves this handle unchanged.
+        `actor` and `reason` are recorded in the commit (see `log`); by default they are taken from the
+        writes it holds. A save with nothing to commit records nothing.
         """
+        check_note("actor", actor)
+        check_note("reason", reason)
         async with self._state.lock:
             await self._sync.ensure_loaded(self)
             await self._sync.settle(self)
             if self.has_unsaved_changes() or self._state.base.needs_save:
                 check_paths_fit(written_paths(self._state.changes.files), self._sync.remote().uri)
-                await self._sync.save(self)
+                await self._sync.save(self, actor=actor, reason=reason)
             else:
                 await self._sync.repair_projections()
         return Dir.from_existing_remote(self._sync.remote().uri)
+
+    @syncify
+    async def log(self, limit: int = 20, path: str | None = None) -> list[Commit]:
+        """The store's newest `limit` commits, newest first: when, who, why, the paths each wrote and
+        deleted, the messages it appended (see `Commit`). With `path`, only the commits that wrote or
+        deleted that path.
+
+        Reads one commit record per commit returned (plus finding the newest commit), however long the
+        history; for a path that is not a file now, it first reads back to the last commit that changed
+        it. The log ends where ``gc()`` collected the history; a store imported from upstream's layout
+        starts with one ``import`` commit.
+        """
+        rel = None if path is None else normalize_path(path)
+        check_limit(limit)
+        await self._ensure_loaded()
+        return await read_log(self._sync.remote_if_known(), self._state.base, limit, rel)
 
     @syncify
     async def refresh(self) -> list[str]:

@@ -16,8 +16,15 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from ._commit import Save, checkpoint, project, save
-from ._errors import ConcurrencyError, InvalidMessage, StorageError, StoreAlreadyExists, StoreNotFound
-from ._journal import State
+from ._errors import (
+    ConcurrencyError,
+    InvalidMessage,
+    StorageError,
+    StoreAlreadyExists,
+    StoreFormatTooNew,
+    StoreNotFound,
+)
+from ._journal import State, same_write
 from ._merge import conflicts, merged_transcript
 from ._open import landed_state, latest_state, open_state, state_at
 from ._paths import MESSAGES_PATH
@@ -104,8 +111,11 @@ class Sync:
             self.root_transcript = 0
             self.saved_transcript = fingerprints(state.messages)
 
-    async def save(self, holder: TranscriptHolder, *, exclusive: bool = False) -> None:
-        """Commit unsaved changes (callers hold the state's lock)."""
+    async def save(
+        self, holder: TranscriptHolder, *, exclusive: bool = False, actor: str | None = None, reason: str | None = None
+    ) -> None:
+        """Commit unsaved changes (callers hold the state's lock); `actor` and `reason` go into the commit
+        info (None: taken from the writes)."""
         state = self.state
         await self.repair_projections()
         messages = committed_form(holder.messages)  # an unencodable message raises before any I/O
@@ -121,10 +131,12 @@ class Sync:
             uuid.uuid4().hex,
             imported=state.imported,
             exclusive=exclusive,
+            actor=actor,
+            reason=reason,
         )
         try:
             committed = await save(self.remote(), job)
-        except (ConcurrencyError, StoreAlreadyExists):
+        except (ConcurrencyError, StoreAlreadyExists, StoreFormatTooNew):
             raise  # decided before anything was committed
         except BaseException:
             self.unresolved = job  # it may have committed before failing; `settle` finds out
@@ -242,7 +254,7 @@ def _rewrite_event(before: Messages, after: Messages) -> dict[str, Any]:
 
 def _still_current(job: Save, latest: State) -> Save:
     """`job` narrowed to the paths whose newest committed content is still the one it wrote or deleted."""
-    files = {p: r for p, r in job.changes.files.items() if latest.files.get(p) == r}
+    files = {p: r for p, r in job.changes.files.items() if same_write(latest.files.get(p), r)}
     changes = job.changes.copy()
     changes.files = files
     return Save(job.base, changes, job.messages, job.contents, job.versions, job.commit_id)
