@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import pathlib
+import time
 import tomllib
 from datetime import timedelta
 
@@ -297,6 +298,7 @@ def test_a_handle_of_the_release_before_cannot_commit_after_this_version(backend
     child = start_released(released, "save_after", child_config(backend, key, request, ready=str(ready), go=str(go)))
     while not ready.exists():
         assert child.poll() is None, child.communicate()
+        time.sleep(0.05)
     ours = MemoryStore.get_or_create(key=key)
     ours.write_text("ours.txt", "ours")
     ours.save()
