@@ -51,7 +51,12 @@ def test_the_log_lists_commits_newest_first_with_what_each_did(backend, key):
     assert (cleanup.actor, cleanup.reason, cleanup.wrote, cleanup.deleted) == (
         "release-bot", "weekly cleanup", (), ("b.txt",)
     )  # fmt: skip
-    assert (edit.actor, edit.reason, edit.wrote, edit.appended) == ("alice, bob", "add b; edit", ("b.txt", "notes/a.md"), 0)
+    assert (edit.actor, edit.reason, edit.wrote, edit.appended) == (
+        "alice, bob",
+        "add b; edit",
+        ("b.txt", "notes/a.md"),
+        0,
+    )
     assert (draft.actor, draft.reason, draft.wrote, draft.appended) == ("alice", "draft", ("notes/a.md",), 2)
     assert (created.actor, created.wrote, created.appended, created.rewrote) == ("agent", (), 0, False)
     assert all(MS_UTC.fullmatch(c.time) for c in log)

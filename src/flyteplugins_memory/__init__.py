@@ -4,7 +4,9 @@ A drop-in for ``flyte.ai.agents.MemoryStore`` (same API, same storage layout) wi
 uniform sync / ``.aio`` surface and safe handling of hostile paths and content.
 """
 
+from . import _version
 from ._backends import UNVERIFIED_BACKENDS_ENV, allow_unverified_backend
+from ._commit_log import Commit
 from ._errors import (
     AccessDenied,
     ConcurrencyError,
@@ -28,7 +30,6 @@ from ._errors import (
     UnsupportedBackend,
     VersionNotFound,
 )
-from ._commit_log import Commit
 from ._flyte_type import MemoryStoreTransformer, register_memory_store_type
 from ._gc import GcResult
 from ._paths import MESSAGES_PATH
@@ -36,7 +37,6 @@ from ._purge import PurgeResult
 from ._records import MemoryMeta
 from ._retry import RetryPolicy, get_retry_policy, set_retry_policy
 from ._store import MemoryStore
-from ._version import PACKAGE_VERSION as __version__
 from ._version import READER_REVISION
 
 __all__ = [
@@ -76,5 +76,7 @@ __all__ = [
     "register_memory_store_type",
     "set_retry_policy",
 ]
+
+__version__: str = _version.PACKAGE_VERSION
 
 register_memory_store_type()

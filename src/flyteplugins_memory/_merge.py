@@ -17,6 +17,9 @@ from ._journal import FileRecord, State, apply_files
 from ._paths import MESSAGES_PATH, directories_of, parent_dirs
 from ._transcript import committed_form, fingerprints, merged
 
+#: A save that says nothing about itself: actor and reason come from its writes.
+PLAIN_SAVE = About()
+
 
 @dataclass
 class Changes:
@@ -94,7 +97,7 @@ def rebase(
     changes: Changes,
     messages: list[dict[str, Any]],
     commit_id: str,
-    about: About = About(),
+    about: About = PLAIN_SAVE,
 ) -> State:
     """The state our commit would create on top of `latest`, carrying its extensions; raises
     `ConcurrencyError` on conflicts, and `StoreFormatTooNew` if `latest` holds data this version must
