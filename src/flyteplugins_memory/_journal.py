@@ -16,7 +16,7 @@ from __future__ import annotations
 import enum
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -304,20 +304,8 @@ class State:
 
     def on_checkpoint(self, checkpoint: Checkpoint) -> State:
         """This state, re-based on `checkpoint` (which holds exactly it)."""
-        return State(
-            self.seq,
-            checkpoint,
-            dict(self.files),
-            list(self.messages),
-            self.audit_total,
-            recent_commits=list(self.recent_commits),
-            origin=self.origin,
-            observed_at=self.observed_at,
-            info=self.info,
-            ext=dict(self.ext),
-            min_reader=self.min_reader,
-            written_by=self.written_by,
-        )
+        copies = {"files": dict(self.files), "messages": list(self.messages), "ext": dict(self.ext)}
+        return replace(self, checkpoint=checkpoint, recent_audit=[], recent_commits=list(self.recent_commits), **copies)
 
     def delta(self) -> Delta:
         """The cumulative delta from this state's checkpoint to this state."""
