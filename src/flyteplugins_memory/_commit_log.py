@@ -115,10 +115,9 @@ async def read_log(remote: RemoteStore | None, known: State, limit: int, path: s
     if path is not None and is_reserved(path):
         return []  # never a file: no commit writes it as one
     newest = known if remote is None else await latest_state(remote, known) or known
-    if limit <= 0 or newest.seq == 0:
+    if limit <= 0 or newest.seq == 0 or remote is None:  # nothing committed (an import not saved yet)
         imported = newest.origin is Origin.IMPORT and (path is None or path in newest.checkpoint.files)
         return [_import(newest.checkpoint)] if imported and limit > 0 else []
-    assert remote is not None  # a state past 0 was read from storage
     reader = _Reader(old_view(remote) if newest.origin is Origin.OLD_JOURNAL else remote)
     if path is None:
         return await _newest(reader, newest.seq, limit)
