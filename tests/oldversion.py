@@ -2,8 +2,10 @@
 
 Such a version kept its journal in ``meta/.journal/`` inside the store prefix, never fenced anything and
 knew no markers: it parses a fence, a moved head or a tombstone with its strict record models, and so
-refuses them. `old_version()` makes this process behave exactly so (the record models themselves did not
-change); `python tests/oldversion.py writer '<json>'` runs an older writer as a child process.
+refuses them (as `CorruptStore`: it had no loose look at a newer ``format`` either). `old_version()`
+makes this process behave exactly so (the record models themselves only grew fields such a version never
+meets in an old journal); `python tests/oldversion.py writer '<json>'` runs an older writer as a child
+process. `tests/released.py` runs the released code of an exact commit instead.
 """
 
 from __future__ import annotations
@@ -21,13 +23,14 @@ def old_version() -> Iterator[None]:
     """While inside, every store of this process uses the old journal location and knows no markers."""
     import pytest
 
-    from flyteplugins_memory import _open
+    from flyteplugins_memory import _journal, _open
     from flyteplugins_memory._journal_location import old_journal_root
     from flyteplugins_memory._storage import RemoteStore
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(RemoteStore, "journal_root", property(lambda self: old_journal_root(self.prefix)))
         patch.setattr(_open, "parse_marker", lambda data: None)
+        patch.setattr(_journal, "refuse_newer_format", lambda data, name, known: None)
         yield
 
 

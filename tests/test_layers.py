@@ -17,7 +17,7 @@ PACKAGE = pathlib.Path(flyteplugins_memory.__file__).parent
 
 #: bottom first; a module may import modules of its own layer or below
 LAYERS: list[tuple[str, set[str]]] = [
-    ("foundation", {"_errors", "_retry", "_syncify", "_compat"}),
+    ("foundation", {"_errors", "_retry", "_syncify", "_compat", "_version"}),
     (
         "rules without I/O",
         {
@@ -35,6 +35,8 @@ LAYERS: list[tuple[str, set[str]]] = [
             "_inventory",
             "_admission",
             "_offload",
+            "_format",
+            "_commit_info",
         },
     ),
     ("storage seam", {"_backends", "_conditional", "_contract", "_workdir", "_storage"}),
@@ -52,6 +54,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "_audit",
             "_versions",
             "_commit",
+            "_commit_log",
         },
     ),
     ("the handle", {"_mirror", "_state", "_session"}),

@@ -4,7 +4,9 @@ A drop-in for ``flyte.ai.agents.MemoryStore`` (same API, same storage layout) wi
 uniform sync / ``.aio`` surface and safe handling of hostile paths and content.
 """
 
+from . import _version
 from ._backends import UNVERIFIED_BACKENDS_ENV, allow_unverified_backend
+from ._commit_log import Commit
 from ._errors import (
     AccessDenied,
     BlockingCallOnLoop,
@@ -22,6 +24,7 @@ from ._errors import (
     StateCollected,
     StorageError,
     StoreAlreadyExists,
+    StoreFormatTooNew,
     StoreNotFound,
     UnsafeStoreContent,
     UnsavedChanges,
@@ -35,10 +38,12 @@ from ._purge import PurgeResult
 from ._records import MemoryMeta
 from ._retry import RetryPolicy, get_retry_policy, set_retry_policy
 from ._store import MemoryStore
+from ._version import READER_REVISION
 
 __all__ = [
     "AccessDenied",
     "BlockingCallOnLoop",
+    "Commit",
     "ConcurrencyError",
     "ContentPurged",
     "ContextError",
@@ -54,12 +59,14 @@ __all__ = [
     "MemoryStoreTransformer",
     "PathEscapesRoot",
     "PurgeResult",
+    "READER_REVISION",
     "ReadOnlyPath",
     "ReservedPath",
     "RetryPolicy",
     "StateCollected",
     "StorageError",
     "StoreAlreadyExists",
+    "StoreFormatTooNew",
     "StoreNotFound",
     "UNVERIFIED_BACKENDS_ENV",
     "UnsafeStoreContent",
@@ -71,5 +78,7 @@ __all__ = [
     "register_memory_store_type",
     "set_retry_policy",
 ]
+
+__version__: str = _version.PACKAGE_VERSION
 
 register_memory_store_type()

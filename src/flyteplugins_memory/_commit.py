@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._commit_info import About
 from ._errors import StorageError, StoreAlreadyExists
 from ._gc import collect_quietly, configured_window
 from ._journal import RECENT_COMMITS, Checkpoint, Head, State, encode
@@ -63,10 +64,17 @@ class Save:
     attempted: list[int] = field(default_factory=list)
     #: it committed, but upstream's layout could not be brought up to date (the next save does)
     projection_failed: bool = False
+    #: who saves and why, recorded in the commit info (None: taken from the writes it holds)
+    actor: str | None = None
+    reason: str | None = None
+
+    def about(self) -> About:
+        return About("create" if self.exclusive else "save", self.actor, self.reason)
 
 
 async def save(remote: RemoteStore, job: Save) -> State:
     """Commit `job` and update upstream's view; returns the new committed state."""
+    job.base.check_can_write("save", remote.uri)  # before anything is written
     blobs = {blob_name(r.sha256): job.contents[p] for p, r in job.changes.files.items() if r and not r.legacy}
     await preserve_legacy(remote, job.base.files, job.changes.files)
     await remote.write_many(blobs)
@@ -111,7 +119,7 @@ async def _starting_point(remote: RemoteStore, job: Save) -> tuple[State, bool]:
 
 async def _commit(remote: RemoteStore, job: Save, latest: State) -> tuple[State, int]:
     for attempt in range(MAX_ATTEMPTS):
-        new = rebase(job.base, latest, job.changes, job.messages, job.commit_id)
+        new = rebase(job.base, latest, job.changes, job.messages, job.commit_id, job.about())
         record = encode(new.record())
         job.attempted.append(new.seq)
         if await _create_or_find_landed(remote, job, new.seq, record):
@@ -190,6 +198,7 @@ async def _maybe_checkpoint(remote: RemoteStore, state: State, record_size: int)
 async def checkpoint(remote: RemoteStore, state: State) -> State:
     """Write committed `state` as a checkpoint (and bring ``audit/log.jsonl`` up to date); returns the
     state re-based on it. Writing one twice is harmless: the content is fully determined by the state."""
+    state.check_can_write("compact", remote.uri)
     if state.seq == state.checkpoint.seq:
         return state
     segments = list(state.checkpoint.audit_segments)
@@ -201,16 +210,7 @@ async def checkpoint(remote: RemoteStore, state: State) -> State:
     checkpoint = state.as_checkpoint(segments)
     await remote.write_many({checkpoint_name(state.seq): encode(checkpoint)})
     await remote.write_many({HEAD_NAME: encode(Head(seq=state.seq, checkpoint=state.seq))})
-    folded = State(
-        state.seq,
-        checkpoint,
-        dict(state.files),
-        list(state.messages),
-        state.audit_total,
-        recent_commits=list(state.recent_commits),
-        origin=state.origin,
-        observed_at=state.observed_at,
-    )
+    folded = state.on_checkpoint(checkpoint)
     await collect_quietly(remote, folded)
     return folded
 

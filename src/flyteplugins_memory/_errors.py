@@ -25,7 +25,9 @@ work as well::
     ├── CorruptStore (ValueError)                   a transcript, sidecar or object is malformed
     │   └── UnsafeStoreContent                      remote content that would escape or collide
     ├── ContextError (LookupError)                  org/project/domain/raw-data path unavailable
-    └── StorageError (OSError)                      the storage backend failed
+    ├── StorageError (OSError)                      the storage backend failed
+    └── StoreFormatTooNew (ValueError)              journal data from a newer version: refused on open
+                                                    (newer major format) or on write (higher min_reader)
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ __all__ = [
     "StateCollected",
     "StorageError",
     "StoreAlreadyExists",
+    "StoreFormatTooNew",
     "StoreNotFound",
     "UnsafeStoreContent",
     "UnsavedChanges",
@@ -158,3 +161,14 @@ class ContextError(MemoryStoreError, LookupError):
 
 class StorageError(MemoryStoreError, OSError):
     """The storage backend failed; the original exception is chained as ``__cause__``."""
+
+
+class StoreFormatTooNew(MemoryStoreError, ValueError):
+    """Journal data written by a newer version of this package: a major format this version cannot read
+    (refused on open), or features it must not write over (``min_reader``; reads work, saves, ``compact``,
+    ``gc`` and ``purge`` are refused). The message names the version that wrote it; `writer` holds it
+    (``""`` if the object does not say)."""
+
+    def __init__(self, message: str, *, writer: str = ""):
+        super().__init__(message)
+        self.writer = writer

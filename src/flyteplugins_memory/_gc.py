@@ -23,7 +23,7 @@ from datetime import timedelta
 from ._errors import MemoryStoreError
 from ._journal import CommitRecord, Head, Origin, State, encode
 from ._layout import HEAD_NAME, JOURNAL_DIR, log_name
-from ._markers import CONFIG_NAME, TOMBSTONE, TOMBSTONE_MAX_BYTES, StoreConfig, encode_marker, parse_config
+from ._markers import CONFIG_NAME, TOMBSTONE, TOMBSTONE_MAX_BYTES, encode_marker, parse_config
 from ._offload import parse_off_loop
 from ._open import LOG_DIR, latest_state, read_checkpoint
 from ._relocate import clean_old_journal
@@ -67,8 +67,7 @@ async def configured_window(remote: RemoteStore) -> float:
 async def set_window(remote: RemoteStore, window: timedelta | None) -> None:
     """Store the retention window every handle of this store uses (None: back to the default)."""
     config = parse_config(await remote.read(CONFIG_NAME))
-    value = None if window is None else seconds(window)
-    updated = StoreConfig(**{**config.model_dump(), "gc_window_seconds": value})
+    updated = config.with_window(None if window is None else seconds(window))
     await remote.write_many({CONFIG_NAME: encode_marker(updated)})
 
 
@@ -78,6 +77,7 @@ async def collect(remote: RemoteStore, window: timedelta | None = None, *, newes
     newest = await latest_state(remote, newest)
     if newest is None or newest.seq == 0 or newest.origin is not Origin.JOURNAL:
         return await _with_old(remote, GcResult())  # nothing here yet (a store in the old layout: not moved)
+    newest.check_can_write("gc", remote.uri)
     now = clock()
     inventory = Inventory.of(await remote.stat(JOURNAL_DIR))
     return await _with_old(remote, await _collect(remote, newest, inventory, now - span, now - SLOT_GRACE))

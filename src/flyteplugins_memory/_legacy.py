@@ -2,13 +2,15 @@
 
 Such a store is read once in full (a listing plus its sidecars, transcript and audit log) and becomes
 checkpoint 0 of a journal; the journal is written by the first save. Its files stay where upstream put
-them (records marked ``legacy``) until they are written again.
+them (records marked ``legacy``) until they are written again. Checkpoint 0 records the import as a
+commit of kind ``import``, the oldest entry of `store.log()`.
 """
 
 from __future__ import annotations
 
 import logging
 
+from ._commit_info import import_info
 from ._errors import CorruptStore, StorageError
 from ._inventory import files_needing_content, index_files, take_inventory
 from ._journal import Checkpoint
@@ -31,7 +33,14 @@ async def import_remote(remote: RemoteStore) -> Checkpoint:
     messages = decode_messages(contents[MESSAGES_PATH]) if MESSAGES_PATH in contents else []
     events = len(decode_audit_lines(contents.get(AUDIT_LOG_PATH, b"")))
     files = index_files(inventory, contents, legacy=True)
-    return Checkpoint(seq=0, files=files, messages=messages, audit_total=events, legacy_audit_lines=events)
+    return Checkpoint(
+        seq=0,
+        files=files,
+        messages=messages,
+        audit_total=events,
+        legacy_audit_lines=events,
+        info=import_info(files, messages),
+    )
 
 
 def _check_sizes(listing: dict[str, int], contents: dict[str, bytes]) -> None:

@@ -8,8 +8,11 @@
     purged/<sha>.json  Purged   content purge() removed, so readers can tell purged from corrupt
     config.json     StoreConfig settings every handle of the store uses (the gc window)
 
-Every marker is parsed leniently about extra fields (readers carry and ignore extensions) but strictly
-about the fields it needs.
+Every marker is parsed leniently about extra fields (as every version since 0.2 has parsed them) but
+strictly about the fields it needs. All but the tombstone carry the evolution fields of `_format` (major
+``format``, ``writer``, ``min_reader``, ``ext``); a higher major than this version knows raises
+`StoreFormatTooNew`. The tombstone is frozen as it is: listings tell it from a record by its size (older
+versions included), so it can never grow, and it names nothing that could evolve.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ._errors import CorruptStore
+from ._format import Evolving, refuse_newer_format, refuse_to_overwrite, stamped
 from ._layout import JOURNAL_DIR
 
 #: A tombstone is smaller than any commit record (whose mandatory fields alone take over 100 bytes), so a
@@ -26,8 +30,8 @@ from ._layout import JOURNAL_DIR
 TOMBSTONE_MAX_BYTES = 64
 #: No marker is larger than this (a fence names the new location); larger log objects are records.
 MARKER_MAX_BYTES = 4096
-#: The package version that moved the journal out of the store prefix; named in the markers older
-#: versions refuse, so their error says what to upgrade to.
+#: The package version that moved the journal out of the store prefix; named in the markers versions
+#: before it refuse (as their ``min_reader``, a label they print), so their error says what to upgrade to.
 MIN_READER = "flyteplugins-memory>=0.2 (journal outside the store prefix)"
 CONFIG_NAME = f"{JOURNAL_DIR}/config.json"
 
@@ -44,21 +48,24 @@ class Tombstone(_Lenient):
     collected: Literal[True]
 
 
-class Fence(_Lenient):
-    format: Literal[2] = 2
+class Fence(_Lenient, Evolving):
+    """``format`` 2 is what makes versions before 0.2 refuse it (their records are format 1)."""
+
+    format: Literal[2] = 2  # type: ignore[assignment]
     seq: int
     moved_to: str
-    min_reader: str = MIN_READER
+    #: a label for versions before 0.2 (they print it); counts as revision 0
+    min_reader: int | str = MIN_READER  # type: ignore[assignment]
 
 
-class MovedHead(_Lenient):
+class MovedHead(_Lenient, Evolving):
     seq: int
     checkpoint: int
     moved_to: str
-    min_reader: str = MIN_READER
+    min_reader: int | str = MIN_READER  # type: ignore[assignment]
 
 
-class Purged(_Lenient):
+class Purged(_Lenient, Evolving):
     sha256: str
     path: str
     at: str
@@ -66,13 +73,21 @@ class Purged(_Lenient):
     reason: str = ""
 
 
-class StoreConfig(_Lenient):
-    format: Literal[1] = 1
+class StoreConfig(_Lenient, Evolving):
     #: keep what the commits of this many seconds need (None: the package default)
     gc_window_seconds: float | None = Field(default=None, ge=0)
 
+    def with_window(self, seconds: float | None) -> StoreConfig:
+        """These settings with another window, extensions kept; refused (`StoreFormatTooNew`) if they
+        hold settings this version must not write over."""
+        refuse_to_overwrite(self.min_reader, self.writer, "change the settings of", CONFIG_NAME)
+        return self.model_copy(update={"gc_window_seconds": seconds})
+
 
 def encode_marker(marker: BaseModel) -> bytes:
+    """The bytes of a marker as this version writes it (its writer recorded, if it has one)."""
+    if isinstance(marker, Evolving):
+        marker = stamped(marker)
     return marker.model_dump_json().encode("utf-8")
 
 
@@ -105,11 +120,14 @@ def parse_config(data: bytes | None) -> StoreConfig:
     try:
         return StoreConfig.model_validate_json(data)
     except ValidationError as exc:
+        refuse_newer_format(data, CONFIG_NAME, 1)
         raise CorruptStore(f"Store settings {CONFIG_NAME!r} are malformed: {exc}") from exc
 
 
 def parse_purged(data: bytes) -> Purged | None:
+    """The purge marker in `data`, or None if it is not one (`StoreFormatTooNew` if it is a newer one)."""
     try:
         return Purged.model_validate_json(data)
     except ValidationError:
+        refuse_newer_format(data, "purge marker", 1)
         return None

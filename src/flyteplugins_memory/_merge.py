@@ -11,10 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._commit_info import About, commit_info, stamp
 from ._errors import ConcurrencyError
 from ._journal import FileRecord, State, apply_files
 from ._paths import MESSAGES_PATH, directories_of, parent_dirs
 from ._transcript import committed_form, fingerprints, merged
+
+#: A save that says nothing about itself: actor and reason come from its writes.
+PLAIN_SAVE = About()
 
 
 @dataclass
@@ -42,15 +46,22 @@ def merged_transcript(
 ) -> list[dict[str, Any]] | None:
     """The transcript after our save lands on `latest` (compared by content), or None on a conflict.
     Messages of ours in the result are fresh copies in committed form."""
+    return _landing(base, latest, ours)[0]
+
+
+def _landing(
+    base: list[dict[str, Any]], latest: list[dict[str, Any]], ours: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]] | None, tuple[int, bool]]:
+    """`merged_transcript`, and what our save does to it: messages appended, and whether it rewrote."""
     outcome = merged(fingerprints(base), fingerprints(latest), fingerprints(ours))
     if outcome is None:
-        return None
+        return None, (0, False)
     kind, start = outcome
     if kind == "keep":
-        return list(latest)
+        return list(latest), (0, False)
     if kind == "append":
-        return list(latest) + committed_form(ours[start:])
-    return committed_form(ours)
+        return list(latest) + committed_form(ours[start:]), (len(ours) - start, False)
+    return committed_form(ours), (max(0, len(ours) - len(base)), True)
 
 
 def conflicts(base: State, latest: State, changes: Changes, messages: list[dict[str, Any]]) -> list[str]:
@@ -80,8 +91,18 @@ def _clashes_with(changes: Changes, files: dict[str, FileRecord]) -> list[str]:
     return sorted(clashes)
 
 
-def rebase(base: State, latest: State, changes: Changes, messages: list[dict[str, Any]], commit_id: str) -> State:
-    """The state our commit would create on top of `latest`; raises `ConcurrencyError` on conflicts."""
+def rebase(
+    base: State,
+    latest: State,
+    changes: Changes,
+    messages: list[dict[str, Any]],
+    commit_id: str,
+    about: About = PLAIN_SAVE,
+) -> State:
+    """The state our commit would create on top of `latest`, carrying its extensions; raises
+    `ConcurrencyError` on conflicts, and `StoreFormatTooNew` if `latest` holds data this version must
+    not write over."""
+    latest.check_can_write("save", "this store")
     conflicting = conflicts(base, latest, changes, messages)
     if conflicting:
         first = conflicting[0]
@@ -92,14 +113,18 @@ def rebase(base: State, latest: State, changes: Changes, messages: list[dict[str
             actual_sha=actual.sha256 if actual else "",
             paths=tuple(conflicting),
         )
-    files = apply_files(latest.files, changes.files)
-    transcript = merged_transcript(base.messages, latest.messages, messages) or []
+    seq = latest.seq + 1
+    transcript, change = _landing(base.messages, latest.messages, messages)
     return State(
-        seq=latest.seq + 1,
+        seq=seq,
         checkpoint=latest.checkpoint,
-        files=files,
-        messages=transcript,
+        files=apply_files(latest.files, stamp(changes.files, seq)),
+        messages=transcript or [],
         audit_total=latest.audit_total + len(changes.audit),
         recent_audit=latest.recent_audit + changes.audit,
         recent_commits=latest.recent_commits + [commit_id],
+        info=commit_info(about, changes.files, changes.audit, latest.files, change),
+        ext=dict(latest.ext),
+        min_reader=latest.min_reader,
+        written_by=latest.written_by,
     )

@@ -49,6 +49,7 @@ async def purge_stored(
     remote: RemoteStore, rel: str, newest: State, *, actor: str, reason: str, commit: int | None
 ) -> PurgeResult:
     """Remove every stored copy of `rel`'s content that no live path of `newest` holds."""
+    newest.check_can_write("purge", remote.uri)
     journals = [remote, old_view(remote)] if remote.journal_moved else [remote]
     held: set[str] = set()
     blobs: list[dict[str, int]] = []

@@ -22,8 +22,15 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from ._commit import Save, checkpoint, project, save
-from ._errors import ConcurrencyError, InvalidMessage, StorageError, StoreAlreadyExists, StoreNotFound
-from ._journal import State
+from ._errors import (
+    ConcurrencyError,
+    InvalidMessage,
+    StorageError,
+    StoreAlreadyExists,
+    StoreFormatTooNew,
+    StoreNotFound,
+)
+from ._journal import State, same_write
 from ._limits import check_paths_fit, written_paths
 from ._merge import conflicts, merged_transcript
 from ._open import landed_state, latest_state, open_state, state_at
@@ -187,15 +194,16 @@ class Session:
 
     # -- save, refresh, compact ---------------------------------------------------------------------------
 
-    async def save(self, holder: TranscriptHolder) -> None:
-        """Commit the unsaved changes (or, with none, only finish what earlier saves owe upstream's view)."""
+    async def save(self, holder: TranscriptHolder, *, actor: str | None = None, reason: str | None = None) -> None:
+        """Commit the unsaved changes (or, with none, only finish what earlier saves owe upstream's view);
+        `actor` and `reason` go into the commit info (None: taken from the writes)."""
         async with self.lock:
             await self._ensure_loaded(holder)
             await self._settle(holder)
             if self.has_unsaved_changes(holder) or self.view.base.needs_save:
                 # paths written before the store's location was known are checked against it now
                 check_paths_fit(written_paths(self.view.changes.files), self.remote().uri)
-                await self._commit(holder)
+                await self._commit(holder, actor=actor, reason=reason)
             else:
                 await self._repair_projections()
 
@@ -256,7 +264,9 @@ class Session:
             self._root_transcript = 0
             self._saved_transcript = fingerprints(state.messages)
 
-    async def _commit(self, holder: TranscriptHolder, *, exclusive: bool = False) -> None:
+    async def _commit(
+        self, holder: TranscriptHolder, *, exclusive: bool = False, actor: str | None = None, reason: str | None = None
+    ) -> None:
         view = self.view
         await self._repair_projections()
         messages = committed_form(holder.messages)  # an unencodable message raises before any I/O
@@ -272,10 +282,12 @@ class Session:
             uuid.uuid4().hex,
             imported=view.imported,
             exclusive=exclusive,
+            actor=actor,
+            reason=reason,
         )
         try:
             committed = await save(self.remote(), job)
-        except (ConcurrencyError, StoreAlreadyExists):
+        except (ConcurrencyError, StoreAlreadyExists, StoreFormatTooNew):
             raise  # decided before anything was committed
         except BaseException:
             self._unresolved = job  # it may have committed before failing; `_settle` finds out
@@ -324,7 +336,7 @@ class Session:
 
 def _still_current(job: Save, latest: State) -> Save:
     """`job` narrowed to the paths whose newest committed content is still the one it wrote or deleted."""
-    files = {p: r for p, r in job.changes.files.items() if latest.files.get(p) == r}
+    files = {p: r for p, r in job.changes.files.items() if same_write(latest.files.get(p), r)}
     changes = job.changes.copy()
     changes.files = files
     return Save(job.base, changes, job.messages, job.contents, job.versions, job.commit_id)

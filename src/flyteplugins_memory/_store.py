@@ -26,6 +26,8 @@ from flyte.io import Dir
 
 from . import _location, _payload
 from ._admission import Access, PathAdmission
+from ._commit_info import check_note
+from ._commit_log import Commit, check_limit, read_log
 from ._compat import ExistsAccessor, upstream_awaitable
 from ._errors import StoreAlreadyExists
 from ._maintenance import MaintenanceAPI
@@ -228,14 +230,34 @@ class MemoryStore(ReadAPI, MaintenanceAPI, UpstreamMemoryStore):
             return store
 
     @syncify
-    async def save(self) -> Dir:
+    async def save(self, *, actor: str | None = None, reason: str | None = None) -> Dir:
         """Commit this handle's changes atomically; returns a `Dir` reference to `remote_path`.
 
         Concurrent saves of the same key merge (different paths, transcript appends, audit events);
         a real conflict raises `ConcurrencyError` naming the paths and leaves this handle unchanged.
+        `actor` and `reason` are recorded in the commit (see `log`); by default they are taken from the
+        writes it holds. A save with nothing to commit records nothing.
         """
-        await self._session.save(self)
+        check_note("actor", actor)
+        check_note("reason", reason)
+        await self._session.save(self, actor=actor, reason=reason)
         return Dir.from_existing_remote(self._session.remote().uri)
+
+    @syncify
+    async def log(self, limit: int = 20, path: str | None = None) -> list[Commit]:
+        """The store's newest `limit` commits, newest first: when, who, why, the paths each wrote and
+        deleted, the messages it appended (see `Commit`). With `path`, only the commits that wrote or
+        deleted that path.
+
+        Reads one commit record per commit returned (plus finding the newest commit), however long the
+        history; for a path that is not a file now, it first reads back to the last commit that changed
+        it. The log ends where ``gc()`` collected the history; a store imported from upstream's layout
+        starts with one ``import`` commit.
+        """
+        rel = None if path is None else self._admission.admit(path, Access.READ)
+        check_limit(limit)
+        view = await self._session.ready(self)
+        return await read_log(self._session.remote_if_known(), view.base, limit, rel)
 
     @syncify
     async def refresh(self) -> list[str]:

@@ -1,0 +1,111 @@
+"""Pure: the commit info a save records: when, who, why, which paths, how many messages.
+
+Who and why come from ``save(actor=..., reason=...)`` when given, else from the writes the commit holds
+(their sidecars and audit events): one actor is named as it is, several are sorted and joined (bounded
+by `MAX_SUMMARY`), none is ``"agent"``, upstream's default actor. Each changed path is linked to the commit
+that changed it before (the one that wrote the file the commit builds on), which lets `store.log(path=...)`
+follow a path's history one read per commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from ._errors import InvalidMessage
+from ._journal import CommitInfo, FileRecord
+from ._paths import is_unicode
+
+#: Longest actor or reason summary made from several writes (an explicit one is kept whole).
+MAX_SUMMARY = 200
+DEFAULT_ACTOR = "agent"
+
+
+@dataclass(frozen=True)
+class About:
+    """What a save says about itself before it knows where it lands: its kind, and the actor and reason
+    passed to ``save()`` (None: taken from its writes)."""
+
+    kind: str = "save"
+    actor: str | None = None
+    reason: str | None = None
+
+
+def check_note(name: str, value: object) -> None:
+    """Refuse an actor or reason for ``save()`` that is neither None nor a str of valid Unicode."""
+    if value is not None and (not isinstance(value, str) or not is_unicode(value)):
+        raise InvalidMessage(f"{name} must be None or a str of valid Unicode, got {value!r}")
+
+
+def now() -> str:
+    """UTC ISO-8601 with milliseconds."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+def summary(values: Iterable[str], separator: str) -> str:
+    """Distinct non-empty `values`, sorted and joined, at most about `MAX_SUMMARY` characters."""
+    distinct = sorted({v for v in values if v})
+    out: list[str] = []
+    for index, value in enumerate(distinct):
+        if len(separator.join([*out, value])) > MAX_SUMMARY:
+            return separator.join(out) + f" (+{len(distinct) - index} more)"
+        out.append(value)
+    return separator.join(out)
+
+
+def _written(files: Mapping[str, FileRecord | None]) -> list[FileRecord]:
+    return [r for r in files.values() if r is not None]
+
+
+def actor_of(files: Mapping[str, FileRecord | None], audit: list[dict[str, Any]]) -> str:
+    events = [e.get("actor") for e in audit]
+    actors = [r.updated_by for r in _written(files)] + [a for a in events if isinstance(a, str)]
+    return summary(actors, ", ") or DEFAULT_ACTOR
+
+
+def reason_of(files: Mapping[str, FileRecord | None], audit: list[dict[str, Any]]) -> str:
+    events = [e.get("reason") for e in audit]
+    return summary([r.reason for r in _written(files)] + [x for x in events if isinstance(x, str)], "; ")
+
+
+def commit_info(
+    about: About,
+    changes: Mapping[str, FileRecord | None],
+    audit: list[dict[str, Any]],
+    before: Mapping[str, FileRecord],
+    transcript: tuple[int, bool],
+) -> CommitInfo:
+    """The info of a commit of `changes` (and `audit`) landing on files `before`; `transcript` is the
+    number of messages it appends and whether it rewrote committed ones."""
+
+    def links(deleted: bool) -> dict[str, int | None]:
+        return {p: _last(before.get(p)) for p, r in sorted(changes.items()) if (r is None) == deleted}
+
+    appended, rewrote = transcript
+    return CommitInfo(
+        kind=about.kind,
+        time=now(),
+        actor=about.actor if about.actor is not None else actor_of(changes, audit),
+        reason=about.reason if about.reason is not None else reason_of(changes, audit),
+        wrote=links(deleted=False),
+        deleted=links(deleted=True),
+        appended=appended,
+        rewrote=rewrote,
+    )
+
+
+def import_info(files: Mapping[str, FileRecord], messages: list[dict[str, Any]]) -> CommitInfo:
+    """The info of the import commit: the history of a store written without a journal, taken as one
+    commit (its paths are the checkpoint's files, not repeated here)."""
+    return CommitInfo(kind="import", time=now(), actor=actor_of(files, []), appended=len(messages))
+
+
+def _last(record: FileRecord | None) -> int | None:
+    return record.last_commit() if record is not None else None
+
+
+def stamp(changes: Mapping[str, FileRecord | None], seq: int) -> dict[str, FileRecord | None]:
+    """`changes` with every written file marked as last written by commit `seq`."""
+    return {p: (r.model_copy(update={"commit": seq}) if r is not None else None) for p, r in changes.items()}

@@ -1,0 +1,187 @@
+"""`store.log()`: a store's commits, newest first, read from the journal at one record per commit.
+
+Without a path: the newest record, then older ones (read `limit` at a time, concurrently). With a path:
+its history is a chain: the newest state knows the commit that last wrote each live file, and each
+commit's info links every path it changed to the commit that changed it before; so a live path costs one
+read per commit shown too. A path that is not live now (deleted, or never written) has no such entry
+point: the log walks back commit by commit until one changed it, then follows its chain.
+
+The log ends where the journal's history does: at the first commit gc() collected, or at the store's
+start; a store imported from upstream's layout starts with one ``import`` commit (its checkpoint 0).
+Commits written by versions before commit info have empty fields and name no paths, so a path's chain
+stops at them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ._journal import Checkpoint, CommitInfo, CommitRecord, Origin, State, parse
+from ._layout import checkpoint_name, log_name
+from ._markers import MARKER_MAX_BYTES, parse_marker
+from ._open import latest_state
+from ._paths import is_reserved
+from ._relocate import old_view
+from ._storage import RemoteStore
+
+
+@dataclass(frozen=True)
+class Commit:
+    """One commit of a store, as `MemoryStore.log` returns it.
+
+    Attributes:
+        seq: Its number in the store's log (0: the import of a store written without a journal).
+        id: Its commit id (``""`` for the import).
+        kind: ``"save"``, ``"create"`` or ``"import"``; ``""`` for a commit written by a version before
+            commit info (then `time`, `actor` and `reason` are empty and `wrote`/`deleted` name nothing).
+        time: When it committed, UTC ISO-8601 with milliseconds.
+        actor: Who saved: ``save(actor=...)``, else the actors of its writes (sorted, comma-joined), else
+            ``"agent"``.
+        reason: Why: ``save(reason=...)``, else the reasons of its writes (sorted, ``"; "``-joined).
+        wrote: Paths it wrote, sorted.
+        deleted: Paths it deleted, sorted.
+        appended: Messages it added to the transcript.
+        rewrote: Whether it changed or removed committed messages (an edit in place, a redaction).
+    """
+
+    seq: int
+    id: str
+    kind: str
+    time: str
+    actor: str
+    reason: str
+    wrote: tuple[str, ...]
+    deleted: tuple[str, ...]
+    appended: int
+    rewrote: bool
+
+    @classmethod
+    def of(cls, seq: int, commit_id: str, info: CommitInfo | None, wrote: list[str] | None = None) -> Commit:
+        if info is None:
+            return cls(seq, commit_id, "", "", "", "", tuple(sorted(wrote or ())), (), 0, False)
+        written = tuple(sorted(wrote if wrote is not None else info.wrote))
+        return cls(
+            seq, commit_id, info.kind, info.time, info.actor, info.reason, written,
+            tuple(sorted(info.deleted)), info.appended, info.rewrote,
+        )  # fmt: skip
+
+
+def _commit(record: CommitRecord) -> Commit:
+    commits = record.delta.commits
+    return Commit.of(record.seq, commits[-1] if commits else "", record.info)
+
+
+def _import(checkpoint: Checkpoint) -> Commit:
+    """The import commit: checkpoint 0 of a store imported from upstream's layout."""
+    info = checkpoint.info or CommitInfo(kind="import", appended=len(checkpoint.messages))
+    return Commit.of(0, "", info, wrote=list(checkpoint.files))
+
+
+def _record(data: bytes | None, seq: int) -> CommitRecord | None:
+    """The commit record in log slot `seq`, or None where the history ends (empty, or a marker)."""
+    if data is None or (len(data) <= MARKER_MAX_BYTES and parse_marker(data) is not None):
+        return None
+    record = parse(CommitRecord, data, log_name(seq))
+    return record if record.seq == seq else None
+
+
+class _Reader:
+    """Reads the log slots and checkpoint 0 of one journal (this one, or the old one of a store that has
+    not moved yet)."""
+
+    def __init__(self, journal: RemoteStore):
+        self.journal = journal
+
+    async def records(self, seqs: list[int]) -> list[CommitRecord | None]:
+        found = await self.journal.read_many([log_name(s) for s in seqs])
+        return [_record(found.get(log_name(s)), s) for s in seqs]
+
+    async def record(self, seq: int) -> CommitRecord | None:
+        return _record(await self.journal.read(log_name(seq)), seq)
+
+    async def imported(self) -> Checkpoint | None:
+        data = await self.journal.read(checkpoint_name(0))
+        return None if data is None else parse(Checkpoint, data, checkpoint_name(0))
+
+
+def check_limit(limit: object) -> int:
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
+        raise ValueError(f"limit must be a non-negative int, got {limit!r}")
+    return limit
+
+
+async def read_log(remote: RemoteStore | None, known: State, limit: int, path: str | None) -> list[Commit]:
+    """The newest `limit` commits (those that changed `path`, if given), newest first."""
+    if path is not None and is_reserved(path):
+        return []  # never a file: no commit writes it as one
+    newest = known if remote is None else await latest_state(remote, known) or known
+    if limit <= 0 or newest.seq == 0 or remote is None:  # nothing committed (an import not saved yet)
+        imported = newest.origin is Origin.IMPORT and (path is None or path in newest.checkpoint.files)
+        return [_import(newest.checkpoint)] if imported and limit > 0 else []
+    reader = _Reader(old_view(remote) if newest.origin is Origin.OLD_JOURNAL else remote)
+    if path is None:
+        return await _newest(reader, newest.seq, limit)
+    start = await _last_change(reader, newest, path)
+    return [] if start is None else await _chain(reader, start, path, limit)
+
+
+async def _newest(reader: _Reader, seq: int, limit: int) -> list[Commit]:
+    """Commits `seq`, `seq - 1`, ... until `limit` or the history ends."""
+    out: list[Commit] = []
+    oldest: CommitRecord | None = None
+    while seq > 0 and len(out) < limit:
+        batch = list(range(seq, max(0, seq - (limit - len(out))), -1))
+        for record in await reader.records(batch):
+            if record is None:
+                return out
+            out.append(_commit(record))
+            oldest = record
+        seq = batch[-1] - 1
+    if len(out) < limit and oldest is not None and oldest.checkpoint == 0 and oldest.checkpoint_stored:
+        checkpoint = await reader.imported()
+        out += [_import(checkpoint)] if checkpoint is not None else []
+    return out
+
+
+#: Records read at once while looking back for the last commit that changed a path that is not live.
+SCAN_BATCH = 16
+
+
+async def _last_change(reader: _Reader, newest: State, path: str) -> int | None:
+    """The commit that last changed `path`: known from the state for a live file; otherwise found by
+    reading back until a commit names it (0: none did since the store's start, which may be an import;
+    None: none in the retained history did, or the file was last written by a version before commit
+    info)."""
+    record = newest.files.get(path)
+    if record is not None:
+        return record.last_commit()
+    seq = newest.seq
+    while seq > 0:
+        batch = list(range(seq, max(0, seq - SCAN_BATCH), -1))
+        for found in await reader.records(batch):
+            if found is None:
+                return None
+            if _names(found.info, path):
+                return found.seq
+        seq = batch[-1] - 1
+    return 0
+
+
+def _names(info: CommitInfo | None, path: str) -> bool:
+    return info is not None and (path in info.wrote or path in info.deleted)
+
+
+async def _chain(reader: _Reader, seq: int | None, path: str, limit: int) -> list[Commit]:
+    """The commits that changed `path`, from commit `seq` back along its links."""
+    out: list[Commit] = []
+    while seq is not None and len(out) < limit:
+        if seq == 0:
+            checkpoint = await reader.imported()
+            out += [_import(checkpoint)] if checkpoint is not None and path in checkpoint.files else []
+            break
+        record = await reader.record(seq)
+        if record is None or not _names(record.info, path):
+            break  # collected by gc(), or written before commit info
+        out.append(_commit(record))
+        seq = record.info.previous(path) if record.info is not None else None
+    return out

@@ -1,0 +1,228 @@
+"""`store.log()`: each commit's time, actor, reason, paths and appended messages, newest first, at one
+read per commit shown; checked against the commit records in storage, on local disk and moto S3."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from flyte.ai.agents import MemoryStore as UpstreamStore
+
+from conftest import JOURNAL
+from flyteplugins_memory import Commit, InvalidMessage, InvalidPath, MemoryStore
+from flyteplugins_memory._commit_info import MAX_SUMMARY
+from flyteplugins_memory._layout import log_name
+from oldversion import old_version
+
+MS_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00")
+
+
+@pytest.fixture(params=["local_backend", "s3_backend"])
+def backend(request):
+    return request.getfixturevalue(request.param)
+
+
+def record(backend, key: str, seq: int) -> dict:
+    backend.fs.invalidate_cache()
+    return json.loads(backend.fs.cat_file(backend.location(key, log_name(seq))))
+
+
+def seqs(commits: list[Commit]) -> list[int]:
+    return [c.seq for c in commits]
+
+
+def test_the_log_lists_commits_newest_first_with_what_each_did(backend, key):
+    store = MemoryStore.create(key=key)
+    store.write_text("notes/a.md", "a", actor="alice", reason="draft")
+    store.extend([{"role": "user", "content": "1"}, {"role": "assistant", "content": "2"}])
+    store.save()
+    store.write_text("b.txt", "b", actor="bob", reason="add b")
+    store.write_text("notes/a.md", "a2", actor="alice", reason="edit")
+    store.save()
+    store.delete("b.txt", actor="carol", reason="cleanup")
+    store.save(actor="release-bot", reason="weekly cleanup")
+
+    log = MemoryStore.get_or_create(key=key).log()
+    assert seqs(log) == [4, 3, 2, 1] and [c.kind for c in log] == ["save", "save", "save", "create"]
+    cleanup, edit, draft, created = log
+    assert (cleanup.actor, cleanup.reason, cleanup.wrote, cleanup.deleted) == (
+        "release-bot", "weekly cleanup", (), ("b.txt",)
+    )  # fmt: skip
+    assert (edit.actor, edit.reason, edit.wrote, edit.appended) == (
+        "alice, bob",
+        "add b; edit",
+        ("b.txt", "notes/a.md"),
+        0,
+    )
+    assert (draft.actor, draft.reason, draft.wrote, draft.appended) == ("alice", "draft", ("notes/a.md",), 2)
+    assert (created.actor, created.wrote, created.appended, created.rewrote) == ("agent", (), 0, False)
+    assert all(MS_UTC.fullmatch(c.time) for c in log)
+    times = [datetime.fromisoformat(c.time) for c in log]
+    assert times == sorted(times, reverse=True) and times[0].tzinfo == UTC
+    for commit in log:  # what the log says is what the records in storage hold
+        stored = record(backend, key, commit.seq)
+        assert stored["delta"]["commits"][-1] == commit.id and stored["info"]["actor"] == commit.actor
+        assert sorted(stored["info"]["wrote"]) == list(commit.wrote) and stored["info"]["time"] == commit.time
+    assert store.log(limit=2) == log[:2] and store.log(limit=0) == []
+
+
+def test_who_and_why_come_from_the_writes_unless_save_says(local_backend, key):
+    store = MemoryStore.create(key=key)
+    store.append({"role": "user", "content": "no writes"})
+    store.save()
+    assert (store.log(limit=1)[0].actor, store.log(limit=1)[0].reason) == ("agent", "")
+    for i in range(60):
+        store.write_text(f"f{i}.txt", "x", actor=f"actor-{i:02d}-{'x' * 10}", reason=f"reason {i:02d}")
+    store.save()
+    many = store.log(limit=1)[0]
+    assert many.actor.startswith("actor-00-") and many.actor.endswith(" more)") and "actor-59" not in many.actor
+    assert len(many.actor) <= MAX_SUMMARY + 20 and many.reason.startswith("reason 00; reason 01")
+    store.write_text("g.txt", "g", actor="someone")
+    store.save(actor="", reason="explicit, even empty")
+    assert (store.log(limit=1)[0].actor, store.log(limit=1)[0].reason) == ("", "explicit, even empty")
+    store.write_text("h.txt", "h")
+    for bad in ({"actor": 5}, {"reason": "\ud800"}):
+        with pytest.raises(InvalidMessage):
+            store.save(**bad)
+    assert store.has_unsaved_changes()
+
+
+def test_a_rewritten_transcript_is_marked(local_backend, key):
+    store = MemoryStore.create(key=key)
+    store.extend([{"role": "user", "content": "secret"}, {"role": "user", "content": "b"}])
+    store.save()
+    store.messages[0]["content"] = "[redacted]"
+    store.append({"role": "user", "content": "c"})
+    store.save()
+    newest, appended = store.log(limit=2)
+    assert (newest.rewrote, newest.appended) == (True, 1) and (appended.rewrote, appended.appended) == (False, 2)
+
+
+def test_the_log_of_a_path_follows_its_commits(backend, key):
+    store = MemoryStore.create(key=key)  # 1
+    for i in range(6):  # 2..7; p.txt written by 2, 4, 6
+        store.write_text("other.txt", str(i))
+        if i % 2 == 0:
+            store.write_text("p.txt", str(i), actor=f"w{i}")
+        store.save()
+    assert seqs(store.log(path="p.txt")) == [6, 4, 2] and seqs(store.log(path="p.txt", limit=2)) == [6, 4]
+    assert [c.actor for c in store.log(path="p.txt")] == ["agent, w4", "agent, w2", "agent, w0"]  # other.txt too
+    store.delete("p.txt")
+    store.save()  # 8
+    assert seqs(store.log(path="p.txt")) == [8, 6, 4, 2]  # a deleted path: found by reading back, then its links
+    assert store.log(path="p.txt")[0].deleted == ("p.txt",)
+    store.write_text("p.txt", "again")
+    store.save()  # 9: a new life of the path (documented: links start at its newest creation)
+    assert seqs(store.log(path="p.txt")) == [9]
+    assert store.log(path="never.txt") == [] and store.log(path="meta/x.json") == []
+    assert seqs(store.log(path="./other.txt", limit=3)) == [7, 6, 5]
+    with pytest.raises(InvalidPath):
+        store.log(path="../escape")
+    with pytest.raises(ValueError):
+        store.log(limit=-1)
+
+
+def test_merged_concurrent_saves_appear_with_their_own_info(backend, key):
+    MemoryStore.create(key=key)
+    first, second = MemoryStore.get_or_create(key=key), MemoryStore.get_or_create(key=key)
+    first.write_text("shared.txt", "from alice", actor="alice", reason="mine")
+    first.append({"role": "user", "content": "alice"})
+    second.write_text("b.txt", "b", actor="bob", reason="yours")
+    second.extend([{"role": "user", "content": "bob"}, {"role": "user", "content": "bob again"}])
+    first.save()
+    second.save()  # rebased onto first's commit
+    bob, alice, _ = MemoryStore.get_or_create(key=key).log()
+    assert (bob.seq, bob.actor, bob.reason, bob.wrote, bob.appended) == (3, "bob", "yours", ("b.txt",), 2)
+    assert (alice.seq, alice.actor, alice.reason, alice.wrote, alice.appended) == (
+        2, "alice", "mine", ("shared.txt",), 1
+    )  # fmt: skip
+    assert record(backend, key, 3)["info"]["wrote"] == {"b.txt": None}
+
+
+def test_an_imported_upstream_store_starts_with_one_import_commit(backend, key):
+    upstream = UpstreamStore.get_or_create(key=key)
+    upstream.write_text("u.txt", "u", actor="upstream-agent")
+    upstream.write_text("v.txt", "v", actor="upstream-agent")
+    upstream.append({"role": "user", "content": "before the journal"})
+    upstream.save()
+
+    ours = MemoryStore.get_or_create(key=key)
+    (imported,) = ours.log()  # before our first save too
+    assert (imported.seq, imported.kind, imported.id, imported.wrote) == (0, "import", "", ("u.txt", "v.txt"))
+    assert (imported.actor, imported.appended) == ("upstream-agent", 1) and MS_UTC.fullmatch(imported.time)
+    ours.write_text("v.txt", "ours", actor="me")
+    ours.save()
+    fresh = MemoryStore.get_or_create(key=key)
+    assert [c.kind for c in fresh.log()] == ["save", "import"] and fresh.log()[1] == imported
+    assert seqs(fresh.log(path="u.txt")) == [0] and seqs(fresh.log(path="v.txt")) == [1, 0]
+
+
+def test_log_reads_the_same_on_200_commits_as_on_20(backend, io_counter):
+    reads = {}
+    for commits in (20, 200):
+        key = f"agent-{uuid.uuid4().hex[:8]}"
+        store = MemoryStore.create(key=key)
+        for i in range(commits):  # distinct files, so the history crosses a checkpoint
+            store.write_text(f"f{i}.txt", "x" * 100)
+            if i % 4 == 0:
+                store.write_text("tracked.txt", str(i))
+            store.save()
+        reader = MemoryStore.get_or_create(key=key)
+        io_counter.reset()
+        assert seqs(reader.log(limit=5)) == list(range(commits + 1, commits - 4, -1))
+        reads[commits, "all"] = io_counter.count()
+        io_counter.reset()
+        assert len(reader.log(limit=5, path="tracked.txt")) == 5
+        reads[commits, "path"] = io_counter.count()
+    assert reads[200, "all"] == reads[20, "all"] <= 5 + 2, reads  # the records, the head hint, one probe
+    assert reads[200, "path"] == reads[20, "path"] <= 5 + 2, reads
+
+
+def test_the_log_ends_where_gc_collected_the_history(backend, key):
+    store = MemoryStore.create(key=key)
+    for i in range(4):  # 2..5
+        store.write_text("p.txt", str(i))
+        store.save()
+    store.write_text("q.txt", "q")
+    store.save()  # 6
+    store.gc(window=timedelta(0))
+    assert seqs(store.log()) == [6]
+    assert store.log(path="p.txt") == [] and seqs(store.log(path="q.txt")) == [6]
+    assert record(backend, key, 5) == {"collected": True}
+
+
+def test_commits_of_earlier_versions_show_with_empty_fields(local_backend, key):
+    store = MemoryStore.create(key=key)
+    for i in (2, 3):
+        store.write_text("a.txt", str(i))
+        store.save()
+    for seq in (2, 3):  # as versions before commit info wrote them
+        old = record(local_backend, key, seq)
+        del old["info"], old["writer"]
+        old["delta"]["files"]["a.txt"].pop("commit")
+        local_backend.put(key, log_name(seq), json.dumps(old).encode())
+    log = MemoryStore.get_or_create(key=key).log()
+    assert [(c.seq, c.kind, c.time, c.actor, c.wrote) for c in log[:2]] == [(3, "", "", "", ()), (2, "", "", "", ())]
+    assert log[0].id and log[2].kind == "create"
+    assert MemoryStore.get_or_create(key=key).log(path="a.txt") == []  # no links to follow
+
+
+def test_the_log_of_a_store_still_in_the_old_layout(local_backend, key):
+    with old_version():
+        old = MemoryStore.create(key=key)
+        old.write_text("a.txt", "a")
+        old.save()
+    store = MemoryStore.get_or_create(key=key)  # read in place, not moved yet
+    assert seqs(store.log()) == [2, 1] and not any("/log/" in n for n in local_backend.journal(key))
+    assert any(n.startswith(f"{JOURNAL}/log/") for n in local_backend.old_journal(key))
+
+
+async def test_the_log_has_an_aio_twin(local_backend, key):
+    store = await MemoryStore.create.aio(key=key)
+    store.write_text("a.txt", "a")
+    await store.save.aio(actor="async", reason="awaited")
+    (newest, _) = await store.log.aio(limit=2)
+    assert (newest.actor, newest.reason) == ("async", "awaited")
