@@ -128,3 +128,13 @@ def test_purge_leaves_no_copy_in_the_working_root(local_backend, key):
     root = store.root
     leftovers = [p for p in root.rglob("*") if p.is_file() and b"SECRET-4111" in p.read_bytes()]
     assert leftovers == [] and not (root / "card.txt").exists()
+
+
+def test_purge_commit_names_its_actor_and_reason(local_backend, key):
+    store = MemoryStore.get_or_create(key=key)
+    store.write_text("creds.txt", SECRET)
+    store.save()
+    store.purge("creds.txt", actor="security-bot", reason="leaked key")
+    newest = store.log(limit=1)[0]
+    assert (newest.actor, newest.reason, newest.deleted) == ("security-bot", "leaked key", ("creds.txt",))
+    assert MemoryStore.get_or_create(key=key).log(limit=1)[0].actor == "security-bot"  # as stored

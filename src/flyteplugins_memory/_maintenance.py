@@ -50,7 +50,7 @@ class MaintenanceAPI:
         """
         rel = self._admission.admit(rel_path, Access.DELETE)
         deleted = await self.delete.aio(rel, actor=actor, reason=reason)
-        await self.save.aio()
+        await self.save.aio(actor=actor, reason=reason or f"purge {rel}")
         session = self._session
         async with session.lock:
             remote, view = session.remote(), session.view
