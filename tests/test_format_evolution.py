@@ -251,7 +251,7 @@ def test_every_object_this_version_writes_names_it(local_backend, key):
 def test_the_version_is_the_one_in_pyproject():
     pyproject = tomllib.loads((pathlib.Path(__file__).parents[1] / "pyproject.toml").read_text())
     assert pyproject["project"]["version"] == SOURCE_VERSION
-    assert WRITER == f"flyteplugins-memory {PACKAGE_VERSION}"
+    assert f"flyteplugins-memory {PACKAGE_VERSION}" == WRITER
 
 
 # -- the release before evolution ---------------------------------------------------------------------------

@@ -87,8 +87,8 @@ def place(backend, key: str, case: dict, outside: pathlib.Path) -> None:
         if spec.get("remove"):
             backend.remove(key, *where(name))
         else:
-            name, old = where(name)
-            backend.put(key, name, content(spec), old=old)
+            stored_name, old = where(name)
+            backend.put(key, stored_name, content(spec), old=old)
     for name, target in case.get("links", {}).items():
         link = pathlib.Path(backend.location(key, *where(name)))
         link.parent.mkdir(parents=True, exist_ok=True)

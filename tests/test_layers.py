@@ -102,13 +102,13 @@ def test_every_module_has_a_layer():
 
 
 def test_no_module_imports_one_above_it():
-    layer_of, violations = _layer_of(), []
-    for name, path in sorted(_modules().items()):
-        for imported in sorted(_runtime_imports(path)):
-            if imported in layer_of and layer_of[imported] > layer_of.get(name, len(LAYERS)):
-                violations.append(
-                    f"{name} ({LAYERS[layer_of[name]][0]}) imports {imported} ({LAYERS[layer_of[imported]][0]})"
-                )
+    layer_of = _layer_of()
+    violations = [
+        f"{name} ({LAYERS[layer_of[name]][0]}) imports {imported} ({LAYERS[layer_of[imported]][0]})"
+        for name, path in sorted(_modules().items())
+        for imported in sorted(_runtime_imports(path))
+        if imported in layer_of and layer_of[imported] > layer_of.get(name, len(LAYERS))
+    ]
     assert not violations, "\n".join(violations)
 
 

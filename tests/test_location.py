@@ -48,9 +48,11 @@ def test_remote_task_context_supplies_namespace_and_storage_root():
 
 def test_remote_task_context_without_org_is_a_clear_error():
     flyte.init()
-    with internal_ctx().replace_task_context(task_context("remote", "s3://bucket/x")):
-        with pytest.raises(ContextError, match="org"):
-            MemoryStore.remote_path_for_key(key="k")
+    with (
+        internal_ctx().replace_task_context(task_context("remote", "s3://bucket/x")),
+        pytest.raises(ContextError, match="org"),
+    ):
+        MemoryStore.remote_path_for_key(key="k")
 
 
 def test_local_run_context_without_org_uses_the_local_default(tmp_path):

@@ -135,7 +135,7 @@ def assert_nothing_past_the_explicit_save(backend, key: str) -> None:
 
 
 def test_unsaved_store_in_a_dataclass_output_fails_the_task_clearly(run_backend, key):
-    with pytest.raises(Exception, match="UnsavedChanges|unsaved changes") as raised:
+    with pytest.raises(Exception, match=r"UnsavedChanges|unsaved changes") as raised:
         run(run_backend, state_pipeline, key=key, save=False)
     assert "save" in str(raised.value)
     assert_nothing_past_the_explicit_save(run_backend, key)
@@ -166,7 +166,7 @@ def test_unsaved_stores_in_a_dict_output_are_saved(run_backend, key):
 @pytest.mark.parametrize("task", [produce_state_list, produce_int_keyed], ids=["list-of-dataclasses", "int-keyed"])
 def test_unsaved_stores_encoded_as_one_value_fail_the_task(local_backend, key, task):
     keys = [f"{key}-a", f"{key}-b"]
-    with pytest.raises(Exception, match="UnsavedChanges|unsaved changes"):
+    with pytest.raises(Exception, match=r"UnsavedChanges|unsaved changes"):
         run(local_backend, task, keys=keys)
     for k in keys:
         assert_nothing_past_the_explicit_save(local_backend, k)

@@ -45,7 +45,7 @@ def test_purge_removes_every_stored_copy(backend, key):
         "security",
         "leaked key",
     )
-    with pytest.raises(ContentPurged, match="creds.txt"):
+    with pytest.raises(ContentPurged, match=r"creds\.txt"):
         MemoryStore._deserialize(pinned).read_text("creds.txt")
     assert MemoryStore._deserialize(pinned).read_text("other.txt") == "harmless"
 

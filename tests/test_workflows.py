@@ -19,6 +19,6 @@ def test_there_are_workflows():
 def test_workflow_runs(script):
     text = script.read_text()
     assert '"""' in text and "Run: " in text, "each example has a docstring with a Run: line"
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=240)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=240, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip()

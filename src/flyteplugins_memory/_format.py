@@ -50,7 +50,7 @@ def stamped(obj: Evolving) -> Evolving:
 
 
 def by_whom(writer: str) -> str:
-    return writer if writer else "a newer version (the object does not say which)"
+    return writer or "a newer version (the object does not say which)"
 
 
 def refuse_newer_format(data: bytes, name: str, known: int) -> None:

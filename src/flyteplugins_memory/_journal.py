@@ -215,9 +215,8 @@ def parse(model: type[_Strict], data: bytes, name: str) -> Any:
 
 def encode(record: _Strict) -> bytes:
     """The bytes of a journal object as this version writes it (its writer recorded, if it has one)."""
-    if isinstance(record, Evolving):
-        record = stamped(record)
-    return record.model_dump_json(exclude_defaults=False).encode("utf-8")
+    written: BaseModel = stamped(record) if isinstance(record, Evolving) else record
+    return written.model_dump_json(exclude_defaults=False).encode("utf-8")
 
 
 def _refuse_clashes(files: dict[str, FileRecord], what: str) -> None:

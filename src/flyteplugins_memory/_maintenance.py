@@ -10,11 +10,11 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from ._admission import Access, PathAdmission
 from ._gc import GcResult, collect, set_window
 from ._layout import versions_dir_name
 from ._mirror import remove_tree
 from ._open import latest_state
-from ._admission import Access, PathAdmission
 from ._purge import PurgeResult, purge_stored
 from ._session import Session
 from ._syncify import syncify

@@ -122,7 +122,7 @@ def rebase(
         messages=transcript or [],
         audit_total=latest.audit_total + len(changes.audit),
         recent_audit=latest.recent_audit + changes.audit,
-        recent_commits=latest.recent_commits + [commit_id],
+        recent_commits=[*latest.recent_commits, commit_id],
         info=commit_info(about, changes.files, changes.audit, latest.files, change),
         ext=dict(latest.ext),
         min_reader=latest.min_reader,

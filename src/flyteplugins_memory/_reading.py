@@ -11,12 +11,12 @@ import json
 from typing import Any
 
 from . import _audit, _versions
+from ._admission import Access, PathAdmission
 from ._compat import upstream_awaitable
 from ._errors import CorruptStore
 from ._inventory import take_inventory
 from ._layout import AUDIT_LOG_PATH, VERSIONS_DIR
 from ._mirror import write_text_file
-from ._admission import Access, PathAdmission
 from ._paths import MESSAGES_PATH
 from ._records import MemoryMeta, encode_audit_event, encode_messages
 from ._session import Session

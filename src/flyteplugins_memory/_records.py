@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from flyte.ai.agents import MemoryMeta as UpstreamMemoryMeta
 from pydantic import TypeAdapter, ValidationError
 
 from ._errors import CorruptStore
@@ -21,15 +22,11 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class MemoryMeta:
-    """Per-file metadata sidecar (sha256, actor, timestamp, ...) for a memory entry."""
+class MemoryMeta(UpstreamMemoryMeta):
+    """Per-file metadata sidecar (sha256, actor, timestamp, ...) for a memory entry.
 
-    path: str
-    sha256: str
-    updated_at: str
-    updated_by: str
-    reason: str
-    bytes: int
+    Upstream's ``MemoryMeta`` with the same fields (``path``, ``sha256``, ``updated_at``, ``updated_by``,
+    ``reason``, ``bytes``), so code that checks for upstream's type, or is typed against it, accepts ours."""
 
 
 _META_ADAPTER = TypeAdapter(MemoryMeta)

@@ -138,7 +138,7 @@ async def copy_to_new(remote: RemoteStore, state: State, window: float) -> None:
     view = old_view(remote)
     inventory = Inventory.of(await view.stat(JOURNAL_DIR))
     kept = kept_commits(inventory, state.seq, time.time() - window)
-    records = {s: r for s, r in (await _records(view, kept)).items()}
+    records = dict(await _records(view, kept))
     checkpoints = {}
     for seq in {r.checkpoint for r in records.values() if r.checkpoint_stored} | {state.checkpoint.seq}:
         if seq in inventory.checkpoints:

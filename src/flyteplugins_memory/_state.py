@@ -94,7 +94,7 @@ class LocalState:
     async def check_inside_root(self, rel: str) -> None:
         await asyncio.to_thread(self.workdir.resolve, rel)
 
-    async def local_bytes(self, rel: str) -> bytes | None | tuple[str, FileRecord]:
+    async def local_bytes(self, rel: str) -> bytes | tuple[str, FileRecord] | None:
         """Contents of `rel` if the handle holds them (unsaved, or cached in the working root), None if
         there is no such file, else what `fetch_committed` needs to fetch them."""
         await self.check_inside_root(rel)

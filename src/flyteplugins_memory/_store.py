@@ -43,6 +43,11 @@ from ._transcript import check_message, check_messages
 from ._writes import ChangeOptions
 
 
+def _unavailable() -> Any:
+    """An `_Unavailable` attribute (typed as anything: it stands where upstream declares a method)."""
+    return _Unavailable()
+
+
 class _Unavailable:
     """An upstream private helper that would read or write the working root behind the journal's back
     (its own audit append, sidecar paths, whole-directory download): not reachable on our class."""
@@ -54,7 +59,9 @@ class _Unavailable:
         raise AttributeError(f"MemoryStore.{self.name} is internal to upstream's implementation; not available here")
 
 
-class MemoryStore(ReadAPI, MaintenanceAPI, UpstreamMemoryStore):
+# pyright compares the mixins' wrappers (typed for `ReadAPI` as their `self`) with upstream's declarations
+# (typed for upstream's class); at run time both are bound to this class
+class MemoryStore(ReadAPI, MaintenanceAPI, UpstreamMemoryStore):  # pyright: ignore[reportIncompatibleVariableOverride]
     """Conversation transcript plus path-addressed files, persisted under a deterministic keyed path.
 
     Obtain one with `create` or `get_or_create`; `save` commits local changes atomically, merging with
@@ -73,12 +80,12 @@ class MemoryStore(ReadAPI, MaintenanceAPI, UpstreamMemoryStore):
     """
 
     # upstream's helpers that bypass the journal; the ones with a meaning here are redefined below
-    __post_init__ = _Unavailable()
-    _meta_path = _Unavailable()
-    _versions_dir = _Unavailable()
-    _audit_path = _Unavailable()
-    _append_audit = _Unavailable()
-    _load_from_dir = _Unavailable()
+    __post_init__ = _unavailable()
+    _meta_path = _unavailable()
+    _versions_dir = _unavailable()
+    _audit_path = _unavailable()
+    _append_audit = _unavailable()
+    _load_from_dir = _unavailable()
 
     def __init__(
         self,
@@ -107,12 +114,12 @@ class MemoryStore(ReadAPI, MaintenanceAPI, UpstreamMemoryStore):
             self._session.adopt_working_root(self)
 
     @property
-    def remote_path(self) -> str | None:
+    def remote_path(self) -> str | None:  # pyright: ignore[reportIncompatibleVariableOverride]
         """Where the store lives (resolved from `key` and the Flyte context on first save if unset)."""
         return self._session.remote_path
 
     @remote_path.setter
-    def remote_path(self, value: str | None) -> None:
+    def remote_path(self, value: str | None) -> None:  # pyright: ignore[reportIncompatibleVariableOverride]
         self._session.remote_path = value
 
     def __repr__(self) -> str:
@@ -123,7 +130,7 @@ class MemoryStore(ReadAPI, MaintenanceAPI, UpstreamMemoryStore):
     def __eq__(self, other: object) -> bool:
         return self is other
 
-    __hash__ = object.__hash__
+    __hash__ = object.__hash__  # pyright: ignore[reportAssignmentType]
 
     @property
     def _needs_remote_hydration(self) -> bool:
@@ -297,7 +304,7 @@ class MemoryStore(ReadAPI, MaintenanceAPI, UpstreamMemoryStore):
 
     @upstream_awaitable
     @syncify
-    async def flush_messages(self) -> None:
+    async def flush_messages(self) -> None:  # pyright: ignore[reportIncompatibleMethodOverride]
         """Write the transcript (the committed one, loaded first if need be, plus this handle's changes)
         to ``messages.json`` in the local working root, atomically."""
         view = await self._session.ready(self)
