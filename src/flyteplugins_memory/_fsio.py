@@ -83,22 +83,18 @@ async def _close(fs: AsyncFileSystem) -> None:
 
 
 async def gather_all(calls: Iterable[Awaitable[Any]]) -> list[Any]:
-    """Await every call, `BULK_BATCH` at a time; results (or exceptions) in order.
-
-    Every call settles before this returns, so a retry of a failed bulk call never races its own
-    stragglers."""
+    """Await every call, `BULK_BATCH` at a time; their results in order, or the first failure once every
+    call has settled (so nothing of a failed bulk call is still running when the caller goes on)."""
     pending, results = list(calls), []
     for start in range(0, len(pending), BULK_BATCH):
         results += await asyncio.gather(*pending[start : start + BULK_BATCH], return_exceptions=True)
+    if (error := next((r for r in results if isinstance(r, BaseException)), None)) is not None:
+        raise error
     return results
 
 
-def first_error(results: list[Any], ignore: tuple[type[BaseException], ...] = ()) -> BaseException | None:
-    return next((r for r in results if isinstance(r, BaseException) and not isinstance(r, ignore)), None)
-
-
 class AsyncIO:
-    """An async fsspec filesystem, awaited on the running loop; bulk calls run concurrently if `parallel`."""
+    """An async fsspec filesystem, awaited on the running loop; `parallel` if it takes concurrent requests."""
 
     def __init__(self, fs: AsyncFileSystem, *, parallel: bool):
         self.fs = fs
@@ -114,33 +110,19 @@ class AsyncIO:
             return None
 
     async def cat_many(self, paths: list[tuple[str, str]]) -> list[bytes | None]:
-        if not self.parallel:
-            return [await self.cat(path, root) for path, root in paths]
-        results = await gather_all(self.cat(path, root) for path, root in paths)
-        if (error := first_error(results)) is not None:
-            raise error
-        return results
+        """One after the other (`RemoteStore` fans out itself where the backend takes concurrency)."""
+        return [await self.cat(path, root) for path, root in paths]
 
     async def pipe_many(self, objects: dict[str, bytes]) -> None:
         fs = self._now()
-        if not self.parallel:
-            for path, data in objects.items():
-                await fs._pipe_file(path, data)
-            return
-        if (error := first_error(await gather_all(fs._pipe_file(p, d) for p, d in objects.items()))) is not None:
-            raise error
+        for path, data in objects.items():
+            await fs._pipe_file(path, data)
 
     async def create(self, path: str, data: bytes) -> bool:
         return await create_exclusive_async(self._now(), path, data)
 
     async def rm(self, path: str, root: str) -> None:
         await self._now()._rm_file(path)
-
-    async def rm_many(self, paths: list[str]) -> None:
-        """Delete concurrently; missing objects are ignored."""
-        fs = self._now()
-        if (error := first_error(await gather_all(fs._rm_file(p) for p in paths), MISSING)) is not None:
-            raise error
 
     async def exists(self, path: str) -> bool:
         return await self._now()._exists(path)
@@ -175,9 +157,6 @@ class BlockingIO:
 
     async def rm(self, path: str, root: str) -> None:
         await asyncio.to_thread(self._rm, path, root)
-
-    async def rm_many(self, paths: list[str]) -> None:
-        raise NotImplementedError("blocking filesystems delete one object at a time")  # parallel is False
 
     async def exists(self, path: str) -> bool:
         return await asyncio.to_thread(self.fs.exists, path)

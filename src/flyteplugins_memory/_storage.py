@@ -24,7 +24,7 @@ from ._backends import UNVERIFIED_BACKENDS_ENV, allowed_protocols, capabilities_
 from ._contract import Capabilities, Listed, ObjectStorage
 from ._errors import StorageError, UnsafeStoreContent, UnsupportedBackend
 from ._fs_options import storage_options_for
-from ._fsio import AsyncIO, BlockingIO
+from ._fsio import AsyncIO, BlockingIO, gather_all
 from ._journal_location import journal_root
 from ._layout import JOURNAL_DIR
 from ._retry import get_retry_policy, is_transient
@@ -164,13 +164,20 @@ class RemoteStore:
         for each missing one)."""
         if not names:
             return {}
-        found = await self._call("read_many", self._io.cat_many, [(self.full_path(n), self._root_of(n)) for n in names])
+        where = [(self.full_path(n), self._root_of(n)) for n in names]
+        if self._io.parallel:  # each object retried on its own: a batch retried whole fails for good under faults
+            found = await gather_all(self._call("read", self._io.cat, path, root) for path, root in where)
+        else:
+            found = await self._call("read_many", self._io.cat_many, where)
         return {name: data for name, data in zip(names, found, strict=True) if data is not None}
 
     async def write_many(self, objects: dict[str, bytes]) -> None:
         """Write every object (each one atomically on local disk), concurrently where the backend can."""
-        if objects:
-            await self._call("write_many", self._io.pipe_many, {self.full_path(n): d for n, d in objects.items()})
+        paths = {self.full_path(n): d for n, d in objects.items()}
+        if self._io.parallel and len(paths) > 1:
+            await gather_all(self._call("write", self._io.pipe_many, {p: d}) for p, d in paths.items())
+        elif paths:
+            await self._call("write_many", self._io.pipe_many, paths)
 
     async def create_exclusive(self, name: str, data: bytes) -> bool:
         """Create object `name` only if it does not exist; True if this call created it.
@@ -192,17 +199,20 @@ class RemoteStore:
             await self.remove_many(names)
             return
         for start in range(0, len(names), REMOVE_BATCH):
-            await self._call("remove_all", self._io.rm_many, [self.full_path(n) for n in names[start : start + REMOVE_BATCH]])
+            await gather_all(self._remove_one(name) for name in names[start : start + REMOVE_BATCH])
 
     async def remove_many(self, names: list[str]) -> None:
         """Delete the named objects, one after the other; missing ones are ignored. On local disk,
         directories left empty go too, so a file can take their name (object stores have no directories)."""
         for name in names:
-            try:
-                await self._call("remove", self._io.rm, self.full_path(name), self._root_of(name))
-            except StorageError as exc:
-                if not isinstance(exc.__cause__, (FileNotFoundError, NotADirectoryError)):
-                    raise
+            await self._remove_one(name)
+
+    async def _remove_one(self, name: str) -> None:
+        try:
+            await self._call("remove", self._io.rm, self.full_path(name), self._root_of(name))
+        except StorageError as exc:
+            if not isinstance(exc.__cause__, (FileNotFoundError, NotADirectoryError)):
+                raise
 
     async def exists(self, name: str) -> bool:
         return await self._call("exists", self._io.exists, self.full_path(name))

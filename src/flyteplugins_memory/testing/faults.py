@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +52,9 @@ class Faults:
     meanwhile: Callable[[], None] = lambda: None
     #: every call and every fault over the whole life of this plan, by kind
     totals: Counter[str] = field(default_factory=Counter)
+    #: calls forwarded to storage and not yet answered, and the most there ever were at once
+    in_flight: int = 0
+    peak: int = 0
 
     def decide(self, op: str, path: str) -> str | None:
         self.calls += 1
@@ -105,36 +108,42 @@ class FaultyFileSystem(AsyncFileSystem):
         self.target.invalidate_cache(path)
 
     async def _cat_file(self, path: str, start: Any = None, end: Any = None, **kwargs: Any) -> bytes:
-        kind = self._before("read", path)
-        data = await self._forward("cat_file", path)
-        await self._after(kind)
+        kind, data = await self._through("read", path, self._forward("cat_file", path))
         return data[: len(data) // 2] if kind == "truncate" else data
 
     async def _pipe_file(self, path: str, value: bytes, mode: str = "overwrite", **kwargs: Any) -> None:
-        kind = self._before("write", path)
         if mode == "create":
-            if not await self._create(path, value):
+            _, created = await self._through("write", path, self._create(path, value))
+            if not created:
                 raise FileExistsError(path)
         else:
-            await self._forward("pipe_file", path, value)
-        await self._after(kind)
+            await self._through("write", path, self._forward("pipe_file", path, value))
 
     async def _rm_file(self, path: str, **kwargs: Any) -> None:
-        kind = self._before("delete", path)
-        await self._forward("rm_file", path)
-        await self._after(kind)
+        await self._through("delete", path, self._forward("rm_file", path))
 
     async def _exists(self, path: str, **kwargs: Any) -> bool:
-        kind = self._before("exists", path)
-        found = await self._forward("exists", path)
-        await self._after(kind)
-        return found
+        return (await self._through("exists", path, self._forward("exists", path)))[1]
 
     async def _find(self, path: str, **kwargs: Any) -> Any:
-        kind = self._before("list", path)
-        found = await self._forward("find", path, **kwargs)
+        return (await self._through("list", path, self._forward("find", path, **kwargs)))[1]
+
+    async def _through(self, op: str, path: str, call: Coroutine[Any, Any, Any]) -> tuple[str | None, Any]:
+        """Decide the fault before the first await (so calls are numbered in the order they start), then
+        forward the call unless the fault stops it; returns the fault and the call's result."""
+        try:
+            kind = self._before(op, path)
+        except Exception:
+            call.close()
+            raise
+        self.faults.in_flight += 1
+        self.faults.peak = max(self.faults.peak, self.faults.in_flight)
+        try:
+            result = await call
+        finally:
+            self.faults.in_flight -= 1
         await self._after(kind)
-        return found
+        return kind, result
 
     async def _forward(self, method: str, *args: Any, **kwargs: Any) -> Any:
         if getattr(self.target, "async_impl", False):
@@ -148,7 +157,6 @@ class FaultyFileSystem(AsyncFileSystem):
         return await asyncio.to_thread(create_exclusive, self.target, path, data)
 
     def _before(self, op: str, path: str) -> str | None:
-        """Decide before the first await, so calls are numbered in the order they start."""
         kind = self.faults.decide(op, path)
         if kind == "fail":
             raise ConnectionResetError(f"injected: connection reset during {op} {path}")
