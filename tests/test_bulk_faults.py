@@ -52,7 +52,7 @@ def test_a_bulk_save_under_faults_lands_every_object_once(faulty, key):
 
 
 def test_prefetch_under_faults_reads_every_file_whole(faulty, key):
-    backend, faults = faulty
+    _, faults = faulty
     _saved(key)
     store = MemoryStore.get_or_create(key=key)
     faults.arm(at_random(seed=2, rate=0.2, kinds=TRANSIENT))

@@ -5,6 +5,7 @@ uniform sync / ``.aio`` surface and safe handling of hostile paths and content.
 """
 
 from ._backends import UNVERIFIED_BACKENDS_ENV, allow_unverified_backend
+from ._contract import Capabilities, ObjectStorage
 from ._errors import (
     AccessDenied,
     ConcurrencyError,
@@ -27,6 +28,7 @@ from ._errors import (
     UnsupportedBackend,
     VersionNotFound,
 )
+from ._fs_options import set_storage_options
 from ._flyte_type import MemoryStoreTransformer, register_memory_store_type
 from ._gc import GcResult
 from ._paths import MESSAGES_PATH
@@ -37,6 +39,7 @@ from ._store import MemoryStore
 
 __all__ = [
     "AccessDenied",
+    "Capabilities",
     "ConcurrencyError",
     "ContentPurged",
     "ContextError",
@@ -50,6 +53,7 @@ __all__ = [
     "MemoryStore",
     "MemoryStoreError",
     "MemoryStoreTransformer",
+    "ObjectStorage",
     "PathEscapesRoot",
     "PurgeResult",
     "ReadOnlyPath",
@@ -68,6 +72,7 @@ __all__ = [
     "get_retry_policy",
     "register_memory_store_type",
     "set_retry_policy",
+    "set_storage_options",
 ]
 
 register_memory_store_type()

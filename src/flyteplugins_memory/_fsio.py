@@ -17,7 +17,7 @@ import os
 import uuid
 import weakref
 from collections.abc import Awaitable, Iterable
-from typing import Any
+from typing import Any, cast
 
 import fsspec
 from fsspec.asyn import AsyncFileSystem
@@ -35,7 +35,7 @@ _BOUND = "_flyteplugins_memory_bound"
 MISSING = (FileNotFoundError, IsADirectoryError, NotADirectoryError)
 
 
-def bound_to_running_loop(fs: AsyncFileSystem) -> AsyncFileSystem:
+def bound_to_running_loop(fs: fsspec.AbstractFileSystem) -> AsyncFileSystem:
     """`fs` rebuilt for the running loop (``asynchronous=True``), once per loop and instance.
 
     An instance made ``asynchronous`` by its caller is used as it is. fsspec caches instances by their
@@ -43,16 +43,16 @@ def bound_to_running_loop(fs: AsyncFileSystem) -> AsyncFileSystem:
     these copies skip fsspec's cache and live on `fs` itself, keyed weakly by loop.
     """
     if getattr(fs, "asynchronous", False):
-        return fs
+        return cast(AsyncFileSystem, fs)
     loop = asyncio.get_running_loop()
-    bound: weakref.WeakKeyDictionary = fs.__dict__.setdefault(_BOUND, weakref.WeakKeyDictionary())
+    bound: weakref.WeakKeyDictionary = vars(fs).setdefault(_BOUND, weakref.WeakKeyDictionary())
     copy = bound.get(loop)
     if copy is None:
         options = {**fs.storage_options, "asynchronous": True, "loop": loop, "skip_instance_cache": True}
         copy = bound[loop] = type(fs)(*fs.storage_args, **options)
         _LIVE[id(copy)] = (weakref.ref(copy), weakref.ref(loop))
         weakref.finalize(copy, _LIVE.pop, id(copy), None).atexit = False  # at exit, `_close_sessions` needs it
-    return copy
+    return cast(AsyncFileSystem, copy)
 
 
 #: Every copy made by `bound_to_running_loop` and its loop, by id (fsspec instances compare by their
@@ -78,7 +78,7 @@ async def _close(fs: AsyncFileSystem) -> None:
         await session.close()
     creator = getattr(fs, "_s3creator", None)  # s3fs: an aiobotocore client context
     if creator is not None:
-        fs._s3creator = None
+        vars(fs)["_s3creator"] = None
         await creator.__aexit__(None, None, None)
 
 
@@ -96,7 +96,7 @@ async def gather_all(calls: Iterable[Awaitable[Any]]) -> list[Any]:
 class AsyncIO:
     """An async fsspec filesystem, awaited on the running loop; `parallel` if it takes concurrent requests."""
 
-    def __init__(self, fs: AsyncFileSystem, *, parallel: bool):
+    def __init__(self, fs: fsspec.AbstractFileSystem, *, parallel: bool):
         self.fs = fs
         self.parallel = parallel
 
@@ -130,7 +130,7 @@ class AsyncIO:
     async def find(self, root: str, *, withdirs: bool) -> dict[str, dict[str, Any]]:
         fs = self._now()
         fs.invalidate_cache()
-        return await fs._find(root, withdirs=withdirs, detail=True)
+        return cast(dict, await fs._find(root, withdirs=withdirs, detail=True))
 
 
 class BlockingIO:
@@ -168,7 +168,7 @@ class BlockingIO:
         if self.local and os.path.lexists(path):
             refuse_local_escape(path, root)
         try:
-            return self.fs.cat_file(path)
+            return cast(bytes, self.fs.cat_file(path))
         except MISSING:
             return None
 
@@ -190,7 +190,7 @@ class BlockingIO:
 
     def _find(self, root: str, withdirs: bool) -> dict[str, dict[str, Any]]:
         self.fs.invalidate_cache()
-        return self.fs.find(root, withdirs=withdirs, detail=True)
+        return cast(dict, self.fs.find(root, withdirs=withdirs, detail=True))
 
 
 def refuse_local_escape(path: str, root: str) -> None:

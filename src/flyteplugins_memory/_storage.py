@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import functools
 import os
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -120,16 +119,13 @@ class RemoteStore:
         self.fs = fs or filesystem_for(self.uri)
         require_supported(self.uri, self.fs)  # before any request: the commit point needs atomic creates
         self.prefix = self.fs._strip_protocol(self.uri).rstrip("/")
+        #: where names under ``meta/.journal/`` live (an attribute, so a view can point it elsewhere)
+        self.journal_root: str = journal_root(self.prefix)
         #: what this backend can do; the commit path reads `atomic_create`
         self.capabilities: Capabilities = capabilities_of(self.fs)
         self._io = _io_for(self.fs)
 
     # -- where names live: the store prefix, and the journal outside it (see `_journal_location`) ----------
-
-    @functools.cached_property
-    def journal_root(self) -> str:
-        """Where names under ``meta/.journal/`` live (an attribute, so a view can point it elsewhere)."""
-        return journal_root(self.prefix)
 
     @property
     def journal_moved(self) -> bool:

@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import fsspec
 import pytest
@@ -113,7 +113,7 @@ class Kit:
             paths = self.fs.find(prefix)
         except FileNotFoundError:
             return {}
-        return {p[len(prefix) + 1 :]: self.fs.cat_file(p) for p in paths}
+        return {p[len(prefix) + 1 :]: cast(bytes, self.fs.cat_file(p)) for p in paths}
 
     # -- capabilities -------------------------------------------------------------------------------------
 
@@ -145,7 +145,7 @@ def at_once(calls: list[Callable[[], T]]) -> list[T | BaseException]:
     def run(call: Callable[[], T], context: contextvars.Context) -> T | BaseException:
         try:
             return context.run(call)
-        except BaseException as exc:  # reported, not raised: the caller counts winners and losers
+        except BaseException as exc:  # noqa: BLE001 - reported, not raised: the caller counts winners and losers
             return exc
 
     with ThreadPoolExecutor(max_workers=len(calls)) as pool:

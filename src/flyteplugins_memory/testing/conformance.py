@@ -15,6 +15,7 @@ not only what the store answers. A test that needs a capability the backend does
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -25,12 +26,15 @@ from .._errors import (
     ConcurrencyError,
     InvalidPath,
     MemoryStoreError,
+    ReadOnlyPath,
     ReservedPath,
     StorageError,
     StoreAlreadyExists,
     UnsafeStoreContent,
 )
+from .._journal_location import journal_root
 from .._retry import RetryPolicy, set_retry_policy
+from .._store import MemoryStore
 from ._kit import Kit, StoreRoot, at_once, bound
 from .faults import Faults, FaultyFileSystem, at_call
 
@@ -68,25 +72,37 @@ class StoreConformance:
 
     def test_storage_options_reach_the_filesystem(self, kit: Kit) -> None:
         store = _storage.RemoteStore(kit.uri("options"))
-        assert {k: store.fs.storage_options.get(k) for k in kit.root.storage_options} == dict(
-            kit.root.storage_options
-        )
+        assert {k: store.fs.storage_options.get(k) for k in kit.root.storage_options} == dict(kit.root.storage_options)
 
     def test_a_save_lands_in_upstream_layout_and_reopens(self, kit: Kit) -> None:
         store = kit.create("layout")
         assert store.remote_path == kit.uri("layout")
         assert kit.upstream_view("layout") == {"messages.json": b"[]"}
+        assert MemoryStore.exists(key="layout", **kit.where()) and not MemoryStore.exists(key="other", **kit.where())
         meta = store.write_text("notes/a.md", "# hi", actor="kit", reason="first")
+        store.write_json("state/plan.json", {"b": 1, "a": [1, 2]})
         store.append({"role": "user", "content": "q"})
         store.save()
         objects = kit.objects("layout")
-        assert objects["notes/a.md"] == b"# hi"
-        assert json.loads(objects["meta/notes%2Fa.md.json"])["sha256"] == meta.sha256
+        assert objects["notes/a.md"] == b"# hi" and json.loads(objects["state/plan.json"]) == {"a": [1, 2], "b": 1}
+        assert json.loads(objects["meta/notes%2Fa.md.json"]) == {
+            "path": "notes/a.md",
+            "sha256": meta.sha256,
+            "updated_at": meta.updated_at,
+            "updated_by": "kit",
+            "reason": "first",
+            "bytes": 4,
+        }
         assert json.loads(objects["messages.json"]) == [{"role": "user", "content": "q"}]
         assert any(name.startswith("log/") for name in kit.journal("layout"))  # the commit, outside the prefix
+        store.compact()  # brings upstream's audit log up to date
+        audit = kit.objects("layout")["audit/log.jsonl"].splitlines()
+        assert [json.loads(line)["path"] for line in audit] == ["notes/a.md", "state/plan.json"]
         reopened = kit.open("layout")
+        assert reopened.list_paths() == ["notes/a.md", "state/plan.json"]
         assert reopened.read_text("notes/a.md") == "# hi" and reopened.messages == store.messages
         assert reopened.get_meta("notes/a.md") == meta
+        assert [e["op"] for e in reopened.audit_tail()] == ["create", "create"]
 
     def test_deletes_propagate(self, kit: Kit) -> None:
         store = kit.create("deletes")
@@ -175,8 +191,8 @@ class StoreConformance:
             set_retry_policy(previous)
 
     def test_hostile_paths_are_refused_and_nothing_lands(self, kit: Kit) -> None:
-        store = kit.create("paths")
-        for path, error in HOSTILE_PATHS:
+        store = kit.create("paths", read_only_prefixes=("policy/",))
+        for path, error in [*HOSTILE_PATHS, ("policy/rules.md", ReadOnlyPath)]:
             with pytest.raises(error):
                 store.write_text(path, "x")
             assert issubclass(error, AccessDenied | ValueError)  # typed, and a builtin too
@@ -191,13 +207,20 @@ class StoreConformance:
 
     def test_symlinks_in_storage_are_refused(self, kit: Kit, tmp_path) -> None:
         kit.need("symlinks", "only a backend with symlinks can point a name outside the store")
-        import os
-
         (tmp_path / "secret.txt").write_text("secret")
-        kit.put("linked", "messages.json", b"[]")
+        kit.put("linked", "messages.json", b"[]")  # a store in upstream's layout: ours imports it by listing
         os.symlink(tmp_path / "secret.txt", f"{kit.prefix('linked')}/leak.txt")
         with pytest.raises(UnsafeStoreContent):
             kit.open("linked")
+        ours = kit.create("blob")
+        meta = ours.write_text("a.txt", "secret")  # the same bytes as the planted target
+        ours.save()
+        blob = next(n for n in kit.journal("blob") if n.endswith(meta.sha256))
+        path = f"{journal_root(kit.prefix('blob'))}/{blob}"
+        os.unlink(path)
+        os.symlink(tmp_path / "secret.txt", path)
+        with pytest.raises(UnsafeStoreContent):
+            kit.open("blob").read_text("a.txt")
 
     # -- upstream interop ---------------------------------------------------------------------------------
 
@@ -211,7 +234,10 @@ class StoreConformance:
         ours.save()
         upstream = kit.upstream("ours")
         assert upstream.list_paths() == ours.list_paths() == ["data/x.json", "notes/a.md"]
-        assert {p: upstream.read_text(p) for p in ours.list_paths()} == {"data/x.json": '{"k": 1}', "notes/a.md": "second"}
+        assert {p: upstream.read_text(p) for p in ours.list_paths()} == {
+            "data/x.json": '{"k": 1}',
+            "notes/a.md": "second",
+        }
         assert upstream.messages == ours.messages
         assert upstream.current_sha("notes/a.md") == ours.current_sha("notes/a.md")
 
@@ -224,7 +250,8 @@ class StoreConformance:
         ours = kit.open("theirs")
         assert ours.list_paths() == ["notes/a.md"] and ours.read_text("notes/a.md") == "from upstream"
         assert ours.messages == [{"role": "user", "content": "hi"}]
-        assert ours.get_meta("notes/a.md").updated_by == "up"
+        meta = ours.get_meta("notes/a.md")
+        assert meta is not None and meta.updated_by == "up"
         ours.write_text("b.txt", "from ours")
         ours.save()
         assert kit.upstream("theirs").read_text("b.txt") == "from ours"
@@ -249,7 +276,7 @@ def _save_round(kit: Kit, faults: Faults, k: int, before: dict[str, str]) -> tup
     store = kit.open("crash") if k else kit.create("crash")
     store.write_text(f"round/{k}.txt", str(k))
     if before:
-        store.delete(sorted(before)[0])
+        store.delete(min(before))
     after = _whole_state(store)
     faults.arm(at_call(k, "permanent"))
     try:

@@ -15,7 +15,7 @@ import random
 from collections import Counter
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import fsspec
 from fsspec.asyn import AsyncFileSystem
@@ -102,7 +102,7 @@ class FaultyFileSystem(AsyncFileSystem):
         self.faults = faults
 
     def _strip_protocol(self, path: str) -> str:  # type: ignore[override]
-        return self.target._strip_protocol(path)
+        return cast(str, self.target._strip_protocol(path))
 
     def invalidate_cache(self, path: str | None = None) -> None:
         self.target.invalidate_cache(path)
@@ -119,14 +119,15 @@ class FaultyFileSystem(AsyncFileSystem):
         else:
             await self._through("write", path, self._forward("pipe_file", path, value))
 
-    async def _rm_file(self, path: str, **kwargs: Any) -> None:
+    async def _rm_file(self, path: str, **kwargs: Any) -> Any:
         await self._through("delete", path, self._forward("rm_file", path))
 
     async def _exists(self, path: str, **kwargs: Any) -> bool:
         return (await self._through("exists", path, self._forward("exists", path)))[1]
 
-    async def _find(self, path: str, **kwargs: Any) -> Any:
-        return (await self._through("list", path, self._forward("find", path, **kwargs)))[1]
+    async def _find(self, path: str, maxdepth: int | None = None, withdirs: bool = False, **kwargs: Any) -> Any:
+        call = self._forward("find", path, maxdepth=maxdepth, withdirs=withdirs, **kwargs)
+        return (await self._through("list", path, call))[1]
 
     async def _through(self, op: str, path: str, call: Coroutine[Any, Any, Any]) -> tuple[str | None, Any]:
         """Decide the fault before the first await (so calls are numbered in the order they start), then
