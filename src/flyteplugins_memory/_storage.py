@@ -119,13 +119,21 @@ class RemoteStore:
         self.fs = fs or filesystem_for(self.uri)
         require_supported(self.uri, self.fs)  # before any request: the commit point needs atomic creates
         self.prefix = self.fs._strip_protocol(self.uri).rstrip("/")
-        #: where names under ``meta/.journal/`` live (an attribute, so a view can point it elsewhere)
-        self.journal_root: str = journal_root(self.prefix)
+        self._journal_root = journal_root(self.prefix)
         #: what this backend can do; the commit path reads `atomic_create`
         self.capabilities: Capabilities = capabilities_of(self.fs)
         self._io = _io_for(self.fs)
 
     # -- where names live: the store prefix, and the journal outside it (see `_journal_location`) ----------
+
+    @property
+    def journal_root(self) -> str:
+        """Where names under ``meta/.journal/`` live (settable, so a view can point it elsewhere)."""
+        return self._journal_root
+
+    @journal_root.setter
+    def journal_root(self, root: str) -> None:
+        self._journal_root = root
 
     @property
     def journal_moved(self) -> bool:
