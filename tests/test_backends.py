@@ -132,7 +132,7 @@ def test_opt_in_can_be_withdrawn(careless, key):
 
 
 def test_an_opted_in_backend_is_not_reported_as_atomic(opted_in):
-    assert RemoteStore(f"{PROTOCOL}://bucket/store").exclusive_create is False
+    assert RemoteStore(f"{PROTOCOL}://bucket/store").capabilities.atomic_create is False
 
 
 def test_subclasses_of_verified_filesystems_are_not_verified(tmp_path):
@@ -157,15 +157,22 @@ def test_a_real_unverified_backend_is_refused():
         RemoteStore("abfs://container/store")
 
 
-@pytest.mark.parametrize("uri", ["/tmp/x", "file:///tmp/x", "memory://bucket/x"])
-def test_verified_backends_open(uri):
-    assert RemoteStore(uri).exclusive_create is True
+@pytest.mark.parametrize(
+    ("uri", "symlinks", "cross_process"),
+    [("/tmp/x", True, True), ("file:///tmp/x", True, True), ("memory://bucket/x", False, False)],
+)
+def test_verified_backends_open(uri, symlinks, cross_process):
+    capabilities = RemoteStore(uri).capabilities
+    assert capabilities.atomic_create is True
+    assert (capabilities.symlinks, capabilities.cross_process) == (symlinks, cross_process)
 
 
 def test_s3_and_gcs_backends_are_verified(s3_backend, monkeypatch):
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", "http://127.0.0.1:9")  # constructing makes no request
-    assert RemoteStore("s3://bucket/x").exclusive_create is True
-    RemoteStore("gs://bucket/x")  # opens; the emulator ignores preconditions, so it is not "atomic"
+    assert RemoteStore("s3://bucket/x").capabilities.atomic_create is True
+    assert RemoteStore("s3://bucket/x").capabilities.if_match is True
+    # opens; the emulator ignores preconditions, so it is not "atomic" there (real GCS is)
+    assert RemoteStore("gs://bucket/x").capabilities.atomic_create is False
 
 
 async def test_concurrent_creates_on_local_disk_yield_one_store(local_backend, key):

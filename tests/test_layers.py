@@ -39,7 +39,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "_commit_info",
         },
     ),
-    ("storage seam", {"_backends", "_conditional", "_contract", "_workdir", "_storage"}),
+    ("storage seam", {"_backends", "_conditional", "_contract", "_fs_options", "_fsio", "_workdir", "_storage"}),
     (
         "journal reads and writes",
         {
@@ -59,6 +59,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ),
     ("the handle", {"_mirror", "_state", "_session"}),
     ("facade", {"_reading", "_maintenance", "_payload", "_store", "_flyte_type", "__init__"}),
+    ("conformance kit", {"testing"}),
 ]
 
 

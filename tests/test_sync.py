@@ -35,7 +35,10 @@ def test_save_after_one_change_moves_only_that_change(backend, key, io_counter):
     store.write_text("files/0007.txt", "changed")
     store.save()
     puts = sorted(io_counter.names("put"))
-    assert len(puts) == 5 and io_counter.count() == 5, io_counter.ops
+    # where create-only writes are not atomic, the commit checks its log slot first and reads it back
+    # after writing (`RemoteStore.create_exclusive`, `_commit._claim`)
+    verify = 0 if "exclusive_create" in backend.capabilities else 2
+    assert len(puts) == 5 and io_counter.count() == 5 + verify, io_counter.ops
     assert {"files/0007.txt", "meta/files%2F0007.txt.json", "meta/.journal/head.json"} <= set(puts)
     assert backend.upstream_view(key)["files/0007.txt"] == b"changed"
 

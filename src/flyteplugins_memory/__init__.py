@@ -7,6 +7,7 @@ uniform sync / ``.aio`` surface and safe handling of hostile paths and content.
 from . import _version
 from ._backends import UNVERIFIED_BACKENDS_ENV, allow_unverified_backend
 from ._commit_log import Commit
+from ._contract import Capabilities, ObjectStorage
 from ._errors import (
     AccessDenied,
     BlockingCallOnLoop,
@@ -31,6 +32,7 @@ from ._errors import (
     UnsupportedBackend,
     VersionNotFound,
 )
+from ._fs_options import set_storage_options
 from ._flyte_type import MemoryStoreTransformer, register_memory_store_type
 from ._gc import GcResult
 from ._paths import MESSAGES_PATH
@@ -43,6 +45,7 @@ from ._version import READER_REVISION
 __all__ = [
     "AccessDenied",
     "BlockingCallOnLoop",
+    "Capabilities",
     "Commit",
     "ConcurrencyError",
     "ContentPurged",
@@ -57,6 +60,7 @@ __all__ = [
     "MemoryStore",
     "MemoryStoreError",
     "MemoryStoreTransformer",
+    "ObjectStorage",
     "PathEscapesRoot",
     "PurgeResult",
     "READER_REVISION",
@@ -77,6 +81,7 @@ __all__ = [
     "get_retry_policy",
     "register_memory_store_type",
     "set_retry_policy",
+    "set_storage_options",
 ]
 
 __version__: str = _version.PACKAGE_VERSION

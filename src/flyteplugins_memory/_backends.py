@@ -8,6 +8,10 @@ slot and one save would vanish without an error. So a store opens only on the fi
 `UnsupportedBackend` before anything is read or written, unless the user opts in by protocol, with
 `allow_unverified_backend` or the ``FLYTEPLUGINS_MEMORY_UNVERIFIED_BACKENDS`` environment variable, and
 so accepts that concurrent saves of one key may lose one another there.
+
+Each verified class also declares its `Capabilities` here; an opted-in backend declares none of the
+guarantees it was not verified for. The fault injector of `flyteplugins_memory.testing` is the one
+wrapper recognised: it forwards every call to the filesystem it wraps, so it is as verified as that one.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from collections.abc import Iterable
 
 import fsspec
 
+from ._contract import Capabilities
 from ._errors import UnsupportedBackend
 
 __all__ = ["UNVERIFIED_BACKENDS_ENV", "allow_unverified_backend"]
@@ -35,6 +40,20 @@ VERIFIED: dict[str, str] = {
     "gcsfs.core.GCSFileSystem": "upload with ifGenerationMatch=0 (HTTP 412 when taken)",
 }
 
+#: What each verified class can do (``atomic_create, if_match, symlinks, cross_process``).
+CAPABILITIES: dict[str, Capabilities] = {
+    "fsspec.implementations.local.LocalFileSystem": Capabilities(True, False, True, True),
+    "fsspec.implementations.memory.MemoryFileSystem": Capabilities(True, False, False, False),
+    "s3fs.core.S3FileSystem": Capabilities(True, True, False, True),
+    "gcsfs.core.GCSFileSystem": Capabilities(True, True, False, True),
+}
+#: An opted-in backend: nothing verified; assumed shared between processes, as remote storage is.
+UNVERIFIED = Capabilities(atomic_create=False, if_match=False, symlinks=False, cross_process=True)
+#: The gcp-storage-emulator (``STORAGE_EMULATOR_HOST``) ignores every precondition; real GCS honors them.
+EMULATED_GCS = Capabilities(atomic_create=False, if_match=False, symlinks=False, cross_process=True)
+#: Wrappers we ship that forward every call, create-only writes included, to their ``target``.
+FORWARDING_WRAPPERS = frozenset({"flyteplugins_memory.testing.faults.FaultyFileSystem"})
+
 _allowed: set[str] = set()
 _lock = threading.Lock()
 
@@ -44,9 +63,24 @@ def class_path(fs: fsspec.AbstractFileSystem) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
+def underlying(fs: fsspec.AbstractFileSystem) -> fsspec.AbstractFileSystem:
+    """`fs`, or the filesystem one of our forwarding wrappers wraps (matched by exact class)."""
+    while class_path(fs) in FORWARDING_WRAPPERS:
+        fs = fs.target  # type: ignore[attr-defined]
+    return fs
+
+
 def is_verified(fs: fsspec.AbstractFileSystem) -> bool:
     """Whether `fs` is exactly one of the filesystem classes whose create-only write we verified."""
-    return class_path(fs) in VERIFIED
+    return class_path(underlying(fs)) in VERIFIED
+
+
+def capabilities_of(fs: fsspec.AbstractFileSystem) -> Capabilities:
+    """What a store on `fs` can rely on: declared per verified class, none of the guarantees otherwise."""
+    path = class_path(underlying(fs))
+    if path == "gcsfs.core.GCSFileSystem" and os.environ.get("STORAGE_EMULATOR_HOST"):
+        return EMULATED_GCS
+    return CAPABILITIES.get(path, UNVERIFIED)
 
 
 def allow_unverified_backend(protocol: str, allowed: bool = True) -> bool:

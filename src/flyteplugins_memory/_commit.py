@@ -137,7 +137,7 @@ async def _create_or_find_landed(remote: RemoteStore, job: Save, seq: int, recor
     """Create log slot `seq`; if the request fails, whether it landed anyway (a lost reply), so that a
     save that raises is one that did not commit, wherever the answer can be had."""
     try:
-        return await remote.create_exclusive(log_name(seq), record)
+        return await _claim(remote, log_name(seq), record)
     except StorageError:
         try:
             landed = await landed_state(remote, seq, job.commit_id)
@@ -146,6 +146,16 @@ async def _create_or_find_landed(remote: RemoteStore, job: Save, seq: int, recor
         if landed is None:
             raise
         return True
+
+
+async def _claim(remote: RemoteStore, name: str, record: bytes) -> bool:
+    """Create log slot `name` holding `record`. Where create-only writes are not atomic (the capability
+    ``atomic_create``: the GCS emulator, an opted-in backend), two saves can both pass the backend's
+    existence check and both write: read the slot back and keep it only if it holds our record, so the
+    race shrinks from check-to-write to write-to-read-back, and the loser rebases onto the next slot."""
+    if not await remote.create_exclusive(name, record):
+        return False
+    return remote.capabilities.atomic_create or await remote.read(name) == record
 
 
 async def _own_commit(remote: RemoteStore, job: Save, seq: int, latest: State) -> State | None:

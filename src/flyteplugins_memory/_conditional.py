@@ -5,7 +5,8 @@ local disk links a fully written temp file into place (``link`` fails if the tar
 checks and writes under a process-wide lock, and S3 and GCS send ``mode="create"`` (``If-None-Match: *``
 and ``ifGenerationMatch=0``), which their servers refuse with HTTP 412 when the object exists. Backends
 are told apart by exact class, as `_backends` allows them: a subclass (of ``MemoryFileSystem``, say) may
-keep its data elsewhere, so it gets the generic ``mode="create"`` path its user opted in to.
+keep its data elsewhere, so it gets the generic ``mode="create"`` path its user opted in to. Whether
+the result is atomic is declared in `_backends` (`Capabilities.atomic_create`), not decided here.
 """
 
 from __future__ import annotations
@@ -15,28 +16,19 @@ import threading
 import uuid
 
 import fsspec
+from fsspec.asyn import AsyncFileSystem
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.implementations.memory import MemoryFileSystem
-
-from ._backends import is_verified
 
 _MEMORY_LOCK = threading.Lock()
 
 
-def supports_exclusive_create(fs: fsspec.AbstractFileSystem) -> bool:
-    """Whether `create_exclusive` is atomic on this filesystem.
-
-    The GCS emulator used in tests (``STORAGE_EMULATOR_HOST``) ignores preconditions, so on it two
-    writers can both "create" one object; real GCS honors them. A backend the user opted in to
-    (`allow_unverified_backend`) is not known to be atomic, so it says False.
-    """
-    if not is_verified(fs):
-        return False
-    return not (type(fs).__name__ == "GCSFileSystem" and os.environ.get("STORAGE_EMULATOR_HOST"))
-
-
 def create_exclusive(fs: fsspec.AbstractFileSystem, path: str, data: bytes) -> bool:
-    """Write `data` to `path` only if nothing is there; True if this call created it (blocking)."""
+    """Write `data` to `path` only if nothing is there; True if this call created it (blocking).
+
+    Atomic exactly where `_backends.capabilities_of` says ``atomic_create``; elsewhere it is whatever
+    the backend makes of ``mode="create"``, and the callers make up for it (see `RemoteStore.create_exclusive`).
+    """
     if type(fs) is LocalFileSystem:
         return _create_local(path, data)
     if type(fs) is MemoryFileSystem:
@@ -45,21 +37,27 @@ def create_exclusive(fs: fsspec.AbstractFileSystem, path: str, data: bytes) -> b
                 return False
             fs.pipe_file(path, data)
             return True
-    if is_verified(fs) and not supports_exclusive_create(fs):
-        # Check-then-write: correct for saves that do not overlap in time, racy for those that do.
-        if fs.exists(path):
-            return False
-        fs.pipe_file(path, data)
-        return True
     try:
         fs.pipe_file(path, data, mode="create")
-    except FileExistsError:
-        return False
-    except OSError as exc:
-        if _is_precondition_failure(exc):
-            return False
-        raise
+    except Exception as exc:  # noqa: BLE001 - a refusal may come as any backend's error (gcsfs HttpError)
+        return _refused(exc)
     return True
+
+
+async def create_exclusive_async(fs: AsyncFileSystem, path: str, data: bytes) -> bool:
+    """`create_exclusive` on an async filesystem bound to the running loop (s3fs, gcsfs)."""
+    try:
+        await fs._pipe_file(path, data, mode="create")
+    except Exception as exc:  # noqa: BLE001 - a refusal may come as any backend's error (gcsfs HttpError)
+        return _refused(exc)
+    return True
+
+
+def _refused(exc: Exception) -> bool:
+    """False if a create-only write failed because the object exists; otherwise re-raise `exc`."""
+    if isinstance(exc, FileExistsError) or _is_precondition_failure(exc):
+        return False
+    raise exc
 
 
 def _create_local(path: str, data: bytes) -> bool:

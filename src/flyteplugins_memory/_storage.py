@@ -10,24 +10,25 @@ have been retried under the `RetryPolicy` (see `_retry`).
 from __future__ import annotations
 
 import asyncio
-import functools
+import copy
 import os
-import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, TypeVar
 
 import fsspec
-import fsspec.asyn
 from fsspec.implementations.local import LocalFileSystem
 
-from ._backends import UNVERIFIED_BACKENDS_ENV, allowed_protocols, require_supported
-from ._conditional import create_exclusive, supports_exclusive_create
+from ._backends import UNVERIFIED_BACKENDS_ENV, allowed_protocols, capabilities_of, require_supported, underlying
+from ._contract import Capabilities, Listed, ObjectStorage
 from ._errors import StorageError, UnsafeStoreContent, UnsupportedBackend
+from ._fs_options import storage_options_for
+from ._fsio import AsyncIO, BlockingIO, gather_all
 from ._journal_location import journal_root
 from ._layout import JOURNAL_DIR
 from ._retry import get_retry_policy, is_transient
-from ._workdir import remove_empty_parents
+
+__all__ = ["Listed", "ObjectStorage", "RemoteStore", "filesystem_for"]
 
 T = TypeVar("T")
 #: Objects deleted at once by `RemoteStore.remove_all` on object stores.
@@ -35,20 +36,22 @@ REMOVE_BATCH = 500
 
 
 def filesystem_for(uri: str) -> fsspec.AbstractFileSystem:
-    """An fsspec filesystem for `uri`, configured from Flyte's storage settings, with no listing cache."""
+    """An fsspec filesystem for `uri`, configured from Flyte's storage settings and the options set for
+    its prefix (`set_storage_options`, which win), with no listing cache."""
     protocol = fsspec.utils.get_protocol(uri)
+    options = {"use_listings_cache": False, **storage_options_for(uri)}
     if protocol == "s3":
         import s3fs
 
         # max_concurrency=1: otherwise every GET is preceded by a HEAD (and a LIST when the object is
         # missing) to decide on a ranged parallel download, tripling the requests of an open.
-        return s3fs.S3FileSystem(use_listings_cache=False, max_concurrency=1, **_s3_options())
+        return s3fs.S3FileSystem(**{"max_concurrency": 1, **_s3_options(), **options})
     if protocol in ("gs", "gcs"):
         import gcsfs.core
 
         # the core class, not ``gcsfs.GCSFileSystem`` (by default its ExtendedGcsFileSystem subclass, which
         # ignores mode="create" on zonal buckets): see `_backends`
-        return gcsfs.core.GCSFileSystem(use_listings_cache=False)
+        return gcsfs.core.GCSFileSystem(**options)
     if protocol in ("file", "local"):
         return LocalFileSystem(auto_mkdir=True)
     if protocol not in allowed_protocols() and protocol not in ("memory",):
@@ -60,7 +63,7 @@ def filesystem_for(uri: str) -> fsspec.AbstractFileSystem:
             f"flyteplugins_memory.allow_unverified_backend({protocol!r}) or {UNVERIFIED_BACKENDS_ENV}={protocol}."
         )
     try:
-        return fsspec.filesystem(protocol, use_listings_cache=False)
+        return fsspec.filesystem(protocol, **options)
     except Exception as exc:  # unknown protocol, missing package, or a constructor that needs arguments
         raise UnsupportedBackend(f"No storage backend for {uri}: {exc}") from exc
 
@@ -86,13 +89,6 @@ def _s3_options() -> dict[str, Any]:
     return options
 
 
-class Listed(NamedTuple):
-    """A listed object: its size, and when it was last written (seconds since the epoch; 0 if unknown)."""
-
-    size: int
-    modified: float
-
-
 def _modified(info: dict[str, Any]) -> float:
     """The modification time in a listing entry: ``mtime`` (local disk, GCS), ``LastModified`` (S3, whole
     seconds), ``created`` (memory)."""
@@ -111,32 +107,44 @@ def _modified(info: dict[str, Any]) -> float:
 
 
 class RemoteStore:
-    """Async access to the objects under one store prefix, by name relative to that prefix."""
+    """Async access to the objects under one store prefix, by name relative to that prefix.
+
+    Implements `ObjectStorage`. Each call goes to the filesystem through `_fsio` (awaited directly on
+    async filesystems, in a thread on blocking ones), under the retry policy, with failures translated
+    to `StorageError` here and nowhere else.
+    """
 
     def __init__(self, uri: str, fs: fsspec.AbstractFileSystem | None = None):
         self.uri = uri.rstrip("/")
         self.fs = fs or filesystem_for(self.uri)
         require_supported(self.uri, self.fs)  # before any request: the commit point needs atomic creates
         self.prefix = self.fs._strip_protocol(self.uri).rstrip("/")
-        self._is_local = isinstance(self.fs, LocalFileSystem)
-        #: whether `create_exclusive` is atomic here (the commit point relies on it)
-        self.exclusive_create = supports_exclusive_create(self.fs)
-        #: bulk reads and writes run concurrently, except against the GCS emulator, which answers
-        #: concurrent requests with errors that gcsfs retries after a second of backoff
-        emulated_gcs = type(self.fs).__name__ == "GCSFileSystem" and bool(os.environ.get("STORAGE_EMULATOR_HOST"))
-        self._parallel = getattr(self.fs, "async_impl", False) and not emulated_gcs
+        self._journal_root = journal_root(self.prefix)
+        #: what this backend can do; the commit path reads `atomic_create`
+        self.capabilities: Capabilities = capabilities_of(self.fs)
+        self._io = _io_for(self.fs)
 
     # -- where names live: the store prefix, and the journal outside it (see `_journal_location`) ----------
 
-    @functools.cached_property
+    @property
     def journal_root(self) -> str:
-        """Where names under ``meta/.journal/`` live (an attribute, so a view can point it elsewhere)."""
-        return journal_root(self.prefix)
+        """Where names under ``meta/.journal/`` live (settable, so a view can point it elsewhere)."""
+        return self._journal_root
+
+    @journal_root.setter
+    def journal_root(self, root: str) -> None:
+        self._journal_root = root
 
     @property
     def journal_moved(self) -> bool:
         """Whether the journal lives outside the store prefix (it stays inside for a bucket-root store)."""
         return self.journal_root != f"{self.prefix}/{JOURNAL_DIR}"
+
+    def with_journal_root(self, root: str) -> RemoteStore:
+        """The same objects, with journal names mapped to `root` (sharing this store's filesystem)."""
+        view = copy.copy(self)
+        view.journal_root = root
+        return view
 
     def full_path(self, name: str) -> str:
         if name == JOURNAL_DIR or name.startswith(JOURNAL_DIR + "/"):
@@ -147,38 +155,55 @@ class RemoteStore:
         """The directory `name` must stay inside (and above which no empty directory is removed)."""
         return self.journal_root if name == JOURNAL_DIR or name.startswith(JOURNAL_DIR + "/") else self.prefix
 
+    # -- the contract ------------------------------------------------------------------------------------
+
     async def read(self, name: str) -> bytes | None:
         """Contents of object `name`, or None if it does not exist."""
-        return await self._call(self._read_sync, name)
+        return await self._call("read", self._io.cat, self.full_path(name), self._root_of(name))
 
     async def read_many(self, names: list[str]) -> dict[str, bytes]:
-        """Contents of the named objects that exist, fetched concurrently where the backend can."""
+        """Contents of the named objects that exist, fetched concurrently where the backend can.
+
+        One plain GET per object: fsspec's bulk ``cat`` would expand every path first (a HEAD, and a LIST
+        for each missing one)."""
         if not names:
             return {}
-        return await self._call(self._read_many_sync, names)
+        where = [(self.full_path(n), self._root_of(n)) for n in names]
+        if self._io.parallel:  # each object retried on its own: a batch retried whole fails for good under faults
+            found = await gather_all(self._call("read", self._io.cat, path, root) for path, root in where)
+        else:
+            found = await self._call("read_many", self._io.cat_many, where)
+        return {name: data for name, data in zip(names, found, strict=True) if data is not None}
 
     async def write_many(self, objects: dict[str, bytes]) -> None:
-        """Write every object (each one atomically on local disk)."""
-        if objects:
-            await self._call(self._write_many_sync, objects)
+        """Write every object (each one atomically on local disk), concurrently where the backend can."""
+        paths = {self.full_path(n): d for n, d in objects.items()}
+        if self._io.parallel and len(paths) > 1:
+            await gather_all(self._call("write", self._io.pipe_many, {p: d}) for p, d in paths.items())
+        elif paths:
+            await self._call("write_many", self._io.pipe_many, paths)
 
     async def create_exclusive(self, name: str, data: bytes) -> bool:
         """Create object `name` only if it does not exist; True if this call created it.
 
-        False can also mean that an attempt of this very call landed before its answer was lost and
-        the retry found the object: callers recognise their own object by its content.
+        Where create-only writes are not atomic (``capabilities.atomic_create`` False), an existence
+        check comes first, so at least an object that is already there is never overwritten; the commit
+        path then reads its slot back (`_commit`). False can also mean that an attempt of this very call
+        landed before its answer was lost and the retry found the object: callers recognise their own
+        object by its content.
         """
-        return await self._call(create_exclusive, self.fs, self.full_path(name), data)
+        if not self.capabilities.atomic_create and await self.exists(name):
+            return False
+        return await self._call("create_exclusive", self._io.create, self.full_path(name), data)
 
     async def remove_all(self, names: list[str]) -> None:
         """`remove_many`, but concurrently where the backend can (gc() may remove thousands of objects);
         in no particular order, so callers that need one call once per step."""
-        if not self._parallel or len(names) < 2:
-            for name in names:
-                await self._remove_one(name)
+        if not self._io.parallel or len(names) < 2:
+            await self.remove_many(names)
             return
         for start in range(0, len(names), REMOVE_BATCH):
-            await self._call(self._remove_concurrently, names[start : start + REMOVE_BATCH])
+            await gather_all(self._remove_one(name) for name in names[start : start + REMOVE_BATCH])
 
     async def remove_many(self, names: list[str]) -> None:
         """Delete the named objects, one after the other; missing ones are ignored. On local disk,
@@ -188,28 +213,13 @@ class RemoteStore:
 
     async def _remove_one(self, name: str) -> None:
         try:
-            await self._call(self._remove_sync, name)
+            await self._call("remove", self._io.rm, self.full_path(name), self._root_of(name))
         except StorageError as exc:
             if not isinstance(exc.__cause__, (FileNotFoundError, NotADirectoryError)):
                 raise
 
-    def _remove_concurrently(self, names: list[str]) -> None:
-        fs = self.fs
-
-        async def gather() -> list:
-            return await asyncio.gather(*(fs._rm_file(self.full_path(n)) for n in names), return_exceptions=True)
-
-        for result in fsspec.asyn.sync(fs.loop, gather):
-            if isinstance(result, BaseException) and not isinstance(result, (FileNotFoundError, NotADirectoryError)):
-                raise result
-
-    def _remove_sync(self, name: str) -> None:
-        self.fs.rm_file(self.full_path(name))
-        if self._is_local:
-            remove_empty_parents(self.full_path(name), self._root_of(name))
-
     async def exists(self, name: str) -> bool:
-        return await self._call(self.fs.exists, self.full_path(name))
+        return await self._call("exists", self._io.exists, self.full_path(name))
 
     async def list(self, under: str = "") -> dict[str, int]:
         """Every object under the prefix (or its subdirectory `under`) as ``{name: size}``.
@@ -220,74 +230,22 @@ class RemoteStore:
 
     async def stat(self, under: str = "") -> dict[str, Listed]:
         """Like `list`, with each object's modification time (seconds since the epoch)."""
-        return await self._call(self._list_sync, under)
-
-    def _read_sync(self, name: str) -> bytes | None:
-        path = self.full_path(name)
-        if self._is_local and os.path.lexists(path):
-            self._refuse_local_escape(name, path)
-        try:
-            return self.fs.cat_file(path)
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-            return None
-
-    def _read_many_sync(self, names: list[str]) -> dict[str, bytes]:
-        if self._is_local:
-            return {n: data for n in names if (data := self._read_sync(n)) is not None}
-        if not self._parallel:
-            return {n: data for n in names if (data := self._read_sync(n)) is not None}
-        # fsspec's bulk ``cat`` expands every path first (a HEAD, and a LIST for each missing one);
-        # gathering plain GETs on the filesystem's own loop costs one request per object.
-        fs = self.fs
-
-        async def gather() -> list:
-            coros = [fs._cat_file(self.full_path(n)) for n in names]
-            return await asyncio.gather(*coros, return_exceptions=True)
-
-        found = fsspec.asyn.sync(fs.loop, gather)
-        out = {}
-        for name, data in zip(names, found, strict=True):
-            if isinstance(data, FileNotFoundError):
-                continue
-            if isinstance(data, BaseException):
-                raise data
-            out[name] = data
-        return out
-
-    def _refuse_local_escape(self, name: str, path: str) -> None:
-        """On local disk, an object reached through a symlink that leaves the store is hostile."""
-        root = os.path.realpath(self._root_of(name))
-        if not os.path.realpath(path).startswith(root + os.sep):
-            raise UnsafeStoreContent(f"Stored object {name!r} resolves outside the store")
-
-    def _write_many_sync(self, objects: dict[str, bytes]) -> None:
-        if self._parallel:
-            self.fs.pipe({self.full_path(n): data for n, data in objects.items()})
-            return
-        if not self._is_local:
-            for name, data in objects.items():
-                self.fs.pipe_file(self.full_path(name), data)
-            return
-        for name, data in objects.items():
-            target = self.full_path(name)
-            # a fixed-length name beside the target: appending to the target's own name would overflow
-            # the 255-byte limit of a file name that fits
-            temp = os.path.join(os.path.dirname(target), f".~fpm-{uuid.uuid4().hex}")
-            self.fs.pipe_file(temp, data)
-            self.fs.mv(temp, target)
-
-    def _list_sync(self, under: str) -> dict[str, Listed]:
-        self.fs.invalidate_cache()
-        in_journal = under == JOURNAL_DIR or under.startswith(JOURNAL_DIR + "/")
+        root = self.full_path(under) if under else self.prefix
         try:
             # directories only on local disk, where a symlinked one must be seen; in object stores a
             # directory entry would shadow an object of the same name ("x" beside "x/y")
-            root = self.full_path(under) if under else self.prefix
-            found = self.fs.find(root, withdirs=self._is_local, detail=True)
-        except FileNotFoundError:
-            return {}
-        names: dict[str, Listed] = {}
+            found = await self._call("list", self._io.find, root, withdirs=self.capabilities.symlinks)
+        except StorageError as exc:
+            if isinstance(exc.__cause__, FileNotFoundError):
+                return {}
+            raise
+        return self._named(under, found)
+
+    def _named(self, under: str, found: dict[str, dict[str, Any]]) -> dict[str, Listed]:
+        """A listing's entries by object name; refuses symlinks, skips directories and our temp files."""
+        in_journal = under == JOURNAL_DIR or under.startswith(JOURNAL_DIR + "/")
         base = (self.journal_root if in_journal else self.prefix) + "/"
+        names: dict[str, Listed] = {}
         for path, info in found.items():
             path = self.fs._strip_protocol(path)
             if not path.startswith(base):
@@ -300,12 +258,13 @@ class RemoteStore:
                 names[name] = Listed(int(info.get("size") or 0), _modified(info))
         return names
 
-    async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run blocking `fn` in a thread, retrying transient failures under the process's `RetryPolicy`."""
+    async def _call(self, op: str, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
+        """Await `fn`, retrying transient failures under the process's `RetryPolicy`; any other failure,
+        or the last attempt's, becomes `StorageError` (the backend's exception is its cause)."""
         policy = get_retry_policy()
         for attempt in range(1, policy.attempts + 1):
             try:
-                return await asyncio.to_thread(fn, *args, **kwargs)
+                return await fn(*args, **kwargs)
             except (StorageError, UnsafeStoreContent):
                 raise
             except Exception as exc:
@@ -313,5 +272,14 @@ class RemoteStore:
                     await asyncio.sleep(policy.delay(attempt))
                     continue
                 tries = f" (after {attempt} attempts)" if attempt > 1 else ""
-                raise StorageError(f"Storage operation {fn.__name__} failed under {self.uri}{tries}: {exc}") from exc
+                raise StorageError(f"Storage operation {op} failed under {self.uri}{tries}: {exc}") from exc
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _io_for(fs: fsspec.AbstractFileSystem) -> AsyncIO | BlockingIO:
+    """Async filesystems are awaited; bulk calls run concurrently, except against the GCS emulator,
+    which answers concurrent requests with errors that gcsfs retries after a second of backoff."""
+    if not getattr(fs, "async_impl", False):
+        return BlockingIO(fs)
+    emulated_gcs = type(underlying(fs)).__name__ == "GCSFileSystem" and bool(os.environ.get("STORAGE_EMULATOR_HOST"))
+    return AsyncIO(fs, parallel=not emulated_gcs)
