@@ -1,6 +1,6 @@
 # Two commands do all set-up on a fresh machine with Python 3.11+:
 #   make demo   -- create .venv, install, run the quickstart workflow on local disk
-#   make test   -- create .venv, install with every extra, run the whole suite
+#   make test   -- create .venv, install with every extra, lint, run the whole suite
 #   make lint   -- ruff on src/ and tests/, pyright on src/ (the tools come with the test extra)
 PYTHON ?= python3
 VENV := .venv
@@ -16,8 +16,7 @@ demo: $(BIN)/python
 	$(BIN)/python -m pip install -q -e .
 	$(BIN)/python workflows/01_quickstart.py
 
-test: $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[s3,gcs,test]'
+test: lint
 	$(BIN)/python -m pytest
 
 lint: $(BIN)/python

@@ -266,11 +266,11 @@ def io_counter(monkeypatch) -> IOCounter:
         monkeypatch.setattr(RemoteStore, method, counted)
 
     wrap("read", "get", lambda name: [name])
-    wrap("read_many", "get", lambda names: list(names))
-    wrap("write_many", "put", lambda objects: list(objects))
+    wrap("read_many", "get", list)
+    wrap("write_many", "put", list)
     wrap("create_exclusive", "put", lambda name, data: [name])
     wrap("exists", "head", lambda name: [name])
     wrap("stat", "list", lambda under="": [under])
-    wrap("remove_many", "delete", lambda names: list(names))
-    wrap("remove_all", "delete", lambda names: list(names))
+    wrap("remove_many", "delete", list)
+    wrap("remove_all", "delete", list)
     return counter

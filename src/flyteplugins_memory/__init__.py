@@ -32,8 +32,8 @@ from ._errors import (
     UnsupportedBackend,
     VersionNotFound,
 )
-from ._fs_options import set_storage_options
 from ._flyte_type import MemoryStoreTransformer, register_memory_store_type
+from ._fs_options import set_storage_options
 from ._gc import GcResult
 from ._paths import MESSAGES_PATH
 from ._purge import PurgeResult

@@ -21,6 +21,7 @@ import threading
 from collections.abc import Iterable
 
 import fsspec
+from fsspec.utils import get_protocol
 
 from ._contract import Capabilities
 from ._errors import UnsupportedBackend
@@ -110,7 +111,7 @@ def require_supported(uri: str, fs: fsspec.AbstractFileSystem) -> None:
     """Raise `UnsupportedBackend` unless `fs` is verified or one of its protocols was opted in."""
     if is_verified(fs):
         return
-    protocol = fsspec.utils.get_protocol(uri)
+    protocol = get_protocol(uri)
     if ({protocol} | set(_protocols_of(fs))) & allowed_protocols():
         return
     raise UnsupportedBackend(

@@ -39,7 +39,7 @@ def create_exclusive(fs: fsspec.AbstractFileSystem, path: str, data: bytes) -> b
             return True
     try:
         fs.pipe_file(path, data, mode="create")
-    except Exception as exc:  # noqa: BLE001 - a refusal may come as any backend's error (gcsfs HttpError)
+    except Exception as exc:
         return _refused(exc)
     return True
 
@@ -48,7 +48,7 @@ async def create_exclusive_async(fs: AsyncFileSystem, path: str, data: bytes) ->
     """`create_exclusive` on an async filesystem bound to the running loop (s3fs, gcsfs)."""
     try:
         await fs._pipe_file(path, data, mode="create")
-    except Exception as exc:  # noqa: BLE001 - a refusal may come as any backend's error (gcsfs HttpError)
+    except Exception as exc:
         return _refused(exc)
     return True
 

@@ -30,7 +30,7 @@ def set_storage_options(prefix: str, options: Mapping[str, Any] | None) -> Mappi
     Example:
         set_storage_options("s3://memories", {"endpoint_url": "http://minio:9000", "key": "k", "secret": "s"})
     """
-    if not isinstance(prefix, str) or "://" not in prefix and not prefix.startswith("/"):
+    if not isinstance(prefix, str) or ("://" not in prefix and not prefix.startswith("/")):
         raise ValueError(f"A URI prefix (s3://bucket, /path) is required, got {prefix!r}")
     if options is not None and not isinstance(options, Mapping):
         raise TypeError(f"Storage options must be a mapping, got {type(options).__name__}")

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
+from fsspec.utils import get_protocol
 
 from ._backends import UNVERIFIED_BACKENDS_ENV, allowed_protocols, capabilities_of, require_supported, underlying
 from ._contract import Capabilities, Listed, ObjectStorage
@@ -38,7 +39,7 @@ REMOVE_BATCH = 500
 def filesystem_for(uri: str) -> fsspec.AbstractFileSystem:
     """An fsspec filesystem for `uri`, configured from Flyte's storage settings and the options set for
     its prefix (`set_storage_options`, which win), with no listing cache."""
-    protocol = fsspec.utils.get_protocol(uri)
+    protocol = get_protocol(uri)
     options = {"use_listings_cache": False, **storage_options_for(uri)}
     if protocol == "s3":
         import s3fs
@@ -54,7 +55,7 @@ def filesystem_for(uri: str) -> fsspec.AbstractFileSystem:
         return gcsfs.core.GCSFileSystem(**options)
     if protocol in ("file", "local"):
         return LocalFileSystem(auto_mkdir=True)
-    if protocol not in allowed_protocols() and protocol not in ("memory",):
+    if protocol not in allowed_protocols() and protocol != "memory":
         # refused before the filesystem is built: building some (ftp, http, zip ...) already does I/O
         raise UnsupportedBackend(
             f"Storage backend {protocol!r} (for {uri}) is not known to make create-only writes atomic, which "
@@ -118,7 +119,7 @@ class RemoteStore:
         self.uri = uri.rstrip("/")
         self.fs = fs or filesystem_for(self.uri)
         require_supported(self.uri, self.fs)  # before any request: the commit point needs atomic creates
-        self.prefix = self.fs._strip_protocol(self.uri).rstrip("/")
+        self.prefix = _stripped(self.fs, self.uri).rstrip("/")
         self._journal_root = journal_root(self.prefix)
         #: what this backend can do; the commit path reads `atomic_create`
         self.capabilities: Capabilities = capabilities_of(self.fs)
@@ -246,8 +247,8 @@ class RemoteStore:
         in_journal = under == JOURNAL_DIR or under.startswith(JOURNAL_DIR + "/")
         base = (self.journal_root if in_journal else self.prefix) + "/"
         names: dict[str, Listed] = {}
-        for path, info in found.items():
-            path = self.fs._strip_protocol(path)
+        for listed, info in found.items():
+            path = _stripped(self.fs, listed)
             if not path.startswith(base):
                 continue
             name = path[len(base) :]
@@ -283,3 +284,10 @@ def _io_for(fs: fsspec.AbstractFileSystem) -> AsyncIO | BlockingIO:
         return BlockingIO(fs)
     emulated_gcs = type(underlying(fs)).__name__ == "GCSFileSystem" and bool(os.environ.get("STORAGE_EMULATOR_HOST"))
     return AsyncIO(fs, parallel=not emulated_gcs)
+
+
+def _stripped(fs: fsspec.AbstractFileSystem, path: str) -> str:
+    """`path` without its protocol, as `fs` names it (fsspec types the result loosely: one path in, one out)."""
+    stripped = fs._strip_protocol(path)
+    assert isinstance(stripped, str)
+    return stripped

@@ -11,8 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
-import fsspec
 import pytest
+from fsspec.utils import get_protocol
 
 from .._contract import Capabilities
 from .._fs_options import set_storage_options
@@ -52,7 +52,7 @@ class StoreRoot:
     def upstream_reachable(self) -> bool:
         if self.upstream is not None:
             return self.upstream
-        return fsspec.utils.get_protocol(self.uri) in UPSTREAM_PROTOCOLS
+        return get_protocol(self.uri) in UPSTREAM_PROTOCOLS
 
 
 class Kit:
@@ -89,7 +89,7 @@ class Kit:
     # -- what landed in storage, read directly ------------------------------------------------------------
 
     def prefix(self, key: str) -> str:
-        return self.fs._strip_protocol(self.uri(key)).rstrip("/")
+        return str(self.fs._strip_protocol(self.uri(key))).rstrip("/")
 
     def objects(self, key: str) -> dict[str, bytes]:
         """Every object under the store prefix of `key` (what upstream downloads), by relative name."""
@@ -145,7 +145,7 @@ def at_once(calls: list[Callable[[], T]]) -> list[T | BaseException]:
     def run(call: Callable[[], T], context: contextvars.Context) -> T | BaseException:
         try:
             return context.run(call)
-        except BaseException as exc:  # noqa: BLE001 - reported, not raised: the caller counts winners and losers
+        except BaseException as exc:
             return exc
 
     with ThreadPoolExecutor(max_workers=len(calls)) as pool:

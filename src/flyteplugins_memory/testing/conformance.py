@@ -158,7 +158,7 @@ class StoreConformance:
         winner.write_text("doc.txt", "winner")
         winner.save()
         loser.write_text("doc.txt", "loser")
-        with pytest.raises(ConcurrencyError, match="doc.txt"):
+        with pytest.raises(ConcurrencyError, match=r"doc\.txt"):
             loser.save()
         assert loser.read_text("doc.txt") == "loser" and loser.has_unsaved_changes()
         assert kit.objects("conflict")["doc.txt"] == b"winner"
