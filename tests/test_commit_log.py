@@ -226,3 +226,16 @@ async def test_the_log_has_an_aio_twin(local_backend, key):
     await store.save.aio(actor="async", reason="awaited")
     (newest, _) = await store.log.aio(limit=2)
     assert (newest.actor, newest.reason) == ("async", "awaited")
+
+
+def test_long_actors_and_reasons_are_shortened_not_dropped(local_backend, key):
+    store = MemoryStore.get_or_create(key=key)
+    store.write_text("a.txt", "x", actor="A" * 300, reason="R" * 300)
+    store.save()
+    logged = MemoryStore.get_or_create(key=key).log(limit=1)[0]
+    assert logged.actor.startswith("A" * 150) and len(logged.actor) <= 200
+    assert logged.reason.startswith("R" * 150) and len(logged.reason) <= 200
+    store.write_text("b.txt", "y")
+    store.save(actor="B" * 5_000_000, reason="why " * 1_000_000)
+    logged = MemoryStore.get_or_create(key=key).log(limit=1)[0]
+    assert logged.actor.startswith("BBB") and len(logged.actor) <= 200 and len(logged.reason) <= 200

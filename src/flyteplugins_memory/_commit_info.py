@@ -50,9 +50,17 @@ def summary(values: Iterable[str], separator: str) -> str:
     out: list[str] = []
     for index, value in enumerate(distinct):
         if len(separator.join([*out, value])) > MAX_SUMMARY:
-            return separator.join(out) + f" (+{len(distinct) - index} more)"
+            if not out:  # one value alone too long: keep its start rather than nothing
+                out, index = [shortened(value)], index + 1
+            rest = len(distinct) - index
+            return separator.join(out) + (f" (+{rest} more)" if rest else "")
         out.append(value)
     return separator.join(out)
+
+
+def shortened(value: str) -> str:
+    """`value`, cut to `MAX_SUMMARY` characters (with an ellipsis) if it is longer."""
+    return value if len(value) <= MAX_SUMMARY else value[: MAX_SUMMARY - 1] + "\u2026"
 
 
 def _written(files: Mapping[str, FileRecord | None]) -> list[FileRecord]:
@@ -87,8 +95,8 @@ def commit_info(
     return CommitInfo(
         kind=about.kind,
         time=now(),
-        actor=about.actor if about.actor is not None else actor_of(changes, audit),
-        reason=about.reason if about.reason is not None else reason_of(changes, audit),
+        actor=shortened(about.actor) if about.actor is not None else actor_of(changes, audit),
+        reason=shortened(about.reason) if about.reason is not None else reason_of(changes, audit),
         wrote=links(deleted=False),
         deleted=links(deleted=True),
         appended=appended,
