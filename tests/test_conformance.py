@@ -182,10 +182,16 @@ def test_symlinked_objects_in_storage_are_refused(backend, key, tmp_path):
         MemoryStore.get_or_create(key=key)
 
     ours = MemoryStore.create(key=key + "-j")
-    meta = ours.write_text("a.txt", "secret")  # same bytes as the planted target
+    ours.write_text("a.txt", "first")
+    ours.write_text("b.txt", "first")
     ours.save()
+    meta = ours.write_text("b.txt", "secret")  # same bytes as the planted target
+    ours.save()
+    # a new file is stored at its own path (`_inplace`), a rewrite in a content-addressed blob: a symlink
+    # planted in either place is refused
     blob = next(pathlib.Path(backend.journal_prefix(key + "-j")).rglob(meta.sha256))
-    blob.unlink()
-    blob.symlink_to(tmp_path / "secret.txt")
-    with pytest.raises(UnsafeStoreContent):
-        MemoryStore.get_or_create(key=key + "-j").read_text("a.txt")
+    for planted, path in ((pathlib.Path(backend.prefix(key + "-j")) / "a.txt", "a.txt"), (blob, "b.txt")):
+        planted.unlink()
+        planted.symlink_to(tmp_path / "secret.txt")
+        with pytest.raises(UnsafeStoreContent):
+            MemoryStore.get_or_create(key=key + "-j").read_text(path)

@@ -315,3 +315,34 @@ class RemoteStore:
                 tries = f" (after {attempt} attempts)" if attempt > 1 else ""
                 raise StorageError(f"Storage operation {fn.__name__} failed under {self.uri}{tries}: {exc}") from exc
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+    async def create_many(self, objects: dict[str, bytes]) -> set[str]:
+        """Create each object only if its name is free; returns the names this call created.
+
+        Concurrent where the backend can. A name left out was taken, or its create failed: either way the
+        caller must not rely on it (a create that failed may still have landed; it then holds the
+        caller's own bytes). Atomic only where `create_exclusive` is.
+        """
+        if not objects:
+            return set()
+        if self._parallel and self.exclusive_create:  # s3fs, gcsfs: ``mode="create"`` is their create-only write
+            return await self._call(self._create_concurrently, objects)
+        created = set()
+        for name, data in objects.items():
+            try:
+                if await self.create_exclusive(name, data):
+                    created.add(name)
+            except StorageError:  # a parent that is a file, say: not created here
+                continue
+        return created
+
+    def _create_concurrently(self, objects: dict[str, bytes]) -> set[str]:
+        """Create-only writes (``mode="create"``) gathered on the filesystem's own loop (blocking)."""
+        fs, names = self.fs, list(objects)
+
+        async def gather() -> list:
+            coros = [fs._pipe_file(self.full_path(n), objects[n], mode="create") for n in names]
+            return await asyncio.gather(*coros, return_exceptions=True)
+
+        results = fsspec.asyn.sync(fs.loop, gather)
+        return {name for name, result in zip(names, results, strict=True) if not isinstance(result, BaseException)}
