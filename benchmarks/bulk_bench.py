@@ -27,11 +27,11 @@ import sys
 import tempfile
 import time
 import uuid
+from typing import Self
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from sync_bench import PAYLOAD, CountingServer  # noqa: E402
-
+from sync_bench import PAYLOAD, CountingServer
 
 # -- in the child: one measurement ---------------------------------------------------------------------
 
@@ -47,7 +47,7 @@ def _rss_kib(field: str) -> int:
 class Peak:
     """Peak resident-set growth (bytes) over one step, from a reset high-water mark."""
 
-    def __enter__(self) -> Peak:
+    def __enter__(self) -> Self:
         try:
             with open("/proc/self/clear_refs", "w") as refs:
                 refs.write("5")
@@ -134,7 +134,11 @@ def child(spec: dict) -> dict:
 
 def run_child(spec: dict) -> dict:
     done = subprocess.run(
-        [sys.executable, __file__, "--child", json.dumps(spec)], capture_output=True, text=True, timeout=3600
+        [sys.executable, __file__, "--child", json.dumps(spec)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=3600,
     )
     if done.returncode != 0:
         raise RuntimeError(f"{spec['impl']} {spec['op']} on {spec['backend']} failed:\n{done.stderr[-3000:]}")
@@ -168,8 +172,10 @@ def table(args, runs: dict) -> str:
         "large-read": "fresh open + read_text of it",
     }
     lines = [
-        "| backend | operation | upstream time | ours time | speed-up | upstream requests | ours requests "
-        "| upstream bytes | ours bytes | upstream peak memory | ours peak memory |",
+        (
+            "| backend | operation | upstream time | ours time | speed-up | upstream requests | ours requests "
+            "| upstream bytes | ours bytes | upstream peak memory | ours peak memory |"
+        ),
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for backend, results in runs.items():

@@ -73,7 +73,11 @@ class Save:
 async def save(remote: RemoteStore, job: Save) -> State:
     """Commit `job` and update upstream's view; returns the new committed state."""
     job.placed = await upload_in_place(remote, job.base, job.changes, job.contents, exclusive=job.exclusive)
-    blobs = {blob_name(r.sha256): job.contents[p] for p, r in job.changes.files.items() if r and not r.legacy and p not in job.placed}
+    blobs = {
+        blob_name(r.sha256): job.contents[p]
+        for p, r in job.changes.files.items()
+        if r and not r.legacy and p not in job.placed
+    }
     await preserve_legacy(remote, job.base.files, job.changes.files)
     await remote.write_many(blobs)
     latest, moved = await _starting_point(remote, job)
