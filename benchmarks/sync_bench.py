@@ -41,7 +41,10 @@ def _serve(port_pipe) -> None:
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
 
+    import threading
+
     counts = {"requests": 0, "bytes": 0}
+    lock = threading.Lock()  # the server is threaded: unlocked ``+=`` loses counts under concurrent requests
     moto_app = DomainDispatcherApplication(create_backend_app)
 
     def app(environ, start_response):
@@ -50,16 +53,19 @@ def _serve(port_pipe) -> None:
             start_response("200 OK", [("Content-Type", "application/json")])
             return [json.dumps(counts).encode()]
         if path == "/__reset":
-            counts.update(requests=0, bytes=0)
+            with lock:
+                counts.update(requests=0, bytes=0)
             start_response("200 OK", [])
             return [b""]
-        counts["requests"] += 1
-        counts["bytes"] += int(environ.get("CONTENT_LENGTH") or 0)
+        with lock:
+            counts["requests"] += 1
+            counts["bytes"] += int(environ.get("CONTENT_LENGTH") or 0)
         return counted(moto_app(environ, start_response))
 
     def counted(body):
         for chunk in body:
-            counts["bytes"] += len(chunk)
+            with lock:
+                counts["bytes"] += len(chunk)
             yield chunk
 
     server = make_server("127.0.0.1", 0, app, threaded=True)

@@ -38,5 +38,5 @@ def test_benchmark_prints_a_side_by_side_table(tmp_path):
     table = out.read_text()
     assert "| 5 | off | open |" in table and "| 5 | on | save |" in table and "write_text (local)" in table
     for backend in ("local disk", "moto S3"):  # the bulk-save and large-file table (`bulk_bench`)
-        for operation in ("save of 5 new 1 KiB files", "write + save of one 1 MB file", "fresh open + read_text of it"):
+        for operation in ("write + save of 5 new 1 KiB files", "write + save of one 1 MB file", "fresh open + read_text of it"):
             assert f"| {backend} | {operation} |" in table, (backend, operation)

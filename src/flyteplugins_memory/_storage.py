@@ -327,12 +327,15 @@ class RemoteStore:
             return set()
         if self._parallel and self.exclusive_create:  # s3fs, gcsfs: ``mode="create"`` is their create-only write
             return await self._call(self._create_concurrently, objects)
+        return await self._call(self._create_one_by_one, objects)  # one thread hop for all of them
+
+    def _create_one_by_one(self, objects: dict[str, bytes]) -> set[str]:
         created = set()
         for name, data in objects.items():
             try:
-                if await self.create_exclusive(name, data):
+                if create_exclusive(self.fs, self.full_path(name), data):
                     created.add(name)
-            except StorageError:  # a parent that is a file, say: not created here
+            except OSError:  # a parent that is a file, say: not created here
                 continue
         return created
 
