@@ -109,8 +109,8 @@ def child(spec: dict) -> dict:
         store = impl.create(key=key)
 
         def step() -> None:
-            for i in range(spec["files"]):
-                store.write_text(f"files/{i:05d}.txt", PAYLOAD)
+            for i in range(spec["files"]):  # distinct contents, as real files have (equal ones share a blob)
+                store.write_text(f"files/{i:05d}.txt", f"{i:05d}{PAYLOAD[5:]}")
             store.save()
             assert store.root  # ours: waits for the working root's writes, which upstream makes in write_text
     elif spec["op"] == "large-write":
