@@ -90,8 +90,8 @@ def test_two_creators_of_one_new_path_the_later_committer_loses_nothing(shared, 
     b.write_text("notes/x.md", "from b")
     real_upload = _commit.upload_in_place
 
-    async def a_places_then_b_saves(remote, base, changes, contents, *, exclusive):
-        placed = await real_upload(remote, base, changes, contents, exclusive=exclusive)
+    async def a_places_then_b_saves(remote, base, changes, contents, **flags):
+        placed = await real_upload(remote, base, changes, contents, **flags)
         if "notes/only-a.md" in changes.files:  # A's save: B saves between A's upload and A's commit
             assert placed == {"notes/x.md", "notes/only-a.md"}
             await b.save.aio()
@@ -241,3 +241,30 @@ def test_on_a_backend_without_atomic_creates_new_files_go_to_blobs(memory_backen
     assert list(_blobs(memory_backend, key).values()) == [b"in a blob"]
     assert memory_backend.upstream_view(key)["a.txt"] == b"in a blob"
     assert sha256_bytes(b"in a blob") in next(iter(_blobs(memory_backend, key)))
+
+
+def test_the_first_save_of_a_store_upstream_wrote_uploads_no_file_in_place(shared, key, monkeypatch):
+    """Until its first save commits, such a store is opened by listing it: a file placed by a save that
+    died there would become part of it. Its first save uses blobs; later ones place new files."""
+    upstream = UpstreamStore.get_or_create(key=key)
+    upstream.write_text("up.txt", "upstream")
+    upstream.save()
+    doomed = MemoryStore.get_or_create(key=key)
+    doomed.write_text("new.txt", "never committed")
+
+    async def dies(remote, job, latest):
+        raise StorageError("the process died here")
+
+    monkeypatch.setattr(_commit, "_commit", dies)
+    with pytest.raises(StorageError):
+        doomed.save()
+    monkeypatch.undo()
+    assert "new.txt" not in shared.upstream_view(key)
+    assert MemoryStore.get_or_create(key=key).list_paths() == ["up.txt"]
+    store = MemoryStore.get_or_create(key=key)
+    store.write_text("first.txt", "first")
+    store.save()
+    assert _blobs(shared, key) and MemoryStore.get_or_create(key=key).read_text("first.txt") == "first"
+    store.write_text("second.txt", "second")
+    store.save()
+    assert b"second" not in _blobs(shared, key).values() and shared.upstream_view(key)["second.txt"] == b"second"

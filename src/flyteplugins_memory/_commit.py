@@ -72,7 +72,9 @@ class Save:
 
 async def save(remote: RemoteStore, job: Save) -> State:
     """Commit `job` and update upstream's view; returns the new committed state."""
-    job.placed = await upload_in_place(remote, job.base, job.changes, job.contents, exclusive=job.exclusive)
+    job.placed = await upload_in_place(
+        remote, job.base, job.changes, job.contents, exclusive=job.exclusive, imported=job.imported
+    )
     blobs = {
         blob_name(r.sha256): job.contents[p]
         for p, r in job.changes.files.items()

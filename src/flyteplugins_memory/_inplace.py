@@ -43,12 +43,20 @@ def new_files(base: State, changes: Changes, contents: Mapping[str, bytes]) -> d
 
 
 async def upload_in_place(
-    remote: RemoteStore, base: State, changes: Changes, contents: Mapping[str, bytes], *, exclusive: bool
+    remote: RemoteStore,
+    base: State,
+    changes: Changes,
+    contents: Mapping[str, bytes],
+    *,
+    exclusive: bool,
+    imported: bool,
 ) -> set[str]:
     """Create the save's new files at their own paths; returns the paths created (the rest need blobs).
 
-    Not for a `create` (`exclusive`): its loser must leave no file behind in the winner's store."""
-    if exclusive or not places_in_place(remote):
+    Not for a `create` (`exclusive`): its loser must leave no file behind in the winner's store. Not for
+    the first save of a store upstream wrote (`imported`): until that save commits, opens read such a
+    store by listing it, so a file left by a save that died would show up as part of it."""
+    if exclusive or imported or not places_in_place(remote):
         return set()
     return await remote.create_many(new_files(base, changes, contents))
 
