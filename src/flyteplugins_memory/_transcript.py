@@ -94,7 +94,9 @@ def fresh_copy(messages: Sequence[Message]) -> list[Message]:
     return [json.loads(text) for text in fingerprints(messages)]
 
 
-def merged(base: Sequence[str], latest: Sequence[str], ours: Sequence[str]) -> tuple[str, int] | None:
+def merged(
+    base: Sequence[str], latest: Sequence[str], ours: Sequence[str]
+) -> tuple[str, int] | None:
     """How our transcript lands on `latest`, given the `base` it started from (all as fingerprints).
 
     ``("keep", 0)``: ours is unchanged, the result is `latest`; ``("append", n)``: `latest` plus our
