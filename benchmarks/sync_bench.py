@@ -3,9 +3,11 @@
 Starts a moto server on 127.0.0.1 in a child process that counts every request and byte, then for stores
 of each size (1 KiB files), with versions off and on, measures for both implementations: opening an
 existing store, saving after changing one file, and local ``write_text``. Finally 8 processes save one key
-together (5 rounds each) with each implementation, and the table shows what each kept.
+together (5 rounds each) with each implementation, and the table shows what each kept. Then the bulk-save
+and large-file table of `bulk_bench` (local disk and S3), unless ``--no-bulk``.
 
-Run: python benchmarks/sync_bench.py [--sizes 100,1000,10000] [--repeats 3] [--writes 200] [--out FILE]
+Run: python benchmarks/sync_bench.py [--sizes 100,1000,10000] [--repeats 3] [--writes 200] [--files 1000]
+     [--megabytes 100] [--no-race] [--no-bulk] [--out FILE]
 """
 
 from __future__ import annotations
@@ -39,7 +41,10 @@ def _serve(port_pipe) -> None:
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
 
+    import threading
+
     counts = {"requests": 0, "bytes": 0}
+    lock = threading.Lock()  # the server is threaded: unlocked ``+=`` loses counts under concurrent requests
     moto_app = DomainDispatcherApplication(create_backend_app)
 
     def app(environ, start_response):
@@ -48,16 +53,19 @@ def _serve(port_pipe) -> None:
             start_response("200 OK", [("Content-Type", "application/json")])
             return [json.dumps(counts).encode()]
         if path == "/__reset":
-            counts.update(requests=0, bytes=0)
+            with lock:
+                counts.update(requests=0, bytes=0)
             start_response("200 OK", [])
             return [b""]
-        counts["requests"] += 1
-        counts["bytes"] += int(environ.get("CONTENT_LENGTH") or 0)
+        with lock:
+            counts["requests"] += 1
+            counts["bytes"] += int(environ.get("CONTENT_LENGTH") or 0)
         return counted(moto_app(environ, start_response))
 
     def counted(body):
         for chunk in body:
-            counts["bytes"] += len(chunk)
+            with lock:
+                counts["bytes"] += len(chunk)
             yield chunk
 
     server = make_server("127.0.0.1", 0, app, threaded=True)
@@ -242,6 +250,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--writes", type=int, default=200)
     parser.add_argument("--no-race", action="store_true")
+    parser.add_argument("--no-bulk", action="store_true", help="leave out the bulk-save and large-file table")
+    import bulk_bench
+
+    bulk_bench.add_arguments(parser)
     parser.add_argument("--out", help="also write the table to this markdown file")
     args = parser.parse_args()
 
@@ -266,6 +278,8 @@ def main() -> None:
         table = report(results, races, args)
     finally:
         server.stop()
+    if not args.no_bulk:
+        table += "\n\nBulk saves and large files (`bulk_bench`):\n\n" + bulk_bench.run(args)
     print(table)
     if args.out:
         with open(args.out, "w") as handle:

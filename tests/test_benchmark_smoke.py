@@ -22,14 +22,26 @@ def test_benchmark_prints_a_side_by_side_table(tmp_path):
             "--writes",
             "5",
             "--no-race",
+            "--files",
+            "5",
+            "--megabytes",
+            "1",
             "--out",
             str(out),
         ],
         capture_output=True,
         check=False,
         text=True,
-        timeout=300,
+        timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     table = out.read_text()
     assert "| 5 | off | open |" in table and "| 5 | on | save |" in table and "write_text (local)" in table
+    for backend in ("local disk", "moto S3"):  # the bulk-save and large-file table (`bulk_bench`)
+        operations = (
+            "write + save of 5 new 1 KiB files",
+            "write + save of one 1 MB file",
+            "fresh open + read_text of it",
+        )
+        for operation in operations:
+            assert f"| {backend} | {operation} |" in table, (backend, operation)

@@ -97,7 +97,7 @@ def test_orphan_blobs_go_once_older_than_the_window(backend, key, monkeypatch):
         raise RuntimeError("the process died before its commit point")
 
     dying = MemoryStore.get_or_create(key=key)
-    dying.write_text("b.txt", "orphaned bytes")
+    dying.write_text("a.txt", "orphaned bytes")  # a rewrite: a new path would go in place, not to a blob
     with monkeypatch.context() as patch:
         patch.setattr(_commit, "_commit", die)
         with pytest.raises(RuntimeError):

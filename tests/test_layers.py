@@ -55,6 +55,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "_versions",
             "_commit",
             "_commit_log",
+            "_inplace",
         },
     ),
     ("the handle", {"_mirror", "_state", "_session"}),

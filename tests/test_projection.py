@@ -16,7 +16,7 @@ def store_backend(request):
 
 
 def _fail_projections(monkeypatch, times: int) -> list[int]:
-    real, failures = _commit.project, []
+    real, failures = _commit.update_upstream_layout, []
 
     async def flaky(remote, job, committed):
         if len(failures) < times:
@@ -24,8 +24,8 @@ def _fail_projections(monkeypatch, times: int) -> list[int]:
             raise StorageError("injected: projection failed")
         return await real(remote, job, committed)
 
-    monkeypatch.setattr(_commit, "project", flaky)  # the save's own projection
-    monkeypatch.setattr(_session, "project", flaky)  # the repair
+    monkeypatch.setattr(_commit, "update_upstream_layout", flaky)  # the save's own projection
+    monkeypatch.setattr(_session, "update_upstream_layout", flaky)  # the repair
     return failures
 
 
@@ -40,7 +40,8 @@ def test_a_failed_projection_is_repaired_by_the_next_save(store_backend, key, mo
     store.save()  # committed: returns normally although upstream's view was not written
     assert failures and MemoryStore.get_or_create(key=key).list_paths() == ["new.txt"]
     view = store_backend.upstream_view(key)
-    assert "new.txt" not in view and "old.txt" in view  # lagging
+    # lagging: the new file is at its path already (uploaded in place before the commit), not its sidecar
+    assert "meta/new.txt.json" not in view and "old.txt" in view
     store.save()  # nothing new to commit: repairs the projection
     view = store_backend.upstream_view(key)
     assert view["new.txt"] == b"new" and "old.txt" not in view and "meta/old.txt.json" not in view
@@ -71,7 +72,8 @@ def test_a_repair_that_fails_again_stays_owed(store_backend, key, monkeypatch):
     store.write_text("a.txt", "a")
     store.save()
     store.save()
-    assert "a.txt" not in store_backend.upstream_view(key)
+    assert "meta/a.txt.json" not in store_backend.upstream_view(key)  # a.txt itself went in place
     store.save()  # the third failure was the repair of this save; the next one succeeds
     store.save()
-    assert store_backend.upstream_view(key)["a.txt"] == b"a"
+    view = store_backend.upstream_view(key)
+    assert view["a.txt"] == b"a" and "meta/a.txt.json" in view

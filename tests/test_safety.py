@@ -206,10 +206,16 @@ def test_corrupt_upstream_sidecar_raises_on_use_and_is_not_overwritten(backend, 
 
 
 def test_tampered_content_is_refused(backend, key, saved_store):
-    blob = next(n for n in backend.journal(key) if "/blobs/" in n)
-    backend.put(key, blob, b"tampered")
-    with pytest.raises(CorruptStore):
-        MemoryStore.get_or_create(key=key).read_text("notes/a.md")
+    saved_store.write_text("notes/b.md", "first")
+    saved_store.save()
+    saved_store.write_text("notes/b.md", "rewritten")  # a rewrite: in a content-addressed blob
+    saved_store.save()
+    for blob in [n for n in backend.journal(key) if "/blobs/" in n]:
+        backend.put(key, blob, b"tampered")
+    backend.put(key, "notes/a.md", b"tampered")  # a new file: at its own path (`_inplace`)
+    for path in ("notes/a.md", "notes/b.md"):
+        with pytest.raises(CorruptStore):
+            MemoryStore.get_or_create(key=key).read_text(path)
 
 
 def test_hostile_object_names_are_refused(backend, key):

@@ -1,10 +1,12 @@
 """Saving: upload new content, commit with one create-only write, then update upstream's view.
 
-    1. blobs      new file contents, content-addressed and immutable   (before the commit point), and
-                  the bytes of upstream-written files this save changes (`_preserve`)
+    1. upload     files at paths the base does not hold, in place, create-only (`_inplace`); other
+                  new contents as blobs, content-addressed and immutable   (before the commit point), and
+                  the bytes of in-place or upstream-written files this save changes (`_preserve`)
        adopt      on a store's first save into this journal: fence and move the old one (`_relocate`)
     2. commit     create-only ``log/<n+1>``; if taken, read what won, rebase and try ``n+2``
-    3. project    files, sidecars, versions, deletions, messages.json, head hint   (after it)
+    3. upstream   files (but those placed in place), sidecars, versions, deletions, messages.json,
+                  head hint   (after it)
     4. checkpoint now and then: full state, audit segment, audit/log.jsonl, and gc() (`_gc`)
 
 A save that dies before step 2 leaves nothing any reader of ours sees; one that dies after it is
@@ -23,6 +25,7 @@ from typing import Any
 from ._commit_info import About
 from ._errors import StorageError, StoreAlreadyExists
 from ._gc import collect_quietly, configured_window
+from ._inplace import committed_changes, upload_in_place
 from ._journal import RECENT_COMMITS, Checkpoint, Head, State, encode
 from ._layout import AUDIT_LOG_PATH, HEAD_NAME, audit_segment_name, blob_name, checkpoint_name, log_name, sidecar_name
 from ._merge import Changes, rebase
@@ -67,6 +70,8 @@ class Save:
     #: who saves and why, recorded in the commit info (None: taken from the writes it holds)
     actor: str | None = None
     reason: str | None = None
+    #: new files this save created at their own paths (`_inplace`): they need no blob and no projection
+    placed: set[str] = field(default_factory=set)
 
     def about(self) -> About:
         return About("create" if self.exclusive else "save", self.actor, self.reason)
@@ -75,14 +80,22 @@ class Save:
 async def save(remote: RemoteStore, job: Save) -> State:
     """Commit `job` and update upstream's view; returns the new committed state."""
     job.base.check_can_write("save", remote.uri)  # before anything is written
-    blobs = {blob_name(r.sha256): job.contents[p] for p, r in job.changes.files.items() if r and not r.legacy}
+    job.placed = await upload_in_place(
+        remote, job.base, job.changes, job.contents, exclusive=job.exclusive, imported=job.imported
+    )
+    blobs = {
+        blob_name(r.sha256): job.contents[p]
+        for p, r in job.changes.files.items()
+        if r and not r.legacy and p not in job.placed
+    }
     await preserve_legacy(remote, job.base.files, job.changes.files)
     await remote.write_many(blobs)
     latest, moved = await _starting_point(remote, job)
     committed, record_size = await _commit(remote, job, latest)
+    job.changes = committed_changes(job.changes, job.placed)  # as landed: a later repair compares these
     # Committed: from here on nothing may fail the save (a save that raises must not be visible).
     try:
-        await project(remote, job, committed)
+        await update_upstream_layout(remote, job, committed)
     except StorageError as exc:
         logger.warning("Committed, but upstream's layout lags until the next save: %s", exc)
         job.projection_failed = True
@@ -118,8 +131,9 @@ async def _starting_point(remote: RemoteStore, job: Save) -> tuple[State, bool]:
 
 
 async def _commit(remote: RemoteStore, job: Save, latest: State) -> tuple[State, int]:
+    changes = committed_changes(job.changes, job.placed)
     for attempt in range(MAX_ATTEMPTS):
-        new = rebase(job.base, latest, job.changes, job.messages, job.commit_id, job.about())
+        new = rebase(job.base, latest, changes, job.messages, job.commit_id, job.about())
         record = encode(new.record())
         job.attempted.append(new.seq)
         if await _create_or_find_landed(remote, job, new.seq, record):
@@ -167,7 +181,7 @@ async def _own_commit(remote: RemoteStore, job: Save, seq: int, latest: State) -
     return None
 
 
-async def project(remote: RemoteStore, job: Save, committed: State) -> None:
+async def update_upstream_layout(remote: RemoteStore, job: Save, committed: State) -> None:
     """Bring upstream's layout up to date with what this save changed."""
     objects: dict[str, bytes] = dict(job.versions)
     removed: list[str] = []
@@ -175,7 +189,8 @@ async def project(remote: RemoteStore, job: Save, committed: State) -> None:
         if record is None:
             removed += [path, sidecar_name(path)]
             continue
-        objects[path] = job.contents[path]
+        if not record.legacy:  # a file placed in place is at its path already
+            objects[path] = job.contents[path]
         if (meta := record.meta(path)) is not None:
             objects[sidecar_name(path)] = encode_meta(meta)
     if job.messages != job.base.messages or job.base.seq == 0:  # messages.json marks the store as existing

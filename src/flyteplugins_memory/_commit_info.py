@@ -50,9 +50,10 @@ def summary(values: Iterable[str], separator: str) -> str:
     out: list[str] = []
     for index, value in enumerate(distinct):
         if len(separator.join([*out, value])) > MAX_SUMMARY:
+            taken = index
             if not out:  # one value alone too long: keep its start rather than nothing
-                out, index = [shortened(value)], index + 1
-            rest = len(distinct) - index
+                out, taken = [shortened(value)], 1
+            rest = len(distinct) - taken
             return separator.join(out) + (f" (+{rest} more)" if rest else "")
         out.append(value)
     return separator.join(out)

@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ._commit import Save, checkpoint, project, save
+from ._commit import Save, checkpoint, save, update_upstream_layout
 from ._errors import (
     ConcurrencyError,
     InvalidMessage,
@@ -328,7 +328,7 @@ class Session:
         owed, self._unprojected = self._unprojected, []
         for job in owed:
             try:
-                await project(remote, _still_current(job, latest), latest)
+                await update_upstream_layout(remote, _still_current(job, latest), latest)
             except StorageError as exc:
                 logger.warning("Upstream's layout still lags after an earlier save: %s", exc)
                 self._unprojected.append(job)

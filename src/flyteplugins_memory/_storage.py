@@ -276,6 +276,26 @@ class RemoteStore:
                 raise StorageError(f"Storage operation {op} failed under {self.uri}{tries}: {exc}") from exc
         raise AssertionError("unreachable: the last attempt returns or raises")
 
+    async def create_many(self, objects: dict[str, bytes]) -> set[str]:
+        """Create each object only if its name is free; returns the names this call created.
+
+        Concurrent where the backend can. A name left out was taken, or its create failed: either way the
+        caller must not rely on it (a create that failed may still have landed; it then holds the
+        caller's own bytes). Atomic only where `create_exclusive` is.
+        """
+        names = list(objects)
+        if self._io.parallel:
+            created = await gather_all(self._create_quietly(n, objects[n]) for n in names)
+        else:
+            created = [await self._create_quietly(n, objects[n]) for n in names]
+        return {name for name, ok in zip(names, created, strict=True) if ok}
+
+    async def _create_quietly(self, name: str, data: bytes) -> bool:
+        try:
+            return await self.create_exclusive(name, data)
+        except StorageError:  # a parent that is a file, say, or a failure: not created here
+            return False
+
 
 def _io_for(fs: fsspec.AbstractFileSystem) -> AsyncIO | BlockingIO:
     """Async filesystems are awaited; bulk calls run concurrently, except against the GCS emulator,
