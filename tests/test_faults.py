@@ -158,7 +158,9 @@ def test_a_save_failing_at_any_call_is_invisible_or_complete_and_saving_again_co
         store.save()  # the same handle, as a caller retrying after the error would
         assert_saved_once(backend, name)
         assert not store.has_unsaved_changes()
-    assert outcomes[0] is False and outcomes[-1] is True  # the commit point lies in between
+    # the commit point lies in between: a failure before it raised (a failed in-place create of a new file
+    # does not: that file falls back to a blob), every failure after it left the save complete
+    assert False in outcomes and outcomes[-1] is True
 
 
 def test_an_outage_exhausts_the_retries_then_raises_a_typed_error(faulty, key):
@@ -168,9 +170,10 @@ def test_an_outage_exhausts_the_retries_then_raises_a_typed_error(faulty, key):
     arm(faults, from_call(1, "timeout"))
     with pytest.raises(StorageError, match=f"after {FAST.attempts} attempts"):
         store.save()
-    # bounded: the first step, uploading the two new blobs concurrently, tried `attempts` times
+    # bounded: each upload of the first step (the two new files created in place, then, after those failed,
+    # their blobs) tried `attempts` times
     tried = Counter(path for _, _, path, _ in faults.injected)
-    assert len(tried) == 2 and set(tried.values()) == {FAST.attempts}, faults.injected
+    assert 2 <= len(tried) <= 4 and set(tried.values()) == {FAST.attempts}, faults.injected
     faults.clear()
     assert snapshot(key) == OLD
     store.save()

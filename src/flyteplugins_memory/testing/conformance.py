@@ -213,7 +213,9 @@ class StoreConformance:
         with pytest.raises(UnsafeStoreContent):
             kit.open("linked")
         ours = kit.create("blob")
-        meta = ours.write_text("a.txt", "secret")  # the same bytes as the planted target
+        ours.write_text("a.txt", "first")  # a new file is stored at its own path where creates are atomic
+        ours.save()
+        meta = ours.write_text("a.txt", "secret")  # a rewrite goes to a content-addressed blob
         ours.save()
         blob = next(n for n in kit.journal("blob") if n.endswith(meta.sha256))
         path = f"{journal_root(kit.prefix('blob'))}/{blob}"
