@@ -7,6 +7,7 @@ import pathlib
 from importlib.metadata import entry_points
 
 import flyte.ai.agents as upstream
+import pytest
 from flyte.types import TypeEngine
 
 import flyteplugins_memory
@@ -81,3 +82,14 @@ def test_type_transformer_is_registered_through_the_entry_point():
 
 def test_package_is_typed():
     assert (pathlib.Path(flyteplugins_memory.__file__).parent / "py.typed").is_file()
+
+
+def test_content_that_is_not_valid_text_is_a_typed_error_and_writes_nothing(tmp_path):
+    from flyteplugins_memory import InvalidContent
+
+    store = MemoryStore("k", root=tmp_path / "root")
+    for bad in ("lone \ud800 surrogate", b"bytes", 42):
+        with pytest.raises(InvalidContent):
+            store.write_text("a.txt", bad)  # type: ignore[arg-type]
+    assert store.list_paths() == [] and not (tmp_path / "root" / "a.txt").exists()
+    assert not store.has_unsaved_changes()

@@ -14,6 +14,7 @@ work as well::
     │   └── ReadOnlyPath                            under one of the store's read_only_prefixes
     ├── ConcurrencyError                            upstream name; stale expected_sha or conflicting save
     ├── InvalidMessage (ValueError)                 a message (or actor/reason) that cannot be stored
+    ├── InvalidContent (ValueError)                 file content that is not a str of valid Unicode
     ├── UnsavedChanges                              a store that cannot be saved for you has unsaved changes
     ├── BlockingCallOnLoop (RuntimeError)           a sync call made on the package's own event loop
     ├── UnsupportedBackend (ValueError)             a backend whose create-only writes are not known atomic
@@ -41,6 +42,7 @@ __all__ = [
     "ContentPurged",
     "ContextError",
     "CorruptStore",
+    "InvalidContent",
     "InvalidKey",
     "InvalidMessage",
     "InvalidPath",
@@ -110,6 +112,10 @@ class InvalidMessage(MemoryStoreError, ValueError):
     """A transcript message (or an audit field: actor, reason) that cannot be stored: not a dict, a
     circular reference, a dict key JSON cannot take, keys JSON makes equal, too deep, or not valid
     Unicode."""
+
+
+class InvalidContent(MemoryStoreError, ValueError):
+    """File content that cannot be stored as text: not a str, or not valid Unicode (a lone surrogate)."""
 
 
 class UnsavedChanges(MemoryStoreError):

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ._errors import ConcurrencyError, CorruptStore, InvalidMessage
+from ._errors import ConcurrencyError, CorruptStore, InvalidContent, InvalidMessage
 from ._journal import FileRecord
 from ._layout import version_name
 from ._offload import off_loop
@@ -85,13 +85,19 @@ async def plan_write_off_loop(
 ) -> WritePlan:
     """`plan_write`, encoding and hashing large content in a thread (a 100 MB write takes about half a
     second of CPU, which would otherwise stop every other coroutine of the package)."""
-    encoded = await off_loop(len(content), encode_text, content)
+    size = len(content) if isinstance(content, str) else 0  # not a str: refused inline by encode_text
+    encoded = await off_loop(size, encode_text, content)
     return plan_encoded_write(current, rel, encoded, options, taken_versions)
 
 
 def encode_text(content: str) -> tuple[bytes, str]:
-    """The UTF-8 bytes of `content` and their sha256."""
-    data = content.encode("utf-8")
+    """The UTF-8 bytes of `content` and their sha256; `InvalidContent` if it has none."""
+    if not isinstance(content, str):
+        raise InvalidContent(f"File content must be a str, got {type(content).__name__}")
+    try:
+        data = content.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidContent(f"File content is not valid Unicode: {exc}") from exc
     return data, sha256_bytes(data)
 
 
