@@ -1,12 +1,13 @@
 # Two commands do all set-up on a fresh machine with Python 3.11+:
 #   make demo   -- create .venv, install, run the quickstart workflow on local disk
 #   make test   -- create .venv, install with every extra, lint, run the whole suite
+#   make test-slow -- the long fault walks and multi-process runs (CI runs both)
 #   make lint   -- ruff on src/ and tests/, pyright on src/ (the tools come with the test extra)
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint stress bench clean
+.PHONY: demo test test-slow lint stress bench clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
@@ -17,7 +18,12 @@ demo: $(BIN)/python
 	$(BIN)/python workflows/01_quickstart.py
 
 test: lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -m "not slow"
+
+# The long walks (a fault at every storage call), multi-process and load runs; .ci/run runs these too.
+test-slow: $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[s3,gcs,test]'
+	$(BIN)/python -m pytest -m slow
 
 lint: $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[s3,gcs,test]'

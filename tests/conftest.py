@@ -274,3 +274,19 @@ def io_counter(monkeypatch) -> IOCounter:
     wrap("remove_many", "delete", list)
     wrap("remove_all", "delete", list)
     return counter
+
+
+#: The long walks and multi-process runs: `make test-slow` runs them (``-m slow``), `make test` the rest
+#: (``-m "not slow"``), so that `make test` stays inside its 10-minute budget on 2 cores. `.ci/run` runs both.
+SLOW_FILES = {"test_faults.py", "test_multiprocess.py", "test_load.py", "test_model.py", "test_bulk_faults.py"}
+SLOW_TESTS = {
+    "test_log_reads_the_same_on_200_commits_as_on_20",
+    "test_a_store_the_release_before_wrote_opens_saves_and_logs_here",
+    "test_a_handle_of_the_release_before_cannot_commit_after_this_version",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name in SLOW_FILES or item.originalname in SLOW_TESTS:
+            item.add_marker(pytest.mark.slow)
