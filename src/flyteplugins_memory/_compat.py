@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine, Generator
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+from typing import Any, Concatenate, Generic, NoReturn, ParamSpec, TypeVar, overload
 
 from ._syncify import SyncCallable, SyncClassMethod, SyncMethod
 
@@ -144,3 +144,19 @@ class ExistsAccessor(Generic[P]):
             return AwaitableCall(self._key_exists.__get__(None, owner))
         path_exists: SyncCallable[[str], bool] = getattr(obj, "_path_exists")  # noqa: B009 - a mixin's method
         return path_exists
+
+
+def unavailable() -> Any:
+    """An `_Unavailable` attribute (typed as anything: it stands where upstream declares a method)."""
+    return _Unavailable()
+
+
+class _Unavailable:
+    """An upstream private helper that would read or write the working root behind the journal's back
+    (its own audit append, sidecar paths, whole-directory download): not reachable on our class."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: object, owner: type | None = None) -> NoReturn:
+        raise AttributeError(f"MemoryStore.{self.name} is internal to upstream's implementation; not available here")

@@ -9,7 +9,7 @@ every move between the handle and storage. Every I/O method is ``async def`` wra
 The class subclasses upstream's ``flyte.ai.agents.MemoryStore`` so that everything accepting upstream's
 (its ``Agent`` checks ``isinstance``) accepts ours; it keeps its own ``__init__``, identity equality and
 hashing, and makes upstream's private helpers that would act on the working root behind the journal's
-back unreachable (`_Unavailable`).
+back unreachable (`_compat.unavailable`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pathlib
 import tempfile
 import weakref
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import Any
 
 from flyte.ai.agents import MemoryStore as UpstreamMemoryStore
 from flyte.io import Dir
@@ -28,7 +28,7 @@ from . import _location, _payload
 from ._admission import Access, PathAdmission
 from ._commit_info import check_note
 from ._commit_log import Commit, check_limit, read_log
-from ._compat import ExistsAccessor, upstream_awaitable
+from ._compat import ExistsAccessor, unavailable, upstream_awaitable
 from ._errors import StoreAlreadyExists
 from ._maintenance import MaintenanceAPI
 from ._mirror import remove_when_idle, write_text_file
@@ -41,22 +41,6 @@ from ._storage import RemoteStore
 from ._syncify import syncify
 from ._transcript import check_message, check_messages
 from ._writes import ChangeOptions
-
-
-def _unavailable() -> Any:
-    """An `_Unavailable` attribute (typed as anything: it stands where upstream declares a method)."""
-    return _Unavailable()
-
-
-class _Unavailable:
-    """An upstream private helper that would read or write the working root behind the journal's back
-    (its own audit append, sidecar paths, whole-directory download): not reachable on our class."""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    def __get__(self, obj: object, owner: type | None = None) -> NoReturn:
-        raise AttributeError(f"MemoryStore.{self.name} is internal to upstream's implementation; not available here")
 
 
 # pyright compares the mixins' wrappers (typed for `ReadAPI` as their `self`) with upstream's declarations
@@ -80,12 +64,12 @@ class MemoryStore(ReadAPI, MaintenanceAPI, UpstreamMemoryStore):  # pyright: ign
     """
 
     # upstream's helpers that bypass the journal; the ones with a meaning here are redefined below
-    __post_init__ = _unavailable()
-    _meta_path = _unavailable()
-    _versions_dir = _unavailable()
-    _audit_path = _unavailable()
-    _append_audit = _unavailable()
-    _load_from_dir = _unavailable()
+    __post_init__ = unavailable()
+    _meta_path = unavailable()
+    _versions_dir = unavailable()
+    _audit_path = unavailable()
+    _append_audit = unavailable()
+    _load_from_dir = unavailable()
 
     def __init__(
         self,
