@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 
 from flyteplugins_memory import GcResult, MemoryStore, StateCollected, _commit, _gc
-from flyteplugins_memory._records import sha256_bytes
+from flyteplugins_memory._codecs import sha256_bytes
 
 
 def _content(i: int) -> str:

@@ -11,8 +11,8 @@ import pytest
 from flyte.ai.agents import MemoryStore as UpstreamStore
 
 from flyteplugins_memory import ConcurrencyError, CorruptStore, MemoryStore, StateCollected, StorageError, _commit
+from flyteplugins_memory._codecs import sha256_bytes
 from flyteplugins_memory._inplace import places_in_place
-from flyteplugins_memory._records import sha256_bytes
 from flyteplugins_memory._storage import RemoteStore
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from flyteplugins_memory._errors import CorruptStore, UnsafeStoreContent
-from flyteplugins_memory._journal import Checkpoint, FileRecord, encode, parse
+from flyteplugins_memory._journal import Checkpoint, FileEntry, encode, parse
 from flyteplugins_memory._offload import OFF_LOOP_BYTES, parse_off_loop, sha256_off_loop
 from flyteplugins_memory._syncify import run_sync
 from flyteplugins_memory._writes import ChangeOptions, plan_write, plan_write_off_loop
@@ -48,7 +48,7 @@ def _on_our_loop(work: Callable[[], Awaitable[Any]]) -> tuple[int, Any]:
 
 def _big_checkpoint(files: int = 40_000) -> bytes:
     records = {
-        f"notes/{i:06d}.md": FileRecord(sha256=hashlib.sha256(b"%d" % i).hexdigest(), bytes=i) for i in range(files)
+        f"notes/{i:06d}.md": FileEntry(sha256=hashlib.sha256(b"%d" % i).hexdigest(), bytes=i) for i in range(files)
     }
     return encode(Checkpoint(seq=7, files=records))
 

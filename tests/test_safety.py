@@ -21,7 +21,7 @@ from flyteplugins_memory import (
     ReservedPath,
     UnsafeStoreContent,
 )
-from flyteplugins_memory._records import encode_meta, sha256_bytes
+from flyteplugins_memory._codecs import encode_meta, sha256_bytes
 
 
 def local_tree(root: pathlib.Path) -> dict[str, bytes]:

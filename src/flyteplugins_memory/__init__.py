@@ -6,6 +6,7 @@ uniform sync / ``.aio`` surface and safe handling of hostile paths and content.
 
 from . import _version
 from ._backends import UNVERIFIED_BACKENDS_ENV, allow_unverified_backend
+from ._codecs import MemoryMeta
 from ._commit_log import Commit
 from ._contract import Capabilities, ObjectStorage
 from ._errors import (
@@ -38,7 +39,6 @@ from ._fs_options import set_storage_options
 from ._gc import GcResult
 from ._paths import MESSAGES_PATH
 from ._purge import PurgeResult
-from ._records import MemoryMeta
 from ._retry import RetryPolicy, get_retry_policy, set_retry_policy
 from ._store import MemoryStore
 from ._version import READER_REVISION

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._codecs import decode_audit_lines
+from ._contract import ObjectStorage
 from ._journal import Origin, State
 from ._layout import AUDIT_LOG_PATH, audit_segment_name
-from ._records import decode_audit_lines
 from ._relocate import old_view
-from ._storage import RemoteStore
 
 
 async def audit_tail(
-    remote: RemoteStore | None, state: State, pending: list[dict[str, Any]], n: int
+    remote: ObjectStorage | None, state: State, pending: list[dict[str, Any]], n: int
 ) -> list[dict[str, Any]]:
     """The last `n` events (all for ``n <= 0``), oldest first, unsaved ones last."""
     events = list(state.recent_audit) + list(pending)

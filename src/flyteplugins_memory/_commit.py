@@ -22,7 +22,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._codecs import encode_audit_event, encode_messages, encode_meta, lines_holding
 from ._commit_info import About
+from ._contract import ObjectStorage
 from ._errors import StorageError, StoreAlreadyExists
 from ._gc import collect_quietly, configured_window
 from ._inplace import committed_changes, upload_in_place
@@ -32,10 +34,8 @@ from ._merge import Changes, rebase
 from ._open import landed_state, latest_state, read_record, state_at
 from ._paths import MESSAGES_PATH
 from ._preserve import preserve_legacy
-from ._records import encode_audit_event, encode_messages, encode_meta, lines_holding
 from ._relocate import adopt, clean_after_move, persist_import
 from ._retention import STALE_BASE_AFTER
-from ._storage import RemoteStore
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ MAX_ATTEMPTS = 200
 
 
 @dataclass
-class Save:
+class SaveJob:
     """One save: the handle's base state, its changes and transcript, and the bytes it uploads."""
 
     base: State
@@ -77,7 +77,7 @@ class Save:
         return About("create" if self.exclusive else "save", self.actor, self.reason)
 
 
-async def save(remote: RemoteStore, job: Save) -> State:
+async def run_save(remote: ObjectStorage, job: SaveJob) -> State:
     """Commit `job` and update upstream's view; returns the new committed state."""
     job.base.check_can_write("save", remote.uri)  # before anything is written
     job.placed = await upload_in_place(
@@ -113,7 +113,7 @@ async def save(remote: RemoteStore, job: Save) -> State:
         return committed
 
 
-async def _starting_point(remote: RemoteStore, job: Save) -> tuple[State, bool]:
+async def _starting_point(remote: ObjectStorage, job: SaveJob) -> tuple[State, bool]:
     """The state to rebase on first, and whether this save moves an old journal (cleaned after it).
 
     A store's first save into this journal adopts it (`_relocate.adopt`). A base last known newest long ago
@@ -130,7 +130,7 @@ async def _starting_point(remote: RemoteStore, job: Save) -> tuple[State, bool]:
     return job.base, False
 
 
-async def _commit(remote: RemoteStore, job: Save, latest: State) -> tuple[State, int]:
+async def _commit(remote: ObjectStorage, job: SaveJob, latest: State) -> tuple[State, int]:
     changes = committed_changes(job.changes, job.placed)
     for attempt in range(MAX_ATTEMPTS):
         new = rebase(job.base, latest, changes, job.messages, job.commit_id, job.about())
@@ -147,7 +147,7 @@ async def _commit(remote: RemoteStore, job: Save, latest: State) -> tuple[State,
     raise StorageError(f"Could not commit to {remote.uri} after {MAX_ATTEMPTS} attempts")
 
 
-async def _create_or_find_landed(remote: RemoteStore, job: Save, seq: int, record: bytes) -> bool:
+async def _create_or_find_landed(remote: ObjectStorage, job: SaveJob, seq: int, record: bytes) -> bool:
     """Create log slot `seq`; if the request fails, whether it landed anyway (a lost reply), so that a
     save that raises is one that did not commit, wherever the answer can be had."""
     try:
@@ -162,7 +162,7 @@ async def _create_or_find_landed(remote: RemoteStore, job: Save, seq: int, recor
         return True
 
 
-async def _claim(remote: RemoteStore, name: str, record: bytes) -> bool:
+async def _claim(remote: ObjectStorage, name: str, record: bytes) -> bool:
     """Create log slot `name` holding `record`. Where create-only writes are not atomic (the capability
     ``atomic_create``: the GCS emulator, an opted-in backend), two saves can both pass the backend's
     existence check and both write: read the slot back and keep it only if it holds our record, so the
@@ -172,7 +172,7 @@ async def _claim(remote: RemoteStore, name: str, record: bytes) -> bool:
     return remote.capabilities.atomic_create or await remote.read(name) == record
 
 
-async def _own_commit(remote: RemoteStore, job: Save, seq: int, latest: State) -> State | None:
+async def _own_commit(remote: ObjectStorage, job: SaveJob, seq: int, latest: State) -> State | None:
     """The state our commit created if slot `seq` holds it (never a later one: it is what we projected)."""
     if job.commit_id in latest.recent_commits:
         return latest if latest.recent_commits[-1] == job.commit_id else await state_at(remote, seq)
@@ -181,7 +181,7 @@ async def _own_commit(remote: RemoteStore, job: Save, seq: int, latest: State) -
     return None
 
 
-async def update_upstream_layout(remote: RemoteStore, job: Save, committed: State) -> None:
+async def update_upstream_layout(remote: ObjectStorage, job: SaveJob, committed: State) -> None:
     """Bring upstream's layout up to date with what this save changed."""
     objects: dict[str, bytes] = dict(job.versions)
     removed: list[str] = []
@@ -202,7 +202,7 @@ async def update_upstream_layout(remote: RemoteStore, job: Save, committed: Stat
     await remote.write_many({HEAD_NAME: encode(Head(seq=committed.seq, checkpoint=committed.checkpoint.seq))})
 
 
-async def _newest_transcript_last(remote: RemoteStore, committed: State) -> None:
+async def _newest_transcript_last(remote: ObjectStorage, committed: State) -> None:
     """Every save that appends rewrites ``messages.json``, so two saves projecting in the opposite order
     of their commits would leave the older transcript there. After writing ours, look past our commit:
     if a newer one exists (its projection may have landed before ours), write the newest transcript.
@@ -213,14 +213,14 @@ async def _newest_transcript_last(remote: RemoteStore, committed: State) -> None
         committed = newer
 
 
-async def _maybe_checkpoint(remote: RemoteStore, state: State, record_size: int) -> State:
+async def _maybe_checkpoint(remote: ObjectStorage, state: State, record_size: int) -> State:
     """Fold the state into a checkpoint when its records have grown; returns the state re-based on it."""
     if record_size < CHECKPOINT_BYTES and state.seq - state.checkpoint.seq < CHECKPOINT_COMMITS:
         return state
     return await checkpoint(remote, state)
 
 
-async def checkpoint(remote: RemoteStore, state: State) -> State:
+async def checkpoint(remote: ObjectStorage, state: State) -> State:
     """Write committed `state` as a checkpoint (and bring ``audit/log.jsonl`` up to date); returns the
     state re-based on it. Writing one twice is harmless: the content is fully determined by the state."""
     state.check_can_write("compact", remote.uri)
@@ -240,7 +240,7 @@ async def checkpoint(remote: RemoteStore, state: State) -> State:
     return folded
 
 
-async def _append_audit_log(remote: RemoteStore, before: Checkpoint, segment: bytes) -> None:
+async def _append_audit_log(remote: ObjectStorage, before: Checkpoint, segment: bytes) -> None:
     """Rewrite upstream's ``audit/log.jsonl`` as the events up to checkpoint `before` plus `segment`."""
     current = [line for line in (await remote.read(AUDIT_LOG_PATH) or b"").splitlines(keepends=True) if line.strip()]
     kept = _whole(lines_holding(current, before.audit_total))

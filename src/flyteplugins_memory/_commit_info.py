@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ._errors import InvalidMessage
-from ._journal import CommitInfo, FileRecord
+from ._journal import CommitInfo, FileEntry
 from ._paths import is_unicode
 
 #: Longest actor or reason summary made from several writes (an explicit one is kept whole).
@@ -64,26 +64,26 @@ def shortened(value: str) -> str:
     return value if len(value) <= MAX_SUMMARY else value[: MAX_SUMMARY - 1] + "\u2026"
 
 
-def _written(files: Mapping[str, FileRecord | None]) -> list[FileRecord]:
+def _written(files: Mapping[str, FileEntry | None]) -> list[FileEntry]:
     return [r for r in files.values() if r is not None]
 
 
-def actor_of(files: Mapping[str, FileRecord | None], audit: list[dict[str, Any]]) -> str:
+def actor_of(files: Mapping[str, FileEntry | None], audit: list[dict[str, Any]]) -> str:
     events = [e.get("actor") for e in audit]
     actors = [r.updated_by for r in _written(files)] + [a for a in events if isinstance(a, str)]
     return summary(actors, ", ") or DEFAULT_ACTOR
 
 
-def reason_of(files: Mapping[str, FileRecord | None], audit: list[dict[str, Any]]) -> str:
+def reason_of(files: Mapping[str, FileEntry | None], audit: list[dict[str, Any]]) -> str:
     events = [e.get("reason") for e in audit]
     return summary([r.reason for r in _written(files)] + [x for x in events if isinstance(x, str)], "; ")
 
 
 def commit_info(
     about: About,
-    changes: Mapping[str, FileRecord | None],
+    changes: Mapping[str, FileEntry | None],
     audit: list[dict[str, Any]],
-    before: Mapping[str, FileRecord],
+    before: Mapping[str, FileEntry],
     transcript: tuple[int, bool],
 ) -> CommitInfo:
     """The info of a commit of `changes` (and `audit`) landing on files `before`; `transcript` is the
@@ -105,16 +105,16 @@ def commit_info(
     )
 
 
-def import_info(files: Mapping[str, FileRecord], messages: list[dict[str, Any]]) -> CommitInfo:
+def import_info(files: Mapping[str, FileEntry], messages: list[dict[str, Any]]) -> CommitInfo:
     """The info of the import commit: the history of a store written without a journal, taken as one
     commit (its paths are the checkpoint's files, not repeated here)."""
     return CommitInfo(kind="import", time=now(), actor=actor_of(files, []), appended=len(messages))
 
 
-def _last(record: FileRecord | None) -> int | None:
+def _last(record: FileEntry | None) -> int | None:
     return record.last_commit() if record is not None else None
 
 
-def stamp(changes: Mapping[str, FileRecord | None], seq: int) -> dict[str, FileRecord | None]:
+def stamp(changes: Mapping[str, FileEntry | None], seq: int) -> dict[str, FileEntry | None]:
     """`changes` with every written file marked as last written by commit `seq`."""
     return {p: (r.model_copy(update={"commit": seq}) if r is not None else None) for p, r in changes.items()}

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ._contract import ObjectStorage
 from ._journal import Checkpoint, CommitInfo, CommitRecord, Origin, State, parse
 from ._layout import checkpoint_name, log_name
 from ._markers import MARKER_MAX_BYTES, parse_marker
 from ._open import latest_state
 from ._paths import is_reserved
 from ._relocate import old_view
-from ._storage import RemoteStore
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ class _Reader:
     """Reads the log slots and checkpoint 0 of one journal (this one, or the old one of a store that has
     not moved yet)."""
 
-    def __init__(self, journal: RemoteStore):
+    def __init__(self, journal: ObjectStorage):
         self.journal = journal
 
     async def records(self, seqs: list[int]) -> list[CommitRecord | None]:
@@ -110,7 +110,7 @@ def check_limit(limit: object) -> int:
     return limit
 
 
-async def read_log(remote: RemoteStore | None, known: State, limit: int, path: str | None) -> list[Commit]:
+async def read_log(remote: ObjectStorage | None, known: State, limit: int, path: str | None) -> list[Commit]:
     """The newest `limit` commits (those that changed `path`, if given), newest first."""
     if path is not None and is_reserved(path):
         return []  # never a file: no commit writes it as one

@@ -11,18 +11,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ._codecs import sha256_bytes
+from ._contract import ObjectStorage
 from ._errors import ContentPurged, CorruptStore, StateCollected, StorageError
-from ._journal import FileRecord, Origin, State
+from ._journal import FileEntry, Origin, State
 from ._layout import blob_name
 from ._markers import parse_purged, purge_marker_name
 from ._open import raise_if_collected
-from ._records import sha256_bytes
 from ._relocate import old_view
-from ._storage import RemoteStore
 
 
 async def fetch_contents(
-    remote: RemoteStore | None, records: Mapping[str, FileRecord], base: State
+    remote: ObjectStorage | None, records: Mapping[str, FileEntry], base: State
 ) -> dict[str, bytes]:
     """The verified contents of `records` (files of state `base`), or a typed error for the first missing."""
     if remote is None:
@@ -42,7 +42,7 @@ async def fetch_contents(
 
 
 async def _fetch_from(
-    source: RemoteStore, records: Mapping[str, FileRecord], *, legacy_at_path: bool
+    source: ObjectStorage, records: Mapping[str, FileEntry], *, legacy_at_path: bool
 ) -> dict[str, bytes]:
     """What `source` holds of `records`: a legacy file at its path, else (or then) its blob."""
     first = {p: (p if r.legacy and legacy_at_path else blob_name(r.sha256)) for p, r in records.items()}
@@ -55,11 +55,11 @@ async def _fetch_from(
     return contents
 
 
-def _matches(data: bytes | None, record: FileRecord) -> bool:
+def _matches(data: bytes | None, record: FileEntry) -> bool:
     return data is not None and sha256_bytes(data) == record.sha256
 
 
-async def missing_content(remote: RemoteStore, path: str, record: FileRecord, base_seq: int) -> Exception:
+async def missing_content(remote: ObjectStorage, path: str, record: FileEntry, base_seq: int) -> Exception:
     """The error for content that storage does not hold (or holds altered)."""
     marker = await remote.read(purge_marker_name(record.sha256))
     if marker is not None and (purged := parse_purged(marker)) is not None:
@@ -72,7 +72,7 @@ async def missing_content(remote: RemoteStore, path: str, record: FileRecord, ba
     return CorruptStore(f"Stored content of {path!r} is missing or does not match its sha256")
 
 
-async def _collected(remote: RemoteStore, seq: int) -> bool:
+async def _collected(remote: ObjectStorage, seq: int) -> bool:
     """Whether commit `seq` is gone from the journal while a newer one exists."""
     try:
         await raise_if_collected(remote, seq)

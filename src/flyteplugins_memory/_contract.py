@@ -99,6 +99,11 @@ class ObjectStorage(Protocol):
         """Create object `name` only if it does not exist; True if this call created it."""
         ...
 
+    async def create_many(self, objects: dict[str, bytes]) -> set[str]:
+        """Create each object only if its name is free; the names this call created (a name left out was
+        taken, or its create failed and must not be relied on)."""
+        ...
+
     async def remove_many(self, names: list[str]) -> None:
         """Delete the named objects one after the other, in order; missing ones are ignored."""
         ...

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 
+from ._contract import ObjectStorage
 from ._errors import MemoryStoreError
 from ._journal import CommitRecord, Head, Origin, State, encode
 from ._layout import HEAD_NAME, JOURNAL_DIR, log_name
@@ -28,7 +29,6 @@ from ._offload import parse_off_loop
 from ._open import LOG_DIR, latest_state, read_checkpoint
 from ._relocate import clean_old_journal
 from ._retention import SLOT_GRACE, Inventory, kept_commits, needs, removal
-from ._storage import RemoteStore
 
 logger = logging.getLogger(__name__)
 
@@ -58,20 +58,20 @@ def seconds(window: timedelta | float) -> float:
     return value
 
 
-async def configured_window(remote: RemoteStore) -> float:
+async def configured_window(remote: ObjectStorage) -> float:
     """The store's retention window in seconds (its setting, else the default)."""
     config = parse_config(await remote.read(CONFIG_NAME))
     return DEFAULT_WINDOW.total_seconds() if config.gc_window_seconds is None else config.gc_window_seconds
 
 
-async def set_window(remote: RemoteStore, window: timedelta | None) -> None:
+async def set_window(remote: ObjectStorage, window: timedelta | None) -> None:
     """Store the retention window every handle of this store uses (None: back to the default)."""
     config = parse_config(await remote.read(CONFIG_NAME))
     updated = config.with_window(None if window is None else seconds(window))
     await remote.write_many({CONFIG_NAME: encode_marker(updated)})
 
 
-async def collect(remote: RemoteStore, window: timedelta | None = None, *, newest: State | None = None) -> GcResult:
+async def collect(remote: ObjectStorage, window: timedelta | None = None, *, newest: State | None = None) -> GcResult:
     """Remove what no state committed inside the window (nor the newest) needs."""
     span = seconds(window) if window is not None else await configured_window(remote)
     newest = await latest_state(remote, newest)
@@ -84,7 +84,7 @@ async def collect(remote: RemoteStore, window: timedelta | None = None, *, newes
 
 
 async def _collect(
-    remote: RemoteStore, newest: State, inventory: Inventory, cutoff: float, slot_cutoff: float
+    remote: ObjectStorage, newest: State, inventory: Inventory, cutoff: float, slot_cutoff: float
 ) -> GcResult:
     kept = kept_commits(inventory, newest.seq, cutoff)
     # the newest record too (a pinned open of the newest commit is built from it, not from a later
@@ -116,7 +116,7 @@ def _deletion_steps(names: Iterable[str]) -> list[list[str]]:
     return [step for step in steps if step]
 
 
-async def _read_records(remote: RemoteStore, seqs: list[int]) -> dict[int, CommitRecord]:
+async def _read_records(remote: ObjectStorage, seqs: list[int]) -> dict[int, CommitRecord]:
     found = await remote.read_many([log_name(s) for s in seqs])
     records = {}
     for seq in seqs:
@@ -126,14 +126,14 @@ async def _read_records(remote: RemoteStore, seqs: list[int]) -> dict[int, Commi
     return records
 
 
-async def _with_old(remote: RemoteStore, result: GcResult) -> GcResult:
+async def _with_old(remote: ObjectStorage, result: GcResult) -> GcResult:
     if not remote.journal_moved:
         return result
     objects, size = await clean_old_journal(remote, clock())
     return GcResult(result.objects + objects, result.bytes + size, result.commits)
 
 
-async def collect_quietly(remote: RemoteStore, newest: State) -> None:
+async def collect_quietly(remote: ObjectStorage, newest: State) -> None:
     """gc() after a checkpoint, best effort: only if the log holds a commit old enough to go."""
     try:
         span = await configured_window(remote)

@@ -3,7 +3,7 @@
 A save used to upload each new file twice: its content-addressed blob before the commit point, and the
 file at its own path (upstream's layout) after it. A path that its save's base state does not hold is
 instead created at its own path with a create-only write, and committed the way files imported from an
-upstream-written store are (``FileRecord.legacy``: the bytes are at the file's own path; `_preserve`
+upstream-written store are (``FileEntry.legacy``: the bytes are at the file's own path; `_preserve`
 copies them into a blob before a save overwrites or deletes the path, and `_contents` reads them there,
 falling back to that blob). Every version of this package since issue 8 reads such records, so the
 format does not change. The projection then writes only the sidecar: 2 requests per new file, and a
@@ -24,12 +24,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ._journal import FileRecord, State
+from ._contract import ObjectStorage
+from ._journal import FileEntry, State
 from ._merge import Changes
-from ._storage import RemoteStore
 
 
-def places_in_place(remote: RemoteStore) -> bool:
+def places_in_place(remote: ObjectStorage) -> bool:
     """Whether new files may be uploaded in place here: only where create-only writes are atomic (the one
     place that asks; the storage seam's ``capabilities.atomic_create`` where it has one)."""
     return remote.capabilities.atomic_create
@@ -41,7 +41,7 @@ def new_files(base: State, changes: Changes, contents: Mapping[str, bytes]) -> d
 
 
 async def upload_in_place(
-    remote: RemoteStore,
+    remote: ObjectStorage,
     base: State,
     changes: Changes,
     contents: Mapping[str, bytes],
@@ -69,5 +69,5 @@ def committed_changes(changes: Changes, placed: set[str]) -> Changes:
     return out
 
 
-def _at_path(record: FileRecord) -> FileRecord:
+def _at_path(record: FileEntry) -> FileEntry:
     return record.model_copy(update={"legacy": True})

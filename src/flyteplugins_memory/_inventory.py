@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from ._codecs import decode_meta, sha256_bytes
 from ._errors import CorruptStore, UnsafeStoreContent
-from ._journal import FileRecord
+from ._journal import FileEntry
 from ._layout import AUDIT_LOG_PATH, Kind, classify, sidecar_name
 from ._paths import MESSAGES_PATH, file_dir_clashes
-from ._records import decode_meta, sha256_bytes
 
 
 @dataclass
@@ -80,25 +80,25 @@ def _has_valid_sidecar(inventory: Inventory, contents: Mapping[str, bytes], path
     return True
 
 
-def index_files(inventory: Inventory, contents: Mapping[str, bytes], *, legacy: bool) -> dict[str, FileRecord]:
+def index_files(inventory: Inventory, contents: Mapping[str, bytes], *, legacy: bool) -> dict[str, FileEntry]:
     """A record for every file, from its sidecar or (lacking a valid one) its bytes in `contents`.
 
     A malformed sidecar does not make the store unopenable: the record remembers the error, which
     `get_meta` and `current_sha` raise as `CorruptStore`.
     """
-    records: dict[str, FileRecord] = {}
+    records: dict[str, FileEntry] = {}
     for path in inventory.files:
         sidecar, error = inventory.sidecar_of(path), ""
         if sidecar and sidecar in contents:
             try:
                 meta = decode_meta(contents[sidecar], expected_path=path)
-                records[path] = FileRecord.from_meta(meta, legacy=legacy)
+                records[path] = FileEntry.from_meta(meta, legacy=legacy)
                 continue
             except CorruptStore as exc:
                 error = str(exc)
         if path in contents:
             data = contents[path]
-            records[path] = FileRecord(
+            records[path] = FileEntry(
                 sha256=sha256_bytes(data), bytes=len(data), has_meta=False, legacy=legacy, meta_error=error
             )
     return records

@@ -21,10 +21,10 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ._codecs import MemoryMeta
 from ._errors import CorruptStore, InvalidPath, UnsafeStoreContent
 from ._format import FORMAT, Evolving, ext_field, refuse_newer_format, refuse_to_overwrite, stamped
 from ._paths import file_dir_clashes, is_reserved, normalize_path
-from ._records import MemoryMeta
 
 __all__ = ["FORMAT"]  # re-exported: the major format of records, checkpoints and the head
 #: Commit ids remembered in each record, to recognise a retried save that had in fact landed.
@@ -36,7 +36,7 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, ser_json_inf_nan="constants")
 
 
-class FileRecord(_Strict):
+class FileEntry(_Strict):
     """A live file: content hash and size, sidecar fields, and where its bytes are."""
 
     sha256: str
@@ -74,7 +74,7 @@ class FileRecord(_Strict):
         return 0 if self.legacy and self.commit is None else self.commit
 
     @classmethod
-    def from_meta(cls, meta: MemoryMeta, *, legacy: bool = False) -> FileRecord:
+    def from_meta(cls, meta: MemoryMeta, *, legacy: bool = False) -> FileEntry:
         return cls(
             sha256=meta.sha256,
             bytes=meta.bytes,
@@ -97,13 +97,13 @@ def _checked_paths(files: dict[str, Any]) -> dict[str, Any]:
 
 
 #: File maps whose every path passes the caller-path rules (records are untrusted input).
-SafeFiles = Annotated[dict[str, FileRecord], AfterValidator(_checked_paths)]
-SafeChanges = Annotated[dict[str, FileRecord | None], AfterValidator(_checked_paths)]
+SafeFiles = Annotated[dict[str, FileEntry], AfterValidator(_checked_paths)]
+SafeChanges = Annotated[dict[str, FileEntry | None], AfterValidator(_checked_paths)]
 #: Paths a commit changed, each mapped to the commit that changed it before (None: none known).
 SafeChain = Annotated[dict[str, Annotated[int, Field(ge=0)] | None], AfterValidator(_checked_paths)]
 
 
-def same_write(a: FileRecord | None, b: FileRecord | None) -> bool:
+def same_write(a: FileEntry | None, b: FileEntry | None) -> bool:
     """Whether two records describe the same write, whichever commit each was stamped with."""
     if a is None or b is None:
         return a is b
@@ -187,7 +187,7 @@ class Head(_Strict, Evolving):
     checkpoint: int
 
 
-def apply_files(files: dict[str, FileRecord], changes: dict[str, FileRecord | None]) -> dict[str, FileRecord]:
+def apply_files(files: dict[str, FileEntry], changes: dict[str, FileEntry | None]) -> dict[str, FileEntry]:
     """`files` with `changes` applied (a None change deletes)."""
     out = dict(files)
     for path, entry in changes.items():
@@ -219,7 +219,7 @@ def encode(record: _Strict) -> bytes:
     return written.model_dump_json(exclude_defaults=False).encode("utf-8")
 
 
-def _refuse_clashes(files: dict[str, FileRecord], what: str) -> None:
+def _refuse_clashes(files: dict[str, FileEntry], what: str) -> None:
     clashes = file_dir_clashes(files)
     if clashes:
         raise UnsafeStoreContent(f"{what} holds {clashes[0]!r} both as a file and as a directory")
@@ -240,7 +240,7 @@ class State:
 
     seq: int
     checkpoint: Checkpoint
-    files: dict[str, FileRecord]
+    files: dict[str, FileEntry]
     messages: list[dict[str, Any]]
     audit_total: int
     #: audit events after the checkpoint, oldest first
@@ -309,7 +309,7 @@ class State:
     def delta(self) -> Delta:
         """The cumulative delta from this state's checkpoint to this state."""
         base = self.checkpoint
-        files: dict[str, FileRecord | None] = {p: e for p, e in self.files.items() if base.files.get(p) != e}
+        files: dict[str, FileEntry | None] = {p: e for p, e in self.files.items() if base.files.get(p) != e}
         files.update({p: None for p in base.files if p not in self.files})
         keep = len(base.messages)
         if self.messages[:keep] != base.messages:

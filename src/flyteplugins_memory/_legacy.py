@@ -10,20 +10,20 @@ from __future__ import annotations
 
 import logging
 
+from ._codecs import decode_audit_lines, decode_messages
 from ._commit_info import import_info
+from ._contract import ObjectStorage
 from ._errors import CorruptStore, StorageError
 from ._inventory import files_needing_content, index_files, take_inventory
 from ._journal import Checkpoint
 from ._layout import AUDIT_LOG_PATH
 from ._paths import MESSAGES_PATH
-from ._records import decode_audit_lines, decode_messages
-from ._storage import RemoteStore
 from ._workdir import WorkDir
 
 logger = logging.getLogger(__name__)
 
 
-async def import_remote(remote: RemoteStore) -> Checkpoint:
+async def import_remote(remote: ObjectStorage) -> Checkpoint:
     """Checkpoint 0 describing an upstream-written store, with its files left in place."""
     listing = await remote.list()
     inventory = take_inventory(listing)

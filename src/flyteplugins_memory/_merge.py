@@ -13,7 +13,7 @@ from typing import Any
 
 from ._commit_info import About, commit_info, stamp
 from ._errors import ConcurrencyError
-from ._journal import FileRecord, State, apply_files
+from ._journal import FileEntry, State, apply_files
 from ._paths import MESSAGES_PATH, directories_of, parent_dirs
 from ._transcript import committed_form, fingerprints, merged
 
@@ -26,7 +26,7 @@ class Changes:
     """What a handle changed since its base state. A file mapped to None was deleted; `guarded` paths
     were written with ``expected_sha``, a precondition on the base's content that the commit rechecks."""
 
-    files: dict[str, FileRecord | None] = field(default_factory=dict)
+    files: dict[str, FileEntry | None] = field(default_factory=dict)
     audit: list[dict[str, Any]] = field(default_factory=list)
     guarded: set[str] = field(default_factory=set)
 
@@ -37,7 +37,7 @@ class Changes:
         return Changes(dict(self.files), list(self.audit), set(self.guarded))
 
 
-def _same_content(a: FileRecord | None, b: FileRecord | None) -> bool:
+def _same_content(a: FileEntry | None, b: FileEntry | None) -> bool:
     return (a is None and b is None) or (a is not None and b is not None and a.sha256 == b.sha256)
 
 
@@ -80,7 +80,7 @@ def conflicts(base: State, latest: State, changes: Changes, messages: list[dict[
     return sorted(set(paths))
 
 
-def _clashes_with(changes: Changes, files: dict[str, FileRecord]) -> list[str]:
+def _clashes_with(changes: Changes, files: dict[str, FileEntry]) -> list[str]:
     """Paths we write that, merged with a concurrent save, are a file and a directory at once."""
     written = [p for p, r in changes.files.items() if r is not None]
     if not written:

@@ -26,8 +26,8 @@ import shutil
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
+from ._codecs import MemoryMeta, encode_audit_event, encode_meta
 from ._layout import AUDIT_LOG_PATH, sidecar_name
-from ._records import MemoryMeta, encode_audit_event, encode_meta
 from ._workdir import WorkDir
 from ._writes import WritePlan
 

@@ -15,8 +15,8 @@ from typing import Any, ParamSpec, TypeVar, cast
 
 from pydantic import BaseModel
 
+from ._codecs import sha256_bytes
 from ._journal import parse
-from ._records import sha256_bytes
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 
+from ._contract import ObjectStorage
 from ._errors import CorruptStore, StateCollected, StoreNotFound
 from ._journal import EMPTY_CHECKPOINT, Checkpoint, CommitRecord, Head, Origin, State
 from ._layout import HEAD_NAME, JOURNAL_DIR, checkpoint_name, log_name
@@ -16,7 +17,6 @@ from ._legacy import import_remote
 from ._markers import MARKER_MAX_BYTES, Fence, Tombstone, parse_marker
 from ._offload import parse_off_loop
 from ._paths import MESSAGES_PATH
-from ._storage import RemoteStore
 
 #: A hostile store could claim an endless log; no real store gets near this between two opens.
 MAX_PROBES = 1_000_000
@@ -32,7 +32,7 @@ class _Collected(Exception):
         self.checkpoint = checkpoint
 
 
-async def read_entry(remote: RemoteStore, seq: int) -> CommitRecord | Tombstone | Fence | None:
+async def read_entry(remote: ObjectStorage, seq: int) -> CommitRecord | Tombstone | Fence | None:
     """What log slot `seq` holds: a commit record, a marker, or nothing."""
     data = await remote.read(log_name(seq))
     if data is None:
@@ -47,7 +47,7 @@ async def read_entry(remote: RemoteStore, seq: int) -> CommitRecord | Tombstone 
     return record
 
 
-async def read_record(remote: RemoteStore, seq: int) -> CommitRecord | None:
+async def read_record(remote: ObjectStorage, seq: int) -> CommitRecord | None:
     """Commit record `seq` of this journal; raises `StateCollected` if gc() removed it."""
     entry = await read_entry(remote, seq)
     if isinstance(entry, Tombstone):
@@ -57,7 +57,7 @@ async def read_record(remote: RemoteStore, seq: int) -> CommitRecord | None:
     return entry
 
 
-async def read_checkpoint(remote: RemoteStore, seq: int) -> Checkpoint:
+async def read_checkpoint(remote: ObjectStorage, seq: int) -> Checkpoint:
     """Checkpoint `seq`; checkpoint 0 of a store created by us is the empty state and has no object."""
     data = await remote.read(checkpoint_name(seq))
     if data is None:
@@ -74,7 +74,7 @@ async def _checkpoint(data: bytes, seq: int) -> Checkpoint:
     return checkpoint
 
 
-async def latest_state(remote: RemoteStore, known: State | None = None) -> State | None:
+async def latest_state(remote: ObjectStorage, known: State | None = None) -> State | None:
     """The newest committed state (`known` if nothing is newer), or None if the store has no journal."""
     if known is not None and known.origin is Origin.OLD_JOURNAL and remote.journal_moved:
         from ._relocate import old_latest_state  # a store in the old layout: newer there, or moved
@@ -87,7 +87,7 @@ async def latest_state(remote: RemoteStore, known: State | None = None) -> State
         return await _from_listing(remote, known, gone.checkpoint)
 
 
-async def _probe(remote: RemoteStore, state: State | None) -> State | None:
+async def _probe(remote: ObjectStorage, state: State | None) -> State | None:
     """`state`, or the newer one the records after it lead to."""
     seq, record = (state.seq if state else 0), None
     for _ in range(MAX_PROBES):
@@ -107,7 +107,7 @@ async def _probe(remote: RemoteStore, state: State | None) -> State | None:
     return await _state_from(remote, record, state)
 
 
-async def _from_head(remote: RemoteStore, known: State | None) -> State | None:
+async def _from_head(remote: ObjectStorage, known: State | None) -> State | None:
     """The state the head hint names, if it is newer than `known`: a checkpoint alone when the hint says
     the newest commit was checkpointed (one small read instead of a large cumulative record)."""
     data = await remote.read(HEAD_NAME)
@@ -130,7 +130,7 @@ async def _from_head(remote: RemoteStore, known: State | None) -> State | None:
     return await _state_from(remote, record, known)
 
 
-async def _from_listing(remote: RemoteStore, known: State | None, hinted_checkpoint: int | None) -> State | None:
+async def _from_listing(remote: ObjectStorage, known: State | None, hinted_checkpoint: int | None) -> State | None:
     """The newest state, found by listing the log: after gc() it holds only the retention window. If the
     head hint named a checkpoint that is missing, something newer must exist, or the store is damaged."""
     seqs = sorted(log_seqs(await remote.list(under=LOG_DIR)), reverse=True)
@@ -160,7 +160,7 @@ def log_seqs(listing: dict[str, int] | dict) -> list[int]:
     return out
 
 
-async def state_at(remote: RemoteStore, seq: int) -> State:
+async def state_at(remote: ObjectStorage, seq: int) -> State:
     """Exactly committed state `seq` (of this journal, or of the old one inside the store prefix while it
     has not moved yet); raises `StateCollected` if gc() removed it."""
     record = await read_record(remote, seq)
@@ -178,7 +178,7 @@ async def state_at(remote: RemoteStore, seq: int) -> State:
         raise
 
 
-async def raise_if_collected(remote: RemoteStore, seq: int) -> None:
+async def raise_if_collected(remote: ObjectStorage, seq: int) -> None:
     """Raise `StateCollected` if commit `seq` is gone although a newer state exists."""
     try:
         entry = await read_entry(remote, seq)
@@ -191,7 +191,7 @@ async def raise_if_collected(remote: RemoteStore, seq: int) -> None:
         raise StateCollected(f"Commit {seq} of {remote.uri} was removed by gc(); open the store again")
 
 
-async def landed_state(remote: RemoteStore, seq: int, commit_id: str) -> State | None:
+async def landed_state(remote: ObjectStorage, seq: int, commit_id: str) -> State | None:
     """The state commit `seq` created, if that commit is `commit_id` (every record lists its own id last).
 
     If gc() has collected that slot since, the state it created is gone: the newest state is returned if
@@ -205,7 +205,7 @@ async def landed_state(remote: RemoteStore, seq: int, commit_id: str) -> State |
     return (await _state_from(remote, entry, None)).unobserved()
 
 
-async def _state_from(remote: RemoteStore, record: CommitRecord, known: State | None) -> State:
+async def _state_from(remote: ObjectStorage, record: CommitRecord, known: State | None) -> State:
     if known is not None and known.checkpoint.seq == record.checkpoint:
         checkpoint = known.checkpoint
     elif not record.checkpoint_stored:
@@ -215,7 +215,7 @@ async def _state_from(remote: RemoteStore, record: CommitRecord, known: State | 
     return State.from_record(checkpoint, record)
 
 
-async def open_state(remote: RemoteStore) -> tuple[State, bool]:
+async def open_state(remote: ObjectStorage) -> tuple[State, bool]:
     """The newest state of an existing store, and whether it is an import of an upstream-written store."""
     state = await latest_state(remote)
     if state is not None:

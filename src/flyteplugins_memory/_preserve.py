@@ -13,16 +13,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from ._journal import FileRecord
+from ._codecs import sha256_bytes
+from ._contract import ObjectStorage
+from ._journal import FileEntry
 from ._layout import blob_name
-from ._records import sha256_bytes
-from ._storage import RemoteStore
 
 logger = logging.getLogger(__name__)
 
 
 async def preserve_legacy(
-    remote: RemoteStore, base: Mapping[str, FileRecord], changes: Mapping[str, FileRecord | None]
+    remote: ObjectStorage, base: Mapping[str, FileEntry], changes: Mapping[str, FileEntry | None]
 ) -> None:
     """Copy into blobs the upstream-written bytes that `changes` is about to replace or delete."""
     wanted = {p: base[p] for p in changes if p in base and base[p].legacy and changes[p] != base[p]}

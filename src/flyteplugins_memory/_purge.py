@@ -18,14 +18,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ._codecs import utc_timestamp
+from ._contract import ObjectStorage
 from ._journal import Checkpoint, CommitRecord, State
 from ._layout import JOURNAL_DIR, VERSIONS_DIR, blob_name, checkpoint_name, log_name, sidecar_name, versions_dir_name
 from ._markers import Purged, encode_marker, purge_marker_name
 from ._offload import parse_off_loop
-from ._records import utc_timestamp
 from ._relocate import old_view
 from ._retention import Inventory
-from ._storage import RemoteStore
 
 #: Journal objects read at once while looking for the path's hashes.
 READ_BATCH = 64
@@ -46,7 +46,7 @@ class PurgeResult:
 
 
 async def purge_stored(
-    remote: RemoteStore, rel: str, newest: State, *, actor: str, reason: str, commit: int | None
+    remote: ObjectStorage, rel: str, newest: State, *, actor: str, reason: str, commit: int | None
 ) -> PurgeResult:
     """Remove every stored copy of `rel`'s content that no live path of `newest` holds."""
     newest.check_can_write("purge", remote.uri)
@@ -77,7 +77,7 @@ async def purge_stored(
     return PurgeResult(rel, objects, size, tuple(gone), tuple(sorted(held & live)), commit)
 
 
-async def _hashes_in_journal(journal: RemoteStore, rel: str) -> tuple[set[str], Inventory]:
+async def _hashes_in_journal(journal: ObjectStorage, rel: str) -> tuple[set[str], Inventory]:
     """Every hash `rel` has in a commit record or checkpoint this journal still stores, and its inventory."""
     inventory = Inventory.of(await journal.stat(JOURNAL_DIR))
     records = [log_name(s) for s in inventory.live_records(max(inventory.records, default=0))]
@@ -95,7 +95,7 @@ async def _hashes_in_journal(journal: RemoteStore, rel: str) -> tuple[set[str], 
     return found, inventory
 
 
-async def _read_all(journal: RemoteStore, names: list[str]) -> Iterable[tuple[str, bytes]]:
+async def _read_all(journal: ObjectStorage, names: list[str]) -> Iterable[tuple[str, bytes]]:
     out: list[tuple[str, bytes]] = []
     for start in range(0, len(names), READ_BATCH):
         out += list((await journal.read_many(names[start : start + READ_BATCH])).items())
@@ -110,7 +110,7 @@ def _version_sha(name: str) -> str | None:
     )
 
 
-async def _sizes(remote: RemoteStore, names: list[str]) -> dict[str, int]:
+async def _sizes(remote: ObjectStorage, names: list[str]) -> dict[str, int]:
     """Sizes of those of `names` that exist (one listing each; no content is read)."""
     sizes: dict[str, int] = {}
     for name in names:
@@ -118,6 +118,6 @@ async def _sizes(remote: RemoteStore, names: list[str]) -> dict[str, int]:
     return sizes
 
 
-async def _remove(remote: RemoteStore, names: dict[str, int]) -> tuple[int, int]:
+async def _remove(remote: ObjectStorage, names: dict[str, int]) -> tuple[int, int]:
     await remote.remove_all(sorted(names))
     return len(names), sum(names.values())

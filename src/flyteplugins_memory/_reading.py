@@ -12,13 +12,13 @@ from typing import Any
 
 from . import _audit, _versions
 from ._admission import Access, PathAdmission
+from ._codecs import MemoryMeta, encode_audit_event, encode_messages
 from ._compat import upstream_awaitable
 from ._errors import CorruptStore
 from ._inventory import take_inventory
 from ._layout import AUDIT_LOG_PATH, VERSIONS_DIR
 from ._mirror import write_text_file
 from ._paths import MESSAGES_PATH
-from ._records import MemoryMeta, encode_audit_event, encode_messages
 from ._session import Session
 from ._syncify import syncify
 from ._workdir import WorkDir
@@ -84,7 +84,7 @@ class ReadAPI:
         rel = self._admission.admit(rel_path, Access.READ)
         view = await self._session.ready(self)
         view.meta(rel)  # a corrupt sidecar raises here, as upstream's does
-        record = view.record(rel)
+        record = view.entry(rel)
         return record.sha256 if record else ""
 
     @syncify

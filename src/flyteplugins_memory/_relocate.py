@@ -24,11 +24,11 @@ log, so an older version never mistakes it for an upstream-written store either.
 
 from __future__ import annotations
 
-import copy
 import logging
 import time
 from dataclasses import dataclass
 
+from ._contract import ObjectStorage
 from ._errors import CorruptStore, StorageError, StoreAlreadyExists
 from ._journal import Checkpoint, CommitRecord, Head, Origin, State, encode
 from ._journal_location import old_journal_root
@@ -37,7 +37,6 @@ from ._markers import TOMBSTONE, TOMBSTONE_MAX_BYTES, Fence, MovedHead, Tombston
 from ._offload import parse_off_loop
 from ._open import _state_from, latest_state, log_seqs, read_checkpoint, read_entry
 from ._retention import SLOT_GRACE, Inventory, kept_commits, kept_names, needs
-from ._storage import RemoteStore
 
 logger = logging.getLogger(__name__)
 
@@ -47,11 +46,9 @@ MAX_FENCE_ATTEMPTS = 200
 COPY_BATCH = 32
 
 
-def old_view(remote: RemoteStore) -> RemoteStore:
+def old_view(remote: ObjectStorage) -> ObjectStorage:
     """`remote`, with journal names mapped to the old journal inside the store prefix."""
-    view = copy.copy(remote)
-    view.journal_root = old_journal_root(remote.prefix)
-    return view
+    return remote.with_journal_root(old_journal_root(remote.prefix))
 
 
 @dataclass(frozen=True)
@@ -65,7 +62,7 @@ class OldLog:
     moved: bool
 
 
-async def read_old_log(remote: RemoteStore) -> OldLog:
+async def read_old_log(remote: ObjectStorage) -> OldLog:
     view = old_view(remote)
     data = await view.read(HEAD_NAME)
     if data is not None and (moved := parse_moved_head(data)) is not None:
@@ -84,7 +81,7 @@ async def read_old_log(remote: RemoteStore) -> OldLog:
         seq += 1
 
 
-async def _old_head_state(view: RemoteStore, data: bytes | None) -> State | None:
+async def _old_head_state(view: ObjectStorage, data: bytes | None) -> State | None:
     """The state the old head hint names, where it still exists (the log after it is probed anyway)."""
     if data is None:
         return None
@@ -97,7 +94,7 @@ async def _old_head_state(view: RemoteStore, data: bytes | None) -> State | None
     return await _state_from(view, entry, None) if isinstance(entry, CommitRecord) else None
 
 
-async def old_latest_state(remote: RemoteStore) -> State | None:
+async def old_latest_state(remote: ObjectStorage) -> State | None:
     """The newest state of the old journal (before its fence, if any), marked as needing the move."""
     log = await read_old_log(remote)
     if log.moved:
@@ -107,7 +104,7 @@ async def old_latest_state(remote: RemoteStore) -> State | None:
     return log.state
 
 
-async def old_state_at(remote: RemoteStore, seq: int) -> State:
+async def old_state_at(remote: ObjectStorage, seq: int) -> State:
     """Exactly state `seq` of the old journal (a task input pinned before the store moved)."""
     view = old_view(remote)
     entry = await read_entry(view, seq)
@@ -118,7 +115,7 @@ async def old_state_at(remote: RemoteStore, seq: int) -> State:
     return state
 
 
-async def fence_old_log(remote: RemoteStore, *, exclusive: bool) -> OldLog:
+async def fence_old_log(remote: ObjectStorage, *, exclusive: bool) -> OldLog:
     """Freeze the old log with a fence in the slot after its newest commit (see the module docstring)."""
     view = old_view(remote)
     for _ in range(MAX_FENCE_ATTEMPTS):
@@ -133,12 +130,12 @@ async def fence_old_log(remote: RemoteStore, *, exclusive: bool) -> OldLog:
     raise StorageError(f"Could not fence the old journal of {remote.uri} after {MAX_FENCE_ATTEMPTS} attempts")
 
 
-async def copy_to_new(remote: RemoteStore, state: State, window: float) -> None:
+async def copy_to_new(remote: ObjectStorage, state: State, window: float) -> None:
     """Copy what old state `state` and the retention window need into the new journal, then its head."""
     view = old_view(remote)
     inventory = Inventory.of(await view.stat(JOURNAL_DIR))
     kept = kept_commits(inventory, state.seq, time.time() - window)
-    records = dict(await _records(view, kept))
+    records = dict(await _codecs(view, kept))
     checkpoints = {}
     for seq in {r.checkpoint for r in records.values() if r.checkpoint_stored} | {state.checkpoint.seq}:
         if seq in inventory.checkpoints:
@@ -150,7 +147,7 @@ async def copy_to_new(remote: RemoteStore, state: State, window: float) -> None:
     await remote.write_many({HEAD_NAME: encode(Head(seq=state.seq, checkpoint=state.checkpoint.seq))})
 
 
-async def _records(view: RemoteStore, seqs: list[int]) -> dict[int, CommitRecord]:
+async def _codecs(view: ObjectStorage, seqs: list[int]) -> dict[int, CommitRecord]:
     found = {}
     for seq in seqs:
         entry = await read_entry(view, seq)
@@ -159,13 +156,13 @@ async def _records(view: RemoteStore, seqs: list[int]) -> dict[int, CommitRecord
     return found
 
 
-async def _copy(source: RemoteStore, target: RemoteStore, names: list[str]) -> None:
+async def _copy(source: ObjectStorage, target: ObjectStorage, names: list[str]) -> None:
     for start in range(0, len(names), COPY_BATCH):
         batch = await source.read_many(names[start : start + COPY_BATCH])
         await target.write_many(batch)
 
 
-async def clean_old_journal(remote: RemoteStore, now: float | None = None) -> tuple[int, int]:
+async def clean_old_journal(remote: ObjectStorage, now: float | None = None) -> tuple[int, int]:
     """Bring the old journal down to its fence markers (see the module docstring); returns the objects and
     bytes removed. Safe to repeat, and a no-op for a store whose old journal holds only its fence."""
     view = old_view(remote)
@@ -193,7 +190,7 @@ async def clean_old_journal(remote: RemoteStore, now: float | None = None) -> tu
     return len(gone) + len(young), sum(gone.values()) + emptied
 
 
-async def _fence_of(view: RemoteStore, listing: dict) -> int | None:
+async def _fence_of(view: ObjectStorage, listing: dict) -> int | None:
     """The fenced slot of an old log: nothing is ever created after a fence, so it is the highest slot."""
     seqs = log_seqs(listing)
     if not seqs:
@@ -206,7 +203,7 @@ async def _fence_of(view: RemoteStore, listing: dict) -> int | None:
 
 
 async def adopt(
-    remote: RemoteStore, base: State, *, imported_checkpoint: Checkpoint | None, exclusive: bool, window: float
+    remote: ObjectStorage, base: State, *, imported_checkpoint: Checkpoint | None, exclusive: bool, window: float
 ) -> tuple[State, bool]:
     """Make this journal hold the store before the first commit into it; returns the state to rebase on
     and whether the old journal needs cleaning after the commit."""
@@ -231,7 +228,7 @@ async def adopt(
     return await latest_state(remote) or base, False
 
 
-async def persist_import(remote: RemoteStore, checkpoint: Checkpoint, base: State) -> State:
+async def persist_import(remote: ObjectStorage, checkpoint: Checkpoint, base: State) -> State:
     """Store checkpoint 0 of an imported store (once, whoever is first) and return the state to build on."""
     if not await remote.create_exclusive(checkpoint_name(0), encode(checkpoint)):
         stored = await parse_off_loop(Checkpoint, await remote.read(checkpoint_name(0)) or b"", checkpoint_name(0))
@@ -239,7 +236,7 @@ async def persist_import(remote: RemoteStore, checkpoint: Checkpoint, base: Stat
     return base
 
 
-async def clean_after_move(remote: RemoteStore) -> None:
+async def clean_after_move(remote: ObjectStorage) -> None:
     """Step 5, best effort: the commit stands whatever happens here, and gc() repeats it."""
     try:
         await clean_old_journal(remote)
@@ -247,7 +244,7 @@ async def clean_after_move(remote: RemoteStore) -> None:
         logger.warning("Could not clean the old journal of %s yet (gc() retries): %s", remote.uri, exc)
 
 
-async def journal_exists(remote: RemoteStore) -> bool:
+async def journal_exists(remote: ObjectStorage) -> bool:
     """Whether a journal of either layout exists (for a store whose first save died before writing its
     transcript): a head hint or a first commit, here or in the old journal."""
     if await remote.exists(HEAD_NAME) or await remote.exists(log_name(1)):

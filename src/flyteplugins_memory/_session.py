@@ -3,7 +3,7 @@
 `MemoryStore` (the facade) talks to this object only. A session begins one of four ways (`Lifecycle`):
 built directly (``new``: it loads the committed state on first use, if there is one), received as a task
 input (pinned to the commit it was sent at), opened (`open`) or created (`create`, exclusive). It owns the
-handle's working copy (`_state.LocalState`: committed base, unsaved changes, working root), the location
+handle's working copy (`_state.View`: committed base, unsaved changes, working root), the location
 of the store, and the one lock that every read, write and save of the handle takes.
 
 The facade owns the transcript list (``store.messages``, public as upstream) and passes itself in as the
@@ -21,7 +21,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ._commit import Save, checkpoint, save, update_upstream_layout
+from ._codecs import MemoryMeta
+from ._commit import SaveJob, checkpoint, run_save, update_upstream_layout
 from ._errors import (
     ConcurrencyError,
     InvalidMessage,
@@ -35,8 +36,6 @@ from ._limits import check_paths_fit, written_paths
 from ._merge import conflicts, merged_transcript
 from ._open import landed_state, latest_state, open_state, state_at
 from ._paths import MESSAGES_PATH
-from ._records import MemoryMeta
-from ._state import LocalState
 from ._storage import RemoteStore
 from ._transcript import (
     adopt_committed,
@@ -47,6 +46,7 @@ from ._transcript import (
     is_rewrite,
     rewrite_event,
 )
+from ._view import View
 from ._writes import ChangeOptions
 
 Messages = list[dict[str, Any]]
@@ -77,7 +77,7 @@ class Session:
     """One handle's working copy and its relation to the store's journal."""
 
     def __init__(self, root: pathlib.Path, *, private: bool, remote_path: str | None, resolve: Callable[[], str]):
-        self.view = LocalState(root, private=private)
+        self.view = View(root, private=private)
         #: serializes every read, write and save of the handle (all run on the one syncify loop)
         self.lock = asyncio.Lock()
         self.lifecycle = Lifecycle.NEW
@@ -93,9 +93,9 @@ class Session:
         #: the content of the transcript as last committed or received (see `_transcript.fingerprints`)
         self._saved_transcript: list[str] = []
         #: the last save failed after it may have reached its commit point
-        self._unresolved: Save | None = None
+        self._unresolved: SaveJob | None = None
         #: saves that committed but could not bring upstream's layout up to date; the next save does
-        self._unprojected: list[Save] = []
+        self._unprojected: list[SaveJob] = []
 
     # -- how a handle begins ------------------------------------------------------------------------------
 
@@ -157,7 +157,7 @@ class Session:
 
     # -- reads and writes (each under the lock; fetching committed content happens outside it) -------------
 
-    async def ready(self, holder: TranscriptHolder) -> LocalState:
+    async def ready(self, holder: TranscriptHolder) -> View:
         """The working copy, with the committed state loaded on first use."""
         async with self.lock:
             await self._ensure_loaded(holder)
@@ -273,7 +273,7 @@ class Session:
         changes = view.changes.copy()
         if holder.audit and is_rewrite(fingerprints(view.base.messages), fingerprints(messages)):
             changes.audit.append(rewrite_event(view.base.messages, messages))
-        job = Save(
+        job = SaveJob(
             view.base,
             changes,
             messages,
@@ -286,7 +286,7 @@ class Session:
             reason=reason,
         )
         try:
-            committed = await save(self.remote(), job)
+            committed = await run_save(self.remote(), job)
         except (ConcurrencyError, StoreAlreadyExists, StoreFormatTooNew):
             raise  # decided before anything was committed
         except BaseException:
@@ -334,9 +334,9 @@ class Session:
                 self._unprojected.append(job)
 
 
-def _still_current(job: Save, latest: State) -> Save:
+def _still_current(job: SaveJob, latest: State) -> SaveJob:
     """`job` narrowed to the paths whose newest committed content is still the one it wrote or deleted."""
     files = {p: r for p, r in job.changes.files.items() if same_write(latest.files.get(p), r)}
     changes = job.changes.copy()
     changes.files = files
-    return Save(job.base, changes, job.messages, job.contents, job.versions, job.commit_id)
+    return SaveJob(job.base, changes, job.messages, job.contents, job.versions, job.commit_id)

@@ -26,6 +26,7 @@ from flyte.io import Dir
 
 from . import _location, _payload
 from ._admission import Access, PathAdmission
+from ._codecs import MemoryMeta, encode_messages
 from ._commit_info import check_note
 from ._commit_log import Commit, check_limit, read_log
 from ._compat import ExistsAccessor, unavailable, upstream_awaitable
@@ -34,7 +35,6 @@ from ._maintenance import MaintenanceAPI
 from ._mirror import remove_when_idle, write_text_file
 from ._paths import MESSAGES_PATH, validate_segment
 from ._reading import ReadAPI
-from ._records import MemoryMeta, encode_messages
 from ._relocate import journal_exists
 from ._session import Session
 from ._storage import RemoteStore

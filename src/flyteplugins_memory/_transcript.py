@@ -15,9 +15,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from ._codecs import encode_messages, sha256_bytes, utc_timestamp, write_event
 from ._errors import InvalidMessage
 from ._paths import MESSAGES_PATH
-from ._records import encode_messages, sha256_bytes, utc_timestamp, write_event
 
 Message = dict[str, Any]
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
+from ._contract import ObjectStorage
 from ._errors import InvalidPath, VersionNotFound
 from ._inventory import take_inventory
 from ._layout import Kind, classify, versions_dir_name
-from ._storage import RemoteStore
 
 
-async def list_versions(remote: RemoteStore | None, pending: Collection[str], rel: str) -> list[str]:
+async def list_versions(remote: ObjectStorage | None, pending: Collection[str], rel: str) -> list[str]:
     """Saved (one listing of the path's version directory) and pending snapshot names of `rel`, oldest first."""
     directory = versions_dir_name(rel)
     saved: list[str] = []
@@ -30,7 +30,7 @@ def version_order(name: str) -> tuple[str, int, str, str]:
     return (ts, 1 if "_" in rest else 0, token if ours else "", name)
 
 
-async def read_version(remote: RemoteStore | None, pending: Mapping[str, bytes], name: str) -> str:
+async def read_version(remote: ObjectStorage | None, pending: Mapping[str, bytes], name: str) -> str:
     """Text of the snapshot `name`; raises `InvalidPath` for other names and `VersionNotFound` if absent."""
     if not isinstance(name, str) or classify(name).kind is not Kind.VERSION:
         raise InvalidPath(f"{name!r} does not name a version snapshot")

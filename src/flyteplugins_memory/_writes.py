@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from ._codecs import MemoryMeta, sha256_bytes, write_event
 from ._errors import ConcurrencyError, CorruptStore, InvalidContent, InvalidMessage
-from ._journal import FileRecord
+from ._journal import FileEntry
 from ._layout import version_name
 from ._offload import off_loop
 from ._paths import is_unicode
-from ._records import MemoryMeta, sha256_bytes, write_event
 
 
 @dataclass(frozen=True)
@@ -25,14 +25,14 @@ class WritePlan:
     """Everything one change records: the path, its new record (None: deleted), bytes, version, event."""
 
     path: str
-    record: FileRecord | None
+    record: FileEntry | None
     data: bytes
     meta: MemoryMeta | None
     version: str
     event: dict[str, Any] | None
 
 
-def _check_expected(current: FileRecord | None, rel: str, expected_sha: str | None) -> str:
+def _check_expected(current: FileEntry | None, rel: str, expected_sha: str | None) -> str:
     """The current sha (``""`` if none); raises if `expected_sha` is given and differs."""
     if current is not None and current.meta_error and expected_sha is not None:
         raise CorruptStore(f"Cannot check expected_sha of {rel!r}: {current.meta_error}")
@@ -74,14 +74,14 @@ class ChangeOptions:
 
 
 def plan_write(
-    current: FileRecord | None, rel: str, content: str, options: ChangeOptions, taken_versions: Collection[str] = ()
+    current: FileEntry | None, rel: str, content: str, options: ChangeOptions, taken_versions: Collection[str] = ()
 ) -> WritePlan:
     """Decide what writing `content` to `rel` records; raises `ConcurrencyError` on a stale `expected_sha`."""
     return plan_encoded_write(current, rel, encode_text(content), options, taken_versions)
 
 
 async def plan_write_off_loop(
-    current: FileRecord | None, rel: str, content: str, options: ChangeOptions, taken_versions: Collection[str] = ()
+    current: FileEntry | None, rel: str, content: str, options: ChangeOptions, taken_versions: Collection[str] = ()
 ) -> WritePlan:
     """`plan_write`, encoding and hashing large content in a thread (a 100 MB write takes about half a
     second of CPU, which would otherwise stop every other coroutine of the package)."""
@@ -102,7 +102,7 @@ def encode_text(content: str) -> tuple[bytes, str]:
 
 
 def plan_encoded_write(
-    current: FileRecord | None,
+    current: FileEntry | None,
     rel: str,
     encoded: tuple[bytes, str],
     options: ChangeOptions,
@@ -115,11 +115,11 @@ def plan_encoded_write(
     meta = MemoryMeta(rel, sha, _seconds(now), options.actor, options.reason, len(data))
     version = _version(rel, now, meta.sha256, taken_versions) if options.keep_versions else ""
     event = options.event("update" if old_sha else "create", rel, old_sha, meta.sha256, meta.updated_at, version)
-    return WritePlan(rel, FileRecord.from_meta(meta), data, meta, version, event)
+    return WritePlan(rel, FileEntry.from_meta(meta), data, meta, version, event)
 
 
 def plan_delete(
-    current: FileRecord, rel: str, options: ChangeOptions, taken_versions: Collection[str] = ()
+    current: FileEntry, rel: str, options: ChangeOptions, taken_versions: Collection[str] = ()
 ) -> WritePlan:
     """Decide what deleting `rel` records: a tombstone version (empty, ``..._deleted.txt``) and an event."""
     old_sha = _check_expected(current, rel, options.expected_sha)

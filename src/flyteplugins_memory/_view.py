@@ -15,16 +15,16 @@ import logging
 import pathlib
 from collections import Counter
 
+from ._codecs import MemoryMeta, sha256_bytes
 from ._contents import fetch_contents
+from ._contract import ObjectStorage
 from ._errors import InvalidPath
-from ._journal import EMPTY_CHECKPOINT, FileRecord, State
+from ._journal import EMPTY_CHECKPOINT, FileEntry, State
 from ._layout import classify
 from ._legacy import scan_local
 from ._merge import Changes
 from ._mirror import RootWriter, cache_committed, forget, record_change
 from ._paths import parent_dirs
-from ._records import MemoryMeta, sha256_bytes
-from ._storage import RemoteStore
 from ._workdir import WorkDir
 from ._writes import ChangeOptions, WritePlan, plan_delete, plan_write_off_loop
 
@@ -34,7 +34,7 @@ logger = logging.getLogger(__name__)
 PREFETCH_BATCH = 32
 
 
-class LocalState:
+class View:
     """One handle's view: committed base + unsaved changes, with file contents cached locally."""
 
     def __init__(self, root: pathlib.Path, *, private: bool):
@@ -59,10 +59,10 @@ class LocalState:
         self._sorted_of: State | None = None
         self._written_dirs: Counter[str] = Counter()
 
-    def record(self, rel: str) -> FileRecord | None:
+    def entry(self, rel: str) -> FileEntry | None:
         return self.changes.files[rel] if rel in self.changes.files else self.base.files.get(rel)
 
-    def live(self) -> dict[str, FileRecord]:
+    def live(self) -> dict[str, FileEntry]:
         files = {**self.base.files, **self.changes.files}
         return {p: r for p, r in files.items() if r is not None}
 
@@ -71,10 +71,10 @@ class LocalState:
         return sorted(p for p in self.live() if p.startswith(below))
 
     def has_file_or_dir(self, rel: str) -> bool:
-        return self.record(rel) is not None or bool(self.paths(rel))
+        return self.entry(rel) is not None or bool(self.paths(rel))
 
     def meta(self, rel: str) -> MemoryMeta | None:
-        record = self.record(rel)
+        record = self.entry(rel)
         return record.meta(rel) if record else None
 
     def has_unsaved_changes(self) -> bool:
@@ -94,11 +94,11 @@ class LocalState:
     async def check_inside_root(self, rel: str) -> None:
         await asyncio.to_thread(self.workdir.resolve, rel)
 
-    async def local_bytes(self, rel: str) -> bytes | tuple[str, FileRecord] | None:
+    async def local_bytes(self, rel: str) -> bytes | tuple[str, FileEntry] | None:
         """Contents of `rel` if the handle holds them (unsaved, or cached in the working root), None if
         there is no such file, else what `fetch_committed` needs to fetch them."""
         await self.check_inside_root(rel)
-        record = self.record(rel)
+        record = self.entry(rel)
         if record is None:
             return None
         if rel in self.unsaved:
@@ -110,11 +110,11 @@ class LocalState:
                 return local  # else a code tool changed or removed the local copy: fetch it again
         return rel, record
 
-    async def fetch_committed(self, remote: RemoteStore | None, rel: str, record: FileRecord) -> bytes:
+    async def fetch_committed(self, remote: ObjectStorage | None, rel: str, record: FileEntry) -> bytes:
         """The committed content `record` names, fetched, verified and cached in the working root."""
         return (await self._fetch(remote, {rel: record}))[rel]
 
-    async def prefetch(self, prefix: str, remote: RemoteStore | None) -> int:
+    async def prefetch(self, prefix: str, remote: ObjectStorage | None) -> int:
         """Fetch every uncached file under `prefix`, `PREFETCH_BATCH` at a time; returns how many."""
         live = self.live()
         missing = {
@@ -125,7 +125,7 @@ class LocalState:
             await self._fetch(remote, dict(items[start : start + PREFETCH_BATCH]))
         return len(items)
 
-    async def _fetch(self, remote: RemoteStore | None, records: dict[str, FileRecord]) -> dict[str, bytes]:
+    async def _fetch(self, remote: ObjectStorage | None, records: dict[str, FileEntry]) -> dict[str, bytes]:
         # verified; legacy files fall back to their blob copy; typed errors for purged or collected content
         contents = await fetch_contents(remote, records, self.base)
         metas = {p: _meta_or_none(r, p) for p, r in records.items()}
@@ -140,7 +140,7 @@ class LocalState:
         if not self.private:
             await self.check_inside_root(rel)
         self._check_fits_tree(rel)
-        plan = await plan_write_off_loop(self.record(rel), rel, content, options, self.versions)
+        plan = await plan_write_off_loop(self.entry(rel), rel, content, options, self.versions)
         await self._mirror_change(plan)
         self._record(plan, guarded=options.expected_sha is not None)
         self.cached[rel] = plan.meta.sha256 if plan.meta else ""
@@ -151,7 +151,7 @@ class LocalState:
         """Plan and record one delete; False if there is no such file. Callers hold `lock`."""
         if not self.private:
             await self.check_inside_root(rel)
-        current = self.record(rel)
+        current = self.entry(rel)
         if current is None:
             return False
         plan = plan_delete(current, rel, options, self.versions)
@@ -164,9 +164,9 @@ class LocalState:
         """A path cannot be a file and a directory at once (no filesystem holds both). Costs O(depth)
         lookups, plus one sort of the base's paths per base the first time a new path is written."""
         for parent in parent_dirs(rel):
-            if self.record(parent) is not None:
+            if self.entry(parent) is not None:
                 raise InvalidPath(f"Cannot write {rel!r}: {parent!r} is a file")
-        if self.record(rel) is not None:
+        if self.entry(rel) is not None:
             return  # a file already, so not a directory
         if self._written_dirs[rel]:
             raise InvalidPath(f"Cannot write {rel!r}: it is a directory")
@@ -174,7 +174,7 @@ class LocalState:
         for index in range(bisect.bisect_left(paths, below), len(paths)):
             if not paths[index].startswith(below):
                 break
-            if self.record(paths[index]) is not None:  # not deleted since
+            if self.entry(paths[index]) is not None:  # not deleted since
                 raise InvalidPath(f"Cannot write {rel!r}: it is a directory")
 
     def _sorted_base_paths(self) -> list[str]:
@@ -182,7 +182,7 @@ class LocalState:
             self._sorted, self._sorted_of = sorted(self.base.files), self.base
         return self._sorted
 
-    def _set_change(self, path: str, record: FileRecord | None, *, keep: bool = True) -> None:
+    def _set_change(self, path: str, record: FileEntry | None, *, keep: bool = True) -> None:
         """Record `path`'s change (or forget it, without `keep`), tracking the directories of writes."""
         before = self.changes.files.get(path)
         if keep:
@@ -227,7 +227,7 @@ class LocalState:
 
     def _is_committed_content(self, path: str, data: bytes) -> bool:
         """Whether `data` is still what the handle holds for `path` (a fetch may race a write)."""
-        record = self.record(path)
+        record = self.entry(path)
         return path not in self.unsaved and record is not None and record.sha256 == sha256_bytes(data)
 
     async def forget_stale(self, state: State) -> None:
@@ -247,7 +247,7 @@ class LocalState:
         """Cached files no longer in the store that may block writing `path` (called only on failure)."""
         cached = list(self.cached)
         near = [d for d in parent_dirs(path) if d in self.cached] + [p for p in cached if p.startswith(path + "/")]
-        return [p for p in near if self.record(p) is None]
+        return [p for p in near if self.entry(p) is None]
 
     def _record(self, plan: WritePlan, *, guarded: bool) -> None:
         # created and deleted before any save: nothing left to save
@@ -299,6 +299,6 @@ def _sha_in(state: State, path: str) -> str:
     return record.sha256 if record else ""
 
 
-def _meta_or_none(record: FileRecord, path: str) -> MemoryMeta | None:
+def _meta_or_none(record: FileEntry, path: str) -> MemoryMeta | None:
     """The sidecar to mirror for a committed file (none for files without one, or with a broken one)."""
     return None if record.meta_error or not record.has_meta else record.meta(path)
