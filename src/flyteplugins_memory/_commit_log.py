@@ -104,12 +104,6 @@ class _Reader:
         return None if data is None else parse(Checkpoint, data, checkpoint_name(0))
 
 
-def check_limit(limit: object) -> int:
-    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
-        raise ValueError(f"limit must be a non-negative int, got {limit!r}")
-    return limit
-
-
 async def read_log(remote: ObjectStorage | None, known: State, limit: int, path: str | None) -> list[Commit]:
     """The newest `limit` commits (those that changed `path`, if given), newest first."""
     if path is not None and is_reserved(path):
