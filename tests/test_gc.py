@@ -3,6 +3,7 @@ the newest state never loses anything; handles pinned to collected state get `St
 
 from __future__ import annotations
 
+import math
 import time
 from datetime import timedelta
 
@@ -67,15 +68,27 @@ def test_gc_with_an_empty_window_keeps_only_the_newest_state(backend, key):
     assert MemoryStore.get_or_create(key=key).read_text("after.txt") == "after"
 
 
-def test_gc_keeps_what_the_window_needs(backend, key):
+def _next_whole_second() -> float:
+    """Wait for the next whole second of the clock storage stamps objects with, and return it: what was
+    written before is stamped earlier, what is written after is stamped at it or later, even where
+    timestamps are cut to whole seconds (S3), however slowly the writes after it run."""
+    boundary = float(math.floor(time.time()) + 1)
+    while time.time() < boundary:
+        time.sleep(boundary - time.time())
+    return boundary
+
+
+def test_gc_keeps_what_the_window_needs(backend, key, monkeypatch):
     store = MemoryStore.get_or_create(key=key)
     _history(store, 3)
     too_old = store._serialize()
     _history(store, 3, start=3)
     at_window_start = store._serialize()
     assert store.gc() == GcResult()  # everything is younger than the default 24 hours
-    time.sleep(3.2)  # storage timestamps have one-second resolution on S3
+    window_start = _next_whole_second()
     _history(store, 3, start=6)
+    # gc's now is fixed, so the window begins exactly between the two batches, whatever the load
+    monkeypatch.setattr(_gc, "clock", lambda: window_start + 2)
     result = store.gc(window=timedelta(seconds=2))
     assert list(result.commits) == [1, 2, 3, 4, 5, 6]
     reopened = MemoryStore.get_or_create(key=key)
