@@ -247,6 +247,13 @@ def s3_backend(request, tmp_path, raw_data_context) -> Backend:
 
 
 @pytest.fixture
+def gcs_backend(request, tmp_path, raw_data_context) -> Backend:
+    chosen = make_backend("gcs", tmp_path, request)
+    raw_data_context(chosen.raw_data_path)
+    return chosen
+
+
+@pytest.fixture
 def key() -> str:
     return f"agent-{uuid.uuid4().hex[:8]}"
 
