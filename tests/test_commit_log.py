@@ -148,7 +148,7 @@ def links(backend, key: str, path: str, newest: int) -> dict[int, tuple[str, int
     out = {}
     for seq in range(newest, 0, -1):
         info = record(backend, key, seq)["info"]
-        out |= {seq: (kind, info[kind][path]) for kind in ("wrote", "deleted") if path in info[kind]}
+        out.update((seq, (kind, info[kind][path])) for kind in ("wrote", "deleted") if path in info[kind])
     return out
 
 

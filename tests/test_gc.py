@@ -11,6 +11,7 @@ import pytest
 
 from flyteplugins_memory import GcResult, MemoryStore, StateCollected, _commit, _gc
 from flyteplugins_memory._codecs import sha256_bytes
+from helpers import commit, saved
 
 
 def _content(i: int) -> str:
@@ -126,14 +127,18 @@ def test_orphan_blobs_go_once_older_than_the_window(backend, key, monkeypatch):
     assert MemoryStore.get_or_create(key=key).read_text("a.txt") == "kept"
 
 
-def test_a_stale_handle_commits_after_gc_without_forking(backend, key):
-    writer = MemoryStore.get_or_create(key=key)
-    writer.write_text("x.txt", "x")
-    writer.save()
-    stale = MemoryStore.get_or_create(key=key)
+def _left_behind(key: str) -> tuple[MemoryStore, MemoryStore]:
+    """A writer that committed x.txt, then y0..y3.txt one save each, and a handle opened after x.txt
+    that has not looked since."""
+    writer = saved(key, {"x.txt": "x"})
+    behind = MemoryStore.get_or_create(key=key)
     for i in range(4):
-        writer.write_text(f"y{i}.txt", str(i))
-        writer.save()
+        commit(writer, {f"y{i}.txt": str(i)})
+    return writer, behind
+
+
+def test_a_stale_handle_commits_after_gc_without_forking(backend, key):
+    writer, stale = _left_behind(key)
     writer.gc(window=timedelta(0))  # the slot after `stale`'s base is collected
     stale.write_text("z.txt", "from the stale handle")
     stale.save()
@@ -144,13 +149,7 @@ def test_a_stale_handle_commits_after_gc_without_forking(backend, key):
 def test_a_long_idle_handle_checks_the_head_before_committing(backend, key, monkeypatch):
     """Collected slots older than an hour are deleted, not kept as tombstones; a handle that has not looked
     at the store for that long re-reads the head before committing, so it cannot commit into one."""
-    writer = MemoryStore.get_or_create(key=key)
-    writer.write_text("x.txt", "x")
-    writer.save()
-    idle = MemoryStore.get_or_create(key=key)
-    for i in range(4):
-        writer.write_text(f"y{i}.txt", str(i))
-        writer.save()
+    writer, idle = _left_behind(key)
     monkeypatch.setattr(_gc, "clock", lambda: time.time() + 2 * 3600)
     writer.gc(window=timedelta(0))
     assert not any("/log/00000000000000000003" in n for n in backend.journal(key))  # deleted outright

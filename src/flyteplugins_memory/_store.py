@@ -26,8 +26,8 @@ from flyte.io import Dir
 
 from . import _location, _payload
 from ._admission import Access, PathAdmission
-from ._codecs import MemoryMeta, encode_messages
 from ._arguments import check_flag, check_int, check_optional_str, check_prefixes
+from ._codecs import MemoryMeta, encode_messages
 from ._commit_info import check_note
 from ._commit_log import Commit, read_log
 from ._compat import ExistsAccessor, unavailable, upstream_awaitable

@@ -75,7 +75,7 @@ class _Loop:
     def stop(self) -> None:
         """At exit; a call made later still (another exit handler saving a store) starts a new loop.
         First the `before_loop_stops` callbacks run, while the loop still answers them."""
-        for callback in list(_BEFORE_STOP):
+        for callback in _BEFORE_STOP:
             with contextlib.suppress(Exception):  # at exit, one failed cleanup must not skip the others
                 callback()
         with self._lock:
