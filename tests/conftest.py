@@ -115,12 +115,9 @@ class Backend:
         return f"{self.prefix(key)}/{name}"
 
     def _walk(self, prefix: str) -> dict[str, bytes]:
-        self.fs.invalidate_cache()
-        try:
-            paths = self.fs.find(prefix)
-        except FileNotFoundError:
-            return {}
-        return {p[len(prefix) + 1 :]: self.fs.cat_file(p) for p in paths}
+        from flyteplugins_memory.testing._kit import objects_under  # the kit's own view of storage
+
+        return objects_under(self.fs, prefix)
 
     def objects(self, key: str) -> dict[str, bytes]:
         """Every object under the store prefix of `key` (what upstream downloads), read directly."""
@@ -218,32 +215,32 @@ def raw_data_context():
         stack.pop().__exit__(None, None, None)
 
 
+def _bound(name: str, request, tmp_path, bind) -> Backend:
+    """Backend `name`, with Flyte's raw-data path bound to it for the rest of the test."""
+    chosen = make_backend(name, tmp_path, request)
+    bind(chosen.raw_data_path)
+    return chosen
+
+
 @pytest.fixture(params=["local", "memory", "s3", "gcs"])
 def backend(request, tmp_path, raw_data_context) -> Backend:
-    chosen = make_backend(request.param, tmp_path, request)
-    raw_data_context(chosen.raw_data_path)
-    return chosen
+    return _bound(request.param, request, tmp_path, raw_data_context)
 
 
-@pytest.fixture
-def local_backend(request, tmp_path, raw_data_context) -> Backend:
-    chosen = make_backend("local", tmp_path, request)
-    raw_data_context(chosen.raw_data_path)
-    return chosen
+def _one_backend(name: str):
+    """The fixture ``<name>_backend``: that one backend, for tests that need it and no other."""
+
+    @pytest.fixture(name=f"{name}_backend")
+    def one(request, tmp_path, raw_data_context) -> Backend:
+        return _bound(name, request, tmp_path, raw_data_context)
+
+    return one
 
 
-@pytest.fixture
-def memory_backend(request, tmp_path, raw_data_context) -> Backend:
-    chosen = make_backend("memory", tmp_path, request)
-    raw_data_context(chosen.raw_data_path)
-    return chosen
-
-
-@pytest.fixture
-def s3_backend(request, tmp_path, raw_data_context) -> Backend:
-    chosen = make_backend("s3", tmp_path, request)
-    raw_data_context(chosen.raw_data_path)
-    return chosen
+local_backend = _one_backend("local")
+memory_backend = _one_backend("memory")
+s3_backend = _one_backend("s3")
+gcs_backend = _one_backend("gcs")
 
 
 @pytest.fixture

@@ -115,8 +115,9 @@ def test_the_log_of_a_path_follows_its_commits(backend, key):
     assert seqs(store.log(path="p.txt")) == [8, 6, 4, 2]  # a deleted path: found by reading back, then its links
     assert store.log(path="p.txt")[0].deleted == ("p.txt",)
     store.write_text("p.txt", "again")
-    store.save()  # 9: a new life of the path (documented: links start at its newest creation)
-    assert seqs(store.log(path="p.txt")) == [9]
+    store.save()  # 9: written again on top of the delete the handle saw, so linked to it
+    assert seqs(store.log(path="p.txt")) == [9, 8, 6, 4, 2]
+    assert record(backend, key, 9)["info"]["wrote"] == {"p.txt": 8}
     assert store.log(path="never.txt") == [] and store.log(path="meta/x.json") == []
     assert seqs(store.log(path="./other.txt", limit=3)) == [7, 6, 5]
     with pytest.raises(InvalidPath):
@@ -140,6 +141,58 @@ def test_merged_concurrent_saves_appear_with_their_own_info(backend, key):
         2, "alice", "mine", ("shared.txt",), 1
     )  # fmt: skip
     assert record(backend, key, 3)["info"]["wrote"] == {"b.txt": None}
+
+
+def links(backend, key: str, path: str, newest: int) -> dict[int, tuple[str, int | None]]:
+    """What each commit in storage says it did to `path` (``wrote`` or ``deleted``) and its link."""
+    out = {}
+    for seq in range(newest, 0, -1):
+        info = record(backend, key, seq)["info"]
+        out.update((seq, (kind, info[kind][path])) for kind in ("wrote", "deleted") if path in info[kind])
+    return out
+
+
+def test_a_path_keeps_its_history_across_concurrent_deletes_and_writes(backend, key):
+    store = MemoryStore.create(key=key)  # 1
+    for text in ("v1", "v2"):  # 2, 3
+        store.write_text("p.txt", text)
+        store.save()
+    first, second = MemoryStore.get_or_create(key=key), MemoryStore.get_or_create(key=key)
+    first.delete("p.txt")
+    first.save()  # 4
+    second.delete("p.txt")
+    second.save()  # 5: rebased onto the delete it repeats; linked to it, and not shown (changed nothing)
+    assert seqs(MemoryStore.get_or_create(key=key).log(path="p.txt")) == [4, 3, 2]
+    after, racer = MemoryStore.get_or_create(key=key), MemoryStore.get_or_create(key=key)
+    after.write_text("p.txt", "v3")  # on top of the repeated delete
+    racer.write_text("q.txt", "q")
+    racer.save()  # 6
+    after.save()  # 7: lands on 6; its base (5) deleted p.txt, so linked to 5, and 5 to 4
+    late, twin = MemoryStore.get_or_create(key=key), MemoryStore.get_or_create(key=key)
+    late.delete("p.txt")
+    late.save()  # 8
+    writer = MemoryStore.get_or_create(key=key)  # stands on the delete
+    twin.delete("p.txt")  # from 7, like `late`; lands on 9 (below), not on the delete it repeats
+    racer.write_text("r.txt", "r")
+    racer.save()  # 9
+    twin.save()  # 10: linked to nothing; the log reads back to 8
+    writer.write_text("p.txt", "v4")
+    racer.write_text("s.txt", "s")
+    racer.save()  # 11
+    writer.save()  # 12: lands on 11, linked through its base to the delete 8
+    same_a, same_b = MemoryStore.get_or_create(key=key), MemoryStore.get_or_create(key=key)
+    for handle in (same_a, same_b):  # concurrent writes of the same bytes merge
+        handle.write_text("p.txt", "v5")
+        handle.save()  # 13, 14
+    assert links(backend, key, "p.txt", 14) == {
+        14: ("wrote", 13), 13: ("wrote", 12), 12: ("wrote", 8), 10: ("deleted", None), 8: ("deleted", 7),
+        7: ("wrote", 5), 5: ("deleted", 4), 4: ("deleted", 3), 3: ("wrote", 2), 2: ("wrote", None),
+    }  # fmt: skip
+    changed = [14, 13, 12, 8, 7, 4, 3, 2]  # every commit that changed p.txt; 5 and 10 repeated a delete
+    assert seqs(MemoryStore.get_or_create(key=key).log(path="p.txt")) == changed
+    assert seqs(MemoryStore.get_or_create(key=key).log(path="p.txt", limit=3)) == changed[:3]
+    assert seqs(twin.log(path="p.txt", limit=4)) == changed[:4]  # the repeated delete 10 is passed over
+    assert [c.seq for c in MemoryStore.get_or_create(key=key).log() if "p.txt" in c.deleted] == [10, 8, 5, 4]
 
 
 def test_an_imported_upstream_store_starts_with_one_import_commit(backend, key):

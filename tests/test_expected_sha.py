@@ -12,6 +12,7 @@ import json
 import pytest
 
 from flyteplugins_memory import ConcurrencyError, MemoryStore
+from helpers import commit, handles, saved
 
 
 def _increment(store: MemoryStore) -> None:
@@ -55,21 +56,16 @@ def test_create_if_absent_claims_exactly_one_winner(backend, key):
 
 
 def test_guarded_delete_and_unguarded_rewrite(backend, key):
-    seed = MemoryStore.get_or_create(key=key)
-    seed.write_text("doc.txt", "v1")
-    seed.save()
-    deleter, writer = MemoryStore.get_or_create(key=key), MemoryStore.get_or_create(key=key)
-    writer.write_text("doc.txt", "v2")
-    writer.save()
+    saved(key, {"doc.txt": "v1"})
+    deleter, writer = handles(key, 2)
+    commit(writer, {"doc.txt": "v2"})
     assert deleter.delete("doc.txt", expected_sha=deleter.current_sha("doc.txt")) is True
     with pytest.raises(ConcurrencyError):
         deleter.save()
     assert backend.upstream_view(key)["doc.txt"] == b"v2"
     # without expected_sha, a rewrite to the bytes already committed is no conflict (content rules)
-    same = MemoryStore.get_or_create(key=key)
-    other = MemoryStore.get_or_create(key=key)
-    other.write_text("doc.txt", "v3")
-    other.save()
+    same, other = handles(key, 2)
+    commit(other, {"doc.txt": "v3"})
     same.write_text("doc.txt", "v3")
     same.save()
 

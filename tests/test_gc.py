@@ -3,6 +3,7 @@ the newest state never loses anything; handles pinned to collected state get `St
 
 from __future__ import annotations
 
+import math
 import time
 from datetime import timedelta
 
@@ -10,6 +11,7 @@ import pytest
 
 from flyteplugins_memory import GcResult, MemoryStore, StateCollected, _commit, _gc
 from flyteplugins_memory._codecs import sha256_bytes
+from helpers import commit, saved
 
 
 def _content(i: int) -> str:
@@ -67,15 +69,27 @@ def test_gc_with_an_empty_window_keeps_only_the_newest_state(backend, key):
     assert MemoryStore.get_or_create(key=key).read_text("after.txt") == "after"
 
 
-def test_gc_keeps_what_the_window_needs(backend, key):
+def _next_whole_second() -> float:
+    """Wait for the next whole second of the clock storage stamps objects with, and return it: what was
+    written before is stamped earlier, what is written after is stamped at it or later, even where
+    timestamps are cut to whole seconds (S3), however slowly the writes after it run."""
+    boundary = float(math.floor(time.time()) + 1)
+    while time.time() < boundary:
+        time.sleep(boundary - time.time())
+    return boundary
+
+
+def test_gc_keeps_what_the_window_needs(backend, key, monkeypatch):
     store = MemoryStore.get_or_create(key=key)
     _history(store, 3)
     too_old = store._serialize()
     _history(store, 3, start=3)
     at_window_start = store._serialize()
     assert store.gc() == GcResult()  # everything is younger than the default 24 hours
-    time.sleep(3.2)  # storage timestamps have one-second resolution on S3
+    window_start = _next_whole_second()
     _history(store, 3, start=6)
+    # gc's now is fixed, so the window begins exactly between the two batches, whatever the load
+    monkeypatch.setattr(_gc, "clock", lambda: window_start + 2)
     result = store.gc(window=timedelta(seconds=2))
     assert list(result.commits) == [1, 2, 3, 4, 5, 6]
     reopened = MemoryStore.get_or_create(key=key)
@@ -113,14 +127,18 @@ def test_orphan_blobs_go_once_older_than_the_window(backend, key, monkeypatch):
     assert MemoryStore.get_or_create(key=key).read_text("a.txt") == "kept"
 
 
-def test_a_stale_handle_commits_after_gc_without_forking(backend, key):
-    writer = MemoryStore.get_or_create(key=key)
-    writer.write_text("x.txt", "x")
-    writer.save()
-    stale = MemoryStore.get_or_create(key=key)
+def _left_behind(key: str) -> tuple[MemoryStore, MemoryStore]:
+    """A writer that committed x.txt, then y0..y3.txt one save each, and a handle opened after x.txt
+    that has not looked since."""
+    writer = saved(key, {"x.txt": "x"})
+    behind = MemoryStore.get_or_create(key=key)
     for i in range(4):
-        writer.write_text(f"y{i}.txt", str(i))
-        writer.save()
+        commit(writer, {f"y{i}.txt": str(i)})
+    return writer, behind
+
+
+def test_a_stale_handle_commits_after_gc_without_forking(backend, key):
+    writer, stale = _left_behind(key)
     writer.gc(window=timedelta(0))  # the slot after `stale`'s base is collected
     stale.write_text("z.txt", "from the stale handle")
     stale.save()
@@ -131,13 +149,7 @@ def test_a_stale_handle_commits_after_gc_without_forking(backend, key):
 def test_a_long_idle_handle_checks_the_head_before_committing(backend, key, monkeypatch):
     """Collected slots older than an hour are deleted, not kept as tombstones; a handle that has not looked
     at the store for that long re-reads the head before committing, so it cannot commit into one."""
-    writer = MemoryStore.get_or_create(key=key)
-    writer.write_text("x.txt", "x")
-    writer.save()
-    idle = MemoryStore.get_or_create(key=key)
-    for i in range(4):
-        writer.write_text(f"y{i}.txt", str(i))
-        writer.save()
+    writer, idle = _left_behind(key)
     monkeypatch.setattr(_gc, "clock", lambda: time.time() + 2 * 3600)
     writer.gc(window=timedelta(0))
     assert not any("/log/00000000000000000003" in n for n in backend.journal(key))  # deleted outright

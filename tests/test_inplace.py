@@ -10,10 +10,11 @@ from types import SimpleNamespace
 import pytest
 from flyte.ai.agents import MemoryStore as UpstreamStore
 
-from flyteplugins_memory import ConcurrencyError, CorruptStore, MemoryStore, StateCollected, StorageError, _commit
+from flyteplugins_memory import ConcurrencyError, CorruptStore, MemoryStore, StateCollected, _commit
 from flyteplugins_memory._codecs import sha256_bytes
 from flyteplugins_memory._inplace import places_in_place
 from flyteplugins_memory._storage import RemoteStore
+from helpers import commit, save_dying_before_commit, saved
 
 
 @pytest.fixture(params=["local_backend", "s3_backend"])
@@ -131,14 +132,7 @@ def test_a_save_that_dies_before_its_commit_leaves_only_a_stray_upstream_can_see
     MemoryStore.create(key=key)
     doomed = MemoryStore.get_or_create(key=key)
     doomed.write_text("notes/new.md", "never committed")
-
-    async def dies(remote, job, latest):
-        raise StorageError("the process died here")
-
-    monkeypatch.setattr(_commit, "_commit", dies)
-    with pytest.raises(StorageError):
-        doomed.save()
-    monkeypatch.undo()
+    save_dying_before_commit(doomed, monkeypatch)
     assert shared.upstream_view(key)["notes/new.md"] == b"never committed"  # the stray
     fresh = MemoryStore.get_or_create(key=key)
     assert not fresh.exists("notes/new.md") and fresh.list_paths() == []  # ours never sees it
@@ -190,13 +184,9 @@ def test_purge_removes_an_in_place_file_and_its_copies(shared, key):
 
 
 def test_gc_keeps_in_place_files_and_collects_their_copies(shared, key):
-    store = MemoryStore.get_or_create(key=key)
-    store.write_text("doc.txt", "old")
-    store.write_text("stays.txt", "stays")
-    store.save()
+    store = saved(key, {"doc.txt": "old", "stays.txt": "stays"})
     early = MemoryStore.get_or_create(key=key)
-    store.write_text("doc.txt", "new")
-    store.save()
+    commit(store, {"doc.txt": "new"})
     assert b"old" in _blobs(shared, key).values()
     store.gc(window=timedelta(0))
     assert b"old" not in _blobs(shared, key).values()  # no state that gc keeps needs it
@@ -249,14 +239,7 @@ def test_the_first_save_of_a_store_upstream_wrote_uploads_no_file_in_place(share
     upstream.save()
     doomed = MemoryStore.get_or_create(key=key)
     doomed.write_text("new.txt", "never committed")
-
-    async def dies(remote, job, latest):
-        raise StorageError("the process died here")
-
-    monkeypatch.setattr(_commit, "_commit", dies)
-    with pytest.raises(StorageError):
-        doomed.save()
-    monkeypatch.undo()
+    save_dying_before_commit(doomed, monkeypatch)
     assert "new.txt" not in shared.upstream_view(key)
     assert MemoryStore.get_or_create(key=key).list_paths() == ["up.txt"]
     store = MemoryStore.get_or_create(key=key)

@@ -37,6 +37,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "_offload",
             "_format",
             "_commit_info",
+            "_arguments",
         },
     ),
     ("storage seam", {"_backends", "_conditional", "_contract", "_fs_options", "_fsio", "_workdir", "_storage"}),

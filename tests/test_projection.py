@@ -8,6 +8,7 @@ import json
 import pytest
 
 from flyteplugins_memory import MemoryStore, StorageError, _commit, _session
+from helpers import commit, saved
 
 
 @pytest.fixture(params=["local_backend", "s3_backend"])
@@ -53,14 +54,9 @@ def test_a_repair_never_overwrites_what_a_newer_save_projected(store_backend, ke
     store = MemoryStore.get_or_create(key=key)
     store.save()
     _fail_projections(monkeypatch, 1)
-    store.write_text("shared.txt", "mine")
-    store.write_text("only-mine.txt", "mine")
-    store.save()
-    other = MemoryStore.get_or_create(key=key)
-    other.write_text("shared.txt", "theirs")
-    other.save()
-    store.write_text("later.txt", "x")
-    store.save()
+    commit(store, {"shared.txt": "mine", "only-mine.txt": "mine"})
+    saved(key, {"shared.txt": "theirs"})
+    commit(store, {"later.txt": "x"})
     view = store_backend.upstream_view(key)
     assert view["shared.txt"] == b"theirs" and view["only-mine.txt"] == b"mine" and view["later.txt"] == b"x"
 

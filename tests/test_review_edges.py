@@ -17,6 +17,7 @@ from flyteplugins_memory import (
     UnsupportedBackend,
 )
 from flyteplugins_memory._storage import RemoteStore
+from helpers import commit, saved
 
 
 def test_a_received_store_its_sender_never_loaded_keeps_the_committed_transcript(backend, key):
@@ -63,14 +64,8 @@ def test_invalid_unicode_in_audit_fields_and_paths_is_refused_and_the_handle_sta
 
 
 def test_the_root_drops_copies_other_writers_changed_or_deleted(local_backend, key):
-    mine = MemoryStore.get_or_create(key=key)
-    mine.write_text("notes.md", "v1")
-    mine.write_text("gone.md", "bye")
-    mine.save()
-    theirs = MemoryStore.get_or_create(key=key)
-    theirs.write_text("notes.md", "v2")
-    theirs.delete("gone.md")
-    theirs.save()
+    mine = saved(key, {"notes.md": "v1", "gone.md": "bye"})
+    theirs = commit(MemoryStore.get_or_create(key=key), {"notes.md": "v2"}, deleted=["gone.md"])
     mine.refresh()
     assert not (mine.root / "gone.md").exists() and not (mine.root / "meta" / "gone.md.json").exists()
     assert mine.read_text("notes.md") == "v2" and (mine.root / "notes.md").read_text() == "v2"

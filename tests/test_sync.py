@@ -15,6 +15,7 @@ from flyteplugins_memory import (
     ReservedPath,
     StoreAlreadyExists,
 )
+from helpers import commit, handles, saved
 
 
 def needs(backend, capability: str, why: str) -> None:
@@ -131,14 +132,9 @@ def test_concurrent_handles_merge_without_losing_anything(backend, key):
 
 
 def test_real_conflicts_name_every_path_and_keep_the_loser_intact(backend, key):
-    first = MemoryStore.get_or_create(key=key)
-    first.write_text("a.txt", "base")
-    first.write_text("b.txt", "base")
-    first.save()
+    first = saved(key, {"a.txt": "base", "b.txt": "base"})
     second = MemoryStore.get_or_create(key=key)
-    first.write_text("a.txt", "first")
-    first.delete("b.txt")
-    first.save()
+    commit(first, {"a.txt": "first"}, deleted=["b.txt"])
 
     second.write_text("a.txt", "second")
     second.write_text("b.txt", "second")
@@ -282,12 +278,9 @@ def test_checkpoints_keep_history_exact_and_reads_bounded(backend, key, monkeypa
 
 
 def test_refresh_drops_what_a_dropped_conflict_leaves_clashing(backend, key):
-    first = MemoryStore.get_or_create(key=key)
-    first.write_text("x", "base")
-    first.save()
-    mine, theirs = MemoryStore.get_or_create(key=key), MemoryStore.get_or_create(key=key)
-    theirs.write_text("x", "theirs")
-    theirs.save()
+    saved(key, {"x": "base"})
+    mine, theirs = handles(key, 2)
+    commit(theirs, {"x": "theirs"})
     mine.delete("x")
     mine.write_text("x/y", "under x")  # fine here, but x is theirs again once the delete is dropped
     with pytest.raises(ConcurrencyError):

@@ -3,8 +3,9 @@
 Who and why come from ``save(actor=..., reason=...)`` when given, else from the writes the commit holds
 (their sidecars and audit events): one actor is named as it is, several are sorted and joined (bounded
 by `MAX_SUMMARY`), none is ``"agent"``, upstream's default actor. Each changed path is linked to the commit
-that changed it before (the one that wrote the file the commit builds on), which lets `store.log(path=...)`
-follow a path's history one read per commit.
+that changed it before, which lets `store.log(path=...)` follow a path's history one read per commit: the
+one that wrote the file the commit lands on, or, for a path that is not a file there, the commit that
+deleted it when the landing state or the handle's base was made by that delete (see `previous_change`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ._errors import InvalidMessage
-from ._journal import CommitInfo, FileEntry
+from ._journal import CommitInfo, FileEntry, State
 from ._paths import is_unicode
 
 #: Longest actor or reason summary made from several writes (an explicit one is kept whole).
@@ -83,14 +84,14 @@ def commit_info(
     about: About,
     changes: Mapping[str, FileEntry | None],
     audit: list[dict[str, Any]],
-    before: Mapping[str, FileEntry],
+    states: tuple[State, State],
     transcript: tuple[int, bool],
 ) -> CommitInfo:
-    """The info of a commit of `changes` (and `audit`) landing on files `before`; `transcript` is the
-    number of messages it appends and whether it rewrote committed ones."""
+    """The info of a commit of `changes` (and `audit`); `states` are the state it lands on and the
+    handle's base, `transcript` the number of messages it appends and whether it rewrote committed ones."""
 
     def links(deleted: bool) -> dict[str, int | None]:
-        return {p: _last(before.get(p)) for p, r in sorted(changes.items()) if (r is None) == deleted}
+        return {p: previous_change(p, *states) for p, r in sorted(changes.items()) if (r is None) == deleted}
 
     appended, rewrote = transcript
     return CommitInfo(
@@ -111,8 +112,22 @@ def import_info(files: Mapping[str, FileEntry], messages: list[dict[str, Any]]) 
     return CommitInfo(kind="import", time=now(), actor=actor_of(files, []), appended=len(messages))
 
 
-def _last(record: FileEntry | None) -> int | None:
-    return record.last_commit() if record is not None else None
+def previous_change(path: str, landing: State, base: State) -> int | None:
+    """The commit that changed `path` last before a commit landing on `landing` (None: none known).
+
+    A file there names the commit that wrote it. A path that is not a file there was deleted, or never
+    written: when the landing state or the handle's base is the delete's own commit, that commit (a save
+    that rebases onto a concurrent delete of the same path, or a write after a delete the handle saw),
+    so neither a merged delete nor the write after it cuts the path's history short. Otherwise nothing
+    in memory says which commit deleted it; `store.log` reads back to a deleted path's previous change,
+    and a write with no link starts a new history there."""
+    entry = landing.files.get(path)
+    if entry is not None:
+        return entry.last_commit()
+    for state in (landing, base):
+        if state.info is not None and path in state.info.deleted:
+            return state.seq
+    return None
 
 
 def stamp(changes: Mapping[str, FileEntry | None], seq: int) -> dict[str, FileEntry | None]:

@@ -104,12 +104,6 @@ class _Reader:
         return None if data is None else parse(Checkpoint, data, checkpoint_name(0))
 
 
-def check_limit(limit: object) -> int:
-    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
-        raise ValueError(f"limit must be a non-negative int, got {limit!r}")
-    return limit
-
-
 async def read_log(remote: ObjectStorage | None, known: State, limit: int, path: str | None) -> list[Commit]:
     """The newest `limit` commits (those that changed `path`, if given), newest first."""
     if path is not None and is_reserved(path):
@@ -149,13 +143,16 @@ SCAN_BATCH = 16
 
 async def _last_change(reader: _Reader, newest: State, path: str) -> int | None:
     """The commit that last changed `path`: known from the state for a live file; otherwise found by
-    reading back until a commit names it (0: none did since the store's start, which may be an import;
-    None: none in the retained history did, or the file was last written by a version before commit
-    info)."""
+    reading back (`_scan_back`)."""
     record = newest.files.get(path)
     if record is not None:
         return record.last_commit()
-    seq = newest.seq
+    return await _scan_back(reader, newest.seq, path)
+
+
+async def _scan_back(reader: _Reader, seq: int, path: str) -> int | None:
+    """The newest commit at or before `seq` that names `path`, read back `SCAN_BATCH` at a time (0: none
+    did since the store's start, which may be an import; None: none in the retained history did)."""
     while seq > 0:
         batch = list(range(seq, max(0, seq - SCAN_BATCH), -1))
         for found in await reader.records(batch):
@@ -172,16 +169,45 @@ def _names(info: CommitInfo | None, path: str) -> bool:
 
 
 async def _chain(reader: _Reader, seq: int | None, path: str, limit: int) -> list[Commit]:
-    """The commits that changed `path`, from commit `seq` back along its links."""
+    """The commits that changed `path`, from commit `seq` back along its links. A delete whose previous
+    change is a delete too repeated it (a concurrent save deleted the path first): it changed nothing
+    there, so it is passed over, not shown; one more read past `limit` tells whether the last one did."""
     out: list[Commit] = []
-    while seq is not None and len(out) < limit:
-        if seq == 0:
-            checkpoint = await reader.imported()
-            out += [_import(checkpoint)] if checkpoint is not None and path in checkpoint.files else []
+    while seq is not None and (len(out) < limit or _deletes(out[-1], path)):
+        found = await _commit_at(reader, seq, path)
+        if found is None:
             break
-        record = await reader.record(seq)
-        if record is None or not _names(record.info, path):
-            break  # collected by gc(), or written before commit info
-        out.append(_commit(record))
-        seq = record.info.previous(path) if record.info is not None else None
+        commit, info = found
+        if out and _deletes(out[-1], path) and _deletes(commit, path):
+            out.pop()  # the newer delete repeated this one
+        elif len(out) >= limit:
+            break
+        out.append(commit)
+        seq = await _previous(reader, commit.seq, info, path)
     return out
+
+
+def _deletes(commit: Commit, path: str) -> bool:
+    return path in commit.deleted
+
+
+async def _commit_at(reader: _Reader, seq: int, path: str) -> tuple[Commit, CommitInfo | None] | None:
+    """Commit `seq` and its info if it changed `path`; None where the chain ends (collected by gc(),
+    written before commit info, or the store's start). The import has no links (None)."""
+    if seq == 0:
+        checkpoint = await reader.imported()
+        return (_import(checkpoint), None) if checkpoint is not None and path in checkpoint.files else None
+    record = await reader.record(seq)
+    return (_commit(record), record.info) if record is not None and _names(record.info, path) else None
+
+
+async def _previous(reader: _Reader, seq: int, info: CommitInfo | None, path: str) -> int | None:
+    """The commit that changed `path` before commit `seq` (whose info is `info`): its link, except for a
+    delete linked to nothing. A deleted path was a file before, so its history goes on: the delete
+    repeated a concurrent one that was not the state it landed on; read back to that one."""
+    if info is None:
+        return None
+    link = info.previous(path)
+    if link is None and path in info.deleted:
+        return await _scan_back(reader, seq - 1, path)
+    return link

@@ -15,6 +15,7 @@ work as well::
     ├── ConcurrencyError                            upstream name; stale expected_sha or conflicting save
     ├── InvalidMessage (ValueError)                 a message (or actor/reason) that cannot be stored
     ├── InvalidContent (ValueError)                 file content that is not a str of valid Unicode
+    ├── InvalidArgument (ValueError)                a count, window, flag or option of the wrong type or range
     ├── UnsavedChanges                              a store that cannot be saved for you has unsaved changes
     ├── BlockingCallOnLoop (RuntimeError)           a sync call made on the package's own event loop
     ├── UnsupportedBackend (ValueError)             a backend whose create-only writes are not known atomic
@@ -42,6 +43,7 @@ __all__ = [
     "ContentPurged",
     "ContextError",
     "CorruptStore",
+    "InvalidArgument",
     "InvalidContent",
     "InvalidKey",
     "InvalidMessage",
@@ -118,6 +120,12 @@ class InvalidContent(MemoryStoreError, ValueError):
     """File content that cannot be stored as text: not a str, or not valid Unicode (a lone surrogate)."""
 
 
+class InvalidArgument(MemoryStoreError, ValueError):
+    """A plain argument of the public API with the wrong type or out of range (a ``limit`` that is not a
+    non-negative int, a negative or non-timedelta window, a flag that is not a bool, ...); refused before
+    anything is read or written."""
+
+
 class UnsavedChanges(MemoryStoreError):
     """A store with unsaved changes is handed on where it cannot be saved for you (for example nested
     in a dataclass task output); call ``save()`` first."""
@@ -172,7 +180,7 @@ class StorageError(MemoryStoreError, OSError):
 class StoreFormatTooNew(MemoryStoreError, ValueError):
     """Journal data written by a newer version of this package: a major format this version cannot read
     (refused on open), or features it must not write over (``min_reader``; reads work, saves, ``compact``,
-    ``gc`` and ``purge`` are refused). The message names the version that wrote it; `writer` holds it
+    ``gc``, ``purge`` and ``set_gc_window`` are refused). The message names the version that wrote it; `writer` holds it
     (``""`` if the object does not say)."""
 
     def __init__(self, message: str, *, writer: str = ""):

@@ -25,6 +25,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from ._conditional import create_exclusive, create_exclusive_async
 from ._errors import UnsafeStoreContent
+from ._syncify import before_loop_stops
 from ._workdir import remove_empty_parents
 
 #: Requests in flight at once in a bulk call (fsspec's own default for calls that open no local files).
@@ -60,11 +61,12 @@ def bound_to_running_loop(fs: fsspec.AbstractFileSystem) -> AsyncFileSystem:
 _LIVE: dict[int, tuple[weakref.ref, weakref.ref]] = {}
 
 
-@atexit.register
+@atexit.register  # copies bound to other loops that still run at exit
+@before_loop_stops  # ours: before the package's loop stops (atexit alone ran this after it, by import order)
 def _close_sessions() -> None:
     """Close the sessions of bound copies whose loop still runs (s3fs and gcsfs register no closing of
     their own for ``asynchronous=True`` instances that works from another thread), so exiting prints no
-    "Unclosed client session"."""
+    "Unclosed client session". A second run finds them closed and does nothing."""
     for fs_ref, loop_ref in list(_LIVE.values()):
         fs, loop = fs_ref(), loop_ref()
         if fs is not None and loop is not None and loop.is_running():

@@ -11,6 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 from ._admission import Access, PathAdmission
+from ._arguments import check_window
 from ._gc import GcResult, collect, set_window
 from ._layout import versions_dir_name
 from ._mirror import remove_tree
@@ -26,6 +27,8 @@ class MaintenanceAPI:
 
     _session: Session
     _admission: PathAdmission
+    messages: list[dict[str, Any]]
+    audit: bool
     delete: Any
     save: Any
 
@@ -39,7 +42,7 @@ class MaintenanceAPI:
         same moment, use a window longer than that save). Handles pinned to a removed commit get
         `StateCollected` when they need it. Saves run this on their own after each checkpoint.
         """
-        return await collect(self._session.remote(), window)
+        return await collect(self._session.remote(), check_window(window))
 
     @syncify
     async def purge(self, rel_path: str, *, actor: str = "agent", reason: str = "") -> PurgeResult:
@@ -65,5 +68,14 @@ class MaintenanceAPI:
     @syncify
     async def set_gc_window(self, window: timedelta | None) -> None:
         """Set the retention window of this store, for every handle and task that opens it (stored with
-        the store's journal); None restores the default (24 hours)."""
-        await set_window(self._session.remote(), window)
+        the store's journal); None restores the default (24 hours).
+
+        The window decides what gc() removes, so like gc() it is refused (`StoreFormatTooNew`) when the
+        newest state or the settings hold data that only a newer version may write over.
+        """
+        check_window(window)
+        base = (await self._session.ready(self)).base
+        remote = self._session.remote()
+        newest = await latest_state(remote, base) or base
+        newest.check_can_write("change the gc window of", remote.uri)
+        await set_window(remote, window)

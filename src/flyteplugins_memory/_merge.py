@@ -123,7 +123,7 @@ def rebase(
         audit_total=latest.audit_total + len(changes.audit),
         recent_audit=latest.recent_audit + changes.audit,
         recent_commits=[*latest.recent_commits, commit_id],
-        info=commit_info(about, changes.files, changes.audit, latest.files, change),
+        info=commit_info(about, changes.files, changes.audit, (latest, base), change),
         ext=dict(latest.ext),
         min_reader=latest.min_reader,
         written_by=latest.written_by,

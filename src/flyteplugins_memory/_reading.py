@@ -12,6 +12,7 @@ from typing import Any
 
 from . import _audit, _versions
 from ._admission import Access, PathAdmission
+from ._arguments import check_int
 from ._codecs import MemoryMeta, encode_audit_event, encode_messages
 from ._compat import upstream_awaitable
 from ._errors import CorruptStore
@@ -122,6 +123,7 @@ class ReadAPI:
 
         The events are copies: editing one (say, for display) never changes the trail.
         """
+        check_int("n", n, minimum=None)
         view = await self._session.ready(self)
         events = await _audit.audit_tail(self._session.remote_if_known(), view.base, view.changes.audit, n)
         return copy.deepcopy(events)

@@ -26,9 +26,10 @@ from flyte.io import Dir
 
 from . import _location, _payload
 from ._admission import Access, PathAdmission
+from ._arguments import check_flag, check_int, check_optional_str, check_prefixes
 from ._codecs import MemoryMeta, encode_messages
 from ._commit_info import check_note
-from ._commit_log import Commit, check_limit, read_log
+from ._commit_log import Commit, read_log
 from ._compat import ExistsAccessor, unavailable, upstream_awaitable
 from ._errors import StoreAlreadyExists
 from ._maintenance import MaintenanceAPI
@@ -85,9 +86,9 @@ class MemoryStore(ReadAPI, MaintenanceAPI, UpstreamMemoryStore):  # pyright: ign
         # a copy: nothing the store does (load, save, refresh) ever changes the caller's list
         self.messages: list[dict[str, Any]] = list(messages) if messages is not None else []
         check_messages(self.messages)
-        self.read_only_prefixes = tuple(read_only_prefixes)
-        self.audit = audit
-        self.keep_versions = keep_versions
+        self.read_only_prefixes = check_prefixes(read_only_prefixes)
+        self.audit = check_flag("audit", audit)
+        self.keep_versions = check_flag("keep_versions", keep_versions)
         self._root_path = pathlib.Path(root) if root is not None else _temporary_root(self)
         self._root_real = self._root_path.resolve()
         resolve = lambda: self.remote_path_for_key(key=self.key)  # noqa: E731
@@ -246,7 +247,7 @@ class MemoryStore(ReadAPI, MaintenanceAPI, UpstreamMemoryStore):  # pyright: ign
         starts with one ``import`` commit.
         """
         rel = None if path is None else self._admission.admit(path, Access.READ)
-        check_limit(limit)
+        check_int("limit", limit)
         view = await self._session.ready(self)
         return await read_log(self._session.remote_if_known(), view.base, limit, rel)
 
@@ -363,6 +364,7 @@ class MemoryStore(ReadAPI, MaintenanceAPI, UpstreamMemoryStore):  # pyright: ign
     # -- internals ------------------------------------------------------------------------------------
 
     def _change_options(self, actor: str, reason: str, expected_sha: str | None) -> ChangeOptions:
+        check_optional_str("expected_sha", expected_sha)
         return ChangeOptions(actor, reason, expected_sha, self.keep_versions, self.audit)
 
 

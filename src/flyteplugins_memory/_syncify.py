@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import functools
 import importlib
 import os
@@ -30,7 +31,16 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, cast, overload
 
 from ._errors import BlockingCallOnLoop
 
-__all__ = ["LOOP_THREAD_NAME", "SyncCallable", "SyncClassMethod", "SyncMethod", "run_async", "run_sync", "syncify"]
+__all__ = [
+    "LOOP_THREAD_NAME",
+    "SyncCallable",
+    "SyncClassMethod",
+    "SyncMethod",
+    "before_loop_stops",
+    "run_async",
+    "run_sync",
+    "syncify",
+]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -63,7 +73,11 @@ class _Loop:
         self._loop, self._thread = None, None
 
     def stop(self) -> None:
-        """At exit; a call made later still (another exit handler saving a store) starts a new loop."""
+        """At exit; a call made later still (another exit handler saving a store) starts a new loop.
+        First the `before_loop_stops` callbacks run, while the loop still answers them."""
+        for callback in _BEFORE_STOP:
+            with contextlib.suppress(Exception):  # at exit, one failed cleanup must not skip the others
+                callback()
         with self._lock:
             loop, thread = self._loop, self._thread
             self._loop, self._thread = None, None
@@ -82,6 +96,18 @@ def _start_loop() -> tuple[asyncio.AbstractEventLoop, threading.Thread]:
 def _run_forever(loop: asyncio.AbstractEventLoop) -> None:
     asyncio.set_event_loop(loop)
     loop.run_forever()
+
+
+#: Run at exit before the loop stops, whatever order their modules were imported in (atexit runs in reverse
+#: order of registration, and a module imported before this one would otherwise clean up too late).
+_BEFORE_STOP: list[Callable[[], None]] = []
+
+
+def before_loop_stops(callback: Callable[[], None]) -> Callable[[], None]:
+    """Register `callback` to run at exit while our loop still runs (to close what lives on it, such as
+    the HTTP sessions of filesystems bound to it); returns it, so it can decorate."""
+    _BEFORE_STOP.append(callback)
+    return callback
 
 
 _LOOP = _Loop()

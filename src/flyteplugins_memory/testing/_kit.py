@@ -27,6 +27,17 @@ T = TypeVar("T")
 UPSTREAM_PROTOCOLS = frozenset({"file", "local", "s3", "gs", "gcs"})
 
 
+def objects_under(fs: Any, prefix: str) -> dict[str, bytes]:
+    """Every object under `prefix`, by its name below it, read through `fs` itself (listing cache
+    dropped first, so what another writer just stored shows)."""
+    fs.invalidate_cache()
+    try:
+        paths = fs.find(prefix)
+    except FileNotFoundError:
+        return {}
+    return {p[len(prefix) + 1 :]: cast(bytes, fs.cat_file(p)) for p in paths}
+
+
 @dataclass(frozen=True)
 class StoreRoot:
     """Where the kit may create stores, and how to reach it.
@@ -108,12 +119,7 @@ class Kit:
         self.fs.pipe_file(f"{self.prefix(key)}/{name}", data)
 
     def _walk(self, prefix: str) -> dict[str, bytes]:
-        self.fs.invalidate_cache()
-        try:
-            paths = self.fs.find(prefix)
-        except FileNotFoundError:
-            return {}
-        return {p[len(prefix) + 1 :]: cast(bytes, self.fs.cat_file(p)) for p in paths}
+        return objects_under(self.fs, prefix)
 
     # -- capabilities -------------------------------------------------------------------------------------
 
