@@ -17,12 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ._contract import ObjectStorage
-from ._journal import Checkpoint, CommitInfo, CommitRecord, Origin, State, parse
+from ._journal import Checkpoint, CommitInfo, CommitRecord, Origin, parse
 from ._layout import checkpoint_name, log_name
 from ._markers import MARKER_MAX_BYTES, parse_marker
 from ._open import latest_state
 from ._paths import is_reserved
 from ._relocate import old_view
+from ._state import State
 
 
 @dataclass(frozen=True)
@@ -152,6 +153,7 @@ async def _last_change(reader: _Reader, newest: State, path: str) -> int | None:
     reading back until a commit names it (0: none did since the store's start, which may be an import;
     None: none in the retained history did, or the file was last written by a version before commit
     info)."""
+    await newest.files.need([path])
     record = newest.files.get(path)
     if record is not None:
         return record.last_commit()
