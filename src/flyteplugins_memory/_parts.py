@@ -25,7 +25,7 @@ PART_MAX_BYTES = 64 * 1024
 #: ... and merged with a neighbour below this.
 PART_MIN_BYTES = 8 * 1024
 #: A file index this small stays inline in the checkpoint (readable by versions before 0.4).
-INLINE_MAX_BYTES = 32 * 1024
+INLINE_MAX_BYTES = 64 * 1024
 
 Entries = list[tuple[str, FileEntry]]
 
