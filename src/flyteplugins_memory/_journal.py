@@ -99,7 +99,7 @@ class Checkpoint(_Strict, Evolving):
     MAJOR: ClassVar[int] = PARTITIONED_FORMAT
     format: Literal[1, 2] = FORMAT  # type: ignore[assignment]
     seq: int
-    files: SafeFiles = {}
+    files: SafeFiles = Field(default_factory=dict, exclude_if=lambda value: not value)
     parts: list[PartRef] = Field(default_factory=list, exclude_if=lambda value: not value)
     messages: list[dict[str, Any]] = []
     audit_total: int = Field(default=0, ge=0)
