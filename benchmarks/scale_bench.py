@@ -127,8 +127,10 @@ def table(figures: dict) -> str:
         ("full listing, fresh handle (`list_paths()`: every part)", figures["list"]),
     ]
     lines = [
-        f"Ours only, {files:,} files (upstream would need about {2 * files:,} requests per open and per save). "
-        f"Seeded in-process with our own code in {figures['seeded_s']:.0f} s (see `benchmarks/scale_bench.py`).",
+        (
+            f"Ours only, {files:,} files (upstream would need about {2 * files:,} requests per open and per save). "
+            f"Seeded in-process with our own code in {figures['seeded_s']:.0f} s (see `benchmarks/scale_bench.py`)."
+        ),
         "",
         "| operation | time | requests | bytes |",
         "| --- | ---: | ---: | ---: |",
@@ -137,8 +139,10 @@ def table(figures: dict) -> str:
     per_save = figures["checkpoint_bytes"] / saves
     lines += [
         "",
-        f"Checkpoint bytes over {saves} one-file saves (each on a fresh handle, new files spread over the whole "
-        f"index): {_kib(figures['checkpoint_bytes'])} in {figures['checkpoint_objects']} checkpoint and part "
-        f"objects, **{_kib(int(per_save))} per save** amortized.",
+        (
+            f"Checkpoint bytes over {saves} one-file saves (each on a fresh handle, new files spread over the whole "
+            f"index): {_kib(figures['checkpoint_bytes'])} in {figures['checkpoint_objects']} checkpoint and part "
+            f"objects, **{_kib(int(per_save))} per save** amortized."
+        ),
     ]
     return "\n".join(lines)

@@ -7,13 +7,13 @@ Part sizes are lowered (`small_parts`) so that a store of a thousand files has a
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 from datetime import timedelta
 
 import pytest
 
-from flyteplugins_memory import CorruptStore, MemoryStore, StoreFormatTooNew, UnsafeStoreContent
-from flyteplugins_memory import _parts
+from flyteplugins_memory import CorruptStore, MemoryStore, StoreFormatTooNew, UnsafeStoreContent, _parts
 from flyteplugins_memory._entries import PartRef
 from flyteplugins_memory._index import CheckpointFiles, Files, PartNotLoaded
 from flyteplugins_memory._journal import Checkpoint
@@ -73,7 +73,7 @@ def test_a_large_checkpoint_names_parts_instead_of_files(local_backend, key, sma
     assert checkpoint["format"] == 2 and "files" not in checkpoint and checkpoint["writer"] == WRITER
     refs = checkpoint["parts"]
     assert len(refs) > 50 and sum(r["count"] for r in refs) == FILES
-    assert all(a["last"] < b["first"] for a, b in zip(refs, refs[1:], strict=False))
+    assert all(a["last"] < b["first"] for a, b in itertools.pairwise(refs))
     stored = stored_parts(local_backend, key)
     assert set(stored) == {part_name(r["sha256"]) for r in refs}
     for ref in refs:  # content-addressed, sorted, exactly the range named
@@ -163,7 +163,9 @@ def test_parts_split_when_they_grow_and_merge_when_they_shrink(local_backend, ke
     shrunk = load(local_backend, key, checkpoint_name(4))["parts"]
     assert sum(r["count"] for r in shrunk) == FILES + 60 - 100
     assert all(r["bytes"] >= 512 for r in shrunk)  # no part left tiny: merged with a neighbour
-    expected = sorted([path_of(i) for i in range(FILES) if not 200 <= i < 300] + [f"d04/g{i:03d}.txt" for i in range(60)])
+    expected = sorted(
+        [path_of(i) for i in range(FILES) if not 200 <= i < 300] + [f"d04/g{i:03d}.txt" for i in range(60)]
+    )
     assert MemoryStore.get_or_create(key=key).list_paths() == expected
 
 
@@ -248,7 +250,12 @@ def _tamper(backend, key: str, how: str) -> str:
     elif how == "unsorted":
         _retarget(backend, key, 5, dict(reversed(list(files.items()))))
     elif how == "unsafe path":
-        _retarget(backend, key, 5, {paths[0]: files[paths[0]], paths[1] + "/../../../x": files[paths[1]], paths[2]: files[paths[2]]})
+        _retarget(
+            backend,
+            key,
+            5,
+            {paths[0]: files[paths[0]], paths[1] + "/../../../x": files[paths[1]], paths[2]: files[paths[2]]},
+        )
     elif how == "clash across parts":
         following = _part(backend, key, 6)
         first = next(iter(following))

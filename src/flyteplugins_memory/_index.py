@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING
 
 from ._codecs import sha256_bytes
 from ._entries import FileEntry, Part, PartRef
-from ._errors import CorruptStore, UnsafeStoreContent
+from ._errors import CorruptStore, StateCollected, UnsafeStoreContent
 from ._journal import Checkpoint, parse
-from ._layout import part_name
+from ._layout import checkpoint_name, part_name
 from ._paths import file_dir_clashes, parent_dirs
 
 if TYPE_CHECKING:
@@ -137,8 +137,16 @@ class CheckpointFiles:
             found = await self.source.read_many(list(names.values()))
             for i, name in names.items():
                 if name not in found:
-                    raise CorruptStore(f"Part {name!r} of checkpoint {self.seq} is missing")
+                    raise await self._missing(name)
                 self.keep(i, load_part(found[name], self.refs[i], name))
+
+    async def _missing(self, name: str) -> Exception:
+        """A missing part: gc() collected this checkpoint (it deletes checkpoints before their parts), or
+        damage."""
+        assert self.source is not None
+        if not await self.source.exists(checkpoint_name(self.seq)):
+            return StateCollected(f"Checkpoint {self.seq} was removed by gc(); open the store again")
+        return CorruptStore(f"Part {name!r} of checkpoint {self.seq} is missing")
 
     def keep(self, i: int, part: Part) -> None:
         self.loaded[i], self.exts[i], self._sorted[i] = dict(part.files), dict(part.ext), list(part.files)

@@ -142,7 +142,7 @@ def apply_files(files: dict[str, FileEntry], changes: dict[str, FileEntry | None
     return out
 
 
-def parse(model: type[_Strict], data: bytes, name: str) -> Any:
+def parse(model: type[BaseModel], data: bytes, name: str) -> Any:
     """Strictly parse a journal object; a newer major format raises `StoreFormatTooNew`, malformed or
     hostile content `CorruptStore`.
 
@@ -157,7 +157,7 @@ def parse(model: type[_Strict], data: bytes, name: str) -> Any:
         raise error(f"Journal object {name!r} is malformed: {exc}") from exc
 
 
-def encode(record: _Strict) -> bytes:
+def encode(record: BaseModel) -> bytes:
     """The bytes of a journal object as this version writes it (its writer recorded, if it has one)."""
     written: BaseModel = stamped(record) if isinstance(record, Evolving) else record
     return written.model_dump_json(exclude_defaults=False).encode("utf-8")

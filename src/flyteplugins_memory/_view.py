@@ -19,6 +19,7 @@ from ._codecs import MemoryMeta, sha256_bytes
 from ._contents import fetch_contents
 from ._contract import ObjectStorage
 from ._errors import InvalidPath
+from ._index import PartNotLoaded
 from ._journal import EMPTY_CHECKPOINT, FileEntry
 from ._layout import classify
 from ._legacy import scan_local
@@ -228,8 +229,12 @@ class View:
             await self.mirror.now(record_change, self.workdir, plan, self._stale_around)
 
     def _is_committed_content(self, path: str, data: bytes) -> bool:
-        """Whether `data` is still what the handle holds for `path` (a fetch may race a write)."""
-        record = self.entry(path)
+        """Whether `data` is still what the handle holds for `path` (a fetch may race a write, or a move to
+        a newer base whose part holding `path` is not loaded: then it is not known to be, and not cached)."""
+        try:
+            record = self.entry(path)
+        except PartNotLoaded:
+            return False
         return path not in self.unsaved and record is not None and record.sha256 == sha256_bytes(data)
 
     async def forget_stale(self, state: State) -> None:
@@ -250,7 +255,15 @@ class View:
         """Cached files no longer in the store that may block writing `path` (called only on failure)."""
         cached = list(self.cached)
         near = [d for d in parent_dirs(path) if d in self.cached] + [p for p in cached if p.startswith(path + "/")]
-        return [p for p in near if self.entry(p) is None]
+        return [p for p in near if self._absent(p)]
+
+    def _absent(self, path: str) -> bool:
+        """Whether `path` is no file of the handle (called off the lock: the base may have moved on to one
+        whose part holding `path` is not loaded; such a path counts as present, and is left alone)."""
+        try:
+            return self.entry(path) is None
+        except PartNotLoaded:
+            return False
 
     def _record(self, plan: WritePlan, *, guarded: bool) -> None:
         # created and deleted before any save: nothing left to save
