@@ -13,7 +13,7 @@ from datetime import timedelta
 
 import pytest
 
-from flyteplugins_memory import CorruptStore, MemoryStore, StoreFormatTooNew, UnsafeStoreContent, _parts
+from flyteplugins_memory import CorruptStore, MemoryStore, StateCollected, StoreFormatTooNew, UnsafeStoreContent, _parts
 from flyteplugins_memory._entries import PartRef
 from flyteplugins_memory._index import CheckpointFiles, Files, PartNotLoaded
 from flyteplugins_memory._journal import Checkpoint
@@ -348,3 +348,20 @@ def test_extensions_only_the_checkpoint_holds_survive_the_next_save_and_checkpoi
     assert load(local_backend, key, log_name(4))["ext"] == {"future": 1}
     other.compact()
     assert load(local_backend, key, checkpoint_name(4))["ext"] == {"future": 1}
+
+
+def test_a_handle_whose_checkpoint_gc_collected_gets_state_collected_for_its_parts(local_backend, key, small_parts):
+    seeded(key)
+    stale = MemoryStore.get_or_create(key=key)  # on checkpoint 2, no part loaded
+    writer = MemoryStore.get_or_create(key=key)
+    writer.write_text(path_of(500), "changed")
+    writer.save()
+    writer.compact()
+    writer.write_text("elsewhere.txt", "x")
+    writer.save()
+    writer.gc(window=timedelta(0))  # checkpoint 2 goes, and the one part only it named
+    assert stale.read_text(path_of(10)) == "content 10"  # a part checkpoint 3 still names: shared, still there
+    with pytest.raises(StateCollected):
+        stale.exists(path_of(500))
+    stale.refresh()
+    assert stale.read_text(path_of(500)) == "changed"
