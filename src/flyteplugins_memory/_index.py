@@ -63,9 +63,14 @@ def _refuse_clashes(paths: Iterable[str], what: str) -> None:
         raise UnsafeStoreContent(f"{what} holds {clashes[0]!r} both as a file and as a directory")
 
 
-def _range_under(prefix: str) -> tuple[str, str]:
-    """The range of paths strictly under directory `prefix` ("" is the whole store): [prefix/, prefix0)."""
-    return (prefix + "/", prefix + "0") if prefix else ("", "\U0010ffff")
+def range_under(prefix: str) -> tuple[str, str | None]:
+    """The range of paths strictly under directory `prefix`: [prefix/, prefix0) ("0" follows "/"); for ""
+    (the whole store) it has no upper end."""
+    return (prefix + "/", prefix + "0") if prefix else ("", None)
+
+
+def inside(path: str, lo: str, hi: str | None) -> bool:
+    return lo <= path and (hi is None or path < hi)
 
 
 class CheckpointFiles:
@@ -92,10 +97,10 @@ class CheckpointFiles:
         i = bisect.bisect_right(self._firsts, path) - 1
         return i if i >= 0 and path <= self.refs[i].last else None
 
-    def overlapping(self, lo: str, hi: str) -> list[int]:
+    def overlapping(self, lo: str, hi: str | None) -> list[int]:
         """The parts whose range meets [lo, hi)."""
         start = max(0, bisect.bisect_right(self._firsts, lo) - 1)
-        end = bisect.bisect_left(self._firsts, hi)
+        end = len(self._firsts) if hi is None else bisect.bisect_left(self._firsts, hi)
         return [i for i in range(start, end) if self.refs[i].last >= lo]
 
     def lookup(self, path: str) -> FileEntry | None:
@@ -111,7 +116,7 @@ class CheckpointFiles:
             raise PartNotLoaded(f"part {i} of checkpoint {self.seq} was used before it was loaded")
         return self.loaded[i]
 
-    def paths_in(self, lo: str, hi: str) -> list[str]:
+    def paths_in(self, lo: str, hi: str | None) -> list[str]:
         """Sorted paths of the checkpoint in [lo, hi) (the parts holding them must be loaded)."""
         groups = [-1] if not self.refs else self.overlapping(lo, hi)
         out: list[str] = []
@@ -119,7 +124,8 @@ class CheckpointFiles:
             if i >= 0:
                 self._part(i)
             paths = self._sorted[i]
-            out += paths[bisect.bisect_left(paths, lo) : bisect.bisect_left(paths, hi)]
+            end = len(paths) if hi is None else bisect.bisect_left(paths, hi)
+            out += paths[bisect.bisect_left(paths, lo) : end]
         return out
 
     def missing(self, indices: Iterable[int]) -> list[int]:
@@ -189,7 +195,7 @@ class Files(Mapping[str, FileEntry]):
         return isinstance(path, str) and self.get(path) is not None
 
     def __iter__(self) -> Iterator[str]:
-        for path in self.base.paths_in(*_range_under("")):
+        for path in self.base.paths_in(*range_under("")):
             if path not in self.changes:
                 yield path
         yield from (p for p, e in self.changes.items() if e is not None)
@@ -199,14 +205,14 @@ class Files(Mapping[str, FileEntry]):
 
     def under(self, prefix: str) -> list[str]:
         """Sorted paths strictly under directory `prefix` ("" for all)."""
-        lo, hi = _range_under(prefix)
+        lo, hi = range_under(prefix)
         paths = {p for p in self.base.paths_in(lo, hi) if p not in self.changes}
-        paths |= {p for p, e in self.changes.items() if e is not None and lo <= p < hi}
+        paths |= {p for p, e in self.changes.items() if e is not None and inside(p, lo, hi)}
         return sorted(paths)
 
     def has_under(self, prefix: str) -> bool:
-        lo, hi = _range_under(prefix)
-        if any(e is not None and lo <= p < hi for p, e in self.changes.items()):
+        lo, hi = range_under(prefix)
+        if any(e is not None and inside(p, lo, hi) for p, e in self.changes.items()):
             return True
         return any(p not in self.changes for p in self.base.paths_in(lo, hi))
 
@@ -229,7 +235,7 @@ class Files(Mapping[str, FileEntry]):
             for candidate in (path, *parent_dirs(path)):
                 if (i := base.index_of(candidate)) is not None:
                     wanted.add(i)
-            wanted.update(base.overlapping(*_range_under(path)))
+            wanted.update(base.overlapping(*range_under(path)))
         return wanted
 
     async def need(self, paths: Iterable[str]) -> None:

@@ -19,7 +19,7 @@ from ._codecs import MemoryMeta, sha256_bytes
 from ._contents import fetch_contents
 from ._contract import ObjectStorage
 from ._errors import InvalidPath
-from ._index import PartNotLoaded
+from ._index import PartNotLoaded, inside, range_under
 from ._journal import EMPTY_CHECKPOINT, FileEntry
 from ._layout import classify
 from ._legacy import scan_local
@@ -74,10 +74,10 @@ class View:
 
     def paths(self, prefix: str = "") -> list[str]:
         """Sorted live paths under directory `prefix` (after `need_under(prefix)`)."""
-        lo, hi = (prefix + "/", prefix + "0") if prefix else ("", "\U0010ffff")
+        lo, hi = range_under(prefix)
         changes = self.changes.files
         paths = {p for p in self.base.files.under(prefix) if p not in changes}
-        paths |= {p for p, r in changes.items() if r is not None and lo <= p < hi}
+        paths |= {p for p, r in changes.items() if r is not None and inside(p, lo, hi)}
         return sorted(paths)
 
     def has_file_or_dir(self, rel: str) -> bool:
