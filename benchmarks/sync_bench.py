@@ -6,8 +6,11 @@ existing store, saving after changing one file, and local ``write_text``. Finall
 together (5 rounds each) with each implementation, and the table shows what each kept. Then the bulk-save
 and large-file table of `bulk_bench` (local disk and S3), unless ``--no-bulk``.
 
+Then a store of ours of ``--scale`` files (100,000; upstream would take hours there): open, first lookup,
+a one-file save and the checkpoint bytes amortized over ``--scale-saves`` one-file saves (`scale_bench`).
+
 Run: python benchmarks/sync_bench.py [--sizes 100,1000,10000] [--repeats 3] [--writes 200] [--files 1000]
-     [--megabytes 100] [--no-race] [--no-bulk] [--out FILE]
+     [--megabytes 100] [--scale 100000] [--scale-saves 300] [--no-race] [--no-bulk] [--out FILE]
 """
 
 from __future__ import annotations
@@ -251,6 +254,8 @@ def main() -> None:
     parser.add_argument("--writes", type=int, default=200)
     parser.add_argument("--no-race", action="store_true")
     parser.add_argument("--no-bulk", action="store_true", help="leave out the bulk-save and large-file table")
+    parser.add_argument("--scale", type=int, default=100_000, help="files of the scale store (0: leave it out)")
+    parser.add_argument("--scale-saves", type=int, default=300, help="one-file saves for amortized checkpoint bytes")
     import bulk_bench
 
     bulk_bench.add_arguments(parser)
@@ -276,6 +281,11 @@ def main() -> None:
             {} if args.no_race else {name: bench_race(name, server.endpoint, bucket) for name in ("upstream", "ours")}
         )
         table = report(results, races, args)
+        if args.scale:
+            import scale_bench
+
+            figures = scale_bench.run(server, measured, args.scale, args.scale_saves)
+            table += "\n\nScale (`scale_bench`):\n\n" + scale_bench.table(figures)
     finally:
         server.stop()
     if not args.no_bulk:

@@ -20,6 +20,8 @@ import tarfile
 #: The last release before journal objects could evolve (0.2: journal outside the store prefix, strict
 #: record models that forbid unknown fields).
 BEFORE_EVOLUTION = "1fce8fc"
+#: The last commit before checkpoints were split into parts (0.3.0: format 1, inline file lists).
+BEFORE_PARTS = "aa5ffa8"
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
 

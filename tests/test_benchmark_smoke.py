@@ -22,6 +22,10 @@ def test_benchmark_prints_a_side_by_side_table(tmp_path):
             "--writes",
             "5",
             "--no-race",
+            "--scale",
+            "300",
+            "--scale-saves",
+            "5",
             "--files",
             "5",
             "--megabytes",
@@ -36,6 +40,7 @@ def test_benchmark_prints_a_side_by_side_table(tmp_path):
     )
     assert done.returncode == 0, done.stderr[-3000:]
     table = out.read_text()
+    assert "Ours only, 300 files" in table and "per save** amortized" in table  # the scale table
     assert "| 5 | off | open |" in table and "| 5 | on | save |" in table and "write_text (local)" in table
     for backend in ("local disk", "moto S3"):  # the bulk-save and large-file table (`bulk_bench`)
         operations = (

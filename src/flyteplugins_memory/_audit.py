@@ -10,9 +10,10 @@ from typing import Any
 
 from ._codecs import decode_audit_lines
 from ._contract import ObjectStorage
-from ._journal import Origin, State
+from ._journal import Origin
 from ._layout import AUDIT_LOG_PATH, audit_segment_name
 from ._relocate import old_view
+from ._state import State
 
 
 async def audit_tail(

@@ -22,13 +22,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._checkpoints import checkpoint_of
 from ._codecs import encode_audit_event, encode_messages, encode_meta, lines_holding
 from ._commit_info import About
 from ._contract import ObjectStorage
 from ._errors import StorageError, StoreAlreadyExists
 from ._gc import collect_quietly, configured_window
 from ._inplace import committed_changes, upload_in_place
-from ._journal import RECENT_COMMITS, Checkpoint, Head, State, encode
+from ._journal import RECENT_COMMITS, Checkpoint, Head, encode
 from ._layout import AUDIT_LOG_PATH, HEAD_NAME, audit_segment_name, blob_name, checkpoint_name, log_name, sidecar_name
 from ._merge import Changes, rebase
 from ._open import landed_state, latest_state, read_record, state_at
@@ -36,6 +37,7 @@ from ._paths import MESSAGES_PATH
 from ._preserve import preserve_legacy
 from ._relocate import adopt, clean_after_move, persist_import
 from ._retention import STALE_BASE_AFTER
+from ._state import State
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +82,7 @@ class SaveJob:
 async def run_save(remote: ObjectStorage, job: SaveJob) -> State:
     """Commit `job` and update upstream's view; returns the new committed state."""
     job.base.check_can_write("save", remote.uri)  # before anything is written
+    await job.base.files.need(job.changes.files)  # what the upload, the merge and the checks look at
     job.placed = await upload_in_place(
         remote, job.base, job.changes, job.contents, exclusive=job.exclusive, imported=job.imported
     )
@@ -133,6 +136,7 @@ async def _starting_point(remote: ObjectStorage, job: SaveJob) -> tuple[State, b
 async def _commit(remote: ObjectStorage, job: SaveJob, latest: State) -> tuple[State, int]:
     changes = committed_changes(job.changes, job.placed)
     for attempt in range(MAX_ATTEMPTS):
+        await latest.files.need(changes.files)
         new = rebase(job.base, latest, changes, job.messages, job.commit_id, job.about())
         record = encode(new.record())
         job.attempted.append(new.seq)
@@ -232,10 +236,10 @@ async def checkpoint(remote: ObjectStorage, state: State) -> State:
         await remote.write_many({audit_segment_name(state.seq): segment})
         await _append_audit_log(remote, state.checkpoint, segment)
         segments.append(state.seq)
-    checkpoint = state.as_checkpoint(segments)
+    checkpoint, index = await checkpoint_of(remote, state, segments)  # its parts first, then it
     await remote.write_many({checkpoint_name(state.seq): encode(checkpoint)})
     await remote.write_many({HEAD_NAME: encode(Head(seq=state.seq, checkpoint=state.seq))})
-    folded = state.on_checkpoint(checkpoint)
+    folded = state.on_checkpoint(checkpoint, index)
     await collect_quietly(remote, folded)
     return folded
 

@@ -17,12 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ._contract import ObjectStorage
-from ._journal import Checkpoint, CommitInfo, CommitRecord, Origin, State, parse
+from ._journal import Checkpoint, CommitInfo, CommitRecord, Origin, parse
 from ._layout import checkpoint_name, log_name
 from ._markers import MARKER_MAX_BYTES, parse_marker
 from ._open import latest_state
 from ._paths import is_reserved
 from ._relocate import old_view
+from ._state import State
 
 
 @dataclass(frozen=True)
@@ -144,6 +145,7 @@ SCAN_BATCH = 16
 async def _last_change(reader: _Reader, newest: State, path: str) -> int | None:
     """The commit that last changed `path`: known from the state for a live file; otherwise found by
     reading back (`_scan_back`)."""
+    await newest.files.need([path])
     record = newest.files.get(path)
     if record is not None:
         return record.last_commit()

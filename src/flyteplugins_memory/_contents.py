@@ -14,11 +14,12 @@ from collections.abc import Mapping
 from ._codecs import sha256_bytes
 from ._contract import ObjectStorage
 from ._errors import ContentPurged, CorruptStore, StateCollected, StorageError
-from ._journal import FileEntry, Origin, State
+from ._journal import FileEntry, Origin
 from ._layout import blob_name
 from ._markers import parse_purged, purge_marker_name
 from ._open import raise_if_collected
 from ._relocate import old_view
+from ._state import State
 
 
 async def fetch_contents(

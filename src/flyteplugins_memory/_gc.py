@@ -20,15 +20,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 
+from ._checkpoints import read_all_parts
 from ._contract import ObjectStorage
 from ._errors import MemoryStoreError
-from ._journal import CommitRecord, Head, Origin, State, encode
+from ._journal import CommitRecord, Head, Origin, encode
 from ._layout import HEAD_NAME, JOURNAL_DIR, log_name
 from ._markers import CONFIG_NAME, TOMBSTONE, TOMBSTONE_MAX_BYTES, encode_marker, parse_config
 from ._offload import parse_off_loop
 from ._open import LOG_DIR, latest_state, read_checkpoint
 from ._relocate import clean_old_journal
 from ._retention import SLOT_GRACE, Inventory, kept_commits, needs, removal
+from ._state import State
 
 logger = logging.getLogger(__name__)
 
@@ -94,7 +96,8 @@ async def _collect(
     wanted = {r.checkpoint for r in records.values() if r.checkpoint_stored} - {newest.checkpoint.seq}
     checkpoints = {seq: await read_checkpoint(remote, seq) for seq in sorted(wanted)}
     checkpoints[newest.checkpoint.seq] = newest.checkpoint
-    plan = removal(inventory, newest.seq, needs(newest, kept, records, checkpoints), cutoff, slot_cutoff)
+    parts = await read_all_parts(remote, checkpoints.values())  # O(files): the blobs they name are kept
+    plan = removal(inventory, newest.seq, needs(newest, kept, records, checkpoints, parts), cutoff, slot_cutoff)
     if plan.empty:
         return GcResult()
     await remote.write_many({HEAD_NAME: encode(Head(seq=newest.seq, checkpoint=newest.checkpoint.seq))})
@@ -108,7 +111,7 @@ async def _collect(
 def _deletion_steps(names: Iterable[str]) -> list[list[str]]:
     """Records before the checkpoints they are built on, those before segments and blobs: a reader that
     still finds a record finds what it needs, or learns that the commit was collected."""
-    kinds = ("log", "checkpoints", "audit", "blobs", "purged")
+    kinds = ("log", "checkpoints", "parts", "audit", "blobs", "purged")
     steps: list[list[str]] = [[] for _ in range(len(kinds) + 1)]
     for name in sorted(names):
         kind = name.removeprefix(JOURNAL_DIR + "/").split("/", 1)[0]

@@ -25,8 +25,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ._contract import ObjectStorage
-from ._journal import FileEntry, State
+from ._journal import FileEntry
 from ._merge import Changes
+from ._state import State
 
 
 def places_in_place(remote: ObjectStorage) -> bool:

@@ -49,6 +49,11 @@ def blob_name(sha256: str) -> str:
     return f"{JOURNAL_DIR}/blobs/{sha256[:2]}/{sha256}"
 
 
+def part_name(sha256: str) -> str:
+    """Immutable, content-addressed part of a checkpoint's file index (see `_index`)."""
+    return f"{JOURNAL_DIR}/parts/{sha256[:2]}/{sha256}.json"
+
+
 def encode_path(rel: str) -> str:
     """Reversibly encode a relative path into one file name (``a/b`` -> ``a%2Fb``), as upstream does."""
     return quote(rel, safe="")

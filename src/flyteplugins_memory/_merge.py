@@ -13,8 +13,10 @@ from typing import Any
 
 from ._commit_info import About, commit_info, stamp
 from ._errors import ConcurrencyError
-from ._journal import FileEntry, State, apply_files
-from ._paths import MESSAGES_PATH, directories_of, parent_dirs
+from ._index import Files
+from ._journal import FileEntry
+from ._paths import MESSAGES_PATH, parent_dirs
+from ._state import State
 from ._transcript import committed_form, fingerprints, merged
 
 #: A save that says nothing about itself: actor and reason come from its writes.
@@ -74,21 +76,17 @@ def conflicts(base: State, latest: State, changes: Changes, messages: list[dict[
         and (path in changes.guarded or not _same_content(latest.files.get(path), ours))
     ]
     if latest is not base:
-        paths += _clashes_with(changes, apply_files(latest.files, changes.files))
+        paths += _clashes_with(changes, latest.files.with_changes(changes.files))
     if merged_transcript(base.messages, latest.messages, messages) is None:
         paths.append(MESSAGES_PATH)
     return sorted(set(paths))
 
 
-def _clashes_with(changes: Changes, files: dict[str, FileEntry]) -> list[str]:
-    """Paths we write that, merged with a concurrent save, are a file and a directory at once."""
+def _clashes_with(changes: Changes, files: Files) -> list[str]:
+    """Paths we write that, merged with a concurrent save, are a file and a directory at once (the parts
+    around each written path are loaded: `Files.need`)."""
     written = [p for p, r in changes.files.items() if r is not None]
-    if not written:
-        return []
-    directories = directories_of(files)
-    clashes = {p for p in written if p in directories}
-    clashes |= {p for p in written if any(d in files for d in parent_dirs(p))}
-    return sorted(clashes)
+    return sorted(p for p in written if files.has_under(p) or any(d in files for d in parent_dirs(p)))
 
 
 def rebase(
@@ -118,7 +116,7 @@ def rebase(
     return State(
         seq=seq,
         checkpoint=latest.checkpoint,
-        files=apply_files(latest.files, stamp(changes.files, seq)),
+        files=latest.files.with_changes(stamp(changes.files, seq)),
         messages=transcript or [],
         audit_total=latest.audit_total + len(changes.audit),
         recent_audit=latest.recent_audit + changes.audit,

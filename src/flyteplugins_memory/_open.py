@@ -11,12 +11,14 @@ import time
 
 from ._contract import ObjectStorage
 from ._errors import CorruptStore, StateCollected, StoreNotFound
-from ._journal import EMPTY_CHECKPOINT, Checkpoint, CommitRecord, Head, Origin, State
+from ._index import CheckpointFiles
+from ._journal import EMPTY_CHECKPOINT, Checkpoint, CommitRecord, Head, Origin
 from ._layout import HEAD_NAME, JOURNAL_DIR, checkpoint_name, log_name
 from ._legacy import import_remote
 from ._markers import MARKER_MAX_BYTES, Fence, Tombstone, parse_marker
 from ._offload import parse_off_loop
 from ._paths import MESSAGES_PATH
+from ._state import State
 
 #: A hostile store could claim an endless log; no real store gets near this between two opens.
 MAX_PROBES = 1_000_000
@@ -120,7 +122,7 @@ async def _from_head(remote: ObjectStorage, known: State | None) -> State | None
         data = await remote.read(checkpoint_name(head.seq))
         if data is None:  # gc() removed it (then a newer state exists), or it is damage: the listing decides
             raise _Collected(checkpoint=head.seq)
-        return State.at_checkpoint(await _checkpoint(data, head.seq))
+        return _at_checkpoint(await _checkpoint(data, head.seq), remote, known)
     try:
         record = await read_record(remote, head.seq)
     except StateCollected:
@@ -205,14 +207,24 @@ async def landed_state(remote: ObjectStorage, seq: int, commit_id: str) -> State
     return (await _state_from(remote, entry, None)).unobserved()
 
 
+def _at_checkpoint(checkpoint: Checkpoint, remote: ObjectStorage, known: State | None) -> State:
+    """The state a checkpoint holds, keeping the parts `known` had loaded that it shares (same sha256)."""
+    state = State.at_checkpoint(checkpoint, remote)
+    state.files.base.adopt_loaded(known.files.base if known is not None else None)
+    return state
+
+
 async def _state_from(remote: ObjectStorage, record: CommitRecord, known: State | None) -> State:
+    """The state a record makes of its checkpoint (whose file index `known` may already hold)."""
     if known is not None and known.checkpoint.seq == record.checkpoint:
-        checkpoint = known.checkpoint
+        checkpoint, index = known.checkpoint, known.files.base
     elif not record.checkpoint_stored:
-        checkpoint = EMPTY_CHECKPOINT
+        checkpoint, index = EMPTY_CHECKPOINT, CheckpointFiles(EMPTY_CHECKPOINT, remote)
     else:
         checkpoint = await read_checkpoint(remote, record.checkpoint)
-    return State.from_record(checkpoint, record)
+        index = CheckpointFiles(checkpoint, remote)
+        index.adopt_loaded(known.files.base if known is not None else None)
+    return State.from_record(checkpoint, index, record)
 
 
 async def open_state(remote: ObjectStorage) -> tuple[State, bool]:
@@ -228,7 +240,7 @@ async def open_state(remote: ObjectStorage) -> tuple[State, bool]:
             return old, False
     if await remote.exists(MESSAGES_PATH):
         checkpoint = await import_remote(remote)
-        state = State.at_checkpoint(checkpoint)
+        state = State.at_checkpoint(checkpoint, remote)
         state.origin = Origin.IMPORT
         return state, True
     raise StoreNotFound(f"No MemoryStore at {remote.uri}")

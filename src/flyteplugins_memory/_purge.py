@@ -20,12 +20,14 @@ from dataclasses import dataclass
 
 from ._codecs import utc_timestamp
 from ._contract import ObjectStorage
-from ._journal import Checkpoint, CommitRecord, State
+from ._index import CheckpointFiles
+from ._journal import Checkpoint, CommitRecord, FileEntry
 from ._layout import JOURNAL_DIR, VERSIONS_DIR, blob_name, checkpoint_name, log_name, sidecar_name, versions_dir_name
 from ._markers import Purged, encode_marker, purge_marker_name
 from ._offload import parse_off_loop
 from ._relocate import old_view
 from ._retention import Inventory
+from ._state import State
 
 #: Journal objects read at once while looking for the path's hashes.
 READ_BATCH = 64
@@ -60,6 +62,7 @@ async def purge_stored(
     versions = await remote.list(under=VERSIONS_DIR)
     own_versions = [n for n in versions if n.startswith(versions_dir_name(rel) + "/")]
     held |= {sha for n in own_versions if (sha := _version_sha(n))}
+    await newest.files.need_all()  # O(files), like the rest of a purge
     live = {r.sha256 for p, r in newest.files.items() if p != rel}
     gone = sorted(held - live)
     marker = {
@@ -89,10 +92,21 @@ async def _hashes_in_journal(journal: ObjectStorage, rel: str) -> tuple[set[str]
             parsed = await parse_off_loop(model, data, name)
         except ValueError:
             continue  # a marker or a damaged object names no content of ours
-        files = parsed.delta.files if isinstance(parsed, CommitRecord) else parsed.files
-        if (record := files.get(rel)) is not None:
+        if isinstance(parsed, CommitRecord):
+            record = parsed.delta.files.get(rel)
+        else:
+            record = await _in_checkpoint(journal, parsed, rel)
+        if record is not None:
             found.add(record.sha256)
     return found, inventory
+
+
+async def _in_checkpoint(journal: ObjectStorage, checkpoint: Checkpoint, rel: str) -> FileEntry | None:
+    """`rel`'s entry in a checkpoint: inline, or in the one part whose range holds it (read and verified)."""
+    index = CheckpointFiles(checkpoint, journal)
+    if (i := index.index_of(rel)) is not None:
+        await index.load([i])
+    return index.lookup(rel)
 
 
 async def _read_all(journal: ObjectStorage, names: list[str]) -> Iterable[tuple[str, bytes]]:

@@ -60,7 +60,7 @@ class ReadAPI:
     async def list_paths(self, prefix: str = "") -> list[str]:
         """Sorted paths of the store's files under directory `prefix` (bookkeeping and transcript excluded)."""
         rel = self._admission.admit(prefix, Access.LIST)
-        view = await self._session.ready(self)
+        view = await self._session.ready(self, under=rel)
         if rel:
             await view.check_inside_root(rel)
         return view.paths(rel)
@@ -69,7 +69,7 @@ class ReadAPI:
     async def _path_exists(self, rel_path: str) -> bool:
         """Whether `rel_path` is a file of the store, or a directory holding one."""
         rel = self._admission.admit(rel_path, Access.READ)
-        view = await self._session.ready(self)
+        view = await self._session.ready(self, paths=[rel])
         await view.check_inside_root(rel)
         return view.has_file_or_dir(rel)
 
@@ -77,13 +77,13 @@ class ReadAPI:
     async def get_meta(self, rel_path: str) -> MemoryMeta | None:
         """The metadata sidecar of `rel_path`, or None if it has none."""
         rel = self._admission.admit(rel_path, Access.READ)
-        return (await self._session.ready(self)).meta(rel)
+        return (await self._session.ready(self, paths=[rel])).meta(rel)
 
     @syncify
     async def current_sha(self, rel_path: str) -> str:
         """The sha256 of `rel_path`'s content, or ``""`` if there is no such file."""
         rel = self._admission.admit(rel_path, Access.READ)
-        view = await self._session.ready(self)
+        view = await self._session.ready(self, paths=[rel])
         view.meta(rel)  # a corrupt sidecar raises here, as upstream's does
         record = view.entry(rel)
         return record.sha256 if record else ""

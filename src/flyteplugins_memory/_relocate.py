@@ -28,15 +28,17 @@ import logging
 import time
 from dataclasses import dataclass
 
+from ._checkpoints import read_all_parts
 from ._contract import ObjectStorage
 from ._errors import CorruptStore, StorageError, StoreAlreadyExists
-from ._journal import Checkpoint, CommitRecord, Head, Origin, State, encode
+from ._journal import Checkpoint, CommitRecord, Head, Origin, encode
 from ._journal_location import old_journal_root
 from ._layout import HEAD_NAME, JOURNAL_DIR, checkpoint_name, log_name
 from ._markers import TOMBSTONE, TOMBSTONE_MAX_BYTES, Fence, MovedHead, Tombstone, encode_marker, parse_moved_head
 from ._offload import parse_off_loop
 from ._open import _state_from, latest_state, log_seqs, read_checkpoint, read_entry
 from ._retention import SLOT_GRACE, Inventory, kept_commits, kept_names, needs
+from ._state import State
 
 logger = logging.getLogger(__name__)
 
@@ -89,7 +91,7 @@ async def _old_head_state(view: ObjectStorage, data: bytes | None) -> State | No
     if head.seq <= 0:
         return None
     if head.checkpoint == head.seq:
-        return State.at_checkpoint(await read_checkpoint(view, head.seq))
+        return State.at_checkpoint(await read_checkpoint(view, head.seq), view)
     entry = await read_entry(view, head.seq)
     return await _state_from(view, entry, None) if isinstance(entry, CommitRecord) else None
 
@@ -140,7 +142,8 @@ async def copy_to_new(remote: ObjectStorage, state: State, window: float) -> Non
     for seq in {r.checkpoint for r in records.values() if r.checkpoint_stored} | {state.checkpoint.seq}:
         if seq in inventory.checkpoints:
             checkpoints[seq] = await read_checkpoint(view, seq)
-    names = kept_names(inventory, needs(state, kept, records, checkpoints))
+    parts = await read_all_parts(view, checkpoints.values())
+    names = kept_names(inventory, needs(state, kept, records, checkpoints, parts))
     first = log_name(1)
     await _copy(view, remote, [n for n in names if n != first])
     await _copy(view, remote, [n for n in names if n == first])  # last: it makes the new log visible
@@ -232,7 +235,7 @@ async def persist_import(remote: ObjectStorage, checkpoint: Checkpoint, base: St
     """Store checkpoint 0 of an imported store (once, whoever is first) and return the state to build on."""
     if not await remote.create_exclusive(checkpoint_name(0), encode(checkpoint)):
         stored = await parse_off_loop(Checkpoint, await remote.read(checkpoint_name(0)) or b"", checkpoint_name(0))
-        return await latest_state(remote) or State.at_checkpoint(stored)
+        return await latest_state(remote) or State.at_checkpoint(stored, remote)
     return base
 
 

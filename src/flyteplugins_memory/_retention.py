@@ -2,9 +2,9 @@
 
 The states kept are every state committed inside the window, the one that was newest when the window
 began (handles opened since may still stand on it) and, always, the newest. They need their commit
-records, the checkpoints those records are relative to, the audit segments those checkpoints list, and
-the blobs of every file they hold. Everything else older than the window goes, orphan blobs of saves that
-died before their commit point included; what is younger stays (an in-flight save's blobs are young).
+records, the checkpoints those records are relative to, the audit segments and index parts those
+checkpoints list, and the blobs of every file they hold. Everything else older than the window goes,
+orphan blobs and parts of saves that died included; what is younger stays (an in-flight save's are young).
 
 A collected commit record whose slot is younger than `SLOT_GRACE` is emptied into a tombstone rather
 than deleted: a handle opened within that time may still try to commit into the slot after it, and a
@@ -17,9 +17,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from ._journal import EMPTY_CHECKPOINT, Checkpoint, CommitRecord, State
-from ._layout import JOURNAL_DIR, audit_segment_name, blob_name, checkpoint_name, log_name
+from ._journal import EMPTY_CHECKPOINT, Checkpoint, CommitRecord, FileEntry
+from ._layout import JOURNAL_DIR, audit_segment_name, blob_name, checkpoint_name, log_name, part_name
 from ._markers import TOMBSTONE_MAX_BYTES, purge_marker_name
+from ._state import State
 from ._storage import Listed
 
 #: A collected slot younger than this stays taken (as a tombstone); see the module docstring.
@@ -38,6 +39,7 @@ class Inventory:
     segments: dict[int, Listed] = field(default_factory=dict)
     blobs: dict[str, Listed] = field(default_factory=dict)
     markers: dict[str, Listed] = field(default_factory=dict)
+    parts: dict[str, Listed] = field(default_factory=dict)
 
     @classmethod
     def of(cls, listing: Mapping[str, Listed]) -> Inventory:
@@ -55,6 +57,8 @@ class Inventory:
                 inventory.blobs[stem] = found
             elif kind == "purged" and stem.endswith(".json") and _is_sha(stem[:-5]):
                 inventory.markers[stem[:-5]] = found
+            elif kind == "parts" and stem.endswith(".json") and _is_sha(stem[:-5]):
+                inventory.parts[stem[:-5]] = found
         return inventory
 
     def live_records(self, upto: int) -> list[int]:
@@ -92,21 +96,32 @@ class Needs:
     checkpoints: frozenset[int]
     segments: frozenset[int]
     shas: frozenset[str]
+    #: the parts of the kept checkpoints' file indexes (by sha256)
+    parts: frozenset[str] = frozenset()
 
 
 def needs(
-    newest: State, kept: Iterable[int], records: Mapping[int, CommitRecord], checkpoints: Mapping[int, Checkpoint]
+    newest: State,
+    kept: Iterable[int],
+    records: Mapping[int, CommitRecord],
+    checkpoints: Mapping[int, Checkpoint],
+    parts: Mapping[str, Mapping[str, FileEntry]],
 ) -> Needs:
-    """What the kept states need, from their records and the checkpoints those are built on."""
-    shas = {r.sha256 for r in newest.files.values()}
+    """What the kept states need, from their records, the checkpoints those are built on (`checkpoints`
+    holds the newest state's), and those checkpoints' parts (`parts`, by sha256: all of them)."""
+    shas = {r.sha256 for r in newest.files.changes.values() if r is not None}
     for record in records.values():
         shas |= {r.sha256 for r in record.delta.files.values() if r is not None}
     segments: set[int] = set(newest.checkpoint.audit_segments)
+    part_shas: set[str] = set()
     for checkpoint in checkpoints.values():
         shas |= {r.sha256 for r in checkpoint.files.values()}
+        part_shas |= {ref.sha256 for ref in checkpoint.parts}
         segments |= set(checkpoint.audit_segments)
+    for sha in part_shas:
+        shas |= {r.sha256 for r in parts[sha].values()}
     needed = needed_checkpoints(newest, records.values())
-    return Needs(frozenset(kept), frozenset(needed), frozenset(segments), frozenset(shas))
+    return Needs(frozenset(kept), frozenset(needed), frozenset(segments), frozenset(shas), frozenset(part_shas))
 
 
 @dataclass(frozen=True)
@@ -148,6 +163,9 @@ def removal(inventory: Inventory, newest: int, need: Needs, cutoff: float, slot_
     for sha, found in inventory.markers.items():
         if sha not in need.shas and found.modified < cutoff:
             delete[purge_marker_name(sha)] = found.size
+    for sha, found in inventory.parts.items():
+        if sha not in need.parts and found.modified < cutoff:
+            delete[part_name(sha)] = found.size
     gone = sorted(
         s
         for s, f in inventory.records.items()
@@ -161,5 +179,6 @@ def kept_names(inventory: Inventory, need: Needs) -> list[str]:
     names = [log_name(s) for s in sorted(need.records) if s in inventory.records]
     names += [checkpoint_name(s) for s in sorted(need.checkpoints) if s in inventory.checkpoints]
     names += [audit_segment_name(s) for s in sorted(need.segments) if s in inventory.segments]
+    names += [part_name(sha) for sha in sorted(need.parts) if sha in inventory.parts]
     names += [blob_name(sha) for sha in sorted(need.shas) if sha in inventory.blobs]
     return names

@@ -18,7 +18,7 @@ import enum
 import logging
 import pathlib
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from ._codecs import MemoryMeta
@@ -31,11 +31,12 @@ from ._errors import (
     StoreFormatTooNew,
     StoreNotFound,
 )
-from ._journal import State, same_write
+from ._journal import same_write
 from ._limits import check_paths_fit, written_paths
 from ._merge import conflicts, merged_transcript
 from ._open import landed_state, latest_state, open_state, state_at
 from ._paths import MESSAGES_PATH
+from ._state import State
 from ._storage import RemoteStore
 from ._transcript import (
     adopt_committed,
@@ -157,10 +158,14 @@ class Session:
 
     # -- reads and writes (each under the lock; fetching committed content happens outside it) -------------
 
-    async def ready(self, holder: TranscriptHolder) -> View:
-        """The working copy, with the committed state loaded on first use."""
+    async def ready(self, holder: TranscriptHolder, *, paths: Iterable[str] = (), under: str | None = None) -> View:
+        """The working copy, with the committed state loaded on first use, and the parts of its file index
+        that looking at `paths` and listing directory `under` need."""
         async with self.lock:
             await self._ensure_loaded(holder)
+            await self.view.need(paths)
+            if under is not None:
+                await self.view.need_under(under)
             return self.view
 
     async def read(self, holder: TranscriptHolder, rel: str) -> bytes | None:
@@ -214,6 +219,8 @@ class Session:
             await self._settle(holder)
             view, base = self.view, self.view.base
             latest = await latest_state(self.remote(), base) or base
+            await base.files.need(view.changes.files)
+            await latest.files.need(view.changes.files)
             messages = committed_form(holder.messages)
             gone: set[str] = set()
             while found := set(conflicts(base, latest, view.changes, messages)) - gone:
@@ -328,6 +335,7 @@ class Session:
         owed, self._unprojected = self._unprojected, []
         for job in owed:
             try:
+                await latest.files.need(job.changes.files)
                 await update_upstream_layout(remote, _still_current(job, latest), latest)
             except StorageError as exc:
                 logger.warning("Upstream's layout still lags after an earlier save: %s", exc)

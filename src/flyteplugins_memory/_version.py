@@ -14,7 +14,7 @@ import pathlib
 DISTRIBUTION = "flyteplugins-memory"
 #: The version in pyproject.toml (a test keeps them equal); used when the installed metadata does not
 #: describe this very code (a source checkout, or an editable install made from another version).
-SOURCE_VERSION = "0.3.0"
+SOURCE_VERSION = "0.4.0"
 #: This code's feature revision within journal format 1: 0 was 0.1-0.2 (no ``min_reader``), 1 added the
 #: extension fields and commit info.
 READER_REVISION = 1

@@ -10,21 +10,23 @@ written, whatever a code tool later does to the root.
 from __future__ import annotations
 
 import asyncio
-import bisect
 import logging
 import pathlib
 from collections import Counter
+from collections.abc import Iterable
 
 from ._codecs import MemoryMeta, sha256_bytes
 from ._contents import fetch_contents
 from ._contract import ObjectStorage
 from ._errors import InvalidPath
-from ._journal import EMPTY_CHECKPOINT, FileEntry, State
+from ._index import PartNotLoaded, inside, range_under
+from ._journal import EMPTY_CHECKPOINT, FileEntry
 from ._layout import classify
 from ._legacy import scan_local
 from ._merge import Changes
 from ._mirror import RootWriter, cache_committed, forget, record_change
 from ._paths import parent_dirs
+from ._state import State
 from ._workdir import WorkDir
 from ._writes import ChangeOptions, WritePlan, plan_delete, plan_write_off_loop
 
@@ -54,21 +56,29 @@ class View:
         self.imported = False
         #: serializes changes and saves of this handle (all run on the one syncify loop)
         self.lock = asyncio.Lock()
-        #: the base's paths in order, sorted once per base; and how many unsaved writes each directory holds
-        self._sorted: list[str] = []
-        self._sorted_of: State | None = None
+        #: how many unsaved writes each directory holds
         self._written_dirs: Counter[str] = Counter()
+
+    # -- lookups: the base's parts they touch are loaded first (`need`, `need_under`) ----------------------
+
+    async def need(self, paths: Iterable[str]) -> None:
+        """Load the parts of the base that looking at `paths` needs (their parents, and what is under them)."""
+        await self.base.files.need(paths)
+
+    async def need_under(self, prefix: str) -> None:
+        """Load the parts of the base that listing directory `prefix` needs ("" for all of them)."""
+        await self.base.files.need_under(prefix)
 
     def entry(self, rel: str) -> FileEntry | None:
         return self.changes.files[rel] if rel in self.changes.files else self.base.files.get(rel)
 
-    def live(self) -> dict[str, FileEntry]:
-        files = {**self.base.files, **self.changes.files}
-        return {p: r for p, r in files.items() if r is not None}
-
     def paths(self, prefix: str = "") -> list[str]:
-        below = prefix + "/" if prefix else ""
-        return sorted(p for p in self.live() if p.startswith(below))
+        """Sorted live paths under directory `prefix` (after `need_under(prefix)`)."""
+        lo, hi = range_under(prefix)
+        changes = self.changes.files
+        paths = {p for p in self.base.files.under(prefix) if p not in changes}
+        paths |= {p for p, r in changes.items() if r is not None and inside(p, lo, hi)}
+        return sorted(paths)
 
     def has_file_or_dir(self, rel: str) -> bool:
         return self.entry(rel) is not None or bool(self.paths(rel))
@@ -98,6 +108,7 @@ class View:
         """Contents of `rel` if the handle holds them (unsaved, or cached in the working root), None if
         there is no such file, else what `fetch_committed` needs to fetch them."""
         await self.check_inside_root(rel)
+        await self.need([rel])
         record = self.entry(rel)
         if record is None:
             return None
@@ -116,10 +127,9 @@ class View:
 
     async def prefetch(self, prefix: str, remote: ObjectStorage | None) -> int:
         """Fetch every uncached file under `prefix`, `PREFETCH_BATCH` at a time; returns how many."""
-        live = self.live()
-        missing = {
-            p: live[p] for p in self.paths(prefix) if p not in self.unsaved and self.cached.get(p) != live[p].sha256
-        }
+        await self.need_under(prefix)
+        live = {p: r for p in self.paths(prefix) if (r := self.entry(p)) is not None}
+        missing = {p: r for p, r in live.items() if p not in self.unsaved and self.cached.get(p) != r.sha256}
         items = list(missing.items())
         for start in range(0, len(items), PREFETCH_BATCH):
             await self._fetch(remote, dict(items[start : start + PREFETCH_BATCH]))
@@ -139,6 +149,7 @@ class View:
         """Plan and record one write; callers hold `lock`."""
         if not self.private:
             await self.check_inside_root(rel)
+        await self.need([rel])
         self._check_fits_tree(rel)
         plan = await plan_write_off_loop(self.entry(rel), rel, content, options, self.versions)
         await self._mirror_change(plan)
@@ -151,6 +162,7 @@ class View:
         """Plan and record one delete; False if there is no such file. Callers hold `lock`."""
         if not self.private:
             await self.check_inside_root(rel)
+        await self.need([rel])
         current = self.entry(rel)
         if current is None:
             return False
@@ -162,7 +174,7 @@ class View:
 
     def _check_fits_tree(self, rel: str) -> None:
         """A path cannot be a file and a directory at once (no filesystem holds both). Costs O(depth)
-        lookups, plus one sort of the base's paths per base the first time a new path is written."""
+        lookups and a search of the base's loaded parts for paths under `rel`."""
         for parent in parent_dirs(rel):
             if self.entry(parent) is not None:
                 raise InvalidPath(f"Cannot write {rel!r}: {parent!r} is a file")
@@ -170,17 +182,8 @@ class View:
             return  # a file already, so not a directory
         if self._written_dirs[rel]:
             raise InvalidPath(f"Cannot write {rel!r}: it is a directory")
-        below, paths = rel + "/", self._sorted_base_paths()
-        for index in range(bisect.bisect_left(paths, below), len(paths)):
-            if not paths[index].startswith(below):
-                break
-            if self.entry(paths[index]) is not None:  # not deleted since
-                raise InvalidPath(f"Cannot write {rel!r}: it is a directory")
-
-    def _sorted_base_paths(self) -> list[str]:
-        if self._sorted_of is not self.base:
-            self._sorted, self._sorted_of = sorted(self.base.files), self.base
-        return self._sorted
+        if any(self.entry(p) is not None for p in self.base.files.under(rel)):  # not deleted since
+            raise InvalidPath(f"Cannot write {rel!r}: it is a directory")
 
     def _set_change(self, path: str, record: FileEntry | None, *, keep: bool = True) -> None:
         """Record `path`'s change (or forget it, without `keep`), tracking the directories of writes."""
@@ -226,13 +229,18 @@ class View:
             await self.mirror.now(record_change, self.workdir, plan, self._stale_around)
 
     def _is_committed_content(self, path: str, data: bytes) -> bool:
-        """Whether `data` is still what the handle holds for `path` (a fetch may race a write)."""
-        record = self.entry(path)
+        """Whether `data` is still what the handle holds for `path` (a fetch may race a write, or a move to
+        a newer base whose part holding `path` is not loaded: then it is not known to be, and not cached)."""
+        try:
+            record = self.entry(path)
+        except PartNotLoaded:
+            return False
         return path not in self.unsaved and record is not None and record.sha256 == sha256_bytes(data)
 
     async def forget_stale(self, state: State) -> None:
         """Remove local copies that `state` (the handle's new base) no longer holds as cached: files
         other writers changed or deleted. They are fetched again, as committed, when read."""
+        await state.files.need(p for p in self.cached if p not in self.unsaved)
         stale = [p for p, sha in list(self.cached.items()) if p not in self.unsaved and _sha_in(state, p) != sha]
         for path in stale:
             self.cached.pop(path, None)
@@ -247,7 +255,15 @@ class View:
         """Cached files no longer in the store that may block writing `path` (called only on failure)."""
         cached = list(self.cached)
         near = [d for d in parent_dirs(path) if d in self.cached] + [p for p in cached if p.startswith(path + "/")]
-        return [p for p in near if self.entry(p) is None]
+        return [p for p in near if self._absent(p)]
+
+    def _absent(self, path: str) -> bool:
+        """Whether `path` is no file of the handle (called off the lock: the base may have moved on to one
+        whose part holding `path` is not loaded; such a path counts as present, and is left alone)."""
+        try:
+            return self.entry(path) is None
+        except PartNotLoaded:
+            return False
 
     def _record(self, plan: WritePlan, *, guarded: bool) -> None:
         # created and deleted before any save: nothing left to save
@@ -287,6 +303,7 @@ class View:
         """The unsaved changes were committed as `state`: the working root already holds them (written
         through), so remember what it holds and start afresh."""
         saved = [p for p, r in self.changes.files.items() if r is not None and p in self.unsaved]
+        await state.files.need(saved)
         for path in self.changes.files:
             self.cached.pop(path, None)
         self.cached.update({p: state.files[p].sha256 for p in saved if p in state.files})
