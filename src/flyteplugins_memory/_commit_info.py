@@ -16,8 +16,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ._errors import InvalidMessage
-from ._journal import CommitInfo, FileEntry, State
+from ._journal import CommitInfo, FileEntry
 from ._paths import is_unicode
+from ._state import State
 
 #: Longest actor or reason summary made from several writes (an explicit one is kept whole).
 MAX_SUMMARY = 200
