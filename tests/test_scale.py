@@ -6,6 +6,7 @@ Part sizes are lowered (`small_parts`) so that a store of a thousand files has a
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import itertools
 import json
@@ -365,3 +366,26 @@ def test_a_handle_whose_checkpoint_gc_collected_gets_state_collected_for_its_par
         stale.exists(path_of(500))
     stale.refresh()
     assert stale.read_text(path_of(500)) == "changed"
+
+
+def test_a_refresh_racing_a_lookup_never_meets_an_unloaded_part(local_backend, key, small_parts):
+    """A lookup loads its parts and looks under the handle's lock: a refresh that moves the handle to a newer
+    checkpoint while the parts load cannot leave it looking at a base whose parts are not loaded."""
+    seeded(key)
+
+    async def race(handle: MemoryStore) -> None:
+        await asyncio.gather(handle.prefetch.aio(""), handle.list_paths.aio("d03"), handle.refresh.aio())
+
+    for trial in range(3):
+        handle = MemoryStore.get_or_create(key=key)
+        handle.read_text(path_of(1))
+        other = MemoryStore.get_or_create(key=key)
+        for i in range(0, FILES, 5):
+            other.write_text(path_of(i), f"newer {trial}")
+        other.save()
+        other.compact()
+        asyncio.run(race(handle))
+        assert handle.read_text(path_of(300)) == f"newer {trial}"  # the refresh landed
+        handle.prefetch("d03")  # what the racing refresh made stale is fetched again
+        assert (handle.root / path_of(300)).read_text() == f"newer {trial}"
+        assert handle.list_paths("d03") == [path_of(i) for i in range(300, 400)]

@@ -22,6 +22,7 @@ from ._mirror import write_text_file
 from ._paths import MESSAGES_PATH
 from ._session import Session
 from ._syncify import syncify
+from ._view import View
 from ._workdir import WorkDir
 
 
@@ -60,33 +61,28 @@ class ReadAPI:
     async def list_paths(self, prefix: str = "") -> list[str]:
         """Sorted paths of the store's files under directory `prefix` (bookkeeping and transcript excluded)."""
         rel = self._admission.admit(prefix, Access.LIST)
-        view = await self._session.ready(self, under=rel)
         if rel:
-            await view.check_inside_root(rel)
-        return view.paths(rel)
+            await (await self._session.ready(self)).check_inside_root(rel)
+        return await self._session.look(self, lambda view: view.paths(rel), under=rel)
 
     @syncify
     async def _path_exists(self, rel_path: str) -> bool:
         """Whether `rel_path` is a file of the store, or a directory holding one."""
         rel = self._admission.admit(rel_path, Access.READ)
-        view = await self._session.ready(self, paths=[rel])
-        await view.check_inside_root(rel)
-        return view.has_file_or_dir(rel)
+        await (await self._session.ready(self)).check_inside_root(rel)
+        return await self._session.look(self, lambda view: view.has_file_or_dir(rel), paths=[rel])
 
     @syncify
     async def get_meta(self, rel_path: str) -> MemoryMeta | None:
         """The metadata sidecar of `rel_path`, or None if it has none."""
         rel = self._admission.admit(rel_path, Access.READ)
-        return (await self._session.ready(self, paths=[rel])).meta(rel)
+        return await self._session.look(self, lambda view: view.meta(rel), paths=[rel])
 
     @syncify
     async def current_sha(self, rel_path: str) -> str:
         """The sha256 of `rel_path`'s content, or ``""`` if there is no such file."""
         rel = self._admission.admit(rel_path, Access.READ)
-        view = await self._session.ready(self, paths=[rel])
-        view.meta(rel)  # a corrupt sidecar raises here, as upstream's does
-        record = view.entry(rel)
-        return record.sha256 if record else ""
+        return await self._session.look(self, lambda view: _sha_of(view, rel), paths=[rel])
 
     @syncify
     async def prefetch(self, prefix: str = "") -> int:
@@ -98,7 +94,8 @@ class ReadAPI:
         """
         rel = self._admission.admit(prefix, Access.LIST)
         view = await self._session.ready(self)
-        fetched = await view.prefetch(rel, self._session.remote_if_known())
+        missing = await self._session.look(self, lambda view: view.uncached_under(rel), under=rel)
+        fetched = await view.fetch_all(missing, self._session.remote_if_known())
         if not rel:
             await self._materialize_bookkeeping()
         return fetched
@@ -148,3 +145,9 @@ class ReadAPI:
 def _write_all(workdir: WorkDir, objects: dict[str, bytes]) -> None:
     for name, data in objects.items():
         write_text_file(workdir, name, data)
+
+
+def _sha_of(view: View, rel: str) -> str:
+    view.meta(rel)  # a corrupt sidecar raises here, as upstream's does
+    entry = view.entry(rel)
+    return entry.sha256 if entry else ""

@@ -19,7 +19,7 @@ import logging
 import pathlib
 import uuid
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from ._codecs import MemoryMeta
 from ._commit import SaveJob, checkpoint, run_save, update_upstream_layout
@@ -51,6 +51,7 @@ from ._view import View
 from ._writes import ChangeOptions
 
 Messages = list[dict[str, Any]]
+T = TypeVar("T")
 logger = logging.getLogger(__name__)
 
 
@@ -158,15 +159,29 @@ class Session:
 
     # -- reads and writes (each under the lock; fetching committed content happens outside it) -------------
 
-    async def ready(self, holder: TranscriptHolder, *, paths: Iterable[str] = (), under: str | None = None) -> View:
-        """The working copy, with the committed state loaded on first use, and the parts of its file index
-        that looking at `paths` and listing directory `under` need."""
+    async def ready(self, holder: TranscriptHolder) -> View:
+        """The working copy, with the committed state loaded on first use."""
+        async with self.lock:
+            await self._ensure_loaded(holder)
+            return self.view
+
+    async def look(
+        self,
+        holder: TranscriptHolder,
+        question: Callable[[View], T],
+        *,
+        paths: Iterable[str] = (),
+        under: str | None = None,
+    ) -> T:
+        """Answer `question` about the working copy, after loading the parts of its file index that looking
+        at `paths` and listing directory `under` need. Under the lock, so a `refresh` cannot swap in a base
+        whose parts are not loaded between loading and looking."""
         async with self.lock:
             await self._ensure_loaded(holder)
             await self.view.need(paths)
             if under is not None:
                 await self.view.need_under(under)
-            return self.view
+            return question(self.view)
 
     async def read(self, holder: TranscriptHolder, rel: str) -> bytes | None:
         """Contents of `rel`, or None if there is no such file (committed content fetched on first read,

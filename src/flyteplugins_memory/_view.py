@@ -125,11 +125,13 @@ class View:
         """The committed content `record` names, fetched, verified and cached in the working root."""
         return (await self._fetch(remote, {rel: record}))[rel]
 
-    async def prefetch(self, prefix: str, remote: ObjectStorage | None) -> int:
-        """Fetch every uncached file under `prefix`, `PREFETCH_BATCH` at a time; returns how many."""
-        await self.need_under(prefix)
+    def uncached_under(self, prefix: str) -> dict[str, FileEntry]:
+        """The committed files under `prefix` not cached in the working root (their parts loaded)."""
         live = {p: r for p in self.paths(prefix) if (r := self.entry(p)) is not None}
-        missing = {p: r for p, r in live.items() if p not in self.unsaved and self.cached.get(p) != r.sha256}
+        return {p: r for p, r in live.items() if p not in self.unsaved and self.cached.get(p) != r.sha256}
+
+    async def fetch_all(self, missing: dict[str, FileEntry], remote: ObjectStorage | None) -> int:
+        """Fetch `missing` into the working root, `PREFETCH_BATCH` at a time; returns how many."""
         items = list(missing.items())
         for start in range(0, len(items), PREFETCH_BATCH):
             await self._fetch(remote, dict(items[start : start + PREFETCH_BATCH]))
