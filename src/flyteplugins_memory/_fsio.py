@@ -25,6 +25,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from ._conditional import create_exclusive, create_exclusive_async
 from ._errors import UnsafeStoreContent
+from ._s3_writes import S3Writes
 from ._workdir import remove_empty_parents
 
 #: Requests in flight at once in a bulk call (fsspec's own default for calls that open no local files).
@@ -94,11 +95,15 @@ async def gather_all(calls: Iterable[Awaitable[Any]]) -> list[Any]:
 
 
 class AsyncIO:
-    """An async fsspec filesystem, awaited on the running loop; `parallel` if it takes concurrent requests."""
+    """An async fsspec filesystem, awaited on the running loop; `parallel` if it takes concurrent requests.
 
-    def __init__(self, fs: fsspec.AbstractFileSystem, *, parallel: bool):
+    Uploads go through `writes` where it is given (`_s3_writes`: the same S3 bucket and credentials
+    through a lighter client), everything else through `fs`."""
+
+    def __init__(self, fs: fsspec.AbstractFileSystem, *, parallel: bool, writes: S3Writes | None = None):
         self.fs = fs
         self.parallel = parallel
+        self.writes = writes
 
     def _now(self) -> AsyncFileSystem:
         return bound_to_running_loop(self.fs)
@@ -114,11 +119,15 @@ class AsyncIO:
         return [await self.cat(path, root) for path, root in paths]
 
     async def pipe_many(self, objects: dict[str, bytes]) -> None:
-        fs = self._now()
         for path, data in objects.items():
-            await fs._pipe_file(path, data)
+            if self.writes is not None and self.writes.handles(path):
+                await self.writes.put(path, data)
+            else:
+                await self._now()._pipe_file(path, data)
 
     async def create(self, path: str, data: bytes) -> bool:
+        if self.writes is not None and self.writes.handles(path):
+            return await self.writes.create(path, data)
         return await create_exclusive_async(self._now(), path, data)
 
     async def rm(self, path: str, root: str) -> None:

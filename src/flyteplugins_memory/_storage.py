@@ -28,6 +28,7 @@ from ._fsio import AsyncIO, BlockingIO, gather_all
 from ._journal_location import journal_root
 from ._layout import JOURNAL_DIR
 from ._retry import get_retry_policy, is_transient
+from ._s3_writes import writes_for
 
 __all__ = ["Listed", "ObjectStorage", "RemoteStore", "filesystem_for"]
 
@@ -303,7 +304,7 @@ def _io_for(fs: fsspec.AbstractFileSystem) -> AsyncIO | BlockingIO:
     if not getattr(fs, "async_impl", False):
         return BlockingIO(fs)
     emulated_gcs = type(underlying(fs)).__name__ == "GCSFileSystem" and bool(os.environ.get("STORAGE_EMULATOR_HOST"))
-    return AsyncIO(fs, parallel=not emulated_gcs)
+    return AsyncIO(fs, parallel=not emulated_gcs, writes=writes_for(fs))
 
 
 def _stripped(fs: fsspec.AbstractFileSystem, path: str) -> str:
