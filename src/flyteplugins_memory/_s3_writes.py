@@ -27,6 +27,8 @@ from typing import Any
 
 import fsspec
 
+from ._backends import class_path
+
 #: s3fs constructor options that change nothing about the requests (or that this module maps itself).
 _HARMLESS = frozenset({"max_concurrency", "use_listings_cache", "skip_instance_cache", "asynchronous", "loop"})
 _MAPPED = frozenset({"endpoint_url", "key", "secret", "token", "client_kwargs", "anon"})
@@ -108,6 +110,11 @@ class S3Writes:
                 raise ConnectionError(str(exc)) from exc
             raise
 
+    def through(self, wrapper: Any) -> S3Writes:
+        """These uploads, each passed through `wrapper`'s hook (``_through(op, path, call)``, as the fault
+        injector of `flyteplugins_memory.testing` has), so a wrapped filesystem sees every call."""
+        return _Wrapped(self, wrapper)
+
     def _slot(self) -> asyncio.Semaphore:
         loop = asyncio.get_running_loop()
         slots = self._slots.get(loop)
@@ -123,6 +130,19 @@ class S3Writes:
             if store is None:
                 store = _stores[cache_key] = _new_store(bucket, *self._config)
         return store
+
+
+class _Wrapped(S3Writes):
+    def __init__(self, inner: S3Writes, wrapper: Any):  # noqa: D107 - shares the inner one's state
+        self.__dict__.update(inner.__dict__)
+        self._wrapper = wrapper
+
+    async def put(self, path: str, data: bytes) -> None:
+        await self._wrapper._through("write", path, super().put(path, data))
+
+    async def create(self, path: str, data: bytes) -> bool:
+        _, created = await self._wrapper._through("write", path, super().create(path, data))
+        return bool(created)
 
 
 def _new_store(bucket: str, endpoint: str, region: str, key: str, secret: str, token: str) -> Any:
@@ -143,7 +163,7 @@ def _new_store(bucket: str, endpoint: str, region: str, key: str, secret: str, t
 def writes_for(fs: fsspec.AbstractFileSystem) -> S3Writes | None:
     """obstore uploads equivalent to `fs`'s, or None when `fs` is not a plain s3fs filesystem whose
     configuration maps entirely (see the module docstring), or obstore is missing."""
-    if f"{type(fs).__module__}.{type(fs).__qualname__}" != "s3fs.core.S3FileSystem":
+    if class_path(fs) != "s3fs.core.S3FileSystem":
         return None
     options: Mapping[str, Any] = fs.storage_options
     endpoint = options.get("endpoint_url") or ""

@@ -304,7 +304,10 @@ def _io_for(fs: fsspec.AbstractFileSystem) -> AsyncIO | BlockingIO:
     if not getattr(fs, "async_impl", False):
         return BlockingIO(fs)
     emulated_gcs = type(underlying(fs)).__name__ == "GCSFileSystem" and bool(os.environ.get("STORAGE_EMULATOR_HOST"))
-    return AsyncIO(fs, parallel=not emulated_gcs, writes=writes_for(fs))
+    writes = writes_for(underlying(fs))
+    if writes is not None and underlying(fs) is not fs:  # a forwarding wrapper (fault injection) sees every call
+        writes = writes.through(fs)
+    return AsyncIO(fs, parallel=not emulated_gcs, writes=writes)
 
 
 def _stripped(fs: fsspec.AbstractFileSystem, path: str) -> str:
