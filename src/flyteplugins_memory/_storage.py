@@ -287,6 +287,8 @@ class RemoteStore:
         names = list(objects)
         if self._io.parallel:
             created = await gather_all(self._create_quietly(n, objects[n]) for n in names)
+        elif isinstance(self._io, BlockingIO) and self.capabilities.atomic_create:
+            created = await self._io.create_many({self.full_path(n): objects[n] for n in names})
         else:
             created = [await self._create_quietly(n, objects[n]) for n in names]
         return {name for name, ok in zip(names, created, strict=True) if ok}
