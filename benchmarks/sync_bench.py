@@ -54,6 +54,9 @@ def _serve(port_pipe) -> None:
         if path == "/__counts":
             start_response("200 OK", [("Content-Type", "application/json")])
             return [json.dumps(counts).encode()]
+        if path == "/__cpu":  # the server's own CPU seconds (threads included): what bounds a bulk run
+            start_response("200 OK", [("Content-Type", "application/json")])
+            return [json.dumps({"cpu": time.process_time()}).encode()]
         if path == "/__reset":
             with lock:
                 counts.update(requests=0, bytes=0)
