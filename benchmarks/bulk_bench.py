@@ -143,7 +143,13 @@ def child(spec: dict) -> dict:
         step()
     client, server_after = time.process_time() - client_before, _server_cpu(endpoint)
     server = None if server_before is None or server_after is None else server_after - server_before
-    return {"seconds": peak.seconds, "peak": peak.bytes, "client_cpu": client, "server_cpu": server, **_counts(endpoint)}
+    return {
+        "seconds": peak.seconds,
+        "peak": peak.bytes,
+        "client_cpu": client,
+        "server_cpu": server,
+        **_counts(endpoint),
+    }
 
 
 # -- in the parent: the runs and the table ---------------------------------------------------------------

@@ -39,7 +39,10 @@ LAYERS: list[tuple[str, set[str]]] = [
             "_commit_info",
         },
     ),
-    ("storage seam", {"_backends", "_conditional", "_contract", "_fs_options", "_fsio", "_workdir", "_storage", "_s3_writes"}),
+    (
+        "storage seam",
+        {"_backends", "_conditional", "_contract", "_fs_options", "_fsio", "_workdir", "_storage", "_s3_writes"},
+    ),
     (
         "journal reads and writes",
         {

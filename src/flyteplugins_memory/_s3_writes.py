@@ -133,7 +133,7 @@ class S3Writes:
 
 
 class _Wrapped(S3Writes):
-    def __init__(self, inner: S3Writes, wrapper: Any):  # noqa: D107 - shares the inner one's state
+    def __init__(self, inner: S3Writes, wrapper: Any):
         self.__dict__.update(inner.__dict__)
         self._wrapper = wrapper
 
