@@ -190,3 +190,32 @@ def test_the_plain_configuration_maps(monkeypatch):
     writes = _s3_writes.writes_for(fs)
     assert writes is not None
     assert writes._config == ("http://127.0.0.1:1", "eu-west-1", "k", "s", "")
+
+
+def test_a_process_forked_after_obstore_started_uploads_through_s3fs(s3_backend, key):
+    """obstore's runtime threads are not copied by fork and an async call there never completes: a child
+    forked after obstore ran must leave its uploads to s3fs (and they must land)."""
+    import os
+
+    _run(_remote(s3_backend, key).write_many({"parent.txt": b"parent"}))  # obstore's runtime is running now
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: no pytest machinery, report through the pipe and leave at once
+        code = 1
+        try:
+            os.close(read_end)
+            import signal
+
+            signal.alarm(60)  # a hang fails the test instead of blocking it
+            remote = _remote(s3_backend, key)
+            _run(remote.write_many({"child.txt": b"child"}))
+            os.write(write_end, b"s3fs" if remote._io.writes is None else b"obstore")
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as reader:
+        said = reader.read()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0 and said == b"s3fs"
+    assert s3_backend.objects(key) == {"parent.txt": b"parent", "child.txt": b"child"}

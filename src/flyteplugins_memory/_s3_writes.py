@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import sys
 import threading
 import weakref
 from collections.abc import Mapping
@@ -64,6 +65,36 @@ _stores: dict[tuple[str, ...], Any] = {}
 _lock = threading.Lock()
 
 
+def _runtime_running() -> bool:
+    """Whether obstore's tokio runtime has started its worker threads in this process (told by their
+    names on Linux; elsewhere, whether obstore was imported at all)."""
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return "obstore" in sys.modules
+    for task in tasks:
+        try:
+            with open(f"/proc/self/task/{task}/comm") as comm:
+                if comm.read().startswith("tokio-"):
+                    return True
+        except OSError:
+            continue
+    return False
+
+
+#: A process forked after obstore's runtime started has none (its threads are not copied) and an async
+#: obstore call there never completes: such a child leaves every request to s3fs.
+_unusable = False
+
+
+def _note_fork() -> None:
+    global _unusable  # noqa: PLW0603 - set in the parent just before a fork, inherited by the child
+    _unusable = _unusable or _runtime_running()
+
+
+os.register_at_fork(before=_note_fork)
+
+
 class S3Writes:
     """PutObject (plain and create-only) for one configuration, one obstore client per bucket."""
 
@@ -78,8 +109,9 @@ class S3Writes:
         """Whether obstore can name `path` (``bucket/key``) exactly as s3fs does: it refuses empty, ``.``
         and ``..`` segments and control characters, which then go through s3fs."""
         bucket, _, key = path.partition("/")
-        segments = key.split("/")
-        return bool(bucket) and all(s not in ("", ".", "..") for s in segments) and not _CONTROL.search(key)
+        if _unusable or not bucket or _CONTROL.search(key):
+            return False
+        return all(segment not in ("", ".", "..") for segment in key.split("/"))
 
     async def put(self, path: str, data: bytes) -> None:
         """Write `data` at s3fs path `path` (``bucket/key``)."""
@@ -163,7 +195,7 @@ def _new_store(bucket: str, endpoint: str, region: str, key: str, secret: str, t
 def writes_for(fs: fsspec.AbstractFileSystem) -> S3Writes | None:
     """obstore uploads equivalent to `fs`'s, or None when `fs` is not a plain s3fs filesystem whose
     configuration maps entirely (see the module docstring), or obstore is missing."""
-    if class_path(fs) != "s3fs.core.S3FileSystem":
+    if _unusable or class_path(fs) != "s3fs.core.S3FileSystem":
         return None
     options: Mapping[str, Any] = fs.storage_options
     endpoint = options.get("endpoint_url") or ""
