@@ -2,15 +2,15 @@
 
 Why: a bulk save is two PutObjects per new file, and on S3 the client's CPU per request decides how fast
 it goes. Measured on moto (docs/performance.md): 1,000 create-only PUTs of 1 KiB cost s3fs/aiobotocore
-about 2.5 s of client CPU (signing, user agent, endpoint rules, a new connection each), obstore (Rust,
+about 2.5 s of client CPU (signing, user agent, endpoint rules; against moto, a new connection each), obstore (Rust,
 what flyte itself moves S3 data with) about 0.5 s; and botocore copies a PutObject's body (a 100 MB file
 took twice its size in memory) where obstore sends the caller's buffer.
 
 Scope: uploads only, plain and create-only (``If-None-Match: *``, HTTP 412 is "not created"). Reads,
-listings, deletes and existence checks stay on s3fs, which remains the seam (`_fsio`). Only for a plain
-``s3fs.S3FileSystem`` (not a wrapper: the fault injector of `flyteplugins_memory.testing` sees every call)
-whose options this module maps entirely (`writes_for`): explicit keys, an endpoint and a region, nothing
-else that changes how s3fs talks to S3. Any other configuration (a profile, an IAM role, extra request
+listings, deletes and existence checks stay on s3fs, which remains the seam (`_fsio`). Only for an
+``s3fs.S3FileSystem`` (plain, or inside the fault injector of `flyteplugins_memory.testing`, whose hook
+every upload then passes) whose options this module maps entirely (`writes_for`): explicit keys, an
+endpoint and a region, nothing else that changes how s3fs talks to S3. Any other configuration (a profile, an IAM role, extra request
 arguments, an ``AWS_*`` setting obstore would read from the environment and s3fs would not) keeps every
 request on s3fs, as before.
 """
