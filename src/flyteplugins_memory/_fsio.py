@@ -26,7 +26,7 @@ from fsspec.implementations.local import LocalFileSystem
 from ._conditional import create_exclusive, create_exclusive_async
 from ._errors import UnsafeStoreContent
 from ._s3_writes import S3Writes
-from ._workdir import remove_empty_parents
+from ._workdir import new_file, remove_empty_parents
 
 #: Requests in flight at once in a bulk call (fsspec's own default for calls that open no local files).
 BULK_BATCH = 1280
@@ -199,12 +199,15 @@ class BlockingIO:
                 continue
             # a fixed-length name beside the target: appending to the target's own name would overflow
             # the 255-byte limit of a file name that fits
-            directory = os.path.dirname(path)
-            os.makedirs(directory, exist_ok=True)
-            temp = os.path.join(directory, f".~fpm-{uuid.uuid4().hex}")
-            with open(temp, "xb") as handle:
-                handle.write(data)
-            os.replace(temp, path)
+            temp = os.path.join(os.path.dirname(path), f".~fpm-{uuid.uuid4().hex}")
+            try:
+                with new_file(temp) as handle:
+                    handle.write(data)
+                os.replace(temp, path)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(temp)
+                raise
 
     def _rm(self, path: str, root: str) -> None:
         self.fs.rm_file(path)

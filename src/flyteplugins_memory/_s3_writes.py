@@ -10,9 +10,9 @@ Scope: uploads only, plain and create-only (``If-None-Match: *``, HTTP 412 is "n
 listings, deletes and existence checks stay on s3fs, which remains the seam (`_fsio`). Only for an
 ``s3fs.S3FileSystem`` (plain, or inside the fault injector of `flyteplugins_memory.testing`, whose hook
 every upload then passes) whose options this module maps entirely (`writes_for`): explicit keys, an
-endpoint and a region, nothing else that changes how s3fs talks to S3. Any other configuration (a profile, an IAM role, extra request
-arguments, an ``AWS_*`` setting obstore would read from the environment and s3fs would not) keeps every
-request on s3fs, as before.
+endpoint and a region, nothing else that changes how s3fs talks to S3. Any other configuration (a
+profile, an IAM role, extra request arguments, an ``AWS_*`` setting obstore would read from the
+environment and s3fs would not) keeps every request on s3fs, as before.
 """
 
 from __future__ import annotations

@@ -71,7 +71,7 @@ class WorkDir:
         target = self._resolved(rel)  # before mkdir, so no directory is made through an escaping symlink
         temp = os.path.join(os.path.dirname(target), f"{_TEMP_MARKER}{uuid.uuid4().hex}")
         try:
-            with _created(temp) as handle:
+            with new_file(temp) as handle:
                 handle.write(data)
             os.replace(temp, target)
         except BaseException:
@@ -104,7 +104,7 @@ class WorkDir:
                 yield full.relative_to(self.root).as_posix(), full.stat().st_size
 
 
-def _created(path: str) -> BinaryIO:
+def new_file(path: str) -> BinaryIO:
     """A new file at `path`, its directory made first if missing (tried after the open: it usually exists)."""
     try:
         return open(path, "xb")
