@@ -181,14 +181,16 @@ def _new_store(bucket: str, endpoint: str, region: str, key: str, secret: str, t
     from obstore.store import S3Store
 
     credential = {"access_key_id": key, "secret_access_key": secret, "token": token or None, "expires_at": None}
+    # path style, as flyte's own obstore client by default
+    config: dict[str, Any] = {"region": region, "virtual_hosted_style_request": False}
+    if endpoint:
+        config["endpoint"] = endpoint
     return S3Store(
         bucket,
-        region=region,
-        virtual_hosted_style_request=False,  # path style, as flyte's own obstore client by default
+        config=config,  # type: ignore[arg-type]  # S3Config is a TypedDict that is not importable at run time
         client_options={"allow_http": endpoint.startswith("http://")},
         retry_config={"max_retries": 0},  # `_storage`'s retry policy governs, as for every other call
-        credential_provider=lambda: credential,  # exactly s3fs's keys, never a token from the environment
-        **({"endpoint": endpoint} if endpoint else {}),
+        credential_provider=lambda: credential,  # type: ignore[arg-type,return-value]  # exactly s3fs's keys
     )
 
 
