@@ -12,7 +12,9 @@ Peak memory is the growth of the child's resident set over what it held just bef
 (its high-water mark is reset there through ``/proc/self/clear_refs``), the content string included only
 where the step creates it (the read). The read runs after the child has opened another (empty) store,
 so the storage client's one-off start (imports, a client) is not in it. Requests and bytes are counted by
-the server (S3 only).
+the server (S3 only). CPU is the measured step's: the child process's (every thread), and on S3 the
+moto server's own (its ``/__cpu``): a single Python process, so its CPU per request bounds how fast any
+client can go.
 
 Run: python benchmarks/bulk_bench.py [--files 1000] [--megabytes 100] [--repeats 1] [--out FILE]
 """
@@ -95,6 +97,14 @@ def _counts(endpoint: str | None) -> dict:
     return json.loads(urllib.request.urlopen(f"{endpoint}/__counts").read())
 
 
+def _server_cpu(endpoint: str | None) -> float | None:
+    if not endpoint:
+        return None
+    import urllib.request
+
+    return float(json.loads(urllib.request.urlopen(f"{endpoint}/__cpu").read())["cpu"])
+
+
 def _reset(endpoint: str | None) -> None:
     if endpoint:
         import urllib.request
@@ -128,9 +138,18 @@ def child(spec: dict) -> dict:
             assert len(fresh.read_text("data/large.txt")) == spec["megabytes"] * 1_000_000
 
     _reset(endpoint)
+    server_before, client_before = _server_cpu(endpoint), time.process_time()
     with Peak() as peak:
         step()
-    return {"seconds": peak.seconds, "peak": peak.bytes, **_counts(endpoint)}
+    client, server_after = time.process_time() - client_before, _server_cpu(endpoint)
+    server = None if server_before is None or server_after is None else server_after - server_before
+    return {
+        "seconds": peak.seconds,
+        "peak": peak.bytes,
+        "client_cpu": client,
+        "server_cpu": server,
+        **_counts(endpoint),
+    }
 
 
 # -- in the parent: the runs and the table ---------------------------------------------------------------
@@ -169,6 +188,14 @@ def _size(n: int | None) -> str:
     return f"{n / 2**20:,.1f} MiB" if n >= 2**20 else f"{n / 1024:,.0f} KiB"
 
 
+def _cpu(results: list[dict]) -> str:
+    """Median CPU seconds of the measured step: the client process (all its threads) + the S3 server."""
+    client = statistics.median(r["client_cpu"] for r in results)
+    if results[-1].get("server_cpu") is None:
+        return f"{client:.1f} s"
+    return f"{client:.1f} + {statistics.median(r['server_cpu'] for r in results):.1f} s"
+
+
 def table(args, runs: dict) -> str:
     labels = {
         "bulk": f"write + save of {args.files:,} new 1 KiB files",
@@ -178,9 +205,10 @@ def table(args, runs: dict) -> str:
     lines = [
         (
             "| backend | operation | upstream time | ours time | speed-up | upstream requests | ours requests "
-            "| upstream bytes | ours bytes | upstream peak memory | ours peak memory |"
+            "| upstream bytes | ours bytes | upstream peak memory | ours peak memory "
+            "| upstream CPU: client + server | ours CPU: client + server |"
         ),
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for backend, results in runs.items():
         for op, label in labels.items():
@@ -191,7 +219,8 @@ def table(args, runs: dict) -> str:
             lines.append(
                 f"| {backend} | {label} | {u_t * 1000:,.0f} ms | {o_t * 1000:,.0f} ms | {u_t / o_t:.2f}x "
                 f"| {req[0]} | {req[1]} | {_size(up[-1]['bytes'])} | {_size(ours[-1]['bytes'])} "
-                f"| {_size(max(r['peak'] for r in up))} | {_size(max(r['peak'] for r in ours))} |"
+                f"| {_size(max(r['peak'] for r in up))} | {_size(max(r['peak'] for r in ours))} "
+                f"| {_cpu(up)} | {_cpu(ours)} |"
             )
     return "\n".join(lines)
 

@@ -44,7 +44,10 @@ LAYERS: list[tuple[str, set[str]]] = [
             "_state",
         },
     ),
-    ("storage seam", {"_backends", "_conditional", "_contract", "_fs_options", "_fsio", "_workdir", "_storage"}),
+    (
+        "storage seam",
+        {"_backends", "_conditional", "_contract", "_fs_options", "_fsio", "_workdir", "_storage", "_s3_writes"},
+    ),
     (
         "journal reads and writes",
         {

@@ -20,6 +20,8 @@ from fsspec.asyn import AsyncFileSystem
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.implementations.memory import MemoryFileSystem
 
+from ._workdir import new_file
+
 _MEMORY_LOCK = threading.Lock()
 
 
@@ -61,10 +63,8 @@ def _refused(exc: Exception) -> bool:
 
 
 def _create_local(path: str, data: bytes) -> bool:
-    directory = os.path.dirname(path)
-    os.makedirs(directory, exist_ok=True)
-    temp = os.path.join(directory, f".~fpm-{uuid.uuid4().hex}")
-    with open(temp, "xb") as handle:
+    temp = os.path.join(os.path.dirname(path), f".~fpm-{uuid.uuid4().hex}")
+    with new_file(temp) as handle:
         handle.write(data)
     try:
         os.link(temp, path)

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ._codecs import sha256_bytes
 from ._contract import ObjectStorage
 from ._errors import ContentPurged, CorruptStore, StateCollected, StorageError
 from ._journal import FileEntry, Origin
 from ._layout import blob_name
 from ._markers import parse_purged, purge_marker_name
+from ._offload import sha256_off_loop
 from ._open import raise_if_collected
 from ._relocate import old_view
 from ._state import State
@@ -48,16 +48,17 @@ async def _fetch_from(
     """What `source` holds of `records`: a legacy file at its path, else (or then) its blob."""
     first = {p: (p if r.legacy and legacy_at_path else blob_name(r.sha256)) for p, r in records.items()}
     found = await source.read_many(list(first.values()))
-    contents = {p: found[first[p]] for p, r in records.items() if _matches(found.get(first[p]), r)}
+    contents = {p: found[first[p]] for p, r in records.items() if await _matches(found.get(first[p]), r)}
     fallback = {p: blob_name(r.sha256) for p, r in records.items() if p not in contents and first[p] == p}
     if fallback:
         copies = await source.read_many(list(fallback.values()))
-        contents.update({p: copies[n] for p, n in fallback.items() if _matches(copies.get(n), records[p])})
+        contents.update({p: copies[n] for p, n in fallback.items() if await _matches(copies.get(n), records[p])})
     return contents
 
 
-def _matches(data: bytes | None, record: FileEntry) -> bool:
-    return data is not None and sha256_bytes(data) == record.sha256
+async def _matches(data: bytes | None, record: FileEntry) -> bool:
+    """Whether `data` is `record`'s content (hashed in a thread when large: the loop is shared)."""
+    return data is not None and await sha256_off_loop(data) == record.sha256
 
 
 async def missing_content(remote: ObjectStorage, path: str, record: FileEntry, base_seq: int) -> Exception:

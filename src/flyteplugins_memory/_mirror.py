@@ -78,6 +78,13 @@ class RootWriter:
         self._queued.append(future)
         return await asyncio.wrap_future(future)
 
+    def soon(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+        """Queue `fn(*args)` after everything queued; its outcome as a future of the running loop, which
+        the caller need not await (a callback on it runs on the loop)."""
+        future = _submit(fn, *args)
+        self._queued.append(future)
+        return asyncio.wrap_future(future)
+
     async def make_room(self) -> None:
         while len(self._queued) >= MAX_QUEUED:
             await asyncio.wrap_future(self._queued.popleft())

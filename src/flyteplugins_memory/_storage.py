@@ -28,6 +28,7 @@ from ._fsio import AsyncIO, BlockingIO, gather_all
 from ._journal_location import journal_root
 from ._layout import JOURNAL_DIR
 from ._retry import get_retry_policy, is_transient
+from ._s3_writes import writes_for
 
 __all__ = ["Listed", "ObjectStorage", "RemoteStore", "filesystem_for"]
 
@@ -286,6 +287,8 @@ class RemoteStore:
         names = list(objects)
         if self._io.parallel:
             created = await gather_all(self._create_quietly(n, objects[n]) for n in names)
+        elif isinstance(self._io, BlockingIO) and self.capabilities.atomic_create:
+            created = await self._io.create_many({self.full_path(n): objects[n] for n in names})
         else:
             created = [await self._create_quietly(n, objects[n]) for n in names]
         return {name for name, ok in zip(names, created, strict=True) if ok}
@@ -303,7 +306,10 @@ def _io_for(fs: fsspec.AbstractFileSystem) -> AsyncIO | BlockingIO:
     if not getattr(fs, "async_impl", False):
         return BlockingIO(fs)
     emulated_gcs = type(underlying(fs)).__name__ == "GCSFileSystem" and bool(os.environ.get("STORAGE_EMULATOR_HOST"))
-    return AsyncIO(fs, parallel=not emulated_gcs)
+    writes = writes_for(underlying(fs))
+    if writes is not None and underlying(fs) is not fs:  # a forwarding wrapper (fault injection) sees every call
+        writes = writes.through(fs)
+    return AsyncIO(fs, parallel=not emulated_gcs, writes=writes)
 
 
 def _stripped(fs: fsspec.AbstractFileSystem, path: str) -> str:

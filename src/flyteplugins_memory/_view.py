@@ -14,6 +14,7 @@ import logging
 import pathlib
 from collections import Counter
 from collections.abc import Iterable
+from typing import Any
 
 from ._codecs import MemoryMeta, sha256_bytes
 from ._contents import fetch_contents
@@ -141,11 +142,24 @@ class View:
         # verified; legacy files fall back to their blob copy; typed errors for purged or collected content
         contents = await fetch_contents(remote, records, self.base)
         metas = {p: _meta_or_none(r, p) for p, r in records.items()}
-        stored = await self.mirror.now(
-            cache_committed, self.workdir, contents, metas, self._stale_around, self._is_committed_content
-        )
-        self.cached.update({p: records[p].sha256 for p in stored})
+        # fetched contents were verified against `records`: the handle still holds them while it holds those
+        fetched = {p: r.sha256 for p, r in records.items()}
+        still = lambda p, _: self._holds_committed(p, fetched[p])  # noqa: E731 - one use, beside its reason
+        caching = (cache_committed, self.workdir, contents, metas, self._stale_around, still)
+        if not self.private:  # a root the caller chose shows the file when the read returns
+            self.cached.update({p: fetched[p] for p in await self.mirror.now(*caching)})
+            return contents
+        # A store's own root is cached behind the read (the reader has the bytes; whoever looks at the root
+        # waits for the queue). `cached` is a hint a reader verifies: entries not cached after all go.
+        self.cached.update(fetched)
+        self.mirror.soon(*caching).add_done_callback(lambda done: self._drop_uncached(fetched, done))
         return contents
+
+    def _drop_uncached(self, fetched: dict[str, str], done: asyncio.Future[Any]) -> None:
+        stored = set() if done.cancelled() or done.exception() else set(done.result())
+        for path, sha256 in fetched.items():
+            if path not in stored and self.cached.get(path) == sha256:
+                del self.cached[path]
 
     async def write(self, rel: str, content: str, options: ChangeOptions) -> MemoryMeta:
         """Plan and record one write; callers hold `lock`."""
@@ -230,14 +244,15 @@ class View:
         else:
             await self.mirror.now(record_change, self.workdir, plan, self._stale_around)
 
-    def _is_committed_content(self, path: str, data: bytes) -> bool:
-        """Whether `data` is still what the handle holds for `path` (a fetch may race a write, or a move to
-        a newer base whose part holding `path` is not loaded: then it is not known to be, and not cached)."""
+    def _holds_committed(self, path: str, sha256: str) -> bool:
+        """Whether the handle still holds committed content `sha256` for `path` (a fetch may race a write, or
+        a move to a newer base whose part holding `path` is not loaded: then it is not known to, and the
+        content is not cached)."""
         try:
             record = self.entry(path)
         except PartNotLoaded:
             return False
-        return path not in self.unsaved and record is not None and record.sha256 == sha256_bytes(data)
+        return path not in self.unsaved and record is not None and record.sha256 == sha256
 
     async def forget_stale(self, state: State) -> None:
         """Remove local copies that `state` (the handle's new base) no longer holds as cached: files
