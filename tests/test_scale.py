@@ -291,6 +291,18 @@ def test_a_hostile_part_is_refused_and_nothing_is_written(local_backend, key, sm
     assert {**local_backend.objects(key), **local_backend.journal(key)} == before
 
 
+def test_a_path_under_a_file_that_a_hostile_part_also_holds_as_a_directory_is_refused(local_backend, key, small_parts):
+    """A new path under the file `f` of a store whose next part holds `f/...`: the store is damaged, which
+    is said as such (not as the caller's mistake of writing under a file), and nothing is written."""
+    seeded(key)
+    file = _tamper(local_backend, key, "clash across parts")
+    before = {**local_backend.objects(key), **local_backend.journal(key)}
+    for look in (lambda s: s.write_text(f"{file}/new", "x"), lambda s: s.exists(f"{file}/new")):
+        with pytest.raises(UnsafeStoreContent):
+            look(MemoryStore.get_or_create(key=key))
+    assert {**local_backend.objects(key), **local_backend.journal(key)} == before
+
+
 def test_touching_a_part_that_is_not_loaded_is_a_loud_bug():
     ref = PartRef(first="a", last="c", count=2, sha256="0" * 64, bytes=10)
     files = Files(CheckpointFiles(Checkpoint(seq=3, format=2, parts=[ref]), None))

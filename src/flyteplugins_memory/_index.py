@@ -128,6 +128,29 @@ class CheckpointFiles:
             out += paths[bisect.bisect_left(paths, lo) : end]
         return out
 
+    def first_under(self, prefix: str) -> int | None:
+        """The part that would hold the first path under directory `prefix`, if any part can."""
+        lo, hi = range_under(prefix)
+        i = bisect.bisect_right(self._firsts, lo) - 1
+        if i >= 0 and self.refs[i].last >= lo:
+            return i
+        i += 1
+        return i if i < len(self.refs) and inside(self._firsts[i], lo, hi) else None
+
+    def any_under(self, prefix: str) -> bool:
+        """Whether the checkpoint holds a path under directory `prefix` (the part `first_under` names must be
+        loaded): one part answers it, however many the directory spans."""
+        i = self.first_under(prefix)
+        if i is None:
+            return False
+        lo, hi = range_under(prefix)
+        self._part(i)
+        paths = self._sorted[i]
+        j = bisect.bisect_left(paths, lo)
+        if j < len(paths) and inside(paths[j], lo, hi):
+            return True
+        return i + 1 < len(self.refs) and inside(self._firsts[i + 1], lo, hi)
+
     def missing(self, indices: Iterable[int]) -> list[int]:
         return sorted({i for i in indices if i not in self.loaded})
 
@@ -243,8 +266,17 @@ class Files(Mapping[str, FileEntry]):
         paths = list(paths)
         if self.base.partitioned:
             await self.base.load(self.parts_for(paths))
+            # a parent that the checkpoint holds as a file must have nothing under it, wherever that would be
+            # (only a hostile store has both; one more part, and only when a parent is a file)
+            file_parents = {d for p in paths for d in parent_dirs(p) if self.base.lookup(d) is not None}
+            await self.base.load(i for d in file_parents if (i := self.base.first_under(d)) is not None)
             for path in paths:
                 self._refuse_clash_at(path)
+            for parent in sorted(file_parents):
+                if self.base.any_under(parent):
+                    raise UnsafeStoreContent(
+                        f"Checkpoint {self.base.seq} holds {parent!r} both as a file and as a directory"
+                    )
 
     async def need_under(self, prefix: str) -> None:
         """Load what listing directory `prefix` needs ("" for everything)."""

@@ -257,8 +257,11 @@ class View:
     async def forget_stale(self, state: State) -> None:
         """Remove local copies that `state` (the handle's new base) no longer holds as cached: files
         other writers changed or deleted. They are fetched again, as committed, when read."""
-        await state.files.need(p for p in self.cached if p not in self.unsaved)
-        stale = [p for p, sha in list(self.cached.items()) if p not in self.unsaved and _sha_in(state, p) != sha]
+        # a snapshot: a read running meanwhile may cache more paths, whose parts this need did not load (it
+        # checks its own content against the handle's base when it caches it)
+        cached = {p: sha for p, sha in self.cached.items() if p not in self.unsaved}
+        await state.files.need(cached)
+        stale = [p for p, sha in cached.items() if p not in self.unsaved and _sha_in(state, p) != sha]
         for path in stale:
             self.cached.pop(path, None)
         if stale:
