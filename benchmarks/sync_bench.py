@@ -46,7 +46,9 @@ def _serve(port_pipe) -> None:
 
     import threading
 
-    _atomic_conditional_puts()
+    from flyteplugins_memory.testing.moto import atomic_conditional_puts
+
+    atomic_conditional_puts()  # as S3 decides them (see that module)
 
     counts = {"requests": 0, "bytes": 0}
     lock = threading.Lock()  # the server is threaded: unlocked ``+=`` loses counts under concurrent requests
@@ -79,25 +81,6 @@ def _serve(port_pipe) -> None:
     server = make_server("127.0.0.1", 0, app, threaded=True)
     port_pipe.send(server.server_address[1])
     server.serve_forever()
-
-
-def _atomic_conditional_puts() -> None:
-    """Make moto's conditional PutObject atomic, as S3's is (as ``tests/conftest.py`` does): moto 5.2
-    checks ``If-None-Match``/``If-Match`` and then stores in two unlocked steps, so two racing create-only
-    writes could both succeed. Only conditional puts are serialized; the rest stay concurrent."""
-    import threading
-
-    from moto.s3.responses import S3Response
-
-    plain, lock = S3Response.put_object, threading.Lock()
-
-    def put_object(self, *args, **kwargs):
-        if self.headers.get("If-None-Match") is None and self.headers.get("If-Match") is None:
-            return plain(self, *args, **kwargs)
-        with lock:
-            return plain(self, *args, **kwargs)
-
-    S3Response.put_object = put_object
 
 
 class CountingServer:

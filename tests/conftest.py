@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 import fsspec
 import pytest
 
+from flyteplugins_memory.testing.moto import atomic_conditional_puts
+
 os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 
 ORG, PROJECT, DOMAIN = "acme", "research", "development"
@@ -30,37 +32,11 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _atomic_conditional_puts() -> None:
-    """Make moto's conditional PutObject atomic, as S3's is.
-
-    moto 5.2 checks ``If-None-Match``/``If-Match`` and then stores the object in two steps, with no lock,
-    and ThreadedMotoServer answers each request on its own thread: two racing create-only writes of one
-    commit slot could both succeed, the second silently replacing the first commit (seen under load as a
-    save that returned but whose commit, files and message were gone). On S3 such a race has one winner
-    and the other gets HTTP 412. Only conditional puts are serialized; the rest stay concurrent."""
-    import threading
-
-    from moto.s3.responses import S3Response
-
-    if getattr(S3Response.put_object, "atomic_conditions", False):
-        return
-    plain, lock = S3Response.put_object, threading.Lock()
-
-    def put_object(self, *args, **kwargs):
-        if self.headers.get("If-None-Match") is None and self.headers.get("If-Match") is None:
-            return plain(self, *args, **kwargs)
-        with lock:
-            return plain(self, *args, **kwargs)
-
-    put_object.atomic_conditions = True  # type: ignore[attr-defined]
-    S3Response.put_object = put_object
-
-
 @pytest.fixture(scope="session")
 def moto_endpoint() -> Iterator[str]:
     from moto.server import ThreadedMotoServer
 
-    _atomic_conditional_puts()
+    atomic_conditional_puts()  # as S3 decides them; see flyteplugins_memory.testing.moto
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()

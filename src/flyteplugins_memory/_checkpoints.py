@@ -18,7 +18,7 @@ from ._contract import ObjectStorage
 from ._entries import FileEntry, Part, PartRef
 from ._errors import CorruptStore
 from ._index import LOAD_BATCH, CheckpointFiles, load_part
-from ._journal import PARTITIONED_FORMAT, Checkpoint, encode
+from ._journal import PARTITIONED_FORMAT, Checkpoint, apply_files, encode
 from ._layout import part_name
 from ._parts import Entries, Rewrite, assign, chunk, index_bytes, rewrite_run, runs, spliced
 from ._state import State
@@ -35,7 +35,7 @@ async def checkpoint_of(
     else:
         refs, written = await _first_parts(remote, state)
     if refs is None:
-        inline = _applied(base.inline, state.files.changes)
+        inline = apply_files(base.inline, state.files.changes)
         checkpoint = state.as_checkpoint(audit_segments, {"files": inline})
     else:
         checkpoint = state.as_checkpoint(audit_segments, {"parts": refs, "format": PARTITIONED_FORMAT})
@@ -47,19 +47,9 @@ async def checkpoint_of(
     return checkpoint, index
 
 
-def _applied(files: dict[str, FileEntry], changes: dict[str, FileEntry | None]) -> dict[str, FileEntry]:
-    out = dict(files)
-    for path, entry in changes.items():
-        if entry is None:
-            out.pop(path, None)
-        else:
-            out[path] = entry
-    return out
-
-
 async def _first_parts(remote: ObjectStorage, state: State) -> tuple[list[PartRef] | None, dict[str, Part]]:
     """An inline index that grew past `INLINE_MAX_BYTES` is cut into parts (None: it stays inline)."""
-    files = _applied(state.files.base.inline, state.files.changes)
+    files = apply_files(state.files.base.inline, state.files.changes)
     if index_bytes(files) <= _parts.INLINE_MAX_BYTES:  # read at call time: tests lower it
         return None, {}
     pieces = chunk(sorted(files.items()))

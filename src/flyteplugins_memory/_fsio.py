@@ -14,7 +14,6 @@ import asyncio
 import atexit
 import contextlib
 import os
-import uuid
 import weakref
 from collections.abc import Awaitable, Iterable
 from typing import Any, cast
@@ -27,7 +26,7 @@ from ._conditional import create_exclusive, create_exclusive_async
 from ._errors import UnsafeStoreContent
 from ._s3_writes import S3Writes
 from ._syncify import before_loop_stops
-from ._workdir import new_file, remove_empty_parents
+from ._workdir import remove_empty_parents, replace_atomically
 
 #: Requests in flight at once in a bulk call (fsspec's own default for calls that open no local files).
 BULK_BATCH = 1280
@@ -199,17 +198,7 @@ class BlockingIO:
             if not self.local:
                 self.fs.pipe_file(path, data)
                 continue
-            # a fixed-length name beside the target: appending to the target's own name would overflow
-            # the 255-byte limit of a file name that fits
-            temp = os.path.join(os.path.dirname(path), f".~fpm-{uuid.uuid4().hex}")
-            try:
-                with new_file(temp) as handle:
-                    handle.write(data)
-                os.replace(temp, path)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(temp)
-                raise
+            replace_atomically(path, data)
 
     def _rm(self, path: str, root: str) -> None:
         self.fs.rm_file(path)

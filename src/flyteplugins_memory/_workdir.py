@@ -68,16 +68,7 @@ class WorkDir:
 
     def write(self, rel: str, data: bytes) -> None:
         """Atomically replace `rel` with `data` (temp file in the same directory, then rename)."""
-        target = self._resolved(rel)  # before mkdir, so no directory is made through an escaping symlink
-        temp = os.path.join(os.path.dirname(target), f"{_TEMP_MARKER}{uuid.uuid4().hex}")
-        try:
-            with new_file(temp) as handle:
-                handle.write(data)
-            os.replace(temp, target)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
-            raise
+        replace_atomically(self._resolved(rel), data)  # resolved first: no directory made through a symlink
 
     def append(self, rel: str, data: bytes) -> None:
         """Append `data` to `rel` (one ``write`` call, so a line is never interleaved)."""
@@ -102,6 +93,20 @@ class WorkDir:
                 if name.startswith(_TEMP_MARKER) or full.is_symlink():
                     continue
                 yield full.relative_to(self.root).as_posix(), full.stat().st_size
+
+
+def replace_atomically(target: str, data: bytes) -> None:
+    """Replace file `target` with `data` through a temp file beside it and a rename. The temp name has a
+    fixed length: appending to the target's own name would overflow the 255-byte limit of a name that fits."""
+    temp = os.path.join(os.path.dirname(target), f"{_TEMP_MARKER}{uuid.uuid4().hex}")
+    try:
+        with new_file(temp) as handle:
+            handle.write(data)
+        os.replace(temp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
 
 
 def new_file(path: str) -> BinaryIO:
