@@ -283,6 +283,13 @@ SLOW_TESTS = {
     "test_log_reads_the_same_on_200_commits_as_on_20",
     "test_a_store_the_release_before_wrote_opens_saves_and_logs_here",
     "test_a_handle_of_the_release_before_cannot_commit_after_this_version",
+    # partitioned checkpoints: the hostile corpus and races (the counts of open/save/checkpoint stay fast)
+    "test_a_hostile_part_is_refused_and_nothing_is_written",
+    "test_a_path_under_a_file_that_a_hostile_part_also_holds_as_a_directory_is_refused",
+    "test_a_refresh_racing_a_lookup_never_meets_an_unloaded_part",
+    "test_a_store_the_previous_version_wrote_opens_and_saves_here",
+    "test_the_previous_version_refuses_a_partitioned_store_as_too_new",
+    "test_a_handle_whose_checkpoint_gc_collected_gets_state_collected_for_its_parts",
 }
 
 
