@@ -52,4 +52,4 @@ if __name__ == "__main__":
     args = _support.parser(__doc__, default_key="quickstart-agent").parse_args()
     with _support.connect(args) as target:
         print(target.run(quickstart, key=target.key)[0])
-        print(f"look inside: {target.cli('ls')}")
+        print(target.look_inside("ls", "messages --tail 4"))

@@ -177,9 +177,8 @@ def main() -> None:
             print(f"user:  {message}\nagent: {reply}" + (f"\n       (tools called: {tools})" if tools else ""))
         print("\n=== What the agent remembered across runs ===")
         print(target.run(what_it_remembers, key=target.key)[0])
-        print("\n=== Look inside the store ===")
-        for verb in ("ls", "messages --tail 5", f"cat {NOTES}", "log --limit 10", "report --html memory.html"):
-            print(f"  {target.cli(verb)}")
+        print("\n=== Where it lives and how to look inside ===")
+        print(target.look_inside("ls", "messages --tail 5", f"cat {NOTES}", "log --limit 10", "report --html memory.html"))
 
 
 if __name__ == "__main__":

@@ -105,12 +105,20 @@ class Target:
 
     def cli(self, verb: str) -> str:
         """The ``flyte-memory`` command that runs `verb` on this target's store."""
-        if self.ephemeral:
-            return f"flyte-memory {verb} --key {self.key} --root s3://<your bucket>   (this moto server is gone)"
         if self.mode != "s3":
             return f"flyte-memory {verb} --key {self.key}"
-        env = f"FLYTE_AWS_ENDPOINT={self.endpoint} FLYTE_AWS_ACCESS_KEY_ID=testing FLYTE_AWS_SECRET_ACCESS_KEY=testing"
-        return f"{env} flyte-memory {verb} --key {self.key} --root s3://{self.bucket}"
+        command = f"flyte-memory {verb} --key {self.key} --root s3://{self.bucket}"
+        if self.ephemeral:
+            return command
+        credentials = "FLYTE_AWS_ACCESS_KEY_ID=testing FLYTE_AWS_SECRET_ACCESS_KEY=testing"
+        return f"FLYTE_AWS_ENDPOINT={self.endpoint} {credentials} {command}"
+
+    def look_inside(self, *verbs: str) -> str:
+        """How to look inside this target's store with the CLI, one command per verb."""
+        header = "Look inside the store with the CLI:"
+        if self.ephemeral:
+            header = "Look inside the store with the CLI (this script's moto server has stopped; on a real bucket):"
+        return "\n".join([header, *(f"  {self.cli(verb)}" for verb in verbs)])
 
     @property
     def bucket(self) -> str:
