@@ -86,7 +86,8 @@ async def scripted_llm(
 
 
 def tool_call(name: str, **arguments: str) -> LLMMessage:
-    return LLMMessage(content="", tool_calls=[{"id": f"call_{uuid.uuid4().hex[:8]}", "name": name, "arguments": arguments}])
+    call = {"id": f"call_{uuid.uuid4().hex[:8]}", "name": name, "arguments": arguments}
+    return LLMMessage(content="", tool_calls=[call])
 
 
 def read_notes(text: str) -> dict[str, str]:
@@ -150,7 +151,7 @@ async def what_it_remembers(key: str) -> str:
     memory = await MemoryStore.get_or_create.aio(key=key)
     roles = [m["role"] for m in memory.messages]
     counts = ", ".join(f"{roles.count(r)} {r}" for r in ("user", "assistant", "tool"))
-    commits = await memory.log.aio(limit=3)
+    log = await memory.log.aio(limit=3)
     return "\n".join(
         [
             f"store:       {memory.remote_path}",
@@ -159,7 +160,7 @@ async def what_it_remembers(key: str) -> str:
             f"{NOTES}:",
             *(f"    {line}" for line in (await memory.read_text.aio(NOTES, default="(none)")).splitlines()),
             "last commits:",
-            *(f"    #{c.seq} {c.time} {c.kind} by {c.actor}: wrote {list(c.wrote)}, +{c.appended} msgs" for c in commits),
+            *(f"    #{c.seq} {c.time} {c.kind} by {c.actor}: wrote {list(c.wrote)}, +{c.appended} msgs" for c in log),
         ]
     )
 
@@ -178,7 +179,8 @@ def main() -> None:
         print("\n=== What the agent remembered across runs ===")
         print(target.run(what_it_remembers, key=target.key)[0])
         print("\n=== Where it lives and how to look inside ===")
-        print(target.look_inside("ls", "messages --tail 5", f"cat {NOTES}", "log --limit 10", "report --html memory.html"))
+        verbs = ("ls", "messages --tail 5", f"cat {NOTES}", "log --limit 10", "report --html memory.html")
+        print(target.look_inside(*verbs))
 
 
 if __name__ == "__main__":
