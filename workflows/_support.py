@@ -21,6 +21,7 @@ import logging
 import os
 import pathlib
 import sys
+import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -77,6 +78,30 @@ def task_image(checkout: pathlib.Path | None = CHECKOUT) -> flyte.Image:
             extra_args=" ".join(f"--extra {extra}" for extra in EXTRAS),
         )
     return base.with_pip_packages(f"flyteplugins-memory[{','.join(EXTRAS)}]=={__version__}")
+
+
+def image_packages(image: flyte.Image) -> list[str]:
+    """The Python packages `image` installs on top of its base, as requirement strings: a pip layer's
+    packages, and for a uv project layer the project itself, its dependencies and those of its extras."""
+    from flyte._image import PipPackages, UVProject
+
+    found: list[str] = []
+    for layer in image._layers:
+        if isinstance(layer, PipPackages):
+            found.extend(layer.packages or ())
+        elif isinstance(layer, UVProject):
+            found.extend(_project_requirements(layer.pyproject, (layer.extra_args or "").split()[1::2]))
+    return found
+
+
+def _project_requirements(pyproject: pathlib.Path, extras: list[str]) -> list[str]:
+    project = tomllib.loads(pyproject.read_text())["project"]
+    optional = project.get("optional-dependencies", {})
+    return [
+        f"{project['name']} @ {pyproject.parent}",
+        *project["dependencies"],
+        *(r for e in extras for r in optional[e]),
+    ]
 
 
 # -- where a run goes ----------------------------------------------------------------------------------
