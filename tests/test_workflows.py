@@ -12,9 +12,12 @@ import importlib.util
 import json
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
+import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -30,19 +33,63 @@ NAMESPACE = {"org": "local", "project": "default", "domain": "development"}  # a
 STORES = "agents/memory-store"
 
 
-def run_workflow(name: str, *args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, str(FOLDER / name), *args], capture_output=True, text=True, timeout=240, check=False
+#: every run the tests check: (script, target, extra arguments); "s3" is the suite's moto server, "s3-own"
+#: the script's own. They start together, once per module: each is a process importing flyte, mostly waiting.
+RUNS = {
+    "quickstart-local": ("01_quickstart.py", "local", ()),
+    "quickstart-s3": ("01_quickstart.py", "s3", ()),
+    "quickstart-s3-own": ("01_quickstart.py", "s3-own", ()),
+    "chat-local": ("02_agent_chat.py", "local", ()),
+    "chat-s3": ("02_agent_chat.py", "s3", ()),
+    "chat-first-question": ("02_agent_chat.py", "local", ("What is my name?",)),
+    "subagents-local": ("03_parallel_subagents.py", "local", ("--n", "4")),
+    "subagents-s3": ("03_parallel_subagents.py", "s3", ("--n", "4")),
+}
+
+
+class Runs:
+    """The workflow runs of this module, started at once; `output` waits for one and checks its exit."""
+
+    def __init__(self, endpoint: str, bucket: str) -> None:
+        self.bucket, self.keys = bucket, {name: f"{name}-{uuid.uuid4().hex[:8]}" for name in RUNS}
+        targets = {"local": [], "s3": ["--s3", "--s3-endpoint", endpoint, "--s3-bucket", bucket], "s3-own": ["--s3"]}
+        self.processes = {
+            name: subprocess.Popen(
+                [sys.executable, str(FOLDER / script), *targets[target], "--key", self.keys[name], *extra],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for name, (script, target, extra) in RUNS.items()
+        }
+
+    def output(self, name: str) -> str:
+        stdout, stderr = self.processes[name].communicate(timeout=240)
+        assert self.processes[name].returncode == 0, stderr[-3000:]
+        return stdout
+
+
+@pytest.fixture(scope="module")
+def runs(moto_endpoint) -> Iterator[Runs]:
+    import s3fs
+
+    bucket = f"wf-{uuid.uuid4().hex[:12]}"
+    s3fs.S3FileSystem(endpoint_url=moto_endpoint, key="testing", secret="testing", skip_instance_cache=True).mkdir(
+        bucket
     )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
+    started = Runs(moto_endpoint, bucket)
+    yield started
+    for name, process in started.processes.items():
+        process.kill()
+        process.communicate()
+        remove_local_store(started.keys[name])
 
 
 @dataclass
 class Where:
-    """Where a workflow's stores land: the options that send it there, and a direct view of the storage."""
+    """Where a workflow's stores land, and a direct view of that storage."""
 
-    args: list[str]
+    target: str
     fs: fsspec.AbstractFileSystem
     root: str  # the storage root as `fs` names it (no protocol)
 
@@ -55,25 +102,28 @@ class Where:
 
 
 @pytest.fixture(params=["local", "s3"])
-def where(request, key, raw_data_context) -> Where:
-    if request.param == "s3":
-        backend = request.getfixturevalue("s3_backend")  # flyte.init with this moto server; a new bucket
-        bucket = backend.raw_data_path.removeprefix("s3://").split("/")[0]
-        endpoint = request.getfixturevalue("moto_endpoint")
-        return Where(["--s3", "--s3-endpoint", endpoint, "--s3-bucket", bucket, "--key", key], backend.fs, bucket)
+def where(request, runs, moto_endpoint, raw_data_context) -> Where:
+    """Flyte initialized and the raw-data path bound as the workflow's runs had them, to reopen its stores."""
     import flyte
+
+    if request.param == "s3":
+        import s3fs
+
+        storage = flyte.storage.S3(endpoint=moto_endpoint, access_key_id="testing", secret_access_key="testing")
+        flyte.init(storage=storage)
+        raw_data_context(f"s3://{runs.bucket}/raw")
+        fs = s3fs.S3FileSystem(endpoint_url=moto_endpoint, key="testing", secret="testing", skip_instance_cache=True)
+        return Where("s3", fs, runs.bucket)
     from fsspec.implementations.local import LocalFileSystem
 
     flyte.init()
     raw_data_context(f"{LOCAL_RAW_DATA_ROOT}/test-run")  # the root a local flyte.run's stores share
-    request.addfinalizer(lambda: remove_local_store(key))
-    return Where(["--key", key], LocalFileSystem(), LOCAL_RAW_DATA_ROOT)
+    return Where("local", LocalFileSystem(), LOCAL_RAW_DATA_ROOT)
 
 
 def remove_local_store(key: str) -> None:
     for kind in ("v0", ".journal/v0"):
-        path = pathlib.Path(LOCAL_RAW_DATA_ROOT, STORES, kind, "local/default/development", key)
-        subprocess.run(["rm", "-rf", str(path)], check=True)
+        shutil.rmtree(pathlib.Path(LOCAL_RAW_DATA_ROOT, STORES, kind, "local/default/development", key), True)
 
 
 @pytest.mark.parametrize("script", WORKFLOWS, ids=lambda p: p.name)
@@ -87,18 +137,18 @@ def test_the_numbered_workflows():
     assert [p.name for p in WORKFLOWS] == ["01_quickstart.py", "02_agent_chat.py", "03_parallel_subagents.py"]
 
 
-def test_quickstart(where, key):
-    out = run_workflow("01_quickstart.py", *where.args)
+def test_quickstart(where, runs):
+    key, out = runs.keys[f"quickstart-{where.target}"], runs.output(f"quickstart-{where.target}")
     assert f"store {key!r}: 2 messages, files ['notes/facts.json'], 1 fact(s), last write by 'remember'" in out
-    assert f"memory lives at {'s3://' if where.args[0] == '--s3' else ''}{where.root}/{STORES}/v0/" in out
+    assert f"memory lives at {'s3://' if where.target == 's3' else ''}{where.root}/{STORES}/v0/" in out
     assert json.loads(where.read(key, "notes/facts.json")) == ["user asked: What is Flyte?"]
     store = where.reopen(key)
     assert [m["role"] for m in store.messages] == ["user", "assistant"]
     assert store.audit_tail(1)[-1]["actor"] == "remember"
 
 
-def test_agent_chat_remembers_across_runs(where, key):
-    out = run_workflow("02_agent_chat.py", *where.args)
+def test_agent_chat_remembers_across_runs(where, runs):
+    key, out = runs.keys[f"chat-{where.target}"], runs.output(f"chat-{where.target}")
     first, second = out.split("--- run 1")[1].split("--- run 2")
     assert "tools called: remember_note" in first and "Nice to meet you! I noted Ada, Rust" in first
     assert "tools called: recall_notes" in second
@@ -118,15 +168,14 @@ def test_agent_chat_remembers_across_runs(where, key):
     ]
 
 
-def test_agent_chat_knows_nothing_the_store_did_not_tell_it(key):
-    out = run_workflow("02_agent_chat.py", "--key", key, "What is my name?")
-    remove_local_store(key)
+def test_agent_chat_knows_nothing_the_store_did_not_tell_it(runs):
+    out = runs.output("chat-first-question")
     assert "I don't know yet: my notes about you are empty" in out
     assert "Ada" not in out
 
 
-def test_parallel_subagents_lose_nothing_and_conflicts_cost_retries(where, key):
-    out = run_workflow("03_parallel_subagents.py", *where.args, "--n", "4")
+def test_parallel_subagents_lose_nothing_and_conflicts_cost_retries(where, runs):
+    key, out = runs.keys[f"subagents-{where.target}"], runs.output(f"subagents-{where.target}")
     batch = re.search(r"\(batch (\w+)\)", out).group(1)
     assert "NOTHING LOST" in out and f"batch {batch}: 4 findings files, 4 transcript messages, 4 summary lines" in out
     retries = [int(r) for r in re.findall(r"agent-\d: (\d+)", out.split("retries per subagent:")[1].splitlines()[0])]
@@ -143,8 +192,8 @@ def test_parallel_subagents_lose_nothing_and_conflicts_cost_retries(where, key):
     assert sorted(c.actor for c in store.log(limit=4)) == [f"agent-{i}" for i in range(4)]
 
 
-def test_s3_alone_runs_its_own_moto_server(key):
-    out = run_workflow("01_quickstart.py", "--s3", "--key", key)
+def test_s3_alone_runs_its_own_moto_server(runs):
+    key, out = runs.keys["quickstart-s3-own"], runs.output("quickstart-s3-own")
     assert f"store {key!r}: 2 messages" in out
     assert f"memory lives at s3://flyte-memory-demo/{STORES}/v0/local/default/development/{key}" in out
     assert "this script's moto server has stopped" in out
