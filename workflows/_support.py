@@ -46,7 +46,7 @@ def parser(doc: str | None, default_key: str) -> argparse.ArgumentParser:
     where = cli.add_mutually_exclusive_group()
     where.add_argument("--s3", action="store_true", help="run against S3 (a local moto server unless --s3-endpoint)")
     where.add_argument("--remote", action="store_true", help="run on the Flyte cluster of your Flyte config")
-    cli.add_argument("--s3-endpoint", metavar="URL", help="with --s3: an S3 endpoint already running (no moto here)")
+    cli.add_argument("--s3-endpoint", metavar="URL", help="--s3 against a moto server already running there")
     cli.add_argument("--s3-bucket", metavar="NAME", default=DEFAULT_BUCKET, help="with --s3: the bucket")
     cli.add_argument("--key", default=default_key, help=f"the store's key (default: {default_key})")
     return cli
@@ -164,7 +164,7 @@ def connect(args: argparse.Namespace) -> Iterator[Target]:
     if args.remote:
         flyte.init_from_config()
         yield Target("remote", args.key)
-    elif args.s3:
+    elif args.s3 or args.s3_endpoint:
         with _s3_endpoint(args.s3_endpoint) as endpoint:
             _make_bucket(endpoint, args.s3_bucket)
             flyte.init(storage=flyte.storage.S3(endpoint=endpoint, **MOTO_CREDENTIALS))
