@@ -1,5 +1,5 @@
 # Two commands do all set-up on a fresh machine with Python 3.11+:
-#   make demo   -- create .venv, install, run the quickstart workflow on local disk
+#   make demo   -- create .venv, install, run the agent chat workflow on local disk (offline)
 #   make test   -- create .venv, install with every extra, lint, run the whole suite
 #   make test-slow -- the long fault walks and multi-process runs (CI runs both)
 #   make lint   -- ruff on src/ and tests/, pyright on src/ (the tools come with the test extra)
@@ -15,7 +15,7 @@ $(BIN)/python:
 
 demo: $(BIN)/python
 	$(BIN)/python -m pip install -q -e .
-	$(BIN)/python workflows/01_quickstart.py
+	$(BIN)/python workflows/02_agent_chat.py
 
 test: lint
 	$(BIN)/python -m pytest -m "not slow"

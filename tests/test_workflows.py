@@ -1,24 +1,224 @@
-"""Examples are documentation that runs: every ``workflows/NN_*.py`` script runs to completion."""
+"""Examples are documentation that runs: every ``workflows/NN_*.py`` script runs, locally and against S3.
+
+Each workflow runs as a subprocess, as a user runs it; the test then checks what it printed and opens the
+store it wrote with a new handle (and reads its objects directly) to check what landed: files, messages,
+audit events and commits. The S3 runs use the suite's moto server (``--s3-endpoint``), so the bucket can
+be inspected afterwards; one run starts its own moto server, as ``--s3`` alone does for a user.
+"""
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import pathlib
+import re
+import shutil
 import subprocess
 import sys
+import tomllib
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from types import ModuleType
 
+import fsspec
 import pytest
 
-WORKFLOWS = sorted((pathlib.Path(__file__).parent.parent / "workflows").glob("[0-9][0-9]_*.py"))
+from flyteplugins_memory import MemoryStore, __version__
+from flyteplugins_memory._location import LOCAL_RAW_DATA_ROOT
+
+FOLDER = pathlib.Path(__file__).parent.parent / "workflows"
+WORKFLOWS = sorted(FOLDER.glob("[0-9][0-9]_*.py"))
+NAMESPACE = {"org": "local", "project": "default", "domain": "development"}  # a local run's defaults
+STORES = "agents/memory-store"
 
 
-def test_there_are_workflows():
-    assert WORKFLOWS
+#: every run the tests check: (script, target, extra arguments); "s3" is the suite's moto server, "s3-own"
+#: the script's own. They start together, once per module: each is a process importing flyte, mostly waiting.
+RUNS = {
+    "quickstart-local": ("01_quickstart.py", "local", ()),
+    "quickstart-s3": ("01_quickstart.py", "s3", ()),
+    "quickstart-s3-own": ("01_quickstart.py", "s3-own", ()),
+    "chat-local": ("02_agent_chat.py", "local", ()),
+    "chat-s3": ("02_agent_chat.py", "s3", ()),
+    "chat-first-question": ("02_agent_chat.py", "local", ("What is my name?",)),
+    "subagents-local": ("03_parallel_subagents.py", "local", ("--n", "4")),
+    "subagents-s3": ("03_parallel_subagents.py", "s3", ("--n", "4")),
+}
+
+
+class Runs:
+    """The workflow runs of this module, started at once; `output` waits for one and checks its exit."""
+
+    def __init__(self, endpoint: str, bucket: str) -> None:
+        self.bucket, self.keys = bucket, {name: f"{name}-{uuid.uuid4().hex[:8]}" for name in RUNS}
+        targets = {"local": [], "s3": ["--s3", "--s3-endpoint", endpoint, "--s3-bucket", bucket], "s3-own": ["--s3"]}
+        self.processes = {
+            name: subprocess.Popen(
+                [sys.executable, str(FOLDER / script), *targets[target], "--key", self.keys[name], *extra],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for name, (script, target, extra) in RUNS.items()
+        }
+
+    def output(self, name: str) -> str:
+        stdout, stderr = self.processes[name].communicate(timeout=240)
+        assert self.processes[name].returncode == 0, stderr[-3000:]
+        return stdout
+
+
+@pytest.fixture(scope="module")
+def runs(moto_endpoint) -> Iterator[Runs]:
+    import s3fs
+
+    bucket = f"wf-{uuid.uuid4().hex[:12]}"
+    s3fs.S3FileSystem(endpoint_url=moto_endpoint, key="testing", secret="testing", skip_instance_cache=True).mkdir(
+        bucket
+    )
+    started = Runs(moto_endpoint, bucket)
+    yield started
+    for name, process in started.processes.items():
+        process.kill()
+        process.communicate()
+        remove_local_store(started.keys[name])
+
+
+@dataclass
+class Where:
+    """Where a workflow's stores land, and a direct view of that storage."""
+
+    target: str
+    fs: fsspec.AbstractFileSystem
+    root: str  # the storage root as `fs` names it (no protocol)
+
+    def read(self, key: str, path: str) -> str:
+        return self.fs.cat_file(f"{self.root}/{STORES}/v0/local/default/development/{key}/{path}").decode()
+
+    def reopen(self, key: str) -> MemoryStore:
+        assert MemoryStore.exists(key=key, **NAMESPACE)
+        return MemoryStore.get_or_create(key=key, **NAMESPACE)
+
+
+@pytest.fixture(params=["local", "s3"])
+def where(request, runs, moto_endpoint, raw_data_context) -> Where:
+    """Flyte initialized and the raw-data path bound as the workflow's runs had them, to reopen its stores."""
+    import flyte
+
+    if request.param == "s3":
+        import s3fs
+
+        storage = flyte.storage.S3(endpoint=moto_endpoint, access_key_id="testing", secret_access_key="testing")
+        flyte.init(storage=storage)
+        raw_data_context(f"s3://{runs.bucket}/raw")
+        fs = s3fs.S3FileSystem(endpoint_url=moto_endpoint, key="testing", secret="testing", skip_instance_cache=True)
+        return Where("s3", fs, runs.bucket)
+    from fsspec.implementations.local import LocalFileSystem
+
+    flyte.init()
+    raw_data_context(f"{LOCAL_RAW_DATA_ROOT}/test-run")  # the root a local flyte.run's stores share
+    return Where("local", LocalFileSystem(), LOCAL_RAW_DATA_ROOT)
+
+
+def remove_local_store(key: str) -> None:
+    for kind in ("v0", ".journal/v0"):
+        shutil.rmtree(pathlib.Path(LOCAL_RAW_DATA_ROOT, STORES, kind, "local/default/development", key), True)
 
 
 @pytest.mark.parametrize("script", WORKFLOWS, ids=lambda p: p.name)
-def test_workflow_runs(script):
+def test_each_workflow_documents_how_to_run_it(script):
     text = script.read_text()
-    assert '"""' in text and "Run: " in text, "each example has a docstring with a Run: line"
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=240, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.strip()
+    assert text.startswith('"""') and "\nRun: python workflows/" in text, "a docstring with a Run: line"
+    assert "[--s3 | --remote]" in text and "_support.connect(" in text, "local, --s3 and --remote, one code path"
+
+
+def test_the_numbered_workflows():
+    assert [p.name for p in WORKFLOWS] == ["01_quickstart.py", "02_agent_chat.py", "03_parallel_subagents.py"]
+
+
+def test_quickstart(where, runs):
+    key, out = runs.keys[f"quickstart-{where.target}"], runs.output(f"quickstart-{where.target}")
+    assert f"store {key!r}: 2 messages, files ['notes/facts.json'], 1 fact(s), last write by 'remember'" in out
+    assert f"memory lives at {'s3://' if where.target == 's3' else ''}{where.root}/{STORES}/v0/" in out
+    assert json.loads(where.read(key, "notes/facts.json")) == ["user asked: What is Flyte?"]
+    store = where.reopen(key)
+    assert [m["role"] for m in store.messages] == ["user", "assistant"]
+    assert store.audit_tail(1)[-1]["actor"] == "remember"
+
+
+def test_agent_chat_remembers_across_runs(where, runs):
+    key, out = runs.keys[f"chat-{where.target}"], runs.output(f"chat-{where.target}")
+    first, second = out.split("--- run 1")[1].split("--- run 2")
+    assert "tools called: remember_note" in first and "Nice to meet you! I noted Ada, Rust" in first
+    assert "tools called: recall_notes" in second
+    assert "your name is Ada and your favourite language is Rust" in second
+    assert 'Earlier you told me: "Hi! My name is Ada and my favourite language is Rust."' in second
+    assert "transcript:  8 messages (2 user, 4 assistant, 2 tool)" in out
+    assert f"flyte-memory messages --tail 5 --key {key}" in out
+    assert "- name: Ada; favourite language: Rust" in where.read(key, "notes/user.md")
+    store = where.reopen(key)
+    calls = [c["function"]["name"] for m in store.messages for c in m.get("tool_calls", [])]
+    assert calls == ["remember_note", "recall_notes"]
+    assert [m["role"] for m in store.messages].count("tool") == 2
+    assert [(e["actor"], e["path"]) for e in store.audit_tail(0)] == [("agent-chat/remember_note", "notes/user.md")]
+    assert [(c.actor, c.appended, c.wrote) for c in store.log(limit=2)] == [
+        ("agent-chat", 4, ()),
+        ("agent-chat", 4, ("notes/user.md",)),
+    ]
+
+
+def test_agent_chat_knows_nothing_the_store_did_not_tell_it(runs):
+    out = runs.output("chat-first-question")
+    assert "I don't know yet: my notes about you are empty" in out
+    assert "Ada" not in out
+
+
+def test_parallel_subagents_lose_nothing_and_conflicts_cost_retries(where, runs):
+    key, out = runs.keys[f"subagents-{where.target}"], runs.output(f"subagents-{where.target}")
+    batch = re.search(r"\(batch (\w+)\)", out).group(1)
+    assert "NOTHING LOST" in out and f"batch {batch}: 4 findings files, 4 transcript messages, 4 summary lines" in out
+    retries = [int(r) for r in re.findall(r"agent-\d: (\d+)", out.split("retries per subagent:")[1].splitlines()[0])]
+    # all four start from one commit: whoever saves second or later must conflict, refresh and retry
+    assert len(retries) == 4 and sum(retries) >= 3 and f"conflicts: {sum(retries)} retries in all" in out
+    summary = where.read(key, "shared/summary.md").splitlines()
+    assert sorted(line.split(" ")[1] for line in summary if batch in line) == [f"agent-{i}" for i in range(4)]
+    for i in range(4):
+        assert batch in where.read(key, f"findings/agent-{i}.md")
+    store = where.reopen(key)
+    assert sorted(m["name"] for m in store.messages if batch in m["content"]) == [f"agent-{i}" for i in range(4)]
+    summary_writes = [e["actor"] for e in store.audit_tail(0) if e["path"] == "shared/summary.md"]
+    assert sorted(summary_writes) == [f"agent-{i}" for i in range(4)], "a retried write is not audited twice"
+    assert sorted(c.actor for c in store.log(limit=4)) == [f"agent-{i}" for i in range(4)]
+
+
+def test_s3_alone_runs_its_own_moto_server(runs):
+    key, out = runs.keys["quickstart-s3-own"], runs.output("quickstart-s3-own")
+    assert f"store {key!r}: 2 messages" in out
+    assert f"memory lives at s3://flyte-memory-demo/{STORES}/v0/local/default/development/{key}" in out
+    assert "this script's moto server has stopped" in out
+
+
+def load_support() -> ModuleType:
+    """``workflows/_support.py``, imported as the scripts import it (their folder is not a package)."""
+    if "_support" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("_support", FOLDER / "_support.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["_support"] = module  # dataclasses look their module up while the class is built
+        spec.loader.exec_module(module)
+    return sys.modules["_support"]
+
+
+def test_the_remote_image_installs_this_checkout_with_its_s3_and_gcs_dependencies():
+    support = load_support()
+    project = tomllib.loads((FOLDER.parent / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    expected = [f"flyteplugins-memory @ {FOLDER.parent.resolve()}", *project["dependencies"], *extras["s3"]]
+    assert support.image_packages(support.task_image()) == [*expected, *extras["gcs"]]
+    assert any(r.startswith("s3fs>=") for r in expected) and any(r.startswith("flyte>=") for r in expected)
+
+
+def test_the_remote_image_outside_a_checkout_installs_the_release_of_this_version(tmp_path):
+    support = load_support()
+    assert support.image_packages(support.task_image(tmp_path)) == [f"flyteplugins-memory[s3,gcs]=={__version__}"]
+    assert support.image_packages(support.task_image(None)) == [f"flyteplugins-memory[s3,gcs]=={__version__}"]

@@ -2,18 +2,20 @@
 
 A first task opens (or creates) the keyed store ``quickstart-agent``, records a turn of conversation and
 a note, and returns the store; a second task receives it and reads back exactly what was saved. Run it
-twice: the second run continues the same memory.
+twice: the second run continues the same memory. ``--s3`` runs the same tasks against S3 (a moto server
+the script starts on 127.0.0.1), ``--remote`` on the Flyte cluster of your config.
 
-Run: python workflows/01_quickstart.py
+Run: python workflows/01_quickstart.py [--s3 | --remote] [--key KEY]
 """
 
 from __future__ import annotations
 
+import _support
 import flyte
 
 from flyteplugins_memory import MemoryStore
 
-env = flyte.TaskEnvironment(name="memory_quickstart")
+env = flyte.TaskEnvironment(name="memory_quickstart", image=_support.task_image())
 
 
 @env.task
@@ -35,18 +37,19 @@ async def recall(memory: MemoryStore) -> str:
     last_event = (await memory.audit_tail.aio(1))[-1]
     return (
         f"store {memory.key!r}: {len(memory.messages)} messages, files {paths}, "
-        f"{len(facts)} fact(s), last write by {last_event['actor']!r}"
+        f"{len(facts)} fact(s), last write by {last_event['actor']!r}\n"
+        f"memory lives at {memory.remote_path}"
     )
 
 
 @env.task
-async def quickstart(question: str = "What is Flyte?") -> str:
-    memory = await remember("quickstart-agent", question)
+async def quickstart(key: str = "quickstart-agent", question: str = "What is Flyte?") -> str:
+    memory = await remember(key, question)
     return await recall(memory)
 
 
 if __name__ == "__main__":
-    flyte.init()
-    run = flyte.run(quickstart)
-    print(run.outputs()[0])
-    print(f"memory lives at {MemoryStore.remote_path_for_key(key='quickstart-agent')}")
+    args = _support.parser(__doc__, default_key="quickstart-agent").parse_args()
+    with _support.connect(args) as target:
+        print(target.run(quickstart, key=target.key)[0])
+        print(target.look_inside("ls", "messages --tail 4"))
