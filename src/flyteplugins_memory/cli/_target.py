@@ -62,9 +62,7 @@ def open_store(target: Target) -> MemoryStore:
 
 
 def list_keys(target: Target, prefix: str) -> list[str]:
-    """Keys of the stores in the namespace the options name (``--key`` and ``--uri`` do not apply)."""
-    if target.key is not None or target.uri is not None:
-        raise click.UsageError("keys lists a namespace: use --org/--project/--domain/--root, not --key/--uri")
+    """Keys of the stores in the namespace the options name."""
     full = target.with_config()
     return MemoryStore.list_keys(prefix, org=full.org, project=full.project, domain=full.domain, root=full.root)
 
