@@ -56,11 +56,11 @@ def where(root: str, key: str = "agent-chat") -> list[str]:
     return ["--key", key, "--org", ORG, "--project", PROJECT, "--domain", DOMAIN, "--root", root]
 
 
-def run(*args: str, input: str | None = None):  # noqa: A002 - click's name
+def run(*args: str, input: str | None = None):
     return CliRunner().invoke(memory, list(args), input=input)
 
 
-def ok(*args: str, input: str | None = None) -> str:  # noqa: A002
+def ok(*args: str, input: str | None = None) -> str:
     result = run(*args, input=input)
     assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
     return result.stdout
@@ -73,7 +73,7 @@ def as_json(*args: str) -> object:
     return json.loads(result.stdout)  # stdout is exactly one JSON document
 
 
-def fails(code: int, *args: str, input: str | None = None) -> str:  # noqa: A002
+def fails(code: int, *args: str, input: str | None = None) -> str:
     """Run a command that must fail: one ``error:`` line on stderr, nothing on stdout, no traceback."""
     result = run(*args, input=input)
     assert result.exit_code == code, (result.stdout, result.stderr, result.exception)
@@ -231,7 +231,9 @@ def test_rm_deletes_saves_and_records_the_actor(store: MemoryStore, root: str):
     reopened = MemoryStore.open(remote_path=store.remote_path)
     assert reopened.list_paths() == ["findings/search.json"]
     newest = reopened.log(1)[0]
-    assert newest.actor == "flyte-memory" and newest.deleted == ("notes/user.md",) and newest.reason == "rm notes/user.md"
+    assert (
+        newest.actor == "flyte-memory" and newest.deleted == ("notes/user.md",) and newest.reason == "rm notes/user.md"
+    )
     done = as_json("rm", "findings/search.json", "--yes", "--actor", "ops", "--reason", "cleanup", *where(root))
     assert done == {"deleted": "findings/search.json", "commit": newest.seq + 1}
     assert MemoryStore.open(remote_path=store.remote_path).log(1)[0].actor == "ops"
@@ -393,15 +395,22 @@ def _source_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
 
 
+def _subprocess(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(args), capture_output=True, text=True, env=_source_env(), check=False)
+
+
 def test_the_console_script(store: MemoryStore, root: str):
     scripts = [ep for ep in importlib.metadata.entry_points(group="console_scripts") if ep.name == "flyte-memory"]
     assert [ep.value for ep in scripts] == ["flyteplugins_memory.cli:main"]
-    script = pathlib.Path(sys.executable).parent / "flyte-memory"
-    done = subprocess.run([str(script), "cat", "notes/user.md", *where(root)], capture_output=True, text=True, env=_source_env(), check=False)
+    script = str(pathlib.Path(sys.executable).parent / "flyte-memory")
+    done = _subprocess(script, "cat", "notes/user.md", *where(root))
     assert (done.returncode, done.stdout) == (0, NOTES)
-    missing = subprocess.run([str(script), "ls", *where(root, "nope")], capture_output=True, text=True, env=_source_env(), check=False)
+    missing = _subprocess(script, "ls", *where(root, "nope"))
     assert missing.returncode == 1 and missing.stderr.startswith("error: no memory store at") and missing.stdout == ""
     assert len(missing.stderr.strip().splitlines()) == 1
+    piped = _subprocess(script, "gc", "--json", *where(root))  # a pipe, no TTY: no progress bar, JSON only
+    assert piped.returncode == 0 and piped.stderr == ""
+    assert set(json.loads(piped.stdout)) == {"objects", "bytes", "commits"}
 
 
 def test_flyte_memory_through_flytes_own_cli(store: MemoryStore, root: str):
@@ -414,13 +423,3 @@ def test_flyte_memory_through_flytes_own_cli(store: MemoryStore, root: str):
     assert json.loads(result.stdout) == store.messages
     bad = CliRunner().invoke(flyte_main, ["memory", "ls", *where(root, "nobody")])
     assert bad.exit_code == 1 and bad.stderr.strip().startswith("error: no memory store at")
-
-
-def test_json_is_the_only_thing_on_stdout_when_piped(store: MemoryStore, root: str):
-    """Through a pipe (no TTY): no progress bar, no colour codes, JSON only."""
-    code = "from flyteplugins_memory.cli import main; main()"
-    args = [sys.executable, "-c", code, "gc", "--json", *where(root)]
-    done = subprocess.run(args, capture_output=True, text=True, env=_source_env(), check=False)
-    assert done.returncode == 0 and done.stderr == ""
-    assert set(json.loads(done.stdout)) == {"objects", "bytes", "commits"}
-

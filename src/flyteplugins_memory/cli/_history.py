@@ -80,6 +80,9 @@ def audit(tail: int, target: Target, json_output: bool) -> None:
     if json_output:
         _render.emit_json(events)
         return
-    rows = ((_render.when(str(e.get("ts", ""))), e.get("actor"), e.get("op"), e.get("path"), e.get("reason")) for e in events)
+    rows = (
+        (_render.when(str(e.get("ts", ""))), e.get("actor"), e.get("op"), e.get("path"), e.get("reason"))
+        for e in events
+    )
     columns = ("time", "actor", "op", "path", "reason")
     _render.show(store.remote_path, _render.table(columns, rows), f"{len(events)} events")

@@ -5,7 +5,9 @@ unless ``--yes``; a declined prompt changes nothing (exit code 1)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import timedelta
+from typing import Any, TypeVar
 
 import rich_click as click
 
@@ -15,17 +17,18 @@ from . import _progress, _render
 from ._app import json_option, memory, store_options
 from ._target import Target, open_store
 
+F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_ACTOR = "flyte-memory"
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
-def _actor_option(func):  # noqa: ANN001, ANN202 - a click decorator
+def _actor_option(func: F) -> F:
     func = click.option("--reason", default="", help="Why (recorded in the commit and audit trail).")(func)
     return click.option("--actor", default=DEFAULT_ACTOR, show_default=True, help="Who (recorded).")(func)
 
 
-def _yes_option(func):  # noqa: ANN001, ANN202 - a click decorator
+def _yes_option(func: F) -> F:
     return click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")(func)
 
 
