@@ -31,9 +31,13 @@ def root(tmp_path: pathlib.Path) -> str:
     return str(tmp_path / "raw")
 
 
+def store_uri(root: str, key: str) -> str:
+    return f"{root}/agents/memory-store/v0/{ORG}/{PROJECT}/{DOMAIN}/{key}"
+
+
 def make_store(root: str, key: str, *, keep_versions: bool = False) -> MemoryStore:
     """A saved store: two files, a transcript with a tool call and its result, two commits."""
-    uri = MemoryStore.remote_path_for_key(key=key, org=ORG, project=PROJECT, domain=DOMAIN, root=root)
+    uri = store_uri(root, key)
     store = MemoryStore(key, remote_path=uri, keep_versions=keep_versions)
     store.write_text("notes/user.md", "draft", actor="planner", reason="first look")
     store.append({"role": "user", "content": "What tea do I like?"})
@@ -207,7 +211,7 @@ def test_naming_mistakes_are_usage_errors(root: str):
 
 
 def test_a_corrupt_store_is_one_line(root: str):
-    uri = MemoryStore.remote_path_for_key(key="broken", org=ORG, project=PROJECT, domain=DOMAIN, root=root)
+    uri = store_uri(root, "broken")
     pathlib.Path(uri).mkdir(parents=True)
     pathlib.Path(uri, "messages.json").write_text("{not json")  # an upstream-layout store, torn
     assert fails(1, "ls", "--uri", uri).startswith("error: ")
@@ -290,7 +294,7 @@ def test_list_keys_counts_upstream_written_stores_and_lists_once(root: str, monk
     from fsspec.implementations.local import LocalFileSystem
 
     make_store(root, "ours")
-    uri = MemoryStore.remote_path_for_key(key="theirs", org=ORG, project=PROJECT, domain=DOMAIN, root=root)
+    uri = store_uri(root, "theirs")
     theirs = UpstreamStore("theirs", remote_path=uri)  # upstream's own store: no journal
     theirs.append({"role": "user", "content": "hi"})
     theirs.save()

@@ -156,19 +156,10 @@ class MemoryStore(ReadAPI, MaintenanceAPI, UpstreamMemoryStore):  # pyright: ign
 
     @classmethod
     def remote_path_for_key(
-        cls,
-        *,
-        key: str,
-        org: str | None = None,
-        project: str | None = None,
-        domain: str | None = None,
-        root: str | None = None,
+        cls, *, key: str, org: str | None = None, project: str | None = None, domain: str | None = None
     ) -> str:
-        """The store's path: ``{storage_root}/agents/memory-store/v0/{org}/{project}/{domain}/{key}``.
-
-        `root` (ours; upstream has no such argument) names the storage root, a bucket URI or a raw-data
-        path (normalized as the context's is); by default it comes from the Flyte context."""
-        return _location.remote_path_for_key(key, org, project, domain, root)
+        """The store's path: ``{storage_root}/agents/memory-store/v0/{org}/{project}/{domain}/{key}``."""
+        return _location.remote_path_for_key(key, org, project, domain)
 
     @syncify
     @classmethod
@@ -205,12 +196,13 @@ class MemoryStore(ReadAPI, MaintenanceAPI, UpstreamMemoryStore):  # pyright: ign
         keep_versions: bool = False,
     ) -> MemoryStore:
         """Open an existing store at its newest committed state, never creating one: by `key` (resolved
-        like `remote_path_for_key`) or by `remote_path` (its key is the path's last segment). Raises
+        like `remote_path_for_key`; `root`, a storage root or raw-data path, instead of the context's) or by
+        `remote_path` (its key is the path's last segment). Raises
         `StoreNotFound` if there is no store there. Read-only tools use it (the ``flyte-memory`` CLI)."""
         if (key is None) == (remote_path is None):
             raise InvalidArgument("MemoryStore.open needs exactly one of key=... or remote_path=...")
         if remote_path is None:
-            remote_path = cls.remote_path_for_key(key=key or "", org=org, project=project, domain=domain, root=root)
+            remote_path = _location.remote_path_for_key(key or "", org, project, domain, root)
         name = key or remote_path.rstrip("/").rsplit("/", 1)[-1]
         store = cls(name, None, None, remote_path, read_only_prefixes, audit, keep_versions)
         if not await store._session.open(store):

@@ -34,15 +34,13 @@ class Target:
         org, project, domain = _config_namespace()
         return Target(self.key, self.org or org, self.project or project, self.domain or domain, self.root, self.uri)
 
-    def store_uri(self) -> str:
-        """Where the named store lives (nothing is read)."""
+    def open(self) -> MemoryStore:
+        """The named store at its newest commit (`StoreNotFound` if there is none; never created)."""
         self._check_store_naming()
         if self.uri is not None:
-            return self.uri.rstrip("/")
+            return MemoryStore.open(remote_path=self.uri.rstrip("/"))
         full = self.with_config()
-        return MemoryStore.remote_path_for_key(
-            key=self.key or "", org=full.org, project=full.project, domain=full.domain, root=self.root
-        )
+        return MemoryStore.open(key=self.key, org=full.org, project=full.project, domain=full.domain, root=self.root)
 
     def _check_store_naming(self) -> None:
         if self.uri is None and self.key is None:
@@ -54,11 +52,10 @@ class Target:
 def open_store(target: Target) -> MemoryStore:
     """Open the named store at its newest commit; `StoreNotFound` ("no memory store at ...") if it does not
     exist. Never creates one."""
-    uri = target.store_uri()
     try:
-        return MemoryStore.open(remote_path=uri)
-    except StoreNotFound:
-        raise StoreNotFound(f"no memory store at {uri}") from None
+        return target.open()
+    except StoreNotFound as exc:
+        raise StoreNotFound(f"no memory store at {str(exc).removeprefix('No MemoryStore at ')}") from None
 
 
 def list_keys(target: Target, prefix: str) -> list[str]:
