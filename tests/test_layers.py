@@ -65,11 +65,13 @@ LAYERS: list[tuple[str, set[str]]] = [
             "_commit_log",
             "_inplace",
             "_checkpoints",
+            "_keys",
         },
     ),
     ("the handle", {"_mirror", "_view", "_session"}),
     ("facade", {"_reading", "_maintenance", "_payload", "_store", "_flyte_type", "__init__"}),
     ("conformance kit", {"testing"}),
+    ("command line", {"cli"}),
 ]
 
 

@@ -142,6 +142,12 @@ class AsyncIO:
         fs.invalidate_cache()
         return cast(dict, await fs._find(root, withdirs=withdirs, detail=True))
 
+    async def ls(self, path: str) -> list[dict[str, Any]]:
+        """The entries directly under `path` (one listing request; files and directories)."""
+        fs = self._now()
+        fs.invalidate_cache()
+        return cast(list, await fs._ls(path, detail=True))
+
 
 class BlockingIO:
     """A blocking fsspec filesystem, each call in a worker thread; on local disk, writes are atomic
@@ -184,6 +190,11 @@ class BlockingIO:
 
     async def find(self, root: str, *, withdirs: bool) -> dict[str, dict[str, Any]]:
         return await asyncio.to_thread(self._find, root, withdirs)
+
+    async def ls(self, path: str) -> list[dict[str, Any]]:
+        """The entries directly under `path` (one listing; files and directories)."""
+        self.fs.invalidate_cache()
+        return cast(list, await asyncio.to_thread(self.fs.ls, path, detail=True))
 
     def _cat(self, path: str, root: str) -> bytes | None:
         if self.local and os.path.lexists(path):

@@ -81,11 +81,27 @@ def store_path(root: str, org: str, project: str, domain: str, key: str) -> str:
     return join_remote_path(root, *NAMESPACE, SCHEMA_VERSION, org, project, domain, key)
 
 
-def remote_path_for_key(key: str, org: str | None, project: str | None, domain: str | None) -> str:
+def namespace_path(root: str, org: str, project: str, domain: str) -> str:
+    """The directory holding every keyed store of one org, project and domain under a storage root."""
+    for name, value in (("org", org), ("project", project), ("domain", domain)):
+        validate_segment(value, name=name)
+    return join_remote_path(root, *NAMESPACE, SCHEMA_VERSION, org, project, domain)
+
+
+def remote_path_for_key(
+    key: str, org: str | None, project: str | None, domain: str | None, root: str | None = None
+) -> str:
     """Resolve a key's remote path from explicit values, the Flyte context and the local defaults."""
     validate_segment(key, name="key")
+    return join_remote_path(resolve_namespace_path(org, project, domain, root), key)
+
+
+def resolve_namespace_path(org: str | None, project: str | None, domain: str | None, root: str | None) -> str:
+    """The namespace directory of keyed stores, resolved like `remote_path_for_key`; an explicit `root`
+    (a storage root or a raw-data path) is normalized by `storage_root` instead of read from the context."""
     org, project, domain = _resolve_namespace(org, project, domain)
-    return store_path(_storage_root_from_context(), org, project, domain, key)
+    base = storage_root(root) if root else _storage_root_from_context()
+    return namespace_path(base, org, project, domain)
 
 
 def _resolve_namespace(org: str | None, project: str | None, domain: str | None) -> tuple[str, str, str]:

@@ -243,6 +243,18 @@ class RemoteStore:
             raise
         return self._named(under, found)
 
+    async def directories(self) -> list[str]:
+        """Names of the directories directly under the prefix, from one listing call (none if the prefix
+        does not exist). Object stores list a directory only while some object lies under it."""
+        try:
+            entries = await self._call("list", self._io.ls, self.prefix)
+        except StorageError as exc:
+            if isinstance(exc.__cause__, FileNotFoundError):
+                return []
+            raise
+        names = (_stripped(self.fs, e["name"]).rstrip("/") for e in entries if _is_directory(e))
+        return [name.rsplit("/", 1)[-1] for name in names if name != self.prefix]
+
     def _named(self, under: str, found: dict[str, dict[str, Any]]) -> dict[str, Listed]:
         """A listing's entries by object name; refuses symlinks, skips directories and our temp files."""
         in_journal = under == JOURNAL_DIR or under.startswith(JOURNAL_DIR + "/")
@@ -310,6 +322,11 @@ def _io_for(fs: fsspec.AbstractFileSystem) -> AsyncIO | BlockingIO:
     if writes is not None and underlying(fs) is not fs:  # a forwarding wrapper (fault injection) sees every call
         writes = writes.through(fs)
     return AsyncIO(fs, parallel=not emulated_gcs, writes=writes)
+
+
+def _is_directory(entry: dict[str, Any]) -> bool:
+    """A listed directory, not followed through a symlink (a store's opens refuse symlinks too)."""
+    return entry.get("type") == "directory" and not entry.get("islink")
 
 
 def _stripped(fs: fsspec.AbstractFileSystem, path: str) -> str:

@@ -24,14 +24,14 @@ from typing import Any
 from flyte.ai.agents import MemoryStore as UpstreamMemoryStore
 from flyte.io import Dir
 
-from . import _location, _payload
+from . import _keys, _location, _payload
 from ._admission import Access, PathAdmission
 from ._arguments import check_flag, check_int, check_optional_str, check_prefixes
 from ._codecs import MemoryMeta, encode_messages
 from ._commit_info import check_note
 from ._commit_log import Commit, read_log
 from ._compat import ExistsAccessor, unavailable, upstream_awaitable
-from ._errors import StoreAlreadyExists
+from ._errors import InvalidArgument, StoreAlreadyExists, StoreNotFound
 from ._maintenance import MaintenanceAPI
 from ._mirror import remove_when_idle, write_text_file
 from ._paths import MESSAGES_PATH, validate_segment
@@ -160,6 +160,54 @@ class MemoryStore(ReadAPI, MaintenanceAPI, UpstreamMemoryStore):  # pyright: ign
     ) -> str:
         """The store's path: ``{storage_root}/agents/memory-store/v0/{org}/{project}/{domain}/{key}``."""
         return _location.remote_path_for_key(key, org, project, domain)
+
+    @syncify
+    @classmethod
+    async def list_keys(
+        cls,
+        prefix: str = "",
+        *,
+        org: str | None = None,
+        project: str | None = None,
+        domain: str | None = None,
+        root: str | None = None,
+    ) -> list[str]:
+        """Sorted keys of the stores under ``{storage_root}/agents/memory-store/v0/{org}/{project}/{domain}/``
+        that start with `prefix`, resolved like `remote_path_for_key`, from one listing call.
+
+        A store is a directory there named like a valid key: every store, ours or upstream's, keeps its
+        transcript under its prefix (on local disk an empty directory left behind is listed too)."""
+        check_optional_str("prefix", prefix)
+        return await _keys.list_keys(_location.resolve_namespace_path(org, project, domain, root), prefix)
+
+    @syncify
+    @classmethod
+    async def open(
+        cls,
+        *,
+        key: str | None = None,
+        org: str | None = None,
+        project: str | None = None,
+        domain: str | None = None,
+        root: str | None = None,
+        remote_path: str | None = None,
+        read_only_prefixes: tuple[str, ...] = (),
+        audit: bool = True,
+        keep_versions: bool = False,
+    ) -> MemoryStore:
+        """Open an existing store at its newest committed state, never creating one: by `key` (resolved
+        like `remote_path_for_key`; `root`, a storage root or raw-data path, instead of the context's) or by
+        `remote_path` (its key is the path's last segment). Raises
+        `StoreNotFound` if there is no store there. Read-only tools use it (the ``flyte-memory`` CLI)."""
+        if (key is None) == (remote_path is None):
+            raise InvalidArgument("MemoryStore.open needs exactly one of key=... or remote_path=...")
+        if remote_path is None:
+            remote_path = _location.remote_path_for_key(key or "", org, project, domain, root)
+        name = key or remote_path.rstrip("/").rsplit("/", 1)[-1]
+        store = cls(name, None, None, remote_path, read_only_prefixes, audit, keep_versions)
+        if not await store._session.open(store):
+            raise StoreNotFound(f"No MemoryStore at {remote_path}")
+        return store
 
     @syncify
     @classmethod

@@ -1,0 +1,105 @@
+"""The ``memory`` command group (``flyte-memory`` and ``flyte memory``), its shared options and its one
+place where failures become a single ``error: ...`` line on stderr and an exit code.
+
+Exit codes: 0 success; 1 the command could not be done (no such store or file, corrupt store, storage
+failure, conflict, declined confirmation); 2 the command line itself is wrong (a usage error, an invalid
+key or path, a reserved or read-only path, an out-of-range option, a namespace that cannot be resolved).
+Verb modules register on `memory` with ``@memory.command()``; a new verb is one module imported by the
+package's ``__init__``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import rich_click as click
+
+from flyteplugins_memory import (
+    AccessDenied,
+    ContextError,
+    InvalidArgument,
+    InvalidKey,
+    InvalidPath,
+    MemoryStoreError,
+)
+
+from ._target import Target
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: failures caused by what was typed: exit code 2, as click's usage errors
+BAD_INPUT = (click.UsageError, InvalidKey, InvalidPath, InvalidArgument, AccessDenied, ContextError)
+#: failures mapped to one line; anything else is a bug and keeps its traceback
+EXPECTED = (click.UsageError, click.Abort, MemoryStoreError, OSError)
+
+
+def describe(exc: BaseException) -> tuple[str, int]:
+    """The one-line message and exit code for an expected failure."""
+    if isinstance(exc, click.Abort):
+        return "aborted, nothing changed", 1
+    text = exc.format_message() if isinstance(exc, click.ClickException) else str(exc)
+    return " ".join(text.split()) or type(exc).__name__, 2 if isinstance(exc, BAD_INPUT) else 1
+
+
+class MemoryGroup(click.RichGroup):
+    """A rich-click group whose subcommands fail with one ``error: ...`` line, never a traceback or a
+    usage panel (parsing a subcommand's arguments happens inside `invoke`, so usage errors land here)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except EXPECTED as exc:
+            message, code = describe(exc)
+            click.echo(f"error: {message}", err=True)
+            ctx.exit(code)
+
+
+@click.group(cls=MemoryGroup, name="memory")
+def memory() -> None:
+    """Look inside flyteplugins-memory stores: files, transcript, commits, audit trail; clean them up.
+
+    Name a store with `--key KEY` (plus `--org/--project/--domain/--root`, else the Flyte config, else the
+    local defaults of a local `flyte.run`) or with `--uri URI`. Reading commands never create a store;
+    `--json` prints machine-readable JSON only.
+    """
+
+
+def json_option(func: F) -> F:
+    """``--json``: one JSON document on stdout, nothing else."""
+    return click.option("--json", "json_output", is_flag=True, help="Print JSON only (for scripts).")(func)
+
+
+_NAMESPACE_OPTIONS = (
+    click.option("--org", help="Organization (default: Flyte config, else `local`)."),
+    click.option("--project", help="Project (default: Flyte config, else `default`)."),
+    click.option("--domain", help="Domain (default: Flyte config, else `development`)."),
+    click.option("--root", help="Storage root or raw-data path, e.g. `s3://bucket` (default: the local one)."),
+)
+_STORE_OPTIONS = (
+    click.option("--key", help="The store's key."),
+    *_NAMESPACE_OPTIONS,
+    click.option("--uri", help="The store's exact location, instead of --key and friends."),
+)
+
+
+def store_options(func: F) -> F:
+    """The store-naming options, handed to `func` as one `Target` (keyword ``target``)."""
+    return _collected(func, _STORE_OPTIONS, ("key", "org", "project", "domain", "root", "uri"))
+
+
+def namespace_options(func: F) -> F:
+    """``--org/--project/--domain/--root``, handed to `func` as one `Target` (keyword ``target``)."""
+    return _collected(func, _NAMESPACE_OPTIONS, ("org", "project", "domain", "root"))
+
+
+def _collected(func: F, options: tuple[Callable[[Any], Any], ...], names: tuple[str, ...]) -> F:
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        target = Target(**{name: kwargs.pop(name) for name in names})
+        return func(*args, target=target, **kwargs)
+
+    for option in reversed(options):
+        wrapper = option(wrapper)
+    return wrapper  # type: ignore[return-value]

@@ -1,0 +1,75 @@
+"""Which store (or namespace of stores) a command names, and opening it without ever creating one.
+
+A store is named by ``--uri`` (its exact location), or by ``--key`` with ``--org``, ``--project``,
+``--domain`` and ``--root``. A value not given comes from the Flyte config when one is found (the one
+``flyte --config`` loaded when run as ``flyte memory``, else ``flyte.config.auto()``: ``FLYTECTL_CONFIG``,
+``./.flyte/config.yaml``, ``~/.flyte/config.yaml`` and the ``FLYTE_*`` environment), else the local
+defaults a local ``flyte.run`` uses (org ``local``, project ``default``, domain ``development``, the local
+raw-data root), so a store a local run wrote is found by its key alone. A Flyte config names no storage
+root: a cluster's stores need ``--root s3://bucket`` (or ``--uri``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import rich_click as click
+
+from flyteplugins_memory import MemoryStore, StoreNotFound
+
+
+@dataclass(frozen=True)
+class Target:
+    """The store-naming options of one command line, as typed."""
+
+    key: str | None = None
+    org: str | None = None
+    project: str | None = None
+    domain: str | None = None
+    root: str | None = None
+    uri: str | None = None
+
+    def with_config(self) -> Target:
+        """These options, with org, project and domain filled from the Flyte config where it sets them."""
+        org, project, domain = _config_namespace()
+        return Target(self.key, self.org or org, self.project or project, self.domain or domain, self.root, self.uri)
+
+    def open(self) -> MemoryStore:
+        """The named store at its newest commit (`StoreNotFound` if there is none; never created)."""
+        self._check_store_naming()
+        if self.uri is not None:
+            return MemoryStore.open(remote_path=self.uri.rstrip("/"))
+        full = self.with_config()
+        return MemoryStore.open(key=self.key, org=full.org, project=full.project, domain=full.domain, root=self.root)
+
+    def _check_store_naming(self) -> None:
+        if self.uri is None and self.key is None:
+            raise click.UsageError("name a store with --key KEY (or --uri URI)")
+        if self.uri is not None and any((self.key, self.org, self.project, self.domain, self.root)):
+            raise click.UsageError("--uri names the store by itself: drop --key/--org/--project/--domain/--root")
+
+
+def open_store(target: Target) -> MemoryStore:
+    """Open the named store at its newest commit; `StoreNotFound` ("no memory store at ...") if it does not
+    exist. Never creates one."""
+    try:
+        return target.open()
+    except StoreNotFound as exc:
+        raise StoreNotFound(f"no memory store at {str(exc).removeprefix('No MemoryStore at ')}") from None
+
+
+def list_keys(target: Target, prefix: str) -> list[str]:
+    """Keys of the stores in the namespace the options name."""
+    full = target.with_config()
+    return MemoryStore.list_keys(prefix, org=full.org, project=full.project, domain=full.domain, root=full.root)
+
+
+def _config_namespace() -> tuple[str | None, str | None, str | None]:
+    """Org, project and domain from the Flyte config of this invocation (None where it sets none)."""
+    import flyte.config
+
+    obj = click.get_current_context(silent=True)
+    cli_config = obj.find_root().obj if obj is not None else None
+    config = getattr(cli_config, "config", None) or flyte.config.auto()
+    task = config.task
+    return getattr(cli_config, "org", None) or task.org, task.project, task.domain

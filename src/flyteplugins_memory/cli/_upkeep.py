@@ -1,0 +1,107 @@
+"""Verbs that change a store: ``rm`` (a saved, audited delete), ``purge`` (every stored copy of a path's
+content), ``gc`` (what no committed state in the retention window needs). ``rm`` and ``purge`` ask first
+unless ``--yes``; a declined prompt changes nothing (exit code 1)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any, TypeVar
+
+import rich_click as click
+
+from flyteplugins_memory import MemoryStore, StoreNotFound
+
+from . import _progress, _render
+from ._app import json_option, memory, store_options
+from ._target import Target, open_store
+
+F = TypeVar("F", bound=Callable[..., Any])
+DEFAULT_ACTOR = "flyte-memory"
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")
+_UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _actor_option(func: F) -> F:
+    func = click.option("--reason", default="", help="Why (recorded in the commit and audit trail).")(func)
+    return click.option("--actor", default=DEFAULT_ACTOR, show_default=True, help="Who (recorded).")(func)
+
+
+def _yes_option(func: F) -> F:
+    return click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")(func)
+
+
+@memory.command("rm")
+@click.argument("path")
+@_yes_option
+@_actor_option
+@store_options
+@json_option
+def rm(path: str, yes: bool, actor: str, reason: str, target: Target, json_output: bool) -> None:
+    """Delete the file at PATH and save (an audited commit; its history stays until gc or purge)."""
+    store = open_store(target)
+    if not store.current_sha(path):
+        raise StoreNotFound(f"no file {path!r} in the store at {store.remote_path}")
+    if not yes:
+        click.confirm(f"Delete {path} from {store.remote_path}?", abort=True, err=True)
+    store.delete(path, actor=actor, reason=reason)
+    store.save(actor=actor, reason=reason or f"rm {path}")
+    commit = store.log(1)[0].seq
+    if json_output:
+        _render.emit_json({"deleted": path, "commit": commit})
+        return
+    _render.show(None, f"deleted {path} (commit {commit})")
+
+
+@memory.command("purge")
+@click.argument("path")
+@_yes_option
+@_actor_option
+@store_options
+@json_option
+def purge(path: str, yes: bool, actor: str, reason: str, target: Target, json_output: bool) -> None:
+    """Delete PATH and remove every stored copy of its past and present content now (cannot be undone)."""
+    store = open_store(target)
+    if not yes:
+        question = f"Purge {path} and every stored copy of its content from {store.remote_path}? This cannot be undone."
+        click.confirm(question, abort=True, err=True)
+    with _progress.working(f"purging {path}", enabled=_progress.wanted(json_output)):
+        result = store.purge(path, actor=actor, reason=reason)
+    if json_output:
+        _render.emit_json(result)
+        return
+    rows = [("objects removed", result.objects), ("bytes removed", _render.human_size(result.bytes))]
+    rows += [("content hashes gone", len(result.shas)), ("kept (another path holds them)", len(result.kept_shas))]
+    rows.append(("delete commit", "none (no live file)" if result.commit is None else result.commit))
+    _render.show(f"purged {path}", _render.table(("result", "value"), rows))
+
+
+@memory.command("gc")
+@click.option("--window", help="Retention window, e.g. 0, 90m, 24h, 7d (default: the store's, else 24h).")
+@store_options
+@json_option
+def gc(window: str | None, target: Target, json_output: bool) -> None:
+    """Remove commits, checkpoints and content that no state committed inside the retention window needs."""
+    store = open_store(target)
+    keep = None if window is None else parse_window(window)
+    with _progress.working(f"collecting {store.remote_path}", enabled=_progress.wanted(json_output)):
+        result = store.gc(keep)
+    if json_output:
+        _render.emit_json(result)
+        return
+    rows = [("objects removed", result.objects), ("bytes removed", _render.human_size(result.bytes))]
+    rows.append(("commits no longer openable", len(result.commits)))
+    _render.show(f"gc of {_name(store)}", _render.table(("result", "value"), rows))
+
+
+def parse_window(text: str) -> timedelta:
+    """``0``, ``45s``, ``90m``, ``24h``, ``7d`` (a bare number is seconds)."""
+    match = _DURATION.match(text.strip())
+    if match is None:
+        raise click.BadParameter(f"{text!r} is not a duration like 0, 90m, 24h or 7d", param_hint="--window")
+    return timedelta(seconds=float(match.group(1)) * _UNIT_SECONDS[match.group(2)])
+
+
+def _name(store: MemoryStore) -> str:
+    return store.remote_path or store.key
