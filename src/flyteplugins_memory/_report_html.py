@@ -88,7 +88,7 @@ def render_document(snapshot: Snapshot) -> str:
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{title}</title></head>\n<body style=\"margin:0;background:#f6f7f9\">\n"
+        f'<title>{title}</title></head>\n<body style="margin:0;background:#f6f7f9">\n'
         f"{render_fragment(snapshot)}\n</body></html>\n"
     )
 
@@ -127,10 +127,13 @@ def _when(value: object) -> str:
 def _size(size: int | None) -> str:
     if size is None:
         return "—"
-    for unit in ("B", "KB", "MB", "GB"):
-        if size < 1024 or unit == "GB":
-            return f"{size} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024  # type: ignore[assignment]
+    if size < 1024:
+        return f"{size} B"
+    scaled = float(size)
+    for unit in ("KB", "MB", "GB"):
+        scaled /= 1024
+        if scaled < 1024 or unit == "GB":
+            return f"{scaled:.1f} {unit}"
     return ""  # unreachable: the loop returns at "GB"
 
 
@@ -234,7 +237,7 @@ def _directory_row(name: str, depth: int, total: int) -> str:
 
 
 def _file_row(row: FileRow, name: str, depth: int) -> str:
-    written = f"{_text(row.actor, 200)} <span class=\"fmr-dim\">· {_when(row.updated_at)}</span>"
+    written = f'{_text(row.actor, 200)} <span class="fmr-dim">· {_when(row.updated_at)}</span>'
     if row.reason:
         written += f'<div class="fmr-dim">{_text(row.reason, 300)}</div>'
     return (
@@ -342,7 +345,7 @@ def _commit_row(c: Commit) -> str:
 
 def _changes(c: Commit) -> str:
     parts = [f'<span class="fmr-op-write fmr-badge">+</span> {_paths(c.wrote)}' if c.wrote else ""]
-    parts.append(f'<span class="fmr-op-delete fmr-badge">−</span> {_paths(c.deleted)}' if c.deleted else "")
+    parts.append(f'<span class="fmr-op-delete fmr-badge">&minus;</span> {_paths(c.deleted)}' if c.deleted else "")
     parts.append(_plural(c.appended, "message") + " appended" if c.appended else "")
     parts.append("messages rewritten" if c.rewrote else "")
     return "<br>".join(p for p in parts if p) or '<span class="fmr-dim">—</span>'
