@@ -27,7 +27,7 @@ _ISO = re.compile(r"^(\d{4}-\d\d-\d\d)T(\d\d:\d\d:\d\d)")
 
 _CSS = """
 .fmr{font:14px/1.45 -apple-system,BlinkMacSystemFont,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;
- color:#1f2328;background:#f6f7f9;padding:20px;box-sizing:border-box;text-align:left}
+ color:#1f2328;background:#f6f7f9;padding:20px;border-radius:12px;box-sizing:border-box;text-align:left}
 .fmr *{box-sizing:border-box}
 .fmr h1{font-size:22px;margin:0 0 2px;font-weight:650}
 .fmr h2{font-size:15px;margin:0 0 10px;font-weight:650;color:#4b2a86;display:flex;gap:8px;align-items:baseline}
@@ -158,11 +158,12 @@ def _table(headers: Sequence[str], rows: Iterable[str]) -> str:
 
 
 def _header(s: Snapshot) -> str:
+    files, messages = len(s.files) + s.files_hidden, len(s.messages) + s.messages_hidden
     stats = [
-        (f"{len(s.files) + s.files_hidden:,}", "files"),
+        (f"{files:,}", "file" if files == 1 else "files"),
         (_size(s.total_bytes), "in shown files" if s.files_hidden else "in files"),
-        (f"{len(s.messages) + s.messages_hidden:,}", "messages"),
-        (f"{len(s.commits)}{'+' if s.commits_more else ''}", "commits"),
+        (f"{messages:,}", "message" if messages == 1 else "messages"),
+        (f"{len(s.commits)}{'+' if s.commits_more else ''}", "commit" if len(s.commits) == 1 else "commits"),
     ]
     chips = "".join(f'<span class="fmr-stat"><b>{n}</b>{word}</span>' for n, word in stats)
     warn = (
