@@ -120,6 +120,7 @@ def test_the_page_shows_files_chat_commits_and_audit(local_backend, key):
 
 
 def test_every_stored_string_comes_out_escaped(local_backend, key):
+    key = f"{key}<b>&\"'<script>"  # a key may hold anything but "/", "\\" and control characters
     store = MemoryStore.get_or_create(key=key, keep_versions=True)
     for index, hostile in enumerate(HOSTILE):
         store.write_text(f"d{index}/{hostile}.md", hostile, actor=hostile, reason=hostile)
@@ -130,7 +131,7 @@ def test_every_stored_string_comes_out_escaped(local_backend, key):
     store.save(actor=HOSTILE[0], reason=HOSTILE[1])
     page_html = store.report()
     text = assert_inert(page_html).text
-    for hostile in HOSTILE:
+    for hostile in [*HOSTILE, key]:
         assert hostile in text  # shown as the text it is, not markup
     assert html_escaped('"><img src=x onerror=alert(2)>') in page_html
     assert "<img" not in page_html and "&amp;amp;" in page_html  # "&amp;" itself stays visible as typed
