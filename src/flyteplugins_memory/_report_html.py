@@ -2,17 +2,20 @@
 
 `render_fragment` is what a Flyte report tab takes (flyte puts a tab's HTML inside a ``<div>`` of its own
 page, which has its own styles: ours are scoped under ``.fmr`` and set everything they rely on);
-`render_document` wraps the same fragment into a standalone page. Whatever comes from the store (keys,
-paths, message contents of any JSON type, tool arguments, actors, reasons, audit fields) goes through
-`_text`, which clips it and escapes it with ``html.escape(..., quote=True)``; the markup around it is ours.
+`render_document` wraps the same fragment into a standalone page; the styles live in ``report.css``.
+Whatever comes from the store (keys, paths, message contents of any JSON type, tool arguments, actors,
+reasons, audit fields) goes through `_text`, which clips it and escapes it with
+``html.escape(..., quote=True)``; the markup around it is ours.
 """
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import re
 from collections.abc import Iterable, Sequence
+from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -25,61 +28,10 @@ MAX_TEXT = 4000
 _ROLES = ("user", "assistant", "system", "tool")
 _ISO = re.compile(r"^(\d{4}-\d\d-\d\d)T(\d\d:\d\d:\d\d)")
 
-_CSS = """
-.fmr{font:14px/1.45 -apple-system,BlinkMacSystemFont,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;
- color:#1f2328;background:#f6f7f9;padding:20px;border-radius:12px;box-sizing:border-box;text-align:left}
-.fmr *{box-sizing:border-box}
-.fmr h1{font-size:22px;margin:0 0 2px;font-weight:650}
-.fmr h2{font-size:15px;margin:0 0 10px;font-weight:650;color:#4b2a86;display:flex;gap:8px;align-items:baseline}
-.fmr h2 small{color:#6b7280;font-weight:400;font-size:12px}
-.fmr .fmr-key{color:#7c3aed}
-.fmr .fmr-loc{font:12px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;color:#6b7280;overflow-wrap:anywhere}
-.fmr .fmr-stats{display:flex;flex-wrap:wrap;gap:8px;margin:12px 0 4px;padding:0}
-.fmr .fmr-stat{background:#fff;border:1px solid #e3e6ea;border-radius:8px;padding:6px 12px;color:#4b5563}
-.fmr .fmr-stat b{color:#1f2328;font-size:16px;margin-right:4px}
-.fmr .fmr-note{margin:8px 0 0;color:#6b7280;font-size:12px}
-.fmr .fmr-warn{background:#fff7e6;border:1px solid #f5c46b;color:#7a4b00;border-radius:8px;padding:8px 12px;
- margin:10px 0 0}
-.fmr .fmr-grid{display:grid;grid-template-columns:minmax(0,1.25fr) minmax(0,1fr);gap:16px;margin-top:16px}
-.fmr .fmr-col{display:flex;flex-direction:column;gap:16px;min-width:0}
-@media (max-width:980px){.fmr .fmr-grid{grid-template-columns:minmax(0,1fr)}}
-.fmr .fmr-card{background:#fff;border:1px solid #e3e6ea;border-radius:10px;padding:14px 16px;min-width:0}
-.fmr table{width:100%;border-collapse:collapse;font-size:13px}
-.fmr th{text-align:left;font-weight:600;color:#6b7280;font-size:11px;text-transform:uppercase;
- letter-spacing:.04em;border-bottom:1px solid #e3e6ea;padding:4px 8px}
-.fmr td{padding:5px 8px;border-bottom:1px solid #f0f1f3;vertical-align:top;overflow-wrap:anywhere}
-.fmr td.fmr-num{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}
-.fmr td.fmr-time{white-space:nowrap;color:#6b7280;font-variant-numeric:tabular-nums}
-.fmr tr.fmr-dir td{color:#4b5563;font-weight:600;background:#fafbfc}
-.fmr .fmr-mono{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12.5px}
-.fmr .fmr-dim{color:#6b7280}
-.fmr .fmr-badge{display:inline-block;border-radius:999px;padding:0 8px;font-size:11px;font-weight:600;
- background:#eef0f3;color:#4b5563}
-.fmr .fmr-op-create,.fmr .fmr-op-write{background:#e7f6ec;color:#1a7f37}
-.fmr .fmr-op-update{background:#e8f0fe;color:#1d4ed8}
-.fmr .fmr-op-delete{background:#fdecec;color:#b42318}
-.fmr .fmr-more{color:#6b7280;font-style:italic;margin:8px 0;font-size:12px}
-.fmr .fmr-chat{display:flex;flex-direction:column;gap:10px}
-.fmr .fmr-msg{border-radius:12px;padding:8px 12px;max-width:88%;border:1px solid #e3e6ea;background:#fff;
- overflow-wrap:anywhere}
-.fmr .fmr-role{font-size:12px;color:#6b7280;margin-bottom:2px}
-.fmr .fmr-role b{font-size:11px;font-weight:700;text-transform:uppercase;letter-spacing:.05em}
-.fmr .fmr-body{white-space:pre-wrap;margin:0}
-.fmr .fmr-user{align-self:flex-end;background:#e8f0fe;border-color:#c6d8fb}
-.fmr .fmr-user .fmr-role b{color:#1d4ed8}
-.fmr .fmr-assistant{align-self:flex-start;background:#fff}
-.fmr .fmr-assistant .fmr-role b{color:#7c3aed}
-.fmr .fmr-system{align-self:stretch;max-width:none;background:#fff8e1;border-color:#f3dc98;font-size:12.5px}
-.fmr .fmr-system .fmr-role b{color:#8a6100}
-.fmr .fmr-tool{align-self:flex-start;margin-left:28px;background:#effaf3;border-color:#b7e4c7}
-.fmr .fmr-tool .fmr-role b{color:#1a7f37}
-.fmr .fmr-tool .fmr-body{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12.5px}
-.fmr .fmr-other{align-self:flex-start;background:#f3f4f6}
-.fmr .fmr-call{margin-top:6px;border-left:3px solid #a78bfa;background:#f7f5ff;border-radius:6px;
- padding:6px 10px}
-.fmr .fmr-call pre{margin:4px 0 0;white-space:pre-wrap;font:12px ui-monospace,SFMono-Regular,Menlo,Consolas,
- monospace;color:#374151}
-"""
+
+@functools.cache
+def _css() -> str:
+    return resources.files(__name__.rpartition(".")[0]).joinpath("report.css").read_text(encoding="utf-8")
 
 
 def render_document(snapshot: Snapshot) -> str:
@@ -97,7 +49,7 @@ def render_fragment(snapshot: Snapshot) -> str:
     """The page's content with its scoped styles, as a Flyte report tab takes it (no ``<html>``)."""
     side = [_files(snapshot), _commits(snapshot), _events(snapshot)]
     return (
-        f'<div class="fmr"><style>{_CSS}</style>{_header(snapshot)}'
+        f'<div class="fmr"><style>{_css()}</style>{_header(snapshot)}'
         f'<div class="fmr-grid"><div class="fmr-col">{_transcript(snapshot)}</div>'
         f'<div class="fmr-col">{"".join(side)}</div></div></div>'
     )
