@@ -227,9 +227,19 @@ async def agent_turn(key: str) -> int:
     return len(await store.report.aio(publish=True))
 
 
-def test_publish_puts_a_memory_tab_in_the_local_runs_report(tmp_path, key):
+@env.task(report=True)
+def agent_turn_sync(key: str) -> int:
+    store = MemoryStore.get_or_create(key=key)
+    store.append({"role": "user", "content": "remember <this>"})
+    store.write_text("notes/remembered.md", "yes", actor="agent-task", reason="a turn")
+    store.save()
+    return len(store.report(publish=True))
+
+
+@pytest.mark.parametrize("task", [agent_turn, agent_turn_sync], ids=["async", "sync"])
+def test_publish_puts_a_memory_tab_in_the_local_runs_report(tmp_path, key, task):
     flyte.init()
-    run = flyte.with_runcontext(mode="local", raw_data_path=str(tmp_path / "raw")).run(agent_turn, key=key)
+    run = flyte.with_runcontext(mode="local", raw_data_path=str(tmp_path / "raw")).run(task, key=key)
     assert run.outputs()[0] > 0
     # a local run keeps its metadata (the report among it) at /tmp/flyte/metadata/<run name>: its url
     run_dir = pathlib.Path(run.url)
