@@ -4,7 +4,7 @@ This module is the facade: it admits every caller path through one gate (`_admis
 call to one collaborator, the handle's `_session.Session`, which owns the working copy, the lock and
 every move between the handle and storage. Every I/O method is ``async def`` wrapped by `syncify`
 (``f()`` and ``f.aio()``). The read and maintenance halves of the API live in `_reading` and
-`_maintenance`; what a store travels as between tasks, in `_payload`.
+`_maintenance`, its HTML report in `_report`; what a store travels as between tasks, in `_payload`.
 
 The class subclasses upstream's ``flyte.ai.agents.MemoryStore`` so that everything accepting upstream's
 (its ``Agent`` checks ``isinstance``) accepts ours; it keeps its own ``__init__``, identity equality and
@@ -37,6 +37,7 @@ from ._mirror import remove_when_idle, write_text_file
 from ._paths import MESSAGES_PATH, validate_segment
 from ._reading import ReadAPI
 from ._relocate import journal_exists
+from ._report import ReportAPI
 from ._session import Session
 from ._storage import RemoteStore
 from ._syncify import syncify
@@ -46,7 +47,7 @@ from ._writes import ChangeOptions
 
 # pyright compares the mixins' wrappers (typed for `ReadAPI` as their `self`) with upstream's declarations
 # (typed for upstream's class); at run time both are bound to this class
-class MemoryStore(ReadAPI, MaintenanceAPI, UpstreamMemoryStore):  # pyright: ignore[reportIncompatibleVariableOverride]
+class MemoryStore(ReadAPI, MaintenanceAPI, ReportAPI, UpstreamMemoryStore):  # pyright: ignore[reportIncompatibleVariableOverride]
     """Conversation transcript plus path-addressed files, persisted under a deterministic keyed path.
 
     Obtain one with `create` or `get_or_create`; `save` commits local changes atomically, merging with
