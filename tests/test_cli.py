@@ -163,10 +163,35 @@ def test_stored_markup_is_printed_as_text(root: str):
     assert "[red]who" in ok("ls", *where(root, "markup"))
 
 
+def test_report_writes_the_page_of_the_store(store: MemoryStore, root: str, tmp_path: pathlib.Path):
+    before = stored_objects(root)
+    page = tmp_path / "out" / "memory.html"
+    assert "wrote" in ok("report", "--html", str(page), *where(root))
+    html = page.read_text(encoding="utf-8")
+    assert html.startswith("<!DOCTYPE html>") or html.lower().startswith("<!doctype html>")
+    for shown in ("notes/user.md", "findings/search.json", "What tea do I like?", "search", "turn 2", "researcher"):
+        assert shown in html, shown
+    assert stored_objects(root) == before  # reading for a report changes nothing in storage
+    assert [p.name for p in page.parent.iterdir()] == ["memory.html"]  # no temporary file left behind
+
+
+def test_report_json_and_an_existing_file(store: MemoryStore, root: str, tmp_path: pathlib.Path):
+    page = tmp_path / "memory.html"
+    page.write_text("keep me")
+    assert "add --force" in fails(2, "report", "--html", str(page), *where(root))
+    assert page.read_text() == "keep me"
+    out = as_json("report", "--html", str(page), "--force", *where(root))
+    assert isinstance(out, dict) and out["html"] == str(page) and out["store"] == store.remote_path
+    assert out["bytes"] == len(page.read_bytes()) and "notes/user.md" in page.read_text()
+
+
 # -- bad input --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("verb", [["ls"], ["cat", "a.md"], ["meta", "a.md"], ["messages"], ["log"], ["audit"]])
+@pytest.mark.parametrize(
+    "verb",
+    [["ls"], ["cat", "a.md"], ["meta", "a.md"], ["messages"], ["log"], ["audit"], ["report", "--html", "x.html"]],
+)
 def test_reading_an_unknown_key_fails_and_creates_nothing(store: MemoryStore, root: str, verb: list[str]):
     before = stored_objects(root)
     line = fails(1, *verb, *where(root, "nobody"))

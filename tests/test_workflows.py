@@ -166,6 +166,10 @@ def test_agent_chat_remembers_across_runs(where, runs):
         ("agent-chat", 4, ()),
         ("agent-chat", 4, ("notes/user.md",)),
     ]
+    # the last turn published the store into its run's Flyte report, under a "Memory" tab
+    report = pathlib.Path(out.split("Memory tab (the store as a page); the last one: ")[1].split()[0])
+    page = report.read_text(encoding="utf-8")
+    assert "Memory" in page and "notes/user.md" in page and "What is my name" in page and "recall_notes" in page
 
 
 def test_agent_chat_knows_nothing_the_store_did_not_tell_it(runs):

@@ -4,7 +4,8 @@ Each user message is its own ``flyte.run``: a task opens the keyed store, runs t
 its memory (``agent.run(message, memory=store)``: the earlier transcript is prepended, the new turn
 appended back) and saves. The agent's tools keep notes in the store (``remember_note`` writes
 ``notes/user.md``, ``recall_notes`` reads it), so the second run knows what the first was told. Nothing
-else carries over: a new process, a new run, only the store.
+else carries over: a new process, a new run, only the store. Each turn publishes the store's report
+(``store.report(publish=True)``) to a "Memory" tab of its run's Flyte report.
 
 By default the "LLM" is a small scripted function that decides from the transcript it is given, as a real
 model would (no network, no account); ``--model NAME`` uses flyte's default LLM call through litellm
@@ -17,6 +18,7 @@ Run: python workflows/02_agent_chat.py [--s3 | --remote] [--key KEY] [--model NA
 from __future__ import annotations
 
 import json
+import pathlib
 import re
 import uuid
 from typing import Any
@@ -137,6 +139,7 @@ async def chat_turn(key: str, message: str, model: str = "") -> tuple[str, str]:
     before = len(memory.messages)
     result = await build_agent(memory, model).run.aio(message, memory=memory)
     await memory.save.aio(actor="agent-chat", reason="one chat turn")
+    await memory.report.aio(publish=True)  # the store beside the run: a "Memory" tab in its Flyte report
     reply = result.summary if not result.error else f"[agent error] {result.error}"
     return reply, ", ".join(tools_called(memory.messages[before:]))
 
@@ -181,6 +184,15 @@ def main() -> None:
         print("\n=== Where it lives and how to look inside ===")
         verbs = ("ls", "messages --tail 5", f"cat {NOTES}", "log --limit 10", "report --html memory.html")
         print(target.look_inside(*verbs))
+        print(f"Each turn's Flyte report has a Memory tab (the store as a page); the last one: {report_of(target)}")
+
+
+def report_of(target: _support.Target) -> str:
+    """Where the last turn's report is: a local run's report.html, else the run's page in the Flyte UI."""
+    url = target.run_urls[-2]  # the last chat turn (the last run is what_it_remembers)
+    if target.mode == "remote":
+        return url
+    return str(next(pathlib.Path(url).rglob("report.html"), url))  # under the run's folder, by action
 
 
 if __name__ == "__main__":

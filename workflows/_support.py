@@ -23,7 +23,7 @@ import pathlib
 import sys
 import tomllib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import flyte
@@ -117,6 +117,8 @@ class Target:
     endpoint: str | None = None
     #: the S3 server lives only as long as the script (its own moto server)
     ephemeral: bool = False
+    #: the URL of every run made so far, oldest first (a local run's is the folder of its report.html)
+    run_urls: list[str] = field(default_factory=list)
 
     def run(self, task: Any, **inputs: Any) -> Any:
         """One ``flyte.run`` of `task`, waited for; returns its outputs (``outputs[0]`` for one value)."""
@@ -126,6 +128,7 @@ class Target:
             run.wait()
         else:
             run = flyte.with_runcontext(mode="local", raw_data_path=self.raw_data_path).run(task, **inputs)
+        self.run_urls.append(run.url)
         return run.outputs()
 
     def cli(self, verb: str) -> str:
