@@ -94,12 +94,14 @@ def report(memory: MemoryStore, n: int, batch: str, messages: list, summary: lis
 
 
 async def trail(memory: MemoryStore, actors: list[str]) -> str:
+    # a key reused across runs holds every earlier batch's writes too, under the same subagent names
     events = [e for e in await memory.audit_tail.aio(0) if e.get("actor") in actors]
+    shown = events[-2 * len(actors) :]  # this batch: each subagent wrote its findings and the summary once
     commits = await memory.log.aio(limit=len(actors))
     return "\n".join(
         [
-            f"audit trail (this batch's writes, {len(events)} events):",
-            *(f"  {e['ts']} {e['actor']:<9} {e['op']:<6} {e['path']}" for e in events[-2 * len(actors) :]),
+            f"audit trail (newest {len(shown)} writes by these subagents; {len(events)} on this key, all runs):",
+            *(f"  {e['ts']} {e['actor']:<9} {e['op']:<6} {e['path']}" for e in shown),
             "commits (newest first):",
             *(f"  #{c.seq} {c.actor}: wrote {list(c.wrote)}, +{c.appended} msg" for c in commits),
         ]

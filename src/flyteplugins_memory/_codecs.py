@@ -56,7 +56,14 @@ def decode_meta(data: bytes, *, expected_path: str) -> MemoryMeta:
         raise CorruptStore(f"Metadata sidecar for {expected_path!r} describes {meta.path!r}")
     if meta.bytes < 0:
         raise CorruptStore(f"Metadata sidecar for {expected_path!r} has a negative size")
+    if not is_sha256(meta.sha256):  # a hand-edited sidecar: refused here, where it is still a corrupt sidecar
+        raise CorruptStore(f"Metadata sidecar for {expected_path!r} has a malformed sha256")
     return meta
+
+
+def is_sha256(value: str) -> bool:
+    """Whether `value` is a sha256 hex digest as the store writes it (64 lowercase hex digits)."""
+    return len(value) == 64 and all(c in "0123456789abcdef" for c in value)
 
 
 def encode_messages(messages: list[dict[str, Any]]) -> bytes:

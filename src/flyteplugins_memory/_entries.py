@@ -11,15 +11,10 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ._codecs import MemoryMeta
+from ._codecs import MemoryMeta, is_sha256
 from ._errors import CorruptStore, InvalidPath
 from ._format import Evolving, ext_field
 from ._paths import is_reserved, normalize_path
-
-
-def _is_sha256(value: str) -> bool:
-    return len(value) == 64 and all(c in "0123456789abcdef" for c in value)
-
 
 #: Journal models are strict: unknown fields, coercions and NaN written as null are refused (NaN and
 #: infinities in messages round-trip as upstream's json does; pydantic would write null).
@@ -52,7 +47,7 @@ class FileEntry(_Strict):
     @field_validator("sha256")
     @classmethod
     def _hex_digest(cls, value: str) -> str:
-        if not _is_sha256(value):
+        if not is_sha256(value):
             raise ValueError("sha256 must be 64 lowercase hex digits")
         return value
 
@@ -124,7 +119,7 @@ class PartRef(_Strict):
 
     @model_validator(mode="after")
     def _well_formed(self) -> PartRef:
-        if not _is_sha256(self.sha256):
+        if not is_sha256(self.sha256):
             raise ValueError("sha256 must be 64 lowercase hex digits")
         if self.first > self.last or (self.count == 1) != (self.first == self.last):
             raise ValueError(f"part range {self.first!r}..{self.last!r} does not fit its count {self.count}")

@@ -179,6 +179,7 @@ class MemoryStore(ReadAPI, MaintenanceAPI, ReportAPI, UpstreamMemoryStore):  # p
         A store is a directory there named like a valid key: every store, ours or upstream's, keeps its
         transcript under its prefix (on local disk an empty directory left behind is listed too)."""
         check_optional_str("prefix", prefix)
+        check_optional_str("root", root)
         return await _keys.list_keys(_location.resolve_namespace_path(org, project, domain, root), prefix)
 
     @syncify
@@ -202,6 +203,8 @@ class MemoryStore(ReadAPI, MaintenanceAPI, ReportAPI, UpstreamMemoryStore):  # p
         `StoreNotFound` if there is no store there. Read-only tools use it (the ``flyte-memory`` CLI)."""
         if (key is None) == (remote_path is None):
             raise InvalidArgument("MemoryStore.open needs exactly one of key=... or remote_path=...")
+        check_optional_str("remote_path", remote_path)
+        check_optional_str("root", root)
         if remote_path is None:
             remote_path = _location.remote_path_for_key(key or "", org, project, domain, root)
         name = key or remote_path.rstrip("/").rsplit("/", 1)[-1]

@@ -25,6 +25,7 @@ from flyteplugins_memory import (
     MemoryStoreError,
 )
 
+from ._render import printable
 from ._target import Target
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -40,7 +41,8 @@ def describe(exc: BaseException) -> tuple[str, int]:
     if isinstance(exc, click.Abort):
         return "aborted, nothing changed", 1
     text = exc.format_message() if isinstance(exc, click.ClickException) else str(exc)
-    return " ".join(text.split()) or type(exc).__name__, 2 if isinstance(exc, BAD_INPUT) else 1
+    # messages quote stored names and paths: their control characters are shown, never run
+    return printable(" ".join(text.split())) or type(exc).__name__, 2 if isinstance(exc, BAD_INPUT) else 1
 
 
 class MemoryGroup(click.RichGroup):

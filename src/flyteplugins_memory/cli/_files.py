@@ -7,7 +7,7 @@ from typing import Any
 
 import rich_click as click
 
-from flyteplugins_memory import MemoryMeta, MemoryStore, StoreNotFound
+from flyteplugins_memory import CorruptStore, MemoryMeta, MemoryStore, StoreNotFound
 
 from . import _render
 from ._app import json_option, memory, namespace_options, store_options
@@ -25,7 +25,7 @@ def ls(prefix: str, target: Target, json_output: bool) -> None:
     if json_output:
         _render.emit_json({"uri": store.remote_path, "messages": len(store.messages), "files": metas})
         return
-    total = sum(meta["bytes"] for meta in metas)
+    total = sum(meta["bytes"] or 0 for meta in metas)
     caption = f"{len(metas)} files, {_render.human_size(total)}; {len(store.messages)} messages in the transcript"
     rows = [_tree_row(meta, indent) if meta else (indent, "", "", "", "") for indent, meta in _tree(metas)]
     columns = ("path", "size", "updated by", "updated at", "reason")
@@ -34,9 +34,15 @@ def ls(prefix: str, target: Target, json_output: bool) -> None:
 
 def _meta_of(store: MemoryStore, path: str) -> dict[str, Any]:
     meta = store.get_meta(path)
-    if meta is None:  # a file without a sidecar (written behind the store's back): what we know
-        return {"path": path, "bytes": len(store.read_text(path).encode()), "sha256": store.current_sha(path)}
-    return _render.plain(meta)
+    if meta is not None:
+        return _render.plain(meta)
+    # a file without a sidecar (written behind the store's back): what we know; its size from its text,
+    # so a file that is not UTF-8 (a binary an upstream store holds) has none rather than failing the listing
+    try:
+        size: int | None = len(store.read_text(path).encode())
+    except CorruptStore:
+        size = None
+    return {"path": path, "bytes": size, "sha256": store.current_sha(path)}
 
 
 def _tree(metas: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any] | None]]:
@@ -56,7 +62,7 @@ def _tree(metas: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any] | None]
 
 
 def _tree_row(meta: dict[str, Any], label: str) -> tuple[str, ...]:
-    size = _render.human_size(int(meta.get("bytes", 0)))
+    size = "?" if meta.get("bytes") is None else _render.human_size(int(meta["bytes"]))
     return label, size, meta.get("updated_by", ""), _render.when(meta.get("updated_at", "")), meta.get("reason", "")
 
 
@@ -65,14 +71,15 @@ def _tree_row(meta: dict[str, Any], label: str) -> tuple[str, ...]:
 @store_options
 @json_option
 def cat(path: str, target: Target, json_output: bool) -> None:
-    """Print the content of the file at PATH."""
+    """Print the content of the file at PATH (as it is when piped; control characters escaped on a terminal)."""
     store = open_store(target)
     _require_file(store, path)
     text = store.read_text(path)
     if json_output:
         _render.emit_json({"path": path, "sha256": store.current_sha(path), "content": text})
         return
-    sys.stdout.write(text)
+    # byte-exact into a pipe or file; a terminal would run the escape sequences an agent wrote
+    sys.stdout.write(_render.printable(text) if sys.stdout.isatty() else text)
 
 
 @memory.command("meta")

@@ -35,12 +35,22 @@ def _message_text(message: dict[str, Any]) -> str:
     """A message's content, its tool calls and the call a tool result answers, on one line each."""
     content = message.get("content")
     lines = [content if isinstance(content, str) else json.dumps(content, default=str)] if content else []
-    for call in message.get("tool_calls") or []:
-        function = call.get("function", call) if isinstance(call, dict) else {}
-        lines.append(f"→ {function.get('name', '?')}({_render.one_line(str(function.get('arguments', '')), 120)})")
+    calls = message.get("tool_calls")
+    if isinstance(calls, list):
+        lines += [_call_text(call) for call in calls]
+    elif calls:  # not OpenAI's shape (a hand-written or foreign transcript): shown as it is
+        lines.append(f"→ {_render.one_line(json.dumps(calls, default=str), 120)}")
     if message.get("tool_call_id"):
         lines.append(f"(result of {message['tool_call_id']})")
     return "\n".join(lines)
+
+
+def _call_text(call: object) -> str:
+    """One entry of ``tool_calls`` as ``→ name(arguments)``; an entry of any other shape as its JSON."""
+    function = call.get("function", call) if isinstance(call, dict) else None
+    if not isinstance(function, dict):
+        return f"→ {_render.one_line(json.dumps(call, default=str), 120)}"
+    return f"→ {function.get('name', '?')}({_render.one_line(str(function.get('arguments', '')), 120)})"
 
 
 @memory.command("log")

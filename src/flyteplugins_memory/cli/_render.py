@@ -1,13 +1,16 @@
 """How commands print: rich tables for people on stdout, JSON for scripts (``--json``), errors on stderr.
 
 With ``--json`` stdout carries exactly one JSON document and nothing else (no tables, no progress, no
-colour); human output goes through a rich `Console` that is plain when stdout is not a terminal.
+colour); human output goes through a rich `Console` that is plain when stdout is not a terminal. Stored
+strings reach a person's terminal only through `printable`: an escape sequence an agent wrote (a colour, a
+window title, a cursor move) shows as its characters and is never run by the terminal.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -18,6 +21,24 @@ from rich.text import Text
 
 #: width of tables when stdout is not a terminal (rich's default of 80 columns folds most paths)
 PIPE_WIDTH = 160
+#: longest text one table cell shows (a 5 MB message would take rich minutes to fold); --json has it all
+MAX_CELL = 2000
+#: what a terminal would act on rather than print: C0 controls but newline and tab, DEL, C1 controls, and
+#: the bidirectional overrides that reorder what is shown ("Trojan source")
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """`text` with every control character shown as its escape (``\\x1b``), so printing it runs nothing."""
+    return _CONTROL.sub(lambda found: repr(found.group())[1:-1], text)
+
+
+def cell(value: Any) -> Text:
+    """A table cell: plain text (never rich markup), control characters escaped, clipped to `MAX_CELL`."""
+    text = printable("" if value is None else str(value))
+    if len(text) > MAX_CELL:
+        text = text[:MAX_CELL] + f"… (+{len(text) - MAX_CELL:,} characters; --json shows all)"
+    return Text(text)
 
 
 def stdout() -> Console:
@@ -43,13 +64,13 @@ def plain(value: Any) -> Any:
 
 
 def table(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> Table:
-    """A rich table in flyte's CLI style: bold headers, cells folded rather than cut. Cells are plain
-    text: stored strings are never read as rich markup."""
+    """A rich table in flyte's CLI style: bold headers, cells folded rather than cut. Cells are `cell`s:
+    stored strings are never read as rich markup nor run as escape sequences."""
     shown = Table(header_style="bold")
     for column in columns:
         shown.add_column(column, overflow="fold")
     for row in rows:
-        shown.add_row(*(Text("" if cell is None else str(cell)) for cell in row))
+        shown.add_row(*(cell(value) for value in row))
     return shown
 
 
@@ -57,10 +78,10 @@ def show(heading: str | None, body: Any, footer: str = "") -> None:
     """`body` (a table, or plain text) under a bold `heading` line, with a `footer` line below it."""
     console = stdout()
     if heading:
-        console.print(Text(heading, style="bold"))
-    console.print(Text(body) if isinstance(body, str) else body)
+        console.print(Text(printable(heading), style="bold"))
+    console.print(Text(printable(body)) if isinstance(body, str) else body)
     if footer:
-        console.print(Text(footer, style="dim"))
+        console.print(Text(printable(footer), style="dim"))
 
 
 def human_size(size: int) -> str:

@@ -41,11 +41,12 @@ def _yes_option(func: F) -> F:
 def rm(path: str, yes: bool, actor: str, reason: str, target: Target, json_output: bool) -> None:
     """Delete the file at PATH and save (an audited commit; its history stays until gc or purge)."""
     store = open_store(target)
-    if not store.current_sha(path):
+    # the delete stays in this handle until `save`: a declined prompt leaves storage as it was, and the
+    # path rules (a reserved or read-only path) are checked before anything is asked
+    if not store.delete(path, actor=actor, reason=reason):
         raise StoreNotFound(f"no file {path!r} in the store at {store.remote_path}")
     if not yes:
         click.confirm(f"Delete {path} from {store.remote_path}?", abort=True, err=True)
-    store.delete(path, actor=actor, reason=reason)
     store.save(actor=actor, reason=reason or f"rm {path}")
     commit = store.log(1)[0].seq
     if json_output:
@@ -100,7 +101,10 @@ def parse_window(text: str) -> timedelta:
     match = _DURATION.match(text.strip())
     if match is None:
         raise click.BadParameter(f"{text!r} is not a duration like 0, 90m, 24h or 7d", param_hint="--window")
-    return timedelta(seconds=float(match.group(1)) * _UNIT_SECONDS[match.group(2)])
+    try:
+        return timedelta(seconds=float(match.group(1)) * _UNIT_SECONDS[match.group(2)])
+    except OverflowError:  # past timedelta's ~2.7 million years
+        raise click.BadParameter(f"{text!r} is longer than any retention window", param_hint="--window") from None
 
 
 def _name(store: MemoryStore) -> str:
