@@ -242,6 +242,84 @@ def test_a_corrupt_store_is_one_line(root: str):
     assert fails(1, "ls", "--uri", uri).startswith("error: ")
 
 
+ESCAPES = "\x1b[31mred\x1b]0;title\x07\x9b2J\u202ereversed"
+
+
+def test_stored_escape_sequences_are_shown_never_run(root: str):
+    """An agent's strings reach a terminal as text: no colour, window title or screen clear runs."""
+    store = MemoryStore("escapes", remote_path=store_uri(root, "escapes"))
+    store.write_text("n.md", ESCAPES, actor=ESCAPES, reason=ESCAPES)
+    store.append({"role": "user", "content": ESCAPES, "tool_call_id": ESCAPES})
+    store.save(actor=ESCAPES, reason=ESCAPES)
+    for verb in (["ls"], ["messages"], ["log"], ["audit"], ["meta", "n.md"]):
+        out = ok(*verb, *where(root, "escapes"))
+        assert not any(c in out for c in "\x1b\x07\x9b\u202e"), verb
+        assert "\\x1b[31mred" in out, verb  # shown as its characters
+    assert json.loads(ok("cat", "n.md", "--json", *where(root, "escapes")))["content"] == ESCAPES
+    assert ok("cat", "n.md", *where(root, "escapes")) == ESCAPES  # into a pipe: byte-exact
+
+
+def test_odd_tool_calls_are_shown_not_a_traceback(root: str):
+    """`append` accepts any JSON-able message; a foreign transcript's tool_calls need not be OpenAI's shape."""
+    store = MemoryStore("odd-calls", remote_path=store_uri(root, "odd-calls"))
+    store.append({"role": "assistant", "tool_calls": [{"function": "search"}, 5]})
+    store.append({"role": "assistant", "tool_calls": "lookup"})
+    store.save()
+    out = ok("messages", *where(root, "odd-calls"))
+    assert '→ {"function": "search"}' in out and "→ 5" in out and '→ "lookup"' in out
+    assert "→ ?()" not in out  # a string is not iterated character by character
+
+
+def test_a_huge_message_is_clipped_in_the_table_and_whole_in_json(root: str):
+    store = MemoryStore("huge", remote_path=store_uri(root, "huge"))
+    store.append({"role": "user", "content": "word " * 400_000})  # 2 MB: rich would fold it for minutes
+    store.save()
+    out = ok("messages", *where(root, "huge"))
+    assert "characters;--jsonshowsall" in "".join(out.replace("│", "").split()) and len(out) < 20_000
+    assert json.loads(ok("messages", "--json", *where(root, "huge")))[0]["content"] == "word " * 400_000
+
+
+def upstream_store(root: str, key: str, files: dict[str, bytes], sidecars: dict[str, dict] | None = None) -> str:
+    """A store laid out as upstream writes it (no journal): messages.json, files, meta/ sidecars."""
+    uri = pathlib.Path(store_uri(root, key))
+    uri.mkdir(parents=True)
+    (uri / "messages.json").write_text("[]")
+    for path, data in files.items():
+        (uri / path).write_bytes(data)
+    for path, meta in (sidecars or {}).items():
+        (uri / "meta").mkdir(exist_ok=True)
+        (uri / "meta" / f"{path}.json").write_text(json.dumps(meta))
+    return str(uri)
+
+
+def test_ls_and_meta_of_an_upstream_store_holding_a_binary_file(root: str):
+    upstream_store(root, "binary", {"b.bin": b"\xff\xfe\x00", "t.txt": b"text"})
+    listed = as_json("ls", *where(root, "binary"))
+    assert {f["path"]: f["bytes"] for f in listed["files"]} == {"b.bin": None, "t.txt": 4}
+    assert "b.bin" in ok("ls", *where(root, "binary"))
+    assert as_json("meta", "b.bin", *where(root, "binary"))["bytes"] is None
+    assert "not valid UTF-8" in fails(1, "cat", "b.bin", *where(root, "binary"))
+
+
+def test_an_upstream_sidecar_with_a_malformed_hash_is_one_line(root: str):
+    meta = {"path": "f.txt", "sha256": "<script>", "updated_at": "", "updated_by": "x", "reason": "", "bytes": 5}
+    upstream_store(root, "bad-hash", {"f.txt": b"hello"}, {"f.txt": meta})
+    assert "malformed sha256" in fails(1, "ls", *where(root, "bad-hash"))
+    with pytest.raises(flyteplugins_memory.CorruptStore):
+        MemoryStore.open(remote_path=store_uri(root, "bad-hash")).get_meta("f.txt")
+
+
+@pytest.mark.parametrize("path", ["messages.json", "audit/log.jsonl", "meta/x.json"])
+def test_rm_of_a_reserved_path_is_a_usage_error_and_asks_nothing(store: MemoryStore, root: str, path: str):
+    before = stored_objects(root)
+    assert "[y/N]" not in fails(2, "rm", path, *where(root), input="y\n")
+    assert stored_objects(root) == before
+
+
+def test_an_overflowing_window_is_a_usage_error(store: MemoryStore, root: str):
+    assert "--window" in fails(2, "gc", "--window", "99999999999999999999d", *where(root))
+
+
 # -- changing verbs: what lands in storage ------------------------------------------------------------------
 
 
@@ -363,6 +441,20 @@ def test_open_never_creates(root: str):
     with pytest.raises(flyteplugins_memory.InvalidArgument):
         MemoryStore.open()
     assert not pathlib.Path(root).exists()
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: MemoryStore.open(remote_path=5),  # type: ignore[arg-type]
+        lambda: MemoryStore.open(key="k", root=5),  # type: ignore[arg-type]
+        lambda: MemoryStore.list_keys(root=5),  # type: ignore[arg-type]
+    ],
+    ids=["open-remote_path", "open-root", "list_keys-root"],
+)
+def test_open_and_list_keys_refuse_a_root_or_path_that_is_not_a_string(call):
+    with pytest.raises(flyteplugins_memory.InvalidArgument):
+        call()
 
 
 @pytest.fixture

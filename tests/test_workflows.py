@@ -8,6 +8,7 @@ be inspected afterwards; one run starts its own moto server, as ``--s3`` alone d
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
 import pathlib
@@ -226,3 +227,20 @@ def test_the_remote_image_outside_a_checkout_installs_the_release_of_this_versio
     support = load_support()
     assert support.image_packages(support.task_image(tmp_path)) == [f"flyteplugins-memory[s3,gcs]=={__version__}"]
     assert support.image_packages(support.task_image(None)) == [f"flyteplugins-memory[s3,gcs]=={__version__}"]
+
+
+def test_parallel_subagents_audit_count_says_earlier_runs_are_included(tmp_path):
+    """A key reused across runs keeps every batch's writes under the same subagent names: the count printed
+    must not be called this batch's."""
+    load_support()
+    spec = importlib.util.spec_from_file_location("parallel_subagents", FOLDER / "03_parallel_subagents.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    store = MemoryStore("reused", remote_path=str(tmp_path / "reused"))
+    for batch in ("one", "two"):
+        for actor in ("agent-0", "agent-1"):
+            store.write_text(f"findings/{actor}.md", batch, actor=actor)
+            store.write_text("shared/summary.md", batch + actor, actor=actor)
+        store.save()
+    printed = asyncio.run(module.trail(store, ["agent-0", "agent-1"])).splitlines()[0]
+    assert printed == "audit trail (newest 4 writes by these subagents; 8 on this key, all runs):"
