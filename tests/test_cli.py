@@ -175,6 +175,18 @@ def test_report_writes_the_page_of_the_store(store: MemoryStore, root: str, tmp_
     assert [p.name for p in page.parent.iterdir()] == ["memory.html"]  # no temporary file left behind
 
 
+def test_the_report_file_gets_the_usual_permissions(store: MemoryStore, root: str, tmp_path: pathlib.Path):
+    page = tmp_path / "page.html"
+    ok("report", "--html", str(page), *where(root))
+    assert page.stat().st_mode & 0o777 == 0o666 & ~_umask()  # like any file the user writes, not mkstemp's 0600
+
+
+def _umask() -> int:
+    current = os.umask(0o022)
+    os.umask(current)
+    return current
+
+
 def test_report_json_and_an_existing_file(store: MemoryStore, root: str, tmp_path: pathlib.Path):
     page = tmp_path / "memory.html"
     page.write_text("keep me")

@@ -60,7 +60,15 @@ def _write_whole(path: pathlib.Path, text: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(text)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 would hide the page from a web server or a teammate
         os.replace(tmp, path)
     except BaseException:
         pathlib.Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    """The process's umask (reading it means setting it: put back at once)."""
+    current = os.umask(0o022)
+    os.umask(current)
+    return current
