@@ -244,3 +244,11 @@ def test_parallel_subagents_audit_count_says_earlier_runs_are_included(tmp_path)
         store.save()
     printed = asyncio.run(module.trail(store, ["agent-0", "agent-1"])).splitlines()[0]
     assert printed == "audit trail (newest 4 writes by these subagents; 8 on this key, all runs):"
+
+
+def test_remote_runs_print_cli_commands_that_name_the_bucket():
+    """A Flyte config names no storage root: a command without --root would search the local disk."""
+    printed = load_support().Target("remote", "chat").look_inside("ls")
+    assert (
+        "flyte-memory ls --key chat --root s3://<raw-data bucket>" in printed and "raw-data bucket as --root" in printed
+    )

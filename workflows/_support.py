@@ -133,6 +133,8 @@ class Target:
 
     def cli(self, verb: str) -> str:
         """The ``flyte-memory`` command that runs `verb` on this target's store."""
+        if self.mode == "remote":  # a Flyte config names no bucket: the local root would be searched
+            return f"flyte-memory {verb} --key {self.key} --root s3://<raw-data bucket>"
         if self.mode != "s3":
             return f"flyte-memory {verb} --key {self.key}"
         command = f"flyte-memory {verb} --key {self.key} --root s3://{self.bucket}"
@@ -144,6 +146,8 @@ class Target:
     def look_inside(self, *verbs: str) -> str:
         """How to look inside this target's store with the CLI, one command per verb."""
         header = "Look inside the store with the CLI:"
+        if self.mode == "remote":
+            header = "Look inside the store with the CLI (your cluster's raw-data bucket as --root; gs:// on GCS):"
         if self.ephemeral:
             header = "Look inside the store with the CLI (this script's moto server has stopped; on a real bucket):"
         return "\n".join([header, *(f"  {self.cli(verb)}" for verb in verbs)])
