@@ -324,7 +324,16 @@ def test_an_upstream_sidecar_with_a_malformed_hash_is_one_line(root: str):
 @pytest.mark.parametrize("path", ["messages.json", "audit/log.jsonl", "meta/x.json"])
 def test_rm_of_a_reserved_path_is_a_usage_error_and_asks_nothing(store: MemoryStore, root: str, path: str):
     before = stored_objects(root)
-    assert "[y/N]" not in fails(2, "rm", path, *where(root), input="y\n")
+    fails(2, "rm", path, *where(root), input="y\n")
+    assert "[y/N]" not in run("rm", path, *where(root), input="y\n").stderr  # nothing asked
+    assert stored_objects(root) == before
+
+
+@pytest.mark.parametrize("path", ["messages.json", "../x"])
+def test_purge_checks_the_path_before_asking(store: MemoryStore, root: str, path: str):
+    before = stored_objects(root)
+    fails(2, "purge", path, *where(root), input="y\n")
+    assert "[y/N]" not in run("purge", path, *where(root), input="y\n").stderr  # nothing asked
     assert stored_objects(root) == before
 
 

@@ -65,8 +65,12 @@ def purge(path: str, yes: bool, actor: str, reason: str, target: Target, json_ou
     """Delete PATH and remove every stored copy of its past and present content now (cannot be undone)."""
     store = open_store(target)
     if not yes:
+        # the path rules first (a reserved path or `..` fails before any question), on a handle that is
+        # then dropped unsaved: `purge` deletes and saves by itself
+        store.delete(path, actor=actor, reason=reason)
         question = f"Purge {path} and every stored copy of its content from {store.remote_path}? This cannot be undone."
         click.confirm(question, abort=True, err=True)
+        store = open_store(target)
     with _progress.working(f"purging {path}", enabled=_progress.wanted(json_output)):
         result = store.purge(path, actor=actor, reason=reason)
     if json_output:
