@@ -96,13 +96,13 @@ def test_store_path_validates_every_segment():
 def test_meta_codec_is_strict():
     good = {"path": "a", "sha256": "0" * 64, "updated_at": "t", "updated_by": "u", "reason": "", "bytes": 1}
     assert decode_meta(json.dumps(good).encode(), expected_path="a").bytes == 1
-    malformed_digests = ({**good, "sha256": "s"}, {**good, "sha256": "A" * 64}, {**good, "sha256": "<b>" * 21 + "0"})
+    digests = ({**good, "sha256": "s"}, {**good, "sha256": "A" * 64}, {**good, "sha256": "<b>" * 21 + "0"})
     for bad in (
         {**good, "bytes": "1"},
         {**good, "bytes": -1},
         {**good, "path": "b"},
         {"path": "a"},
-        *malformed_digests,
+        *digests,
     ):
         with pytest.raises(CorruptStore):
             decode_meta(json.dumps(bad).encode(), expected_path="a")
