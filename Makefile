@@ -2,7 +2,7 @@
 #   make demo   -- create .venv, install, run the agent chat workflow on local disk (offline)
 #   make test   -- create .venv, install with every extra, lint, run the whole suite
 #   make test-slow -- the long fault walks and multi-process runs (CI runs both)
-#   make lint   -- ruff on src/ and tests/, pyright on src/ (the tools come with the test extra)
+#   make lint   -- ruff on src/, tests/, workflows/ and benchmarks/, pyright on src/ (the tools come with the test extra)
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -27,8 +27,8 @@ test-slow: $(BIN)/python
 
 lint: $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[s3,gcs,test]'
-	$(BIN)/ruff check src tests
-	$(BIN)/ruff format --check src tests
+	$(BIN)/ruff check src tests workflows benchmarks
+	$(BIN)/ruff format --check src tests workflows benchmarks
 	$(BIN)/pyright --pythonpath $(BIN)/python
 
 # The reliability suite at the large budgets of docs/reliability.md; figures land in reports/.

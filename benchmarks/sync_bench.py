@@ -218,12 +218,16 @@ def _kib(n: int) -> str:
 
 def report(results: dict, races: dict, args) -> str:
     lines = [
-        f"Moto S3 server on 127.0.0.1 (counting requests and bytes), 1 KiB files, {args.repeats} repeats "
-        f"(times are medians; requests and bytes are per operation). Python {sys.version.split()[0]}, "
-        f"{os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}.",
+        (
+            f"Moto S3 server on 127.0.0.1 (counting requests and bytes), 1 KiB files, {args.repeats} repeats "
+            f"(times are medians; requests and bytes are per operation). Python {sys.version.split()[0]}, "
+            f"{os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}."
+        ),
         "",
-        "| files | versions | operation | upstream time | ours time | speed-up | upstream requests | ours requests "
-        "| upstream bytes | ours bytes |",
+        (
+            "| files | versions | operation | upstream time | ours time | speed-up | upstream requests "
+            "| ours requests | upstream bytes | ours bytes |"
+        ),
         "| ---: | :---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for (files, versions), pair in results.items():

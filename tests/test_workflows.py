@@ -252,3 +252,17 @@ def test_remote_runs_print_cli_commands_that_name_the_bucket():
     assert (
         "flyte-memory ls --key chat --root s3://<raw-data bucket>" in printed and "raw-data bucket as --root" in printed
     )
+
+
+@pytest.mark.parametrize("script", WORKFLOWS, ids=lambda p: p.name)
+def test_a_bad_key_is_refused_before_any_run(script, tmp_path):
+    done = subprocess.run(
+        [sys.executable, str(script), "--key", "../x"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert "argument --key: key must be a single path segment" in done.stderr and "Traceback" not in done.stderr

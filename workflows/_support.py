@@ -28,7 +28,7 @@ from typing import Any
 
 import flyte
 
-from flyteplugins_memory import __version__
+from flyteplugins_memory import InvalidKey, MemoryStore, __version__
 
 #: The checkout this folder belongs to, when the scripts run from one (an unreleased version).
 CHECKOUT = pathlib.Path(__file__).resolve().parent.parent
@@ -48,8 +48,17 @@ def parser(doc: str | None, default_key: str) -> argparse.ArgumentParser:
     where.add_argument("--remote", action="store_true", help="run on the Flyte cluster of your Flyte config")
     cli.add_argument("--s3-endpoint", metavar="URL", help="--s3 against a moto server already running there")
     cli.add_argument("--s3-bucket", metavar="NAME", default=DEFAULT_BUCKET, help="with --s3: the bucket")
-    cli.add_argument("--key", default=default_key, help=f"the store's key (default: {default_key})")
+    cli.add_argument("--key", default=default_key, type=store_key, help=f"the store's key (default: {default_key})")
     return cli
+
+
+def store_key(text: str) -> str:
+    """A key the store accepts, checked before any run starts (argparse prints the reason and exits 2)."""
+    try:
+        MemoryStore.remote_path_for_key(key=text, org="local", project="default", domain="development")
+    except InvalidKey as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
 
 
 # -- the image -----------------------------------------------------------------------------------------
