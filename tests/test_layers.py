@@ -71,7 +71,17 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("the handle", {"_mirror", "_view", "_session"}),
     (
         "facade",
-        {"_reading", "_maintenance", "_report", "_report_html", "_payload", "_store", "_flyte_type", "__init__"},
+        {
+            "_keyed",
+            "_reading",
+            "_maintenance",
+            "_report",
+            "_report_html",
+            "_payload",
+            "_store",
+            "_flyte_type",
+            "__init__",
+        },
     ),
     ("conformance kit", {"testing"}),
     ("command line", {"cli"}),

@@ -3,8 +3,9 @@
 This module is the facade: it admits every caller path through one gate (`_admission`) and hands the
 call to one collaborator, the handle's `_session.Session`, which owns the working copy, the lock and
 every move between the handle and storage. Every I/O method is ``async def`` wrapped by `syncify`
-(``f()`` and ``f.aio()``). The read and maintenance halves of the API live in `_reading` and
-`_maintenance`, its HTML report in `_report`; what a store travels as between tasks, in `_payload`.
+(``f()`` and ``f.aio()``). The keyed constructors live in `_keyed`, the read and maintenance halves of
+the API in `_reading` and `_maintenance`, its HTML report in `_report`; what a store travels as between
+tasks, in `_payload`.
 
 The class subclasses upstream's ``flyte.ai.agents.MemoryStore`` so that everything accepting upstream's
 (its ``Agent`` checks ``isinstance``) accepts ours; it keeps its own ``__init__``, identity equality and
@@ -24,22 +25,20 @@ from typing import Any
 from flyte.ai.agents import MemoryStore as UpstreamMemoryStore
 from flyte.io import Dir
 
-from . import _keys, _location, _payload
+from . import _payload
 from ._admission import Access, PathAdmission
 from ._arguments import check_flag, check_int, check_optional_str, check_prefixes
 from ._codecs import MemoryMeta, encode_messages
 from ._commit_info import check_note
 from ._commit_log import Commit, read_log
-from ._compat import ExistsAccessor, unavailable, upstream_awaitable
-from ._errors import InvalidArgument, StoreAlreadyExists, StoreNotFound
+from ._compat import unavailable, upstream_awaitable
+from ._keyed import KeyedAPI
 from ._maintenance import MaintenanceAPI
 from ._mirror import remove_when_idle, write_text_file
 from ._paths import MESSAGES_PATH, validate_segment
 from ._reading import ReadAPI
-from ._relocate import journal_exists
 from ._report import ReportAPI
 from ._session import Session
-from ._storage import RemoteStore
 from ._syncify import syncify
 from ._transcript import check_message, check_messages
 from ._writes import ChangeOptions
@@ -47,7 +46,7 @@ from ._writes import ChangeOptions
 
 # pyright compares the mixins' wrappers (typed for `ReadAPI` as their `self`) with upstream's declarations
 # (typed for upstream's class); at run time both are bound to this class
-class MemoryStore(ReadAPI, MaintenanceAPI, ReportAPI, UpstreamMemoryStore):  # pyright: ignore[reportIncompatibleVariableOverride]
+class MemoryStore(KeyedAPI, ReadAPI, MaintenanceAPI, ReportAPI, UpstreamMemoryStore):  # pyright: ignore[reportIncompatibleVariableOverride]
     """Conversation transcript plus path-addressed files, persisted under a deterministic keyed path.
 
     Obtain one with `create` or `get_or_create`; `save` commits local changes atomically, merging with
@@ -147,131 +146,6 @@ class MemoryStore(ReadAPI, MaintenanceAPI, ReportAPI, UpstreamMemoryStore):  # p
 
     def _assert_can_write(self, rel: str) -> None:
         self._admission.admit(rel, Access.DELETE)
-
-    @staticmethod
-    async def _remote_store_exists(remote_path: str) -> bool:
-        remote = RemoteStore(remote_path)
-        return await remote.exists(MESSAGES_PATH) or await journal_exists(remote)
-
-    # -- keyed stores ---------------------------------------------------------------------------------
-
-    @classmethod
-    def remote_path_for_key(
-        cls, *, key: str, org: str | None = None, project: str | None = None, domain: str | None = None
-    ) -> str:
-        """The store's path: ``{storage_root}/agents/memory-store/v0/{org}/{project}/{domain}/{key}``."""
-        return _location.remote_path_for_key(key, org, project, domain)
-
-    @syncify
-    @classmethod
-    async def list_keys(
-        cls,
-        prefix: str = "",
-        *,
-        org: str | None = None,
-        project: str | None = None,
-        domain: str | None = None,
-        root: str | None = None,
-    ) -> list[str]:
-        """Sorted keys of the stores under ``{storage_root}/agents/memory-store/v0/{org}/{project}/{domain}/``
-        that start with `prefix`, resolved like `remote_path_for_key`, from one listing call.
-
-        A store is a directory there named like a valid key: every store, ours or upstream's, keeps its
-        transcript under its prefix (on local disk an empty directory left behind is listed too)."""
-        check_optional_str("prefix", prefix)
-        check_optional_str("root", root)
-        return await _keys.list_keys(_location.resolve_namespace_path(org, project, domain, root), prefix)
-
-    @syncify
-    @classmethod
-    async def open(
-        cls,
-        *,
-        key: str | None = None,
-        org: str | None = None,
-        project: str | None = None,
-        domain: str | None = None,
-        root: str | None = None,
-        remote_path: str | None = None,
-        read_only_prefixes: tuple[str, ...] = (),
-        audit: bool = True,
-        keep_versions: bool = False,
-    ) -> MemoryStore:
-        """Open an existing store at its newest committed state, never creating one: by `key` (resolved
-        like `remote_path_for_key`; `root`, a storage root or raw-data path, instead of the context's) or by
-        `remote_path` (its key is the path's last segment). Raises
-        `StoreNotFound` if there is no store there. Read-only tools use it (the ``flyte-memory`` CLI)."""
-        if (key is None) == (remote_path is None):
-            raise InvalidArgument("MemoryStore.open needs exactly one of key=... or remote_path=...")
-        check_optional_str("remote_path", remote_path)
-        check_optional_str("root", root)
-        if remote_path is None:
-            remote_path = _location.remote_path_for_key(key or "", org, project, domain, root)
-        name = key or remote_path.rstrip("/").rsplit("/", 1)[-1]
-        store = cls(name, None, None, remote_path, read_only_prefixes, audit, keep_versions)
-        if not await store._session.open(store):
-            raise StoreNotFound(f"No MemoryStore at {remote_path}")
-        return store
-
-    @syncify
-    @classmethod
-    async def _key_exists(
-        cls, *, key: str, org: str | None = None, project: str | None = None, domain: str | None = None
-    ) -> bool:
-        """Whether a store exists for `key`: its transcript object, or else its first commit (a save that
-        died after its commit point may not have written the transcript yet)."""
-        return await cls._remote_store_exists(cls.remote_path_for_key(key=key, org=org, project=project, domain=domain))
-
-    exists = ExistsAccessor(_key_exists)
-
-    @syncify
-    @classmethod
-    async def create(
-        cls,
-        *,
-        key: str,
-        org: str | None = None,
-        project: str | None = None,
-        domain: str | None = None,
-        read_only_prefixes: tuple[str, ...] = (),
-        audit: bool = True,
-        keep_versions: bool = False,
-    ) -> MemoryStore:
-        """Create a new store for `key`; of concurrent creates exactly one wins, the rest raise
-        `StoreAlreadyExists`."""
-        remote_path = cls.remote_path_for_key(key=key, org=org, project=project, domain=domain)
-        store = cls(key, None, None, remote_path, read_only_prefixes, audit, keep_versions)
-        try:
-            await store._session.create(store)
-        except StoreAlreadyExists:
-            raise StoreAlreadyExists(f"MemoryStore {key!r} already exists at {remote_path}") from None
-        return store
-
-    @syncify
-    @classmethod
-    async def get_or_create(
-        cls,
-        *,
-        key: str,
-        org: str | None = None,
-        project: str | None = None,
-        domain: str | None = None,
-        read_only_prefixes: tuple[str, ...] = (),
-        audit: bool = True,
-        keep_versions: bool = False,
-    ) -> MemoryStore:
-        """Open the store for `key` at its newest committed state, creating it if it does not exist."""
-        options = {"read_only_prefixes": read_only_prefixes, "audit": audit, "keep_versions": keep_versions}
-        remote_path = cls.remote_path_for_key(key=key, org=org, project=project, domain=domain)
-        store = cls(key, remote_path=remote_path, **options)
-        if await store._session.open(store):
-            return store
-        try:
-            return await cls.create.aio(key=key, org=org, project=project, domain=domain, **options)
-        except StoreAlreadyExists:  # another creator won the race: open what it made
-            if not await store._session.open(store):
-                raise
-            return store
 
     @syncify
     async def save(self, *, actor: str | None = None, reason: str | None = None) -> Dir:
