@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,10 +26,18 @@ class MemoryMeta(UpstreamMemoryMeta):
     """Per-file metadata sidecar (sha256, actor, timestamp, ...) for a memory entry.
 
     Upstream's ``MemoryMeta`` with the same fields (``path``, ``sha256``, ``updated_at``, ``updated_by``,
-    ``reason``, ``bytes``), so code that checks for upstream's type, or is typed against it, accepts ours."""
+    ``reason``, ``bytes``), so code that checks for upstream's type, or is typed against it, accepts ours.
+
+    ``metadata`` is the file's user metadata (see `write_text`), kept in our journal only: it is not part
+    of the sidecar upstream reads (`encode_meta` writes upstream's fields alone), nor of equality and
+    hashing, which compare the sidecar."""
+
+    metadata: dict[str, str | int | float | bool] = field(default_factory=dict, compare=False)
 
 
-_META_ADAPTER = TypeAdapter(MemoryMeta)
+#: The sidecar's fields: upstream's, in upstream's order (our `metadata` is never written there).
+SIDECAR_FIELDS = tuple(f.name for f in fields(UpstreamMemoryMeta))
+_META_ADAPTER = TypeAdapter(UpstreamMemoryMeta)
 _MESSAGES_ADAPTER = TypeAdapter(list[dict[str, Any]])
 
 
@@ -43,15 +51,16 @@ def sha256_bytes(data: bytes) -> str:
 
 
 def encode_meta(meta: MemoryMeta) -> bytes:
-    return json.dumps(asdict(meta), indent=2).encode("utf-8")
+    return json.dumps({name: getattr(meta, name) for name in SIDECAR_FIELDS}, indent=2).encode("utf-8")
 
 
 def decode_meta(data: bytes, *, expected_path: str) -> MemoryMeta:
     """Parse a sidecar; its ``path`` must be the path it is stored for."""
     try:
-        meta = _META_ADAPTER.validate_json(data, strict=True)
+        parsed = _META_ADAPTER.validate_json(data, strict=True)
     except ValidationError as exc:
         raise CorruptStore(f"Metadata sidecar for {expected_path!r} is malformed: {exc}") from exc
+    meta = MemoryMeta(*(getattr(parsed, name) for name in SIDECAR_FIELDS))
     if meta.path != expected_path:
         raise CorruptStore(f"Metadata sidecar for {expected_path!r} describes {meta.path!r}")
     if meta.bytes < 0:

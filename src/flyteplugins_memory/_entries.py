@@ -14,6 +14,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 from ._codecs import MemoryMeta, is_sha256
 from ._errors import CorruptStore, InvalidPath
 from ._format import Evolving, ext_field
+from ._metadata import ext_with, from_ext
 from ._paths import is_reserved, normalize_path
 
 #: Journal models are strict: unknown fields, coercions and NaN written as null are refused (NaN and
@@ -56,7 +57,8 @@ class FileEntry(_Strict):
             raise CorruptStore(self.meta_error)
         if not self.has_meta:
             return None
-        return MemoryMeta(path, self.sha256, self.updated_at, self.updated_by, self.reason, self.bytes)
+        metadata = from_ext(self.ext, path)
+        return MemoryMeta(path, self.sha256, self.updated_at, self.updated_by, self.reason, self.bytes, metadata)
 
     def last_commit(self) -> int | None:
         """The commit that last wrote this file: 0 for a file untouched since an import, None if unknown."""
@@ -71,6 +73,7 @@ class FileEntry(_Strict):
             updated_by=meta.updated_by,
             reason=meta.reason,
             legacy=legacy,
+            ext=ext_with(meta.metadata),
         )
 
 

@@ -16,6 +16,7 @@ work as well::
     ├── InvalidMessage (ValueError)                 a message (or actor/reason) that cannot be stored
     ├── InvalidContent (ValueError)                 file content that is not a str of valid Unicode
     ├── InvalidArgument (ValueError)                a count, window, flag or option of the wrong type or range
+    │   └── InvalidMetadata                         file metadata or a filter that is not a small map of scalars
     ├── UnsavedChanges                              a store that cannot be saved for you has unsaved changes
     ├── BlockingCallOnLoop (RuntimeError)           a sync call made on the package's own event loop
     ├── UnsupportedBackend (ValueError)             a backend whose create-only writes are not known atomic
@@ -47,6 +48,7 @@ __all__ = [
     "InvalidContent",
     "InvalidKey",
     "InvalidMessage",
+    "InvalidMetadata",
     "InvalidPath",
     "MemoryStoreError",
     "PathEscapesRoot",
@@ -124,6 +126,11 @@ class InvalidArgument(MemoryStoreError, ValueError):
     """A plain argument of the public API with the wrong type or out of range (a ``limit`` that is not a
     non-negative int, a negative or non-timedelta window, a flag that is not a bool, ...); refused before
     anything is read or written."""
+
+
+class InvalidMetadata(InvalidArgument):
+    """File metadata (or a ``where`` filter) that is not a small map of non-empty str keys to finite str,
+    int, float or bool values; refused before anything changes."""
 
 
 class UnsavedChanges(MemoryStoreError):

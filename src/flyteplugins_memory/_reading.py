@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from . import _audit, _versions
@@ -18,6 +19,7 @@ from ._compat import upstream_awaitable
 from ._errors import CorruptStore
 from ._inventory import take_inventory
 from ._layout import AUDIT_LOG_PATH, VERSIONS_DIR
+from ._metadata import Scalar, check_where, from_ext, matches
 from ._mirror import write_text_file
 from ._paths import MESSAGES_PATH
 from ._session import Session
@@ -58,12 +60,18 @@ class ReadAPI:
             raise CorruptStore(f"{rel_path!r} is not valid JSON: {exc}") from exc
 
     @syncify
-    async def list_paths(self, prefix: str = "") -> list[str]:
-        """Sorted paths of the store's files under directory `prefix` (bookkeeping and transcript excluded)."""
+    async def list_paths(self, prefix: str = "", *, where: Mapping[str, Scalar] | None = None) -> list[str]:
+        """Sorted paths of the store's files under directory `prefix` (bookkeeping and transcript excluded).
+
+        With `where`, only files whose metadata holds every pair exactly (a bool matches only a bool, a str
+        only a str, numbers by value: ``1`` matches ``1.0``, ``True`` does not). Answered from the loaded
+        state, like any listing: no file content is read.
+        """
         rel = self._admission.admit(prefix, Access.LIST)
+        wanted = check_where(where)
         if rel:
             await (await self._session.ready(self)).check_inside_root(rel)
-        return await self._session.look(self, lambda view: view.paths(rel), under=rel)
+        return await self._session.look(self, lambda view: _listed(view, rel, wanted), under=rel)
 
     @syncify
     async def _path_exists(self, rel_path: str) -> bool:
@@ -145,6 +153,18 @@ class ReadAPI:
 def _write_all(workdir: WorkDir, objects: dict[str, bytes]) -> None:
     for name, data in objects.items():
         write_text_file(workdir, name, data)
+
+
+def _listed(view: View, prefix: str, where: Mapping[str, Scalar]) -> list[str]:
+    paths = view.paths(prefix)
+    if not where:
+        return paths
+    return [p for p in paths if matches(_metadata_of(view, p), where)]
+
+
+def _metadata_of(view: View, path: str) -> Mapping[str, Scalar]:
+    entry = view.entry(path)
+    return from_ext(entry.ext, path) if entry is not None else {}
 
 
 def _sha_of(view: View, rel: str) -> str:

@@ -19,13 +19,13 @@ import json
 import pathlib
 import tempfile
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from flyte.ai.agents import MemoryStore as UpstreamMemoryStore
 from flyte.io import Dir
 
-from . import _payload
+from . import _metadata_update, _payload
 from ._admission import Access, PathAdmission
 from ._arguments import check_flag, check_int, check_optional_str, check_prefixes
 from ._codecs import MemoryMeta, encode_messages
@@ -33,6 +33,7 @@ from ._commit_info import check_note
 from ._commit_log import Commit, read_log
 from ._compat import unavailable, upstream_awaitable
 from ._keyed import KeyedAPI
+from ._metadata import Scalar, check_metadata
 from ._maintenance import MaintenanceAPI
 from ._mirror import remove_when_idle, write_text_file
 from ._paths import MESSAGES_PATH, validate_segment
@@ -236,23 +237,59 @@ class MemoryStore(KeyedAPI, ReadAPI, MaintenanceAPI, ReportAPI, UpstreamMemorySt
 
     @syncify
     async def write_text(
-        self, rel_path: str, content: str, *, actor: str = "agent", reason: str = "", expected_sha: str | None = None
+        self,
+        rel_path: str,
+        content: str,
+        *,
+        actor: str = "agent",
+        reason: str = "",
+        expected_sha: str | None = None,
+        metadata: Mapping[str, Scalar] | None = None,
     ) -> MemoryMeta:
         """Write `content` to `rel_path` locally, with metadata, an audit event and (optionally) a version.
 
         With `expected_sha`, the write happens only if the current sha256 matches (``""`` for a new
         file), here and again against the committed state at `save`; otherwise `ConcurrencyError`.
+        `metadata` (str keys to str, int, float or bool; see `list_paths`' ``where``) replaces the file's
+        metadata: a write without it leaves the file with none. It lives in the journal, not the sidecar.
         """
         rel = self._admission.admit(rel_path, Access.WRITE)
-        return await self._session.write(self, rel, content, self._change_options(actor, reason, expected_sha))
+        options = self._change_options(actor, reason, expected_sha, metadata)
+        return await self._session.write(self, rel, content, options)
 
     @syncify
     async def write_json(
-        self, rel_path: str, obj: Any, *, actor: str = "agent", reason: str = "", expected_sha: str | None = None
+        self,
+        rel_path: str,
+        obj: Any,
+        *,
+        actor: str = "agent",
+        reason: str = "",
+        expected_sha: str | None = None,
+        metadata: Mapping[str, Scalar] | None = None,
     ) -> MemoryMeta:
-        """JSON-encode `obj` (sorted keys, indent 2) and write it with `write_text`."""
+        """JSON-encode `obj` (sorted keys, indent 2) and write it with `write_text` (`metadata` as there)."""
+        check_metadata(metadata)  # before encoding `obj`: nothing is done with bad input
         content = json.dumps(obj, indent=2, sort_keys=True, default=str)
-        return await self.write_text.aio(rel_path, content, actor=actor, reason=reason, expected_sha=expected_sha)
+        return await self.write_text.aio(
+            rel_path, content, actor=actor, reason=reason, expected_sha=expected_sha, metadata=metadata
+        )
+
+    @syncify
+    async def set_metadata(
+        self,
+        rel_path: str,
+        metadata: Mapping[str, Scalar] | None,
+        *,
+        actor: str = "agent",
+        reason: str = "",
+        expected_sha: str | None = None,
+    ) -> MemoryMeta | None:
+        """Replace the metadata of the file at `rel_path`, keeping its content (an audited write of the
+        same bytes: fetched first if the handle does not hold them). None if there is no such file."""
+        rel = self._admission.admit(rel_path, Access.WRITE)
+        options = self._change_options(actor, reason, expected_sha, metadata)
+        return await _metadata_update.set_metadata(self, self._session, rel, options)
 
     @syncify
     async def delete(
@@ -289,9 +326,12 @@ class MemoryStore(KeyedAPI, ReadAPI, MaintenanceAPI, ReportAPI, UpstreamMemorySt
 
     # -- internals ------------------------------------------------------------------------------------
 
-    def _change_options(self, actor: str, reason: str, expected_sha: str | None) -> ChangeOptions:
+    def _change_options(
+        self, actor: str, reason: str, expected_sha: str | None, metadata: Mapping[str, Scalar] | None = None
+    ) -> ChangeOptions:
         check_optional_str("expected_sha", expected_sha)
-        return ChangeOptions(actor, reason, expected_sha, self.keep_versions, self.audit)
+        checked = check_metadata(metadata)
+        return ChangeOptions(actor, reason, expected_sha, self.keep_versions, self.audit, checked)
 
 
 def _temporary_root(store: MemoryStore) -> pathlib.Path:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import itertools
 import secrets
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,6 +16,7 @@ from ._codecs import MemoryMeta, sha256_bytes, write_event
 from ._errors import ConcurrencyError, CorruptStore, InvalidContent, InvalidMessage
 from ._journal import FileEntry
 from ._layout import version_name
+from ._metadata import Scalar
 from ._offload import off_loop
 from ._paths import is_unicode
 
@@ -51,6 +52,8 @@ class ChangeOptions:
     expected_sha: str | None
     keep_versions: bool
     audit: bool
+    #: the written file's user metadata (checked by `_metadata.check_metadata`); a write replaces it
+    metadata: dict[str, Scalar] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name in ("actor", "reason"):
@@ -112,7 +115,7 @@ def plan_encoded_write(
     old_sha = _check_expected(current, rel, options.expected_sha)
     data, sha = encoded
     now = datetime.now(UTC)
-    meta = MemoryMeta(rel, sha, _seconds(now), options.actor, options.reason, len(data))
+    meta = MemoryMeta(rel, sha, _seconds(now), options.actor, options.reason, len(data), options.metadata)
     version = _version(rel, now, meta.sha256, taken_versions) if options.keep_versions else ""
     event = options.event("update" if old_sha else "create", rel, old_sha, meta.sha256, meta.updated_at, version)
     return WritePlan(rel, FileEntry.from_meta(meta), data, meta, version, event)

@@ -1,0 +1,31 @@
+"""A metadata-only update (`MemoryStore.set_metadata`): the file's bytes written again with new metadata.
+
+It is an ordinary write (audited, versioned, merged and conflicting like any other), so releases that do
+not know metadata see nothing new. The content is read first and the write is pinned to it: if the file
+changes in between (another coroutine of this handle), the update raises `ConcurrencyError` rather than
+write back stale bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ._codecs import MemoryMeta, sha256_bytes
+from ._errors import ConcurrencyError, CorruptStore
+from ._session import Session, TranscriptHolder
+from ._writes import ChangeOptions
+
+
+async def set_metadata(holder: TranscriptHolder, session: Session, rel: str, options: ChangeOptions) -> MemoryMeta | None:
+    """Rewrite `rel` with `options.metadata`; None if there is no such file."""
+    data = await session.read(holder, rel)
+    if data is None:
+        return None
+    sha = sha256_bytes(data)
+    if options.expected_sha is not None and options.expected_sha != sha:
+        raise ConcurrencyError(rel, expected_sha=options.expected_sha, actual_sha=sha)
+    try:
+        content = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CorruptStore(f"{rel!r} is not valid UTF-8 text") from exc
+    return await session.write(holder, rel, content, replace(options, expected_sha=sha))
