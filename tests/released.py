@@ -22,6 +22,8 @@ import tarfile
 BEFORE_EVOLUTION = "1fce8fc"
 #: The last commit before checkpoints were split into parts (0.3.0: format 1, inline file lists).
 BEFORE_PARTS = "aa5ffa8"
+#: Issue 9's release (0.4.0: partitioned checkpoints), the one deployed before issue 11's features.
+ISSUE_9_RELEASE = "370d8ce"
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
 

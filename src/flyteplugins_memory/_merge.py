@@ -2,7 +2,7 @@
 
 Changes that do not conflict merge: different paths, transcript appends (theirs first, in commit order),
 audit events (all kept) and deletes of paths the other side left alone. Both sides changing one path to
-different content, one side rewriting transcript history that the other changed, or a write made with
+different content (bytes or user metadata), one side rewriting transcript history that the other changed, or a write made with
 ``expected_sha`` to a path whose committed content moved since (whatever the new bytes), is a conflict.
 """
 
@@ -15,6 +15,7 @@ from ._commit_info import About, commit_info, stamp
 from ._errors import ConcurrencyError
 from ._index import Files
 from ._journal import FileEntry
+from ._metadata import EXT_KEY as METADATA
 from ._paths import MESSAGES_PATH, parent_dirs
 from ._state import State
 from ._transcript import committed_form, fingerprints, merged
@@ -40,7 +41,10 @@ class Changes:
 
 
 def _same_content(a: FileEntry | None, b: FileEntry | None) -> bool:
-    return (a is None and b is None) or (a is not None and b is not None and a.sha256 == b.sha256)
+    """Same bytes and same user metadata (two handles relabelling one file differently conflict too)."""
+    if a is None or b is None:
+        return a is b
+    return a.sha256 == b.sha256 and a.ext.get(METADATA) == b.ext.get(METADATA)
 
 
 def merged_transcript(
