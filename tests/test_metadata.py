@@ -47,7 +47,7 @@ def journal_metadata(backend, key: str, path: str) -> list:
     found = []
     for name, data in backend.journal(key).items():
         if name.endswith(".json") and data.startswith(b"{"):
-            found += [m for m in _entries_for(json.loads(data), path)]
+            found += _entries_for(json.loads(data), path)
     return found
 
 
@@ -69,7 +69,6 @@ def test_metadata_is_kept_in_the_journal_and_never_in_upstreams_sidecar(backend,
     fresh = MemoryStore.get_or_create(key=key).get_meta("notes/a.md")
     assert fresh is not None and fresh.metadata == TAGS and fresh == written
     assert journal_metadata(backend, key, "notes/a.md") == [TAGS]  # the one record that wrote it
-    sidecar = json.loads(backend.upstream_view(key)[SIDECAR])
     expected = {"path": "notes/a.md", "sha256": fresh.sha256, "updated_at": fresh.updated_at}
     expected |= {"updated_by": "agent", "reason": "", "bytes": len("notes/a.md")}
     assert backend.upstream_view(key)[SIDECAR] == json.dumps(expected, indent=2).encode()

@@ -2,8 +2,9 @@
 
 Changes that do not conflict merge: different paths, transcript appends (theirs first, in commit order),
 audit events (all kept) and deletes of paths the other side left alone. Both sides changing one path to
-different content (bytes or user metadata), one side rewriting transcript history that the other changed, or a write made with
-``expected_sha`` to a path whose committed content moved since (whatever the new bytes), is a conflict.
+different content (bytes or user metadata), one side rewriting transcript history that the other
+changed, or a write made with ``expected_sha`` to a path whose committed content moved since (whatever
+the new bytes), is a conflict.
 """
 
 from __future__ import annotations

@@ -16,7 +16,9 @@ from ._session import Session, TranscriptHolder
 from ._writes import ChangeOptions
 
 
-async def set_metadata(holder: TranscriptHolder, session: Session, rel: str, options: ChangeOptions) -> MemoryMeta | None:
+async def set_metadata(
+    holder: TranscriptHolder, session: Session, rel: str, options: ChangeOptions
+) -> MemoryMeta | None:
     """Rewrite `rel` with `options.metadata`; None if there is no such file."""
     data = await session.read(holder, rel)
     if data is None:

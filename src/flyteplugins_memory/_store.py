@@ -33,8 +33,8 @@ from ._commit_info import check_note
 from ._commit_log import Commit, read_log
 from ._compat import unavailable, upstream_awaitable
 from ._keyed import KeyedAPI
-from ._metadata import Scalar, check_metadata
 from ._maintenance import MaintenanceAPI
+from ._metadata import Scalar, check_metadata
 from ._mirror import remove_when_idle, write_text_file
 from ._paths import MESSAGES_PATH, validate_segment
 from ._reading import ReadAPI

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import Any
 
@@ -12,24 +13,29 @@ from flyteplugins_memory import CorruptStore, MemoryMeta, MemoryStore, StoreNotF
 from . import _render
 from ._app import json_option, memory, namespace_options, store_options
 from ._target import Target, list_keys, open_store
+from ._where import where_option
 
 
 @memory.command("ls")
 @click.argument("prefix", default="")
 @store_options
+@where_option
 @json_option
-def ls(prefix: str, target: Target, json_output: bool) -> None:
-    """The store's files under PREFIX as a tree, with sizes, last actor and time."""
+def ls(prefix: str, target: Target, where: dict[str, Any], json_output: bool) -> None:
+    """The store's files under PREFIX as a tree, with sizes, last actor and time (and metadata, if any)."""
     store = open_store(target)
-    metas = [_meta_of(store, path) for path in store.list_paths(prefix)]
+    metas = [_meta_of(store, path) for path in store.list_paths(prefix, where=where)]
     if json_output:
         _render.emit_json({"uri": store.remote_path, "messages": len(store.messages), "files": metas})
         return
     total = sum(meta["bytes"] or 0 for meta in metas)
     caption = f"{len(metas)} files, {_render.human_size(total)}; {len(store.messages)} messages in the transcript"
-    rows = [_tree_row(meta, indent) if meta else (indent, "", "", "", "") for indent, meta in _tree(metas)]
-    columns = ("path", "size", "updated by", "updated at", "reason")
-    _render.show(store.remote_path, _render.table(columns, rows), caption)
+    labelled = any(meta.get("metadata") for meta in metas)  # the column only where it says something
+    rows = [_tree_row(meta, indent, labelled) if meta else (indent,) for indent, meta in _tree(metas)]
+    columns = ("path", "size", "updated by", "updated at", "reason") + (("metadata",) if labelled else ())
+    _render.show(
+        store.remote_path, _render.table(columns, [r + ("",) * (len(columns) - len(r)) for r in rows]), caption
+    )
 
 
 def _meta_of(store: MemoryStore, path: str) -> dict[str, Any]:
@@ -61,9 +67,15 @@ def _tree(metas: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any] | None]
     return rows
 
 
-def _tree_row(meta: dict[str, Any], label: str) -> tuple[str, ...]:
+def _tree_row(meta: dict[str, Any], label: str, labelled: bool) -> tuple[str, ...]:
     size = "?" if meta.get("bytes") is None else _render.human_size(int(meta["bytes"]))
-    return label, size, meta.get("updated_by", ""), _render.when(meta.get("updated_at", "")), meta.get("reason", "")
+    row = label, size, meta.get("updated_by", ""), _render.when(meta.get("updated_at", "")), meta.get("reason", "")
+    return (*row, _pairs(meta.get("metadata") or {})) if labelled else row
+
+
+def _pairs(metadata: dict[str, Any]) -> str:
+    """Metadata as ``key=value`` pairs, values as ``--where`` takes them (JSON)."""
+    return " ".join(f"{key}={json.dumps(value, ensure_ascii=False)}" for key, value in sorted(metadata.items()))
 
 
 @memory.command("cat")
@@ -87,7 +99,8 @@ def cat(path: str, target: Target, json_output: bool) -> None:
 @store_options
 @json_option
 def meta(path: str, target: Target, json_output: bool) -> None:
-    """The metadata of the file at PATH: sha256, size, last actor, time, reason, versions kept."""
+    """The metadata of the file at PATH: sha256, size, last actor, time, reason, versions kept, and the
+    metadata it was written with (``metadata.KEY`` rows)."""
     store = open_store(target)
     _require_file(store, path)
     found: MemoryMeta | None = store.get_meta(path)
@@ -96,7 +109,12 @@ def meta(path: str, target: Target, json_output: bool) -> None:
     if json_output:
         _render.emit_json(fields)
         return
-    _render.show(path, _render.table(("field", "value"), fields.items()))
+    metadata = fields.pop("metadata", None) or {}
+    rows = [
+        *fields.items(),
+        *((f"metadata.{k}", json.dumps(v, ensure_ascii=False)) for k, v in sorted(metadata.items())),
+    ]
+    _render.show(path, _render.table(("field", "value"), rows))
 
 
 def _require_file(store: MemoryStore, path: str) -> None:
