@@ -262,3 +262,43 @@ def test_the_previous_release_opens_and_saves_a_store_with_metadata(backend, key
     assert fresh.get_meta("kept").metadata == {"k": "kept"}  # carried: the file is unchanged
     assert fresh.get_meta("rewritten").metadata == {}  # a write replaces metadata, in that release too
     assert fresh.list_paths(where={"k": "kept"}) == ["kept"] and fresh.read_text("rewritten") == "new"
+
+
+# -- the CLI -------------------------------------------------------------------------------------------------
+
+
+def cli(*args: str):
+    from click.testing import CliRunner
+
+    from flyteplugins_memory.cli import memory
+
+    return CliRunner().invoke(memory, list(args))
+
+
+def test_cli_ls_where_and_meta_show_metadata(tmp_path):
+    uri = str(tmp_path / "store")
+    store = MemoryStore("cli", remote_path=uri)
+    store.write_text("a.md", "a", metadata={"user": "alice", "n": 1, "pinned": True, "label": "3"})
+    store.write_text("b.md", "b", metadata={"user": "bob", "n": 2})
+    store.write_text("c.md", "c")
+    store.save()
+
+    def listed(*where: str) -> list[str]:
+        result = cli("ls", "--uri", uri, "--json", *where)
+        assert result.exit_code == 0, result.stderr
+        return [f["path"] for f in json.loads(result.stdout)["files"]]
+
+    assert listed("--where", "user=alice") == ["a.md"] and listed("--where", "n=2") == ["b.md"]
+    assert listed("--where", "pinned=true", "--where", "n=1") == ["a.md"] and listed("--where", "pinned=1") == []
+    assert listed("--where", 'label="3"') == ["a.md"] and listed("--where", "label=3") == []
+    files = json.loads(cli("ls", "--uri", uri, "--json").stdout)["files"]
+    assert [f["metadata"] for f in files][1:] == [{"user": "bob", "n": 2}, {}]
+    table = cli("ls", "--uri", uri).stdout
+    assert 'user="alice"' in table and "metadata" in table
+    shown = cli("meta", "a.md", "--uri", uri).stdout
+    assert "metadata.user" in shown and '"alice"' in shown
+    assert json.loads(cli("meta", "a.md", "--uri", uri, "--json").stdout)["metadata"]["n"] == 1
+
+    for bad in (["--where", "novalue"], ["--where", "=1"], ["--where", "k=NaN"], ["--where", "a=1", "--where", "a=2"]):
+        result = cli("ls", "--uri", uri, *bad)
+        assert result.exit_code == 2 and result.stderr.startswith("error: ") and result.stdout == ""
