@@ -19,10 +19,11 @@ from ._transcript import committed_form
 
 
 class TranscriptReadAPI:
-    """Mixed into `MemoryStore`; relies on its `_session` and `messages`."""
+    """Mixed into `MemoryStore`; relies on its `_session`, `messages` and `audit`."""
 
     _session: Session
     messages: list[dict[str, Any]]
+    audit: bool
 
     @syncify
     async def messages_tail(self, n: int) -> list[dict[str, Any]]:
