@@ -31,6 +31,8 @@ IO_METHODS = [
     "purge",
     "set_gc_window",
     "set_metadata",
+    "messages_tail",
+    "messages_since",
 ]
 
 
@@ -54,10 +56,9 @@ def test_constructor_and_keyed_signatures_match_upstream():
         # upstream's wrapper shows a classmethod's `cls`; ours is bound to the class, as a classmethod is
         upstream_signature = inspect.signature(getattr(upstream.MemoryStore, name))
         theirs = [p for p in upstream_signature.parameters.values() if p.name != "cls"]
-        # ours may add keyword-only parameters with defaults after upstream's (issue 11: `metadata`)
         assert list(ours.parameters)[: len(theirs)] == [p.name for p in theirs], name
-        added = list(ours.parameters.values())[len(theirs) :]
-        assert all(p.kind is p.KEYWORD_ONLY and p.default is not p.empty for p in added), name
+        added = list(ours.parameters.values())[len(theirs) :]  # ours may add keyword-only options
+        assert all(p.kind is p.KEYWORD_ONLY and p.default is not p.empty for p in added), (name, added)
         for param in theirs:
             if repr(param.default) != "<factory>":  # upstream's dataclass default_factory; ours is None
                 assert ours.parameters[param.name].default == param.default, (name, param.name)

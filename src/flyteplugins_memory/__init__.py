@@ -39,6 +39,16 @@ from ._errors import (
 from ._flyte_type import MemoryStoreTransformer, register_memory_store_type
 from ._fs_options import set_storage_options
 from ._gc import GcResult
+from ._messages import (
+    AssistantMessage,
+    FunctionCall,
+    Message,
+    MessageModel,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
 from ._paths import MESSAGES_PATH
 from ._purge import PurgeResult
 from ._retry import RetryPolicy, get_retry_policy, set_retry_policy
@@ -47,6 +57,7 @@ from ._version import READER_REVISION
 
 __all__ = [
     "AccessDenied",
+    "AssistantMessage",
     "BlockingCallOnLoop",
     "Capabilities",
     "Commit",
@@ -54,6 +65,7 @@ __all__ = [
     "ContentPurged",
     "ContextError",
     "CorruptStore",
+    "FunctionCall",
     "GcResult",
     "InvalidArgument",
     "InvalidContent",
@@ -66,6 +78,8 @@ __all__ = [
     "MemoryStore",
     "MemoryStoreError",
     "MemoryStoreTransformer",
+    "Message",
+    "MessageModel",
     "ObjectStorage",
     "PathEscapesRoot",
     "PurgeResult",
@@ -78,10 +92,14 @@ __all__ = [
     "StoreAlreadyExists",
     "StoreFormatTooNew",
     "StoreNotFound",
+    "SystemMessage",
+    "ToolCall",
+    "ToolMessage",
     "UNVERIFIED_BACKENDS_ENV",
     "UnsafeStoreContent",
     "UnsavedChanges",
     "UnsupportedBackend",
+    "UserMessage",
     "VersionNotFound",
     "allow_unverified_backend",
     "get_retry_policy",

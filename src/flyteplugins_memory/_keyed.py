@@ -73,6 +73,7 @@ class KeyedAPI:
         read_only_prefixes: tuple[str, ...] = (),
         audit: bool = True,
         keep_versions: bool = False,
+        validate_messages: bool = False,
     ) -> Self:
         """Open an existing store at its newest committed state, never creating one: by `key` (resolved
         like `remote_path_for_key`; `root`, a storage root or raw-data path, instead of the context's) or by
@@ -85,7 +86,9 @@ class KeyedAPI:
         if remote_path is None:
             remote_path = _location.remote_path_for_key(key or "", org, project, domain, root)
         name = key or remote_path.rstrip("/").rsplit("/", 1)[-1]
-        store = cls(name, None, None, remote_path, read_only_prefixes, audit, keep_versions)
+        store = cls(
+            name, None, None, remote_path, read_only_prefixes, audit, keep_versions, validate_messages=validate_messages
+        )
         if not await store._session.open(store):
             raise StoreNotFound(f"No MemoryStore at {remote_path}")
         return store
@@ -113,11 +116,14 @@ class KeyedAPI:
         read_only_prefixes: tuple[str, ...] = (),
         audit: bool = True,
         keep_versions: bool = False,
+        validate_messages: bool = False,
     ) -> Self:
         """Create a new store for `key`; of concurrent creates exactly one wins, the rest raise
         `StoreAlreadyExists`."""
         remote_path = cls.remote_path_for_key(key=key, org=org, project=project, domain=domain)
-        store = cls(key, None, None, remote_path, read_only_prefixes, audit, keep_versions)
+        store = cls(
+            key, None, None, remote_path, read_only_prefixes, audit, keep_versions, validate_messages=validate_messages
+        )
         try:
             await store._session.create(store)
         except StoreAlreadyExists:
@@ -136,9 +142,15 @@ class KeyedAPI:
         read_only_prefixes: tuple[str, ...] = (),
         audit: bool = True,
         keep_versions: bool = False,
+        validate_messages: bool = False,
     ) -> Self:
         """Open the store for `key` at its newest committed state, creating it if it does not exist."""
-        options = {"read_only_prefixes": read_only_prefixes, "audit": audit, "keep_versions": keep_versions}
+        options = {
+            "read_only_prefixes": read_only_prefixes,
+            "audit": audit,
+            "keep_versions": keep_versions,
+            "validate_messages": validate_messages,
+        }
         remote_path = cls.remote_path_for_key(key=key, org=org, project=project, domain=domain)
         store = cls(key, remote_path=remote_path, **options)
         if await store._session.open(store):

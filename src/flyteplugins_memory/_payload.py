@@ -37,6 +37,7 @@ def payload(store: MemoryStore) -> dict[str, Any]:
         "read_only_prefixes": list(store.read_only_prefixes),
         "audit": store.audit,
         "keep_versions": store.keep_versions,
+        "validate_messages": store.validate_messages,  # the receiver checks its appends as the sender did
         "seq": store._session.payload_seq(),
     }
 
@@ -67,6 +68,9 @@ def received_store(cls: type[S], value: dict[str, Any]) -> S:
         audit=value.get("audit", True),
         keep_versions=value.get("keep_versions", False),
     )
+    # set after: the inline transcript holds the committed one, which other handles may have written
+    # unvalidated; the flag governs this handle's own appends
+    store.validate_messages = value.get("validate_messages") is True
     seq = value.get("seq")
     store._session.receive(store, seq if isinstance(seq, int) else None)
     return store

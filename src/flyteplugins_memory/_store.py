@@ -34,6 +34,7 @@ from ._commit_log import Commit, read_log
 from ._compat import unavailable, upstream_awaitable
 from ._keyed import KeyedAPI
 from ._maintenance import MaintenanceAPI
+from ._messages import MessageModel, admit, admit_all
 from ._metadata import Scalar, check_metadata
 from ._mirror import remove_when_idle, write_text_file
 from ._paths import MESSAGES_PATH, validate_segment
@@ -41,13 +42,14 @@ from ._reading import ReadAPI
 from ._report import ReportAPI
 from ._session import Session
 from ._syncify import syncify
-from ._transcript import check_message, check_messages
+from ._transcript import check_messages
+from ._transcript_reads import TranscriptReadAPI
 from ._writes import ChangeOptions
 
 
 # pyright compares the mixins' wrappers (typed for `ReadAPI` as their `self`) with upstream's declarations
 # (typed for upstream's class); at run time both are bound to this class
-class MemoryStore(KeyedAPI, ReadAPI, MaintenanceAPI, ReportAPI, UpstreamMemoryStore):  # pyright: ignore[reportIncompatibleVariableOverride]
+class MemoryStore(KeyedAPI, ReadAPI, TranscriptReadAPI, MaintenanceAPI, ReportAPI, UpstreamMemoryStore):  # pyright: ignore[reportIncompatibleVariableOverride]
     """Conversation transcript plus path-addressed files, persisted under a deterministic keyed path.
 
     Obtain one with `create` or `get_or_create`; `save` commits local changes atomically, merging with
@@ -63,6 +65,8 @@ class MemoryStore(KeyedAPI, ReadAPI, MaintenanceAPI, ReportAPI, UpstreamMemorySt
         read_only_prefixes: Path prefixes that writes and deletes may not target.
         audit: Record every write and delete in the audit trail.
         keep_versions: Snapshot every write (and a tombstone for every delete) under ``versions/``.
+        validate_messages: Check every message `append`/`extend` (and `messages`) take against the typed
+            transcript's models (`Message`); off by default, as upstream, which takes any dict.
     """
 
     # upstream's helpers that bypass the journal; the ones with a meaning here are redefined below
@@ -82,11 +86,13 @@ class MemoryStore(KeyedAPI, ReadAPI, MaintenanceAPI, ReportAPI, UpstreamMemorySt
         read_only_prefixes: tuple[str, ...] = (),
         audit: bool = True,
         keep_versions: bool = False,
+        *,
+        validate_messages: bool = False,
     ):
         self.key = validate_segment(key, name="key")
+        self.validate_messages = check_flag("validate_messages", validate_messages)
         # a copy: nothing the store does (load, save, refresh) ever changes the caller's list
-        self.messages: list[dict[str, Any]] = list(messages) if messages is not None else []
-        check_messages(self.messages)
+        self.messages: list[dict[str, Any]] = admit_all(list(messages or []), validate=validate_messages)
         self.read_only_prefixes = check_prefixes(read_only_prefixes)
         self.audit = check_flag("audit", audit)
         self.keep_versions = check_flag("keep_versions", keep_versions)
@@ -199,20 +205,19 @@ class MemoryStore(KeyedAPI, ReadAPI, MaintenanceAPI, ReportAPI, UpstreamMemorySt
 
     # -- transcript -----------------------------------------------------------------------------------
 
-    def append(self, message: dict[str, Any]) -> None:
+    def append(self, message: dict[str, Any] | MessageModel) -> None:
         """Append one message to the transcript (persisted by `save`).
 
         Stored as upstream stores it (``json.dumps(..., default=str)``: a ``datetime`` is saved as its
-        ``str``); a message that cannot be encoded at all raises `InvalidMessage` and is not appended.
+        ``str``); a message that cannot be encoded at all raises `InvalidMessage` and is not appended. A
+        typed message (`UserMessage`, ...) is stored as its dict; with ``validate_messages=True`` a dict
+        must match one of them too (`InvalidMessage` saying why).
         """
-        check_message(message)
-        self.messages.append(message)
+        self.messages.append(admit(message, validate=self.validate_messages))
 
-    def extend(self, messages: Sequence[dict[str, Any]]) -> None:
+    def extend(self, messages: Sequence[dict[str, Any] | MessageModel]) -> None:
         """Append messages to the transcript (persisted by `save`); all or none (`InvalidMessage`)."""
-        batch = list(messages)
-        check_messages(batch)
-        self.messages.extend(batch)
+        self.messages.extend(admit_all(list(messages), validate=self.validate_messages))
 
     @upstream_awaitable
     @syncify

@@ -8,7 +8,7 @@ that must be an error (an ignore that suppresses nothing is itself reported, so 
 
 from typing import reveal_type
 
-from flyteplugins_memory import MemoryStore
+from flyteplugins_memory import MemoryStore, UserMessage
 
 
 def sync_api(store: MemoryStore) -> None:
@@ -31,6 +31,11 @@ def sync_api(store: MemoryStore) -> None:
     store.write_text("a.md", "text", author="me")  # pyright: ignore[reportCallIssue]
     store.exists(3)  # pyright: ignore[reportArgumentType]
     MemoryStore.create(keyy="k")  # pyright: ignore[reportCallIssue]
+    reveal_type(MemoryStore.get_or_create(key="k", validate_messages=True))  # expect: MemoryStore
+    reveal_type(store.messages_tail(3))  # expect: list[dict[str, Any]]
+    reveal_type(store.messages_since(0))  # expect: list[dict[str, Any]]
+    store.append(UserMessage(content="hi"))
+    store.messages_tail("3")  # pyright: ignore[reportArgumentType]
 
 
 async def async_api(store: MemoryStore) -> None:
@@ -45,3 +50,4 @@ async def async_api(store: MemoryStore) -> None:
     reveal_type(await store.prefetch.aio())  # expect: int
     await store.write_text.aio("a.md", b"bytes")  # pyright: ignore[reportArgumentType]
     await store.exists.aio()  # pyright: ignore[reportCallIssue]
+    reveal_type(await store.messages_since.aio(2))  # expect: list[dict[str, Any]]
