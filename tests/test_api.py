@@ -30,6 +30,10 @@ IO_METHODS = [
     "gc",
     "purge",
     "set_gc_window",
+    "write_bytes",
+    "read_bytes",
+    "read_version_bytes",
+    "delete_prefix",
 ]
 
 

@@ -74,6 +74,8 @@ LAYERS: list[tuple[str, set[str]]] = [
         {
             "_keyed",
             "_reading",
+            "_binary",
+            "_bulk_delete",
             "_maintenance",
             "_report",
             "_report_html",

@@ -15,6 +15,7 @@ work as well::
     ├── ConcurrencyError                            upstream name; stale expected_sha or conflicting save
     ├── InvalidMessage (ValueError)                 a message (or actor/reason) that cannot be stored
     ├── InvalidContent (ValueError)                 file content that is not a str of valid Unicode
+    │   └── NotText (also CorruptStore)             read_text of binary content (not UTF-8): read_bytes
     ├── InvalidArgument (ValueError)                a count, window, flag or option of the wrong type or range
     ├── UnsavedChanges                              a store that cannot be saved for you has unsaved changes
     ├── BlockingCallOnLoop (RuntimeError)           a sync call made on the package's own event loop
@@ -49,6 +50,7 @@ __all__ = [
     "InvalidMessage",
     "InvalidPath",
     "MemoryStoreError",
+    "NotText",
     "PathEscapesRoot",
     "ReadOnlyPath",
     "ReservedPath",
@@ -163,6 +165,12 @@ class StoreAlreadyExists(MemoryStoreError, FileExistsError):
 
 class CorruptStore(MemoryStoreError, ValueError):
     """Stored content (transcript, sidecar, audit record) is malformed; it is never read as empty."""
+
+
+class NotText(InvalidContent, CorruptStore):
+    """A text read (``read_text``, ``read_json``, ``read_version``) of content that is not UTF-8: binary
+    content written with ``write_bytes`` (or by upstream); read it with ``read_bytes``. Also a
+    `CorruptStore`, which such reads raised before binary content had an API of its own."""
 
 
 class UnsafeStoreContent(CorruptStore):

@@ -28,6 +28,8 @@ from flyte.io import Dir
 from . import _payload
 from ._admission import Access, PathAdmission
 from ._arguments import check_flag, check_int, check_optional_str, check_prefixes
+from ._binary import BinaryAPI
+from ._bulk_delete import BulkDeleteAPI
 from ._codecs import MemoryMeta, encode_messages
 from ._commit_info import check_note
 from ._commit_log import Commit, read_log
@@ -41,12 +43,12 @@ from ._report import ReportAPI
 from ._session import Session
 from ._syncify import syncify
 from ._transcript import check_message, check_messages
-from ._writes import ChangeOptions
+from ._writes import ChangeOptions, text_content
 
 
 # pyright compares the mixins' wrappers (typed for `ReadAPI` as their `self`) with upstream's declarations
 # (typed for upstream's class); at run time both are bound to this class
-class MemoryStore(KeyedAPI, ReadAPI, MaintenanceAPI, ReportAPI, UpstreamMemoryStore):  # pyright: ignore[reportIncompatibleVariableOverride]
+class MemoryStore(KeyedAPI, ReadAPI, BinaryAPI, BulkDeleteAPI, MaintenanceAPI, ReportAPI, UpstreamMemoryStore):  # pyright: ignore[reportIncompatibleVariableOverride]
     """Conversation transcript plus path-addressed files, persisted under a deterministic keyed path.
 
     Obtain one with `create` or `get_or_create`; `save` commits local changes atomically, merging with
@@ -244,7 +246,8 @@ class MemoryStore(KeyedAPI, ReadAPI, MaintenanceAPI, ReportAPI, UpstreamMemorySt
         file), here and again against the committed state at `save`; otherwise `ConcurrencyError`.
         """
         rel = self._admission.admit(rel_path, Access.WRITE)
-        return await self._session.write(self, rel, content, self._change_options(actor, reason, expected_sha))
+        text = text_content(content)  # bytes go through write_bytes
+        return await self._session.write(self, rel, text, self._change_options(actor, reason, expected_sha))
 
     @syncify
     async def write_json(
