@@ -66,6 +66,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "_inplace",
             "_checkpoints",
             "_keys",
+            "_store_deletion",
         },
     ),
     ("the handle", {"_mirror", "_view", "_session"}),

@@ -3,11 +3,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import os
 from typing import Any
 
+from . import _location
 from ._admission import Access, PathAdmission
+from ._arguments import check_flag
 from ._errors import InvalidPath
 from ._session import Session
+from ._storage import RemoteStore
+from ._store_deletion import delete_stored
 from ._syncify import syncify
 from ._writes import ChangeOptions
 
@@ -36,3 +43,41 @@ class BulkDeleteAPI:
         options: ChangeOptions = self._change_options(actor, reason, None)
         admit = lambda path: self._admission.admit(path, Access.DELETE)  # noqa: E731
         return await self._session.delete_under(self, rel, options, admit)
+
+    @syncify
+    @classmethod
+    async def delete_store(
+        cls,
+        *,
+        key: str,
+        org: str | None = None,
+        project: str | None = None,
+        domain: str | None = None,
+        trusted: bool = False,
+        actor: str = "agent",
+        reason: str = "",
+    ) -> bool:
+        """Delete the whole store of `key` (resolved like `remote_path_for_key`): every file, sidecar,
+        version, the transcript, the audit trail and the journal outside the prefix. Returns False if
+        there is no such store (or a concurrent deletion won).
+
+        Refuses (`ReadOnlyPath`) a store holding files under read-only prefixes persisted with the store
+        unless `trusted`. What stays is its deletion record (`actor`, `reason`, time, file count), in the
+        journal's head and a few log slots: a handle of the deleted store that saves afterwards gets
+        `StoreDeleted` instead of bringing half a store back, and so does a ``create`` of the key.
+        """
+        check_flag("trusted", trusted)
+        ChangeOptions(actor, reason, None, False, True)  # actor and reason: the rules of every write
+        remote = RemoteStore(_location.remote_path_for_key(key, org, project, domain))
+        if not await delete_stored(remote, trusted=trusted, actor=actor, reason=reason):
+            return False
+        if remote.capabilities.symlinks:  # local disk keeps empty directories, which list_keys would list
+            await asyncio.to_thread(_remove_empty_dir, remote.prefix)
+        return True
+
+
+def _remove_empty_dir(path: str) -> None:
+    """Remove `path` and the empty directories under it, bottom up (files are never touched)."""
+    for directory, _, _ in os.walk(path, topdown=False):
+        with contextlib.suppress(OSError):  # not empty after all (a racing projection): it stays, harmless
+            os.rmdir(directory)

@@ -21,6 +21,7 @@ work as well::
     ├── BlockingCallOnLoop (RuntimeError)           a sync call made on the package's own event loop
     ├── UnsupportedBackend (ValueError)             a backend whose create-only writes are not known atomic
     ├── StoreNotFound (FileNotFoundError)           no store at the key's remote path
+    │   └── StoreDeleted                            delete_store removed it (a save after that, a re-create)
     ├── VersionNotFound (FileNotFoundError)         no such version snapshot
     ├── StateCollected (FileNotFoundError)          a pinned commit or version that gc() removed
     │   └── ContentPurged                           content that purge() removed
@@ -57,6 +58,7 @@ __all__ = [
     "StateCollected",
     "StorageError",
     "StoreAlreadyExists",
+    "StoreDeleted",
     "StoreFormatTooNew",
     "StoreNotFound",
     "UnsafeStoreContent",
@@ -153,6 +155,11 @@ class ContentPurged(StateCollected):
 
 class StoreNotFound(MemoryStoreError, FileNotFoundError):
     """No store exists at the key's remote path."""
+
+
+class StoreDeleted(StoreNotFound):
+    """``MemoryStore.delete_store`` removed the store: a handle of it saving afterwards, or a ``create``
+    of its key while its deletion record stands. The message says who deleted it, when and why."""
 
 
 class VersionNotFound(MemoryStoreError, FileNotFoundError):

@@ -28,6 +28,7 @@ from ._errors import (
     InvalidMessage,
     StorageError,
     StoreAlreadyExists,
+    StoreDeleted,
     StoreFormatTooNew,
     StoreNotFound,
 )
@@ -286,6 +287,8 @@ class Session:
     async def _load_if_exists(self, holder: TranscriptHolder) -> bool:
         try:
             await self._load(holder)
+        except StoreDeleted:
+            raise  # a deleted store is not one to start afresh: its key stays retired (`_store_deletion`)
         except StoreNotFound:
             return False
         return True
@@ -327,7 +330,7 @@ class Session:
         )
         try:
             committed = await run_save(self.remote(), job)
-        except (ConcurrencyError, StoreAlreadyExists, StoreFormatTooNew):
+        except (ConcurrencyError, StoreAlreadyExists, StoreFormatTooNew, StoreDeleted):
             raise  # decided before anything was committed
         except BaseException:
             self._unresolved = job  # it may have committed before failing; `_settle` finds out
