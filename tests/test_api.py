@@ -34,6 +34,7 @@ IO_METHODS = [
     "read_bytes",
     "read_version_bytes",
     "delete_prefix",
+    "delete_store",
 ]
 
 

@@ -26,6 +26,8 @@ class BinaryAPI:
     _session: Session
     _admission: PathAdmission
     _change_options: Any
+    messages: list[dict[str, Any]]
+    audit: bool
 
     @syncify
     async def write_bytes(

@@ -25,6 +25,8 @@ class BulkDeleteAPI:
     _session: Session
     _admission: PathAdmission
     _change_options: Any
+    messages: list[dict[str, Any]]
+    audit: bool
 
     @syncify
     async def delete_prefix(self, prefix: str, *, actor: str = "agent", reason: str = "") -> list[str]:

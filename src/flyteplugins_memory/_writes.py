@@ -91,8 +91,10 @@ async def plan_write_off_loop(
     large content in a thread (a 100 MB write takes about half a second of CPU, which would otherwise
     stop every other coroutine of the package)."""
     size = len(content) if isinstance(content, str | bytes) else 0  # anything else: refused inline
-    encode = encode_binary if isinstance(content, bytes) else encode_text
-    encoded = await off_loop(size, encode, content)
+    if isinstance(content, bytes):
+        encoded = await off_loop(size, encode_binary, content)
+    else:
+        encoded = await off_loop(size, encode_text, content)
     return plan_encoded_write(current, rel, encoded, options, taken_versions)
 
 
