@@ -323,3 +323,41 @@ def test_delete_store_bad_input():
         MemoryStore.delete_store(key="k", trusted="yes")  # type: ignore[arg-type]
     with pytest.raises(InvalidMessage):
         MemoryStore.delete_store(key="k", actor=None)  # type: ignore[arg-type]
+
+
+#: The deployed release (issue 9's): its handles may still be running when a store is deleted.
+ISSUE9_RELEASE = "370d8ce"
+
+
+@pytest.fixture(scope="module")
+def issue9_release(tmp_path_factory):
+    from released import released_source
+
+    return released_source(ISSUE9_RELEASE, tmp_path_factory.mktemp("issue9"))
+
+
+@pytest.mark.slow
+def test_a_handle_of_the_deployed_release_cannot_save_a_deleted_store_back(
+    store_backend, key, issue9_release, request, tmp_path
+):
+    import time
+
+    from released import result_of, start_released
+
+    fill_store(key)
+    ready, go = tmp_path / "ready", tmp_path / "go"
+    endpoint = request.getfixturevalue("moto_endpoint") if store_backend.name == "s3" else None
+    config = {"key": key, "raw": store_backend.raw_data_path, "endpoint": endpoint, "ready": str(ready), "go": str(go)}
+    child = start_released(issue9_release, "save_after", config)
+    while not ready.exists():
+        assert child.poll() is None, child.communicate()
+        time.sleep(0.05)
+    assert MemoryStore.delete_store(key=key)
+    go.touch()
+    seen = result_of(child)
+    assert seen["error"] == "StoreFormatTooNew", seen  # the deletion record is a newer format to it
+    assert all(r["deleted"] is True for r in deletion_records(store_backend, key).values())  # no commit landed
+    with pytest.raises(StoreDeleted):
+        MemoryStore.open(key=key)
+    # what it can leave: the file it created in place before its commit failed (a stray no reader of ours sees)
+    assert set(store_backend.objects(key)) <= {"released.txt"}
