@@ -259,6 +259,10 @@ def test_a_handle_of_a_deleted_store_cannot_save_it_back(store_backend, key):
     with pytest.raises(StoreDeleted):
         received.save()
     assert stale.has_unsaved_changes()  # nothing lost silently: the handle still holds its changes
+    with pytest.raises(StoreDeleted):  # content it had not read yet: gone with the store, and it says so
+        received.read_bytes("img/b.png")
+    with pytest.raises(StoreDeleted):
+        stale.refresh()
     assert store_backend.objects(key) == {}
     assert all(r["deleted"] is True for r in deletion_records(store_backend, key).values())
 
