@@ -365,3 +365,14 @@ def test_a_handle_of_the_deployed_release_cannot_save_a_deleted_store_back(
         MemoryStore.open(key=key)
     # what it can leave: the file it created in place before its commit failed (a stray no reader of ours sees)
     assert set(store_backend.objects(key)) <= {"released.txt"}
+
+
+def test_the_deletion_record_parses_only_as_itself():
+    from flyteplugins_memory._markers import Deleted, encode_marker, parse_deleted, parse_marker
+
+    record = Deleted(deleted=True, seq=4, at="2026-01-01T00:00:00.000+00:00", actor="a", reason="r", files=2)
+    data = encode_marker(record)
+    assert parse_deleted(data) == parse_marker(data) == record.model_copy(update={"writer": parse_deleted(data).writer})
+    assert json.loads(data)["format"] == 2 and json.loads(data)["writer"].startswith("flyteplugins-memory ")
+    for other in (b'{"seq": 4, "at": "x"}', b'{"collected": true}', b"not json", b'{"deleted": false, "seq": 1}'):
+        assert parse_deleted(other) is None

@@ -65,7 +65,8 @@ class Deleted(_Lenient, Evolving):
     """The deletion record of a store: what `delete_store` leaves of it (see `_store_deletion`)."""
 
     format: Literal[2] = 2  # type: ignore[assignment]
-    deleted: Literal[True] = True
+    #: required, so that no other small object (a record with a ``seq``) ever reads as a deletion
+    deleted: Literal[True]
     #: the log slot the deletion took: every commit below it was deleted with the store
     seq: int
     at: str

@@ -63,7 +63,7 @@ async def _claim(remote: ObjectStorage, state: State, *, trusted: bool, actor: s
     against read-only content; None if a concurrent deletion took it."""
     for _ in range(MAX_CLAIMS):
         files = await _checked_files(remote, state, trusted)
-        record = Deleted(seq=state.seq + 1, at=_now(), actor=actor, reason=reason, files=files)
+        record = Deleted(deleted=True, seq=state.seq + 1, at=_now(), actor=actor, reason=reason, files=files)
         data = encode_marker(record)
         if await remote.create_exclusive(log_name(record.seq), data) and (
             remote.capabilities.atomic_create or await remote.read(log_name(record.seq)) == data
