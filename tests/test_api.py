@@ -33,6 +33,11 @@ IO_METHODS = [
     "set_metadata",
     "messages_tail",
     "messages_since",
+    "write_bytes",
+    "read_bytes",
+    "read_version_bytes",
+    "delete_prefix",
+    "delete_store",
 ]
 
 

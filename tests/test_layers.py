@@ -68,6 +68,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "_inplace",
             "_checkpoints",
             "_keys",
+            "_store_deletion",
         },
     ),
     ("the handle", {"_mirror", "_view", "_session"}),
@@ -76,6 +77,8 @@ LAYERS: list[tuple[str, set[str]]] = [
         {
             "_keyed",
             "_reading",
+            "_binary",
+            "_bulk_delete",
             "_maintenance",
             "_report",
             "_report_html",

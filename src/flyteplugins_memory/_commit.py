@@ -26,7 +26,7 @@ from ._checkpoints import checkpoint_of
 from ._codecs import encode_audit_event, encode_messages, encode_meta, lines_holding
 from ._commit_info import About
 from ._contract import ObjectStorage
-from ._errors import StorageError, StoreAlreadyExists
+from ._errors import StorageError, StoreAlreadyExists, StoreDeleted
 from ._gc import collect_quietly, configured_window
 from ._inplace import committed_changes, upload_in_place
 from ._journal import RECENT_COMMITS, Checkpoint, Head, encode
@@ -93,8 +93,12 @@ async def run_save(remote: ObjectStorage, job: SaveJob) -> State:
     }
     await preserve_legacy(remote, job.base.files, job.changes.files)
     await remote.write_many(blobs)
-    latest, moved = await _starting_point(remote, job)
-    committed, record_size = await _commit(remote, job, latest)
+    try:
+        latest, moved = await _starting_point(remote, job)
+        committed, record_size = await _commit(remote, job, latest)
+    except StoreDeleted:  # what this save uploaded must not outlive the store (`_store_deletion`)
+        await remote.remove_all(sorted(job.placed | set(blobs)))
+        raise
     job.changes = committed_changes(job.changes, job.placed)  # as landed: a later repair compares these
     # Committed: from here on nothing may fail the save (a save that raises must not be visible).
     try:

@@ -15,12 +15,14 @@ work as well::
     ├── ConcurrencyError                            upstream name; stale expected_sha or conflicting save
     ├── InvalidMessage (ValueError)                 a message (or actor/reason) that cannot be stored
     ├── InvalidContent (ValueError)                 file content that is not a str of valid Unicode
+    │   └── NotText (also CorruptStore)             read_text of binary content (not UTF-8): read_bytes
     ├── InvalidArgument (ValueError)                a count, window, flag or option of the wrong type or range
     │   └── InvalidMetadata                         file metadata or a filter that is not a small map of scalars
     ├── UnsavedChanges                              a store that cannot be saved for you has unsaved changes
     ├── BlockingCallOnLoop (RuntimeError)           a sync call made on the package's own event loop
     ├── UnsupportedBackend (ValueError)             a backend whose create-only writes are not known atomic
     ├── StoreNotFound (FileNotFoundError)           no store at the key's remote path
+    │   └── StoreDeleted                            delete_store removed it (a save after that, a re-create)
     ├── VersionNotFound (FileNotFoundError)         no such version snapshot
     ├── StateCollected (FileNotFoundError)          a pinned commit or version that gc() removed
     │   └── ContentPurged                           content that purge() removed
@@ -51,12 +53,14 @@ __all__ = [
     "InvalidMetadata",
     "InvalidPath",
     "MemoryStoreError",
+    "NotText",
     "PathEscapesRoot",
     "ReadOnlyPath",
     "ReservedPath",
     "StateCollected",
     "StorageError",
     "StoreAlreadyExists",
+    "StoreDeleted",
     "StoreFormatTooNew",
     "StoreNotFound",
     "UnsafeStoreContent",
@@ -160,6 +164,11 @@ class StoreNotFound(MemoryStoreError, FileNotFoundError):
     """No store exists at the key's remote path."""
 
 
+class StoreDeleted(StoreNotFound):
+    """``MemoryStore.delete_store`` removed the store: a handle of it saving afterwards, or a ``create``
+    of its key while its deletion record stands. The message says who deleted it, when and why."""
+
+
 class VersionNotFound(MemoryStoreError, FileNotFoundError):
     """A version snapshot named by ``read_version`` does not exist."""
 
@@ -170,6 +179,12 @@ class StoreAlreadyExists(MemoryStoreError, FileExistsError):
 
 class CorruptStore(MemoryStoreError, ValueError):
     """Stored content (transcript, sidecar, audit record) is malformed; it is never read as empty."""
+
+
+class NotText(InvalidContent, CorruptStore):
+    """A text read (``read_text``, ``read_json``, ``read_version``) of content that is not UTF-8: binary
+    content written with ``write_bytes`` (or by upstream); read it with ``read_bytes``. Also a
+    `CorruptStore`, which such reads raised before binary content had an API of its own."""
 
 
 class UnsafeStoreContent(CorruptStore):

@@ -17,6 +17,7 @@ from ._errors import InvalidArgument, StoreAlreadyExists, StoreNotFound
 from ._paths import MESSAGES_PATH
 from ._relocate import journal_exists
 from ._storage import RemoteStore
+from ._store_deletion import is_deleted
 from ._syncify import syncify
 
 
@@ -30,7 +31,9 @@ class KeyedAPI:
     @staticmethod
     async def _remote_store_exists(remote_path: str) -> bool:
         remote = RemoteStore(remote_path)
-        return await remote.exists(MESSAGES_PATH) or await journal_exists(remote)
+        if await remote.exists(MESSAGES_PATH):
+            return True
+        return await journal_exists(remote) and not await is_deleted(remote)  # a deletion record is no store
 
     @classmethod
     def remote_path_for_key(

@@ -5,6 +5,9 @@
     log/<seq>.json  Fence       in the old journal (inside the store prefix): the log moved; earlier
                                 versions refuse it (``format`` 2), so none of them can commit after it
     head.json       MovedHead   in the old journal: earlier versions refuse it on open (unknown fields)
+    log/<seq>.json  Deleted     the store was deleted (`delete_store`): who, when, why; also in head.json
+    head.json                   and in the slots a stale handle may aim at, so no save lands after it
+                                (``format`` 2: earlier versions refuse it as newer, never resurrect)
     purged/<sha>.json  Purged   content purge() removed, so readers can tell purged from corrupt
     config.json     StoreConfig settings every handle of the store uses (the gc window)
 
@@ -58,6 +61,25 @@ class Fence(_Lenient, Evolving):
     min_reader: int | str = MIN_READER  # type: ignore[assignment]
 
 
+class Deleted(_Lenient, Evolving):
+    """The deletion record of a store: what `delete_store` leaves of it (see `_store_deletion`)."""
+
+    format: Literal[2] = 2  # type: ignore[assignment]
+    #: required, so that no other small object (a record with a ``seq``) ever reads as a deletion
+    deleted: Literal[True]
+    #: the log slot the deletion took: every commit below it was deleted with the store
+    seq: int
+    at: str
+    actor: str = ""
+    reason: str = ""
+    #: how many files the store held
+    files: int = 0
+
+    def describe(self, uri: str) -> str:
+        why = f" ({self.reason})" if self.reason else ""
+        return f"MemoryStore at {uri} was deleted by {self.actor!r} at {self.at}{why}"
+
+
 class MovedHead(_Lenient, Evolving):
     seq: int
     checkpoint: int
@@ -100,16 +122,26 @@ def encode_marker(marker: BaseModel) -> bytes:
 TOMBSTONE = encode_marker(Tombstone(collected=True))
 
 
-def parse_marker(data: bytes) -> Tombstone | Fence | None:
+def parse_marker(data: bytes) -> Tombstone | Fence | Deleted | None:
     """The marker a log slot holds, or None if it holds something else (a commit record, or garbage)."""
     if not data.lstrip().startswith(b"{"):
         return None
-    for model in (Tombstone, Fence):
+    for model in (Tombstone, Fence, Deleted):
         try:
             return model.model_validate_json(data)
         except ValidationError:
             continue
     return None
+
+
+def parse_deleted(data: bytes | None) -> Deleted | None:
+    """The deletion record in `data` (a head or a log slot), or None if it is not one."""
+    if data is None or len(data) > MARKER_MAX_BYTES or b'"deleted"' not in data:
+        return None
+    try:
+        return Deleted.model_validate_json(data)
+    except ValidationError:
+        return None
 
 
 def parse_moved_head(data: bytes) -> MovedHead | None:

@@ -10,12 +10,12 @@ from __future__ import annotations
 import time
 
 from ._contract import ObjectStorage
-from ._errors import CorruptStore, StateCollected, StoreNotFound
+from ._errors import CorruptStore, StateCollected, StoreDeleted, StoreNotFound
 from ._index import CheckpointFiles
 from ._journal import EMPTY_CHECKPOINT, Checkpoint, CommitRecord, Head, Origin
 from ._layout import HEAD_NAME, JOURNAL_DIR, checkpoint_name, log_name
 from ._legacy import import_remote
-from ._markers import MARKER_MAX_BYTES, Fence, Tombstone, parse_marker
+from ._markers import MARKER_MAX_BYTES, Deleted, Fence, Tombstone, parse_deleted, parse_marker
 from ._offload import parse_off_loop
 from ._paths import MESSAGES_PATH
 from ._state import State
@@ -41,6 +41,8 @@ async def read_entry(remote: ObjectStorage, seq: int) -> CommitRecord | Tombston
         return None
     if len(data) <= MARKER_MAX_BYTES:  # markers are small; most records are not
         marker = parse_marker(data)
+        if isinstance(marker, Deleted):  # nothing may be read or committed after a deletion
+            raise StoreDeleted(marker.describe(remote.uri))
         if marker is not None:
             return marker
     record = await parse_off_loop(CommitRecord, data, log_name(seq))
@@ -115,6 +117,8 @@ async def _from_head(remote: ObjectStorage, known: State | None) -> State | None
     data = await remote.read(HEAD_NAME)
     if data is None:
         return None
+    if (deleted := parse_deleted(data)) is not None:
+        raise StoreDeleted(deleted.describe(remote.uri))
     head = await parse_off_loop(Head, data, HEAD_NAME)
     if head.seq <= (known.seq if known else 0):
         return None

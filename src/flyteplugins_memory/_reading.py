@@ -38,15 +38,11 @@ class ReadAPI:
 
     @syncify
     async def read_text(self, rel_path: str, default: str = "") -> str:
-        """UTF-8 contents of `rel_path` (fetched on first read), or `default` if there is no such file."""
+        """UTF-8 contents of `rel_path` (fetched on first read), or `default` if there is no such file;
+        `NotText` if it holds binary content (`read_bytes` reads that)."""
         rel = self._admission.admit(rel_path, Access.READ)
         data = await self._session.read(self, rel)
-        if data is None:
-            return default
-        try:
-            return data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise CorruptStore(f"{rel!r} is not valid UTF-8 text") from exc
+        return default if data is None else _versions.decode_text(data, rel)
 
     @syncify
     async def read_json(self, rel_path: str, default: Any = None) -> Any:
@@ -145,7 +141,8 @@ class ReadAPI:
 
     @syncify
     async def read_version(self, version_file: str) -> str:
-        """Text of one version snapshot, named as by `list_versions` or an audit event's ``version_file``."""
+        """Text of one version snapshot, named as by `list_versions` or an audit event's ``version_file``;
+        `NotText` for a snapshot of binary content (`read_version_bytes` reads that)."""
         remote, pending = self._session.remote_if_known(), self._session.view.versions
         return await _versions.read_version(remote, pending, version_file)
 

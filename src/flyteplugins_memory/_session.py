@@ -28,6 +28,7 @@ from ._errors import (
     InvalidMessage,
     StorageError,
     StoreAlreadyExists,
+    StoreDeleted,
     StoreFormatTooNew,
     StoreNotFound,
 )
@@ -193,7 +194,9 @@ class Session:
             return found
         return await self.view.fetch_committed(self.remote_if_known(), *found)
 
-    async def write(self, holder: TranscriptHolder, rel: str, content: str, options: ChangeOptions) -> MemoryMeta:
+    async def write(
+        self, holder: TranscriptHolder, rel: str, content: str | bytes, options: ChangeOptions
+    ) -> MemoryMeta:
         async with self.lock:
             await self._ensure_loaded(holder)
             return await self.view.write(rel, content, options)
@@ -203,6 +206,22 @@ class Session:
             await self._ensure_loaded(holder)
             await self.view.check_inside_root(rel)
             return await self.view.delete(rel, options)
+
+    async def delete_under(
+        self, holder: TranscriptHolder, prefix: str, options: ChangeOptions, admit: Callable[[str], object]
+    ) -> list[str]:
+        """Delete every file under directory `prefix`, each passed through `admit` before any is deleted
+        (all or none); one lock, so no write of this handle lands between the listing and the deletes."""
+        async with self.lock:
+            await self._ensure_loaded(holder)
+            await self.view.check_inside_root(prefix)
+            await self.view.need_under(prefix)
+            paths = self.view.paths(prefix)
+            for path in paths:
+                admit(path)
+            for path in paths:
+                await self.view.delete(path, options)
+            return paths
 
     def has_unsaved_changes(self, holder: TranscriptHolder) -> bool:
         if self.view.has_unsaved_changes():
@@ -268,6 +287,8 @@ class Session:
     async def _load_if_exists(self, holder: TranscriptHolder) -> bool:
         try:
             await self._load(holder)
+        except StoreDeleted:
+            raise  # a deleted store is not one to start afresh: its key stays retired (`_store_deletion`)
         except StoreNotFound:
             return False
         return True
@@ -309,7 +330,7 @@ class Session:
         )
         try:
             committed = await run_save(self.remote(), job)
-        except (ConcurrencyError, StoreAlreadyExists, StoreFormatTooNew):
+        except (ConcurrencyError, StoreAlreadyExists, StoreFormatTooNew, StoreDeleted):
             raise  # decided before anything was committed
         except BaseException:
             self._unresolved = job  # it may have committed before failing; `_settle` finds out

@@ -28,6 +28,8 @@ from flyte.io import Dir
 from . import _metadata_update, _payload
 from ._admission import Access, PathAdmission
 from ._arguments import check_flag, check_int, check_optional_str, check_prefixes
+from ._binary import BinaryAPI
+from ._bulk_delete import BulkDeleteAPI
 from ._codecs import MemoryMeta, encode_messages
 from ._commit_info import check_note
 from ._commit_log import Commit, read_log
@@ -44,12 +46,14 @@ from ._session import Session
 from ._syncify import syncify
 from ._transcript import check_messages
 from ._transcript_reads import TranscriptReadAPI
-from ._writes import ChangeOptions
+from ._writes import ChangeOptions, text_content
 
 
 # pyright compares the mixins' wrappers (typed for `ReadAPI` as their `self`) with upstream's declarations
 # (typed for upstream's class); at run time both are bound to this class
-class MemoryStore(KeyedAPI, ReadAPI, TranscriptReadAPI, MaintenanceAPI, ReportAPI, UpstreamMemoryStore):  # pyright: ignore[reportIncompatibleVariableOverride]
+class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
+    KeyedAPI, ReadAPI, TranscriptReadAPI, BinaryAPI, BulkDeleteAPI, MaintenanceAPI, ReportAPI, UpstreamMemoryStore
+):
     """Conversation transcript plus path-addressed files, persisted under a deterministic keyed path.
 
     Obtain one with `create` or `get_or_create`; `save` commits local changes atomically, merging with
@@ -259,8 +263,9 @@ class MemoryStore(KeyedAPI, ReadAPI, TranscriptReadAPI, MaintenanceAPI, ReportAP
         metadata: a write without it leaves the file with none. It lives in the journal, not the sidecar.
         """
         rel = self._admission.admit(rel_path, Access.WRITE)
+        text = text_content(content)  # bytes go through write_bytes
         options = self._change_options(actor, reason, expected_sha, metadata)
-        return await self._session.write(self, rel, content, options)
+        return await self._session.write(self, rel, text, options)
 
     @syncify
     async def write_json(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 
 from ._contract import ObjectStorage
-from ._errors import InvalidPath, VersionNotFound
+from ._errors import InvalidPath, NotText, VersionNotFound
 from ._inventory import take_inventory
 from ._layout import Kind, classify, versions_dir_name
 
@@ -31,7 +31,22 @@ def version_order(name: str) -> tuple[str, int, str, str]:
 
 
 async def read_version(remote: ObjectStorage | None, pending: Mapping[str, bytes], name: str) -> str:
-    """Text of the snapshot `name`; raises `InvalidPath` for other names and `VersionNotFound` if absent."""
+    """Text of the snapshot `name`; `NotText` if it holds binary content (see `read_version_bytes`)."""
+    return decode_text(await read_version_bytes(remote, pending, name), name)
+
+
+def decode_text(data: bytes, name: str) -> str:
+    """`data` as UTF-8 text; `NotText` if it is binary content."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise NotText(f"{name!r} is not valid UTF-8 text (binary content: read it as bytes)") from exc
+
+
+async def read_version_bytes(remote: ObjectStorage | None, pending: Mapping[str, bytes], name: str) -> bytes:
+    """Bytes of the snapshot `name`, exactly as written (a snapshot of binary content holds its bytes
+    under upstream's ``<ts>_<sha>.txt`` name); raises `InvalidPath` for other names and `VersionNotFound`
+    if absent."""
     if not isinstance(name, str) or classify(name).kind is not Kind.VERSION:
         raise InvalidPath(f"{name!r} does not name a version snapshot")
     data = pending.get(name)
@@ -39,4 +54,4 @@ async def read_version(remote: ObjectStorage | None, pending: Mapping[str, bytes
         data = await remote.read(name)
     if data is None:
         raise VersionNotFound(f"No version snapshot {name!r}")
-    return data.decode("utf-8", errors="replace")
+    return data

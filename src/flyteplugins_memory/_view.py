@@ -161,8 +161,8 @@ class View:
             if path not in stored and self.cached.get(path) == sha256:
                 del self.cached[path]
 
-    async def write(self, rel: str, content: str, options: ChangeOptions) -> MemoryMeta:
-        """Plan and record one write; callers hold `lock`."""
+    async def write(self, rel: str, content: str | bytes, options: ChangeOptions) -> MemoryMeta:
+        """Plan and record one write (text, or binary content as it is); callers hold `lock`."""
         if not self.private:
             await self.check_inside_root(rel)
         await self.need([rel])

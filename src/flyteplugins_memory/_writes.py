@@ -84,13 +84,43 @@ def plan_write(
 
 
 async def plan_write_off_loop(
-    current: FileEntry | None, rel: str, content: str, options: ChangeOptions, taken_versions: Collection[str] = ()
+    current: FileEntry | None,
+    rel: str,
+    content: str | bytes,
+    options: ChangeOptions,
+    taken_versions: Collection[str] = (),
 ) -> WritePlan:
-    """`plan_write`, encoding and hashing large content in a thread (a 100 MB write takes about half a
-    second of CPU, which would otherwise stop every other coroutine of the package)."""
-    size = len(content) if isinstance(content, str) else 0  # not a str: refused inline by encode_text
-    encoded = await off_loop(size, encode_text, content)
+    """`plan_write` of text (a str) or binary content (bytes, stored as they are), encoding and hashing
+    large content in a thread (a 100 MB write takes about half a second of CPU, which would otherwise
+    stop every other coroutine of the package)."""
+    size = len(content) if isinstance(content, str | bytes) else 0  # anything else: refused inline
+    if isinstance(content, bytes):
+        encoded = await off_loop(size, encode_binary, content)
+    else:
+        encoded = await off_loop(size, encode_text, content)
     return plan_encoded_write(current, rel, encoded, options, taken_versions)
+
+
+def encode_binary(data: bytes) -> tuple[bytes, str]:
+    """`data` (binary content is stored byte for byte) and its sha256."""
+    return data, sha256_bytes(data)
+
+
+def binary_content(data: object) -> bytes:
+    """`data` as immutable bytes (a ``bytearray`` or ``memoryview`` copied now, so a later change of the
+    caller's buffer cannot change what is saved); `InvalidContent` for anything else (a str included)."""
+    if isinstance(data, bytes):
+        return data
+    if isinstance(data, bytearray | memoryview):
+        return bytes(data)
+    raise InvalidContent(f"Binary content must be bytes, got {type(data).__name__} (use write_text for a str)")
+
+
+def text_content(content: object) -> str:
+    """`content` if it is a str (text writes refuse bytes: `write_bytes` takes them); else `InvalidContent`."""
+    if not isinstance(content, str):
+        raise InvalidContent(f"File content must be a str, got {type(content).__name__}")
+    return content
 
 
 def encode_text(content: str) -> tuple[bytes, str]:

@@ -1,0 +1,60 @@
+"""Binary content: `MemoryStore.write_bytes`, `read_bytes` and `read_version_bytes`.
+
+Bytes take the same road as text (one gate for paths, sidecars with the sha256 of the bytes, audit
+events, ``expected_sha``, version snapshots, merges under concurrent saves); only the encoding step is
+skipped, so upstream's readers find the exact bytes at the file's path. Nothing in the journal marks a
+file as binary: a file is text when its bytes are UTF-8, so ``read_bytes`` of a text file returns its
+UTF-8 bytes and ``read_text`` of binary content raises `NotText` rather than returning garbage.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import _versions
+from ._admission import Access, PathAdmission
+from ._codecs import MemoryMeta
+from ._errors import InvalidArgument
+from ._session import Session
+from ._syncify import syncify
+from ._writes import ChangeOptions, binary_content
+
+
+class BinaryAPI:
+    """Mixed into `MemoryStore`; relies on its `_session`, `_admission` and `_change_options`."""
+
+    _session: Session
+    _admission: PathAdmission
+    _change_options: Any
+    messages: list[dict[str, Any]]
+    audit: bool
+
+    @syncify
+    async def write_bytes(
+        self, rel_path: str, data: bytes, *, actor: str = "agent", reason: str = "", expected_sha: str | None = None
+    ) -> MemoryMeta:
+        """Write binary `data` (an image, a tool's output) to `rel_path`, byte for byte, like `write_text`:
+        same path rules, a sidecar with the sha256 of the bytes, an audit event, a version snapshot with
+        ``keep_versions`` and the same `expected_sha` check. ``bytearray`` and ``memoryview`` are copied
+        at the call; anything else (a str included) raises `InvalidContent`."""
+        rel = self._admission.admit(rel_path, Access.WRITE)
+        content = binary_content(data)
+        options: ChangeOptions = self._change_options(actor, reason, expected_sha)
+        return await self._session.write(self, rel, content, options)
+
+    @syncify
+    async def read_bytes(self, rel_path: str, default: bytes | None = None) -> bytes | None:
+        """Contents of `rel_path` as bytes, exactly as stored (a text file's UTF-8 bytes), fetched on first
+        read and checked against their sha256; `default` if there is no such file."""
+        if default is not None and not isinstance(default, bytes):
+            raise InvalidArgument(f"default must be bytes or None, got {type(default).__name__}")
+        rel = self._admission.admit(rel_path, Access.READ)
+        data = await self._session.read(self, rel)
+        return default if data is None else data
+
+    @syncify
+    async def read_version_bytes(self, version_file: str) -> bytes:
+        """Bytes of one version snapshot (named as by `list_versions`), exactly as written: a snapshot of
+        binary content holds its bytes under upstream's ``versions/<path>/<ts>_<sha>.txt`` name."""
+        remote, pending = self._session.remote_if_known(), self._session.view.versions
+        return await _versions.read_version_bytes(remote, pending, version_file)

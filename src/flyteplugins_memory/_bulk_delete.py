@@ -1,0 +1,85 @@
+"""Deleting in bulk: `MemoryStore.delete_prefix` (every file under a directory) and `delete_store`
+(a whole store, its journal included; see `_store_deletion`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from typing import Any
+
+from . import _location
+from ._admission import Access, PathAdmission
+from ._arguments import check_flag
+from ._errors import InvalidPath
+from ._session import Session
+from ._storage import RemoteStore
+from ._store_deletion import delete_stored
+from ._syncify import syncify
+from ._writes import ChangeOptions
+
+
+class BulkDeleteAPI:
+    """Mixed into `MemoryStore`; relies on its `_session`, `_admission` and `_change_options`."""
+
+    _session: Session
+    _admission: PathAdmission
+    _change_options: Any
+    messages: list[dict[str, Any]]
+    audit: bool
+
+    @syncify
+    async def delete_prefix(self, prefix: str, *, actor: str = "agent", reason: str = "") -> list[str]:
+        """Delete every file under directory `prefix` (``"notes"`` deletes ``notes/a.md`` and
+        ``notes/x/b.md``, not ``notes.md`` nor a file named ``notes``); returns their paths, sorted.
+
+        Like `delete`, each file gets its audit event (and, with ``keep_versions``, a tombstone version),
+        and nothing is saved until `save`, which commits them all at once. All or none: ``""`` (the whole
+        store) raises `InvalidPath`, a reserved prefix `ReservedPath`, and a prefix that is or holds
+        read-only files `ReadOnlyPath`, before anything is deleted.
+        """
+        rel = self._admission.admit(prefix, Access.LIST)
+        if not rel:
+            raise InvalidPath("delete_prefix needs a directory; the whole store is MemoryStore.delete_store")
+        self._admission.admit(rel, Access.DELETE)
+        options: ChangeOptions = self._change_options(actor, reason, None)
+        admit = lambda path: self._admission.admit(path, Access.DELETE)  # noqa: E731
+        return await self._session.delete_under(self, rel, options, admit)
+
+    @syncify
+    @classmethod
+    async def delete_store(
+        cls,
+        *,
+        key: str,
+        org: str | None = None,
+        project: str | None = None,
+        domain: str | None = None,
+        trusted: bool = False,
+        actor: str = "agent",
+        reason: str = "",
+    ) -> bool:
+        """Delete the whole store of `key` (resolved like `remote_path_for_key`): every file, sidecar,
+        version, the transcript, the audit trail and the journal outside the prefix. Returns False if
+        there is no such store (or a concurrent deletion won).
+
+        Refuses (`ReadOnlyPath`) a store holding files under read-only prefixes persisted with the store
+        unless `trusted`. What stays is its deletion record (`actor`, `reason`, time, file count), in the
+        journal's head and a few log slots: a handle of the deleted store that saves afterwards gets
+        `StoreDeleted` instead of bringing half a store back, and so does a ``create`` of the key.
+        """
+        check_flag("trusted", trusted)
+        ChangeOptions(actor, reason, None, False, True)  # actor and reason: the rules of every write
+        remote = RemoteStore(_location.remote_path_for_key(key, org, project, domain))
+        if not await delete_stored(remote, trusted=trusted, actor=actor, reason=reason):
+            return False
+        if remote.capabilities.symlinks:  # local disk keeps empty directories, which list_keys would list
+            await asyncio.to_thread(_remove_empty_dir, remote.prefix)
+        return True
+
+
+def _remove_empty_dir(path: str) -> None:
+    """Remove `path` and the empty directories under it, bottom up (files are never touched)."""
+    for directory, _, _ in os.walk(path, topdown=False):
+        with contextlib.suppress(OSError):  # not empty after all (a racing projection): it stays, harmless
+            os.rmdir(directory)

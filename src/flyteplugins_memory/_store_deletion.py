@@ -1,0 +1,135 @@
+"""Deleting a whole store: its files in upstream's layout, its journal outside the prefix, and what stays.
+
+    1. newest    the newest state (an upstream-written store without a journal counts as state 0)
+    2. guard     refuse (`ReadOnlyPath`) if the store holds read-only content and the caller is not trusted
+    3. claim     create-only ``log/<n+1>`` = the deletion record: the linearization point. A save that
+                 committed before it is deleted with the store; one after it finds its slot taken, reads the
+                 record and raises `StoreDeleted`. A concurrent deletion that claimed first wins (False here).
+    4. head      ``head.json`` = the deletion record: handles that re-read the head before committing (bases
+                 older than `STALE_BASE_AFTER`) and every open learn of it there
+    5. sweep     remove every object of the store prefix and of the journal, except the record's slot, the
+                 head and log slots younger than `SLOT_GRACE`, which are rewritten as the record (a handle
+                 whose base is that young commits into the slot after it without reading the head first)
+    6. again     sweep the store prefix once more: a save that committed just before step 3 may still have
+                 been projecting into upstream's layout during step 5
+
+What stays is a few hundred bytes per young slot, all holding the deletion record: it is the audit of
+the deletion (who, when, why, how many files, after which commit), and what keeps a deleted store from
+coming back half-made. Versions of this package before it refuse the record as a newer format.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime
+
+from ._contract import ObjectStorage
+from ._errors import ReadOnlyPath, StorageError, StoreDeleted, StoreNotFound
+from ._gc import clock
+from ._layout import HEAD_NAME, JOURNAL_DIR, log_name
+from ._markers import CONFIG_NAME, Deleted, encode_marker, parse_config, parse_deleted
+from ._open import log_seqs, open_state
+from ._relocate import old_view
+from ._retention import SLOT_GRACE
+from ._state import State
+
+#: Claims of the deletion slot before giving up under extreme contention.
+MAX_CLAIMS = 50
+#: Where read-only prefixes are persisted (the store's settings, or its state's extensions).
+READ_ONLY_SETTING = "read_only_prefixes"
+
+
+async def delete_stored(remote: ObjectStorage, *, trusted: bool, actor: str, reason: str) -> bool:
+    """Delete the store at `remote` (steps in the module docstring); False if there is none, or another
+    deletion got there first."""
+    try:
+        state, _ = await open_state(remote)
+    except StoreDeleted:
+        return False
+    except StoreNotFound:
+        return False
+    record = await _claim(remote, state, trusted=trusted, actor=actor, reason=reason)
+    if record is None:
+        return False
+    data = encode_marker(record)
+    await remote.write_many({HEAD_NAME: data})
+    await _sweep(remote, data, keep={HEAD_NAME, log_name(record.seq)})
+    await _sweep_prefix(remote)
+    return True
+
+
+async def _claim(remote: ObjectStorage, state: State, *, trusted: bool, actor: str, reason: str) -> Deleted | None:
+    """Take the slot after the newest commit for the deletion record, checking each newest state found
+    against read-only content; None if a concurrent deletion took it."""
+    for _ in range(MAX_CLAIMS):
+        files = await _checked_files(remote, state, trusted)
+        record = Deleted(deleted=True, seq=state.seq + 1, at=_now(), actor=actor, reason=reason, files=files)
+        data = encode_marker(record)
+        if await remote.create_exclusive(log_name(record.seq), data) and (
+            remote.capabilities.atomic_create or await remote.read(log_name(record.seq)) == data
+        ):
+            return record
+        try:  # a save (or another deletion) took the slot: delete what it committed too
+            state, _ = await open_state(remote)
+        except StoreDeleted:
+            return None
+    raise StorageError(f"Could not delete {remote.uri}: {MAX_CLAIMS} concurrent commits got there first")
+
+
+async def _checked_files(remote: ObjectStorage, state: State, trusted: bool) -> int:
+    """How many files `state` holds; `ReadOnlyPath` if some lie under a persisted read-only prefix and
+    the caller is not trusted."""
+    await state.files.need_under("")
+    paths = state.files.under("")
+    if trusted:
+        return len(paths)
+    prefixes = await persisted_read_only(remote, state)
+    held = sorted(p for p in paths if any(p.startswith(prefix) for prefix in prefixes))
+    if held:
+        raise ReadOnlyPath(
+            f"{remote.uri} holds read-only content ({held[0]!r} under {len(prefixes)} read-only prefixes); "
+            "delete it with trusted=True"
+        )
+    return len(paths)
+
+
+async def persisted_read_only(remote: ObjectStorage, state: State) -> list[str]:
+    """The read-only prefixes every handle of the store is to enforce, read leniently from where they
+    are persisted: the store's settings (``config.json``) or its state's extensions (``ext``)."""
+    config = parse_config(await remote.read(CONFIG_NAME))
+    found = [*_strings((config.model_extra or {}).get(READ_ONLY_SETTING)), *_strings(state.ext.get(READ_ONLY_SETTING))]
+    return sorted(set(found))
+
+
+def _strings(value: object) -> list[str]:
+    return [v for v in value if isinstance(v, str) and v] if isinstance(value, list | tuple) else []
+
+
+async def _sweep(remote: ObjectStorage, record: bytes, *, keep: Iterable[str]) -> None:
+    """Remove the journal and the store prefix but `keep`; young log slots become the record."""
+    journal = await remote.stat(under=JOURNAL_DIR)
+    young = {log_name(s) for s in log_seqs(journal) if journal[log_name(s)].modified > clock() - SLOT_GRACE}
+    kept = set(keep) | young
+    await remote.write_many(dict.fromkeys(young - set(keep), record))
+    # the prefix's names of an old journal inside it would name the journal here: `_sweep_prefix` takes those
+    prefix = {n for n in await remote.list() if not (remote.journal_moved and n.startswith(JOURNAL_DIR + "/"))}
+    await remote.remove_all(sorted((set(journal) | prefix) - kept))
+
+
+async def _sweep_prefix(remote: ObjectStorage) -> None:
+    """Remove what upstream's layout holds still (a projection that raced the first sweep), and an old
+    journal inside the prefix (a store saved by versions before issue 8, or the fences of its move)."""
+    left = [n for n in await remote.list() if not n.startswith(JOURNAL_DIR + "/")]
+    await remote.remove_all(left)
+    if remote.journal_moved:
+        old = old_view(remote)
+        await old.remove_all(list(await old.list(under=JOURNAL_DIR)))
+
+
+async def is_deleted(remote: ObjectStorage) -> bool:
+    """Whether the journal's head is a deletion record (one read)."""
+    return parse_deleted(await remote.read(HEAD_NAME)) is not None
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
