@@ -42,6 +42,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "_parts",
             "_index",
             "_state",
+            "_record_codec",
         },
     ),
     (
@@ -78,6 +79,8 @@ LAYERS: list[tuple[str, set[str]]] = [
             "_report",
             "_report_html",
             "_payload",
+            "_records",
+            "_conversations",
             "_store",
             "_flyte_type",
             "__init__",

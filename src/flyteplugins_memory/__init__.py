@@ -9,6 +9,7 @@ from ._backends import UNVERIFIED_BACKENDS_ENV, allow_unverified_backend
 from ._codecs import MemoryMeta
 from ._commit_log import Commit
 from ._contract import Capabilities, ObjectStorage
+from ._conversations import Conversation
 from ._errors import (
     AccessDenied,
     BlockingCallOnLoop,
@@ -21,6 +22,7 @@ from ._errors import (
     InvalidKey,
     InvalidMessage,
     InvalidPath,
+    InvalidRecord,
     MemoryStoreError,
     PathEscapesRoot,
     ReadOnlyPath,
@@ -40,6 +42,7 @@ from ._fs_options import set_storage_options
 from ._gc import GcResult
 from ._paths import MESSAGES_PATH
 from ._purge import PurgeResult
+from ._records import RecordLog
 from ._retry import RetryPolicy, get_retry_policy, set_retry_policy
 from ._store import MemoryStore
 from ._version import READER_REVISION
@@ -51,6 +54,7 @@ __all__ = [
     "Commit",
     "ConcurrencyError",
     "ContentPurged",
+    "Conversation",
     "ContextError",
     "CorruptStore",
     "GcResult",
@@ -59,6 +63,7 @@ __all__ = [
     "InvalidKey",
     "InvalidMessage",
     "InvalidPath",
+    "InvalidRecord",
     "MESSAGES_PATH",
     "MemoryMeta",
     "MemoryStore",
@@ -69,6 +74,7 @@ __all__ = [
     "PurgeResult",
     "READER_REVISION",
     "ReadOnlyPath",
+    "RecordLog",
     "ReservedPath",
     "RetryPolicy",
     "StateCollected",

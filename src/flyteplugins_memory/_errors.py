@@ -15,6 +15,7 @@ work as well::
     ├── ConcurrencyError                            upstream name; stale expected_sha or conflicting save
     ├── InvalidMessage (ValueError)                 a message (or actor/reason) that cannot be stored
     ├── InvalidContent (ValueError)                 file content that is not a str of valid Unicode
+    ├── InvalidRecord (ValueError)                  a record of a log that is not a storable JSON value
     ├── InvalidArgument (ValueError)                a count, window, flag or option of the wrong type or range
     ├── UnsavedChanges                              a store that cannot be saved for you has unsaved changes
     ├── BlockingCallOnLoop (RuntimeError)           a sync call made on the package's own event loop
@@ -48,6 +49,7 @@ __all__ = [
     "InvalidKey",
     "InvalidMessage",
     "InvalidPath",
+    "InvalidRecord",
     "MemoryStoreError",
     "PathEscapesRoot",
     "ReadOnlyPath",
@@ -118,6 +120,12 @@ class InvalidMessage(MemoryStoreError, ValueError):
 
 class InvalidContent(MemoryStoreError, ValueError):
     """File content that cannot be stored as text: not a str, or not valid Unicode (a lone surrogate)."""
+
+
+class InvalidRecord(MemoryStoreError, ValueError):
+    """A record appended to a log (``store.records(name)``) that is not a storable JSON value: a value
+    JSON cannot encode (an object, a set, NaN or an infinity), a circular reference, a dict key JSON
+    cannot take, keys JSON makes equal, too deep, or not valid Unicode."""
 
 
 class InvalidArgument(MemoryStoreError, ValueError):
