@@ -24,7 +24,11 @@ from flyteplugins_memory import (
     UnsavedChanges,
 )
 from flyteplugins_memory._records import RecordLog as RecordLogImpl
+from released import released_source, run_released
 from test_multiprocess import child
+
+#: The release deployed before record logs (issue 9's: 0.4.0 with in-place uploads through obstore).
+PREVIOUS_RELEASE = "6df8b45"
 
 
 @pytest.fixture(params=["local_backend", "s3_backend"])
@@ -254,3 +258,32 @@ def test_session_names_and_messages_are_checked(local_backend, key):
     with pytest.raises(InvalidMessage):
         chat.extend([{"role": "user"}, "nope"])  # type: ignore[list-item]
     assert chat.count() == 0 and not store.has_unsaved_changes()
+
+
+def test_a_log_blocked_by_a_file_keeps_its_records_until_discarded(local_backend, key):
+    store = MemoryStore.get_or_create(key=key)
+    store.write_text("notes", "a file where the log's directory would be")
+    store.save()
+    log = store.records("notes")
+    log.extend([1, 2])
+    with pytest.raises(InvalidPath):
+        store.save()
+    assert log.count() == 2 and store.has_unsaved_changes()  # nothing lost
+    assert log.discard_unsaved() == 2
+    store.save()
+    assert not store.has_unsaved_changes() and MemoryStore.get_or_create(key=key).list_paths() == ["notes"]
+
+
+def test_the_previous_release_opens_and_saves_a_store_with_logs(local_backend, key, tmp_path):
+    store = MemoryStore.get_or_create(key=key)
+    store.records("events").extend([{"a": 1}, {"b": 2}])
+    store.save()
+    released = released_source(PREVIOUS_RELEASE, tmp_path / "released")
+    config = {"key": key, "raw": local_backend.raw_data_path, "endpoint": None}
+    # one child (it costs seconds): it opens the store, sees the segment as a file, writes and saves
+    seen = run_released(released, "write", {**config, "writes": {"events/plain.txt": "not a segment"}})
+    assert len(seen["files"]) == 2 and "events/plain.txt" in seen["files"]
+    reader = MemoryStore.get_or_create(key=key)
+    reader.records("events").append({"c": 3})
+    reader.save()
+    assert MemoryStore.get_or_create(key=key).records("events").read() == [{"a": 1}, {"b": 2}, {"c": 3}]

@@ -100,6 +100,11 @@ class RecordLog:
         self._admit_segment()
         self._store._pending_records.add(self._name, lines)
 
+    def discard_unsaved(self) -> int:
+        """Forget this handle's unsaved records of the log (for one whose save cannot succeed, e.g. a file
+        sits where the log's directory would be); returns how many were dropped."""
+        return len(self._store._pending_records.lines.pop(self._name, []))
+
     @syncify
     async def read(self, since: int = 0, limit: int | None = None) -> list[Any]:
         """Records `since` onwards (at most `limit`), oldest first, as fresh copies. Fetches only the
