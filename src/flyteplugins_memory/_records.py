@@ -112,20 +112,20 @@ class RecordLog:
         check_int("since", since)
         if limit is not None:
             check_int("limit", limit)
-        segments, texts = await self._counted()
-        counts = [_count(s, texts) for s in segments]
+        segments, fetched = await self._counted()
+        counts = [_count(s, fetched) for s in segments]
         first, stop, skipped = window(counts, since, limit)
-        texts |= await self._fetch([s for s in segments[first:stop] if s.path not in texts])
-        records = [r for s in segments[first:stop] for r in texts[s.path]]
-        records += [_decoded(line) for line in self._store._pending_records.of(self._name)]
+        fetched |= await self._fetch([s for s in segments[first:stop] if s.path not in fetched])
+        records = [r for s in segments[first:stop] for r in fetched[s.path]]
+        records += [json.loads(line) for line in self._store._pending_records.of(self._name)]
         start = since - skipped
         return records[start:] if limit is None else records[start : start + limit]
 
     @syncify
     async def count(self) -> int:
         """How many records the log holds (this handle's unsaved ones included)."""
-        segments, texts = await self._counted()
-        return sum(_count(s, texts) for s in segments) + len(self._store._pending_records.of(self._name))
+        segments, fetched = await self._counted()
+        return sum(_count(s, fetched) for s in segments) + len(self._store._pending_records.of(self._name))
 
     # -- internals ----------------------------------------------------------------------------------------
 
@@ -162,10 +162,6 @@ def _segments(view: View, log: str) -> list[Segment]:
 
 def _count(segment: Segment, fetched: dict[str, list[Any]]) -> int:
     return segment.count if segment.count is not None else len(fetched[segment.path])
-
-
-def _decoded(line: str) -> Any:
-    return json.loads(line)
 
 
 async def save_pending(store: LogOwner) -> None:
