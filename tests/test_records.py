@@ -252,7 +252,7 @@ def test_session_names_and_messages_are_checked(local_backend, key):
         with pytest.raises((InvalidPath, InvalidArgument)):
             store.session(name)  # type: ignore[arg-type]
     chat = store.session("s1")
-    for bad in ("text", {"x": math.nan}, {"x": {1, 2}} and {1: "a", "1": "b"}):
+    for bad in ("text", {"x": math.nan}, {1: "a", "1": "b"}):
         with pytest.raises(InvalidMessage):
             chat.append(bad)  # type: ignore[arg-type]
     with pytest.raises(InvalidMessage):
