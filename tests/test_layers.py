@@ -44,6 +44,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "_parts",
             "_index",
             "_state",
+            "_record_codec",
         },
     ),
     (
@@ -85,6 +86,8 @@ LAYERS: list[tuple[str, set[str]]] = [
             "_payload",
             "_metadata_update",
             "_transcript_reads",
+            "_records",
+            "_conversations",
             "_store",
             "_flyte_type",
             "__init__",

@@ -41,6 +41,20 @@ def race(config: dict) -> None:
         store.save()
 
 
+def append_records(config: dict) -> None:
+    """Wait for the start signal, then save `rounds` times, appending `per_round` records to one log each
+    time (a new handle each round, as separate tasks would)."""
+    from flyteplugins_memory import MemoryStore
+
+    while not os.path.exists(config["go"]):
+        time.sleep(0.01)
+    me = config["worker"]
+    for round_ in range(config["rounds"]):
+        store = MemoryStore.get_or_create(key=config["key"])
+        store.records(config["log"]).extend({"w": me, "r": round_, "i": i} for i in range(config["per_round"]))
+        store.save()
+
+
 def crash(config: dict) -> None:
     """Save a change that writes, deletes and appends; exit abruptly before storage call number `k`.
 
@@ -136,4 +150,4 @@ def load(config: dict) -> None:
 if __name__ == "__main__":
     command, raw_config = sys.argv[1], json.loads(sys.argv[2])
     setup(raw_config)
-    {"race": race, "crash": crash, "load": load}[command](raw_config)
+    {"race": race, "append_records": append_records, "crash": crash, "load": load}[command](raw_config)

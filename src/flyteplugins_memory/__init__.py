@@ -9,6 +9,7 @@ from ._backends import UNVERIFIED_BACKENDS_ENV, allow_unverified_backend
 from ._codecs import MemoryMeta
 from ._commit_log import Commit
 from ._contract import Capabilities, ObjectStorage
+from ._conversations import Conversation
 from ._errors import (
     AccessDenied,
     BlockingCallOnLoop,
@@ -22,6 +23,7 @@ from ._errors import (
     InvalidMessage,
     InvalidMetadata,
     InvalidPath,
+    InvalidRecord,
     MemoryStoreError,
     NotText,
     PathEscapesRoot,
@@ -53,6 +55,7 @@ from ._messages import (
 )
 from ._paths import MESSAGES_PATH
 from ._purge import PurgeResult
+from ._records import RecordLog
 from ._retry import RetryPolicy, get_retry_policy, set_retry_policy
 from ._store import MemoryStore
 from ._version import READER_REVISION
@@ -66,6 +69,7 @@ __all__ = [
     "ConcurrencyError",
     "ContentPurged",
     "ContextError",
+    "Conversation",
     "CorruptStore",
     "FunctionCall",
     "GcResult",
@@ -75,6 +79,7 @@ __all__ = [
     "InvalidMessage",
     "InvalidMetadata",
     "InvalidPath",
+    "InvalidRecord",
     "MESSAGES_PATH",
     "MemoryMeta",
     "MemoryStore",
@@ -88,6 +93,7 @@ __all__ = [
     "PurgeResult",
     "READER_REVISION",
     "ReadOnlyPath",
+    "RecordLog",
     "ReservedPath",
     "RetryPolicy",
     "StateCollected",

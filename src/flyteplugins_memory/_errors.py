@@ -16,6 +16,7 @@ work as well::
     ├── InvalidMessage (ValueError)                 a message (or actor/reason) that cannot be stored
     ├── InvalidContent (ValueError)                 file content that is not a str of valid Unicode
     │   └── NotText (also CorruptStore)             read_text of binary content (not UTF-8): read_bytes
+    ├── InvalidRecord (ValueError)                  a record of a log that is not a storable JSON value
     ├── InvalidArgument (ValueError)                a count, window, flag or option of the wrong type or range
     │   └── InvalidMetadata                         file metadata or a filter that is not a small map of scalars
     ├── UnsavedChanges                              a store that cannot be saved for you has unsaved changes
@@ -52,6 +53,7 @@ __all__ = [
     "InvalidMessage",
     "InvalidMetadata",
     "InvalidPath",
+    "InvalidRecord",
     "MemoryStoreError",
     "NotText",
     "PathEscapesRoot",
@@ -124,6 +126,12 @@ class InvalidMessage(MemoryStoreError, ValueError):
 
 class InvalidContent(MemoryStoreError, ValueError):
     """File content that cannot be stored as text: not a str, or not valid Unicode (a lone surrogate)."""
+
+
+class InvalidRecord(MemoryStoreError, ValueError):
+    """A record appended to a log (``store.records(name)``) that is not a storable JSON value: a value
+    JSON cannot encode (an object, a set, NaN or an infinity), a circular reference, a dict key JSON
+    cannot take, keys JSON makes equal, too deep, or not valid Unicode."""
 
 
 class InvalidArgument(MemoryStoreError, ValueError):

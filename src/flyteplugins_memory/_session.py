@@ -195,11 +195,16 @@ class Session:
         return await self.view.fetch_committed(self.remote_if_known(), *found)
 
     async def write(
-        self, holder: TranscriptHolder, rel: str, content: str | bytes, options: ChangeOptions
+        self,
+        holder: TranscriptHolder,
+        rel: str,
+        content: str | bytes,
+        options: ChangeOptions,
+        ext: dict[str, Any] | None = None,
     ) -> MemoryMeta:
         async with self.lock:
             await self._ensure_loaded(holder)
-            return await self.view.write(rel, content, options)
+            return await self.view.write(rel, content, options, ext)
 
     async def delete(self, holder: TranscriptHolder, rel: str, options: ChangeOptions) -> bool:
         async with self.lock:

@@ -34,6 +34,7 @@ from ._codecs import MemoryMeta, encode_messages
 from ._commit_info import check_note
 from ._commit_log import Commit, read_log
 from ._compat import unavailable, upstream_awaitable
+from ._conversations import Conversation, conversation_log
 from ._keyed import KeyedAPI
 from ._maintenance import MaintenanceAPI
 from ._messages import MessageModel, admit, admit_all
@@ -41,6 +42,7 @@ from ._metadata import Scalar, check_metadata
 from ._mirror import remove_when_idle, write_text_file
 from ._paths import MESSAGES_PATH, validate_segment
 from ._reading import ReadAPI
+from ._records import PendingRecords, RecordLog, save_pending
 from ._report import ReportAPI
 from ._session import Session
 from ._syncify import syncify
@@ -106,6 +108,8 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
         self._session = Session(self._root_path, private=root is None, remote_path=remote_path, resolve=resolve)
         #: the one gate every caller path passes (a scope swaps it)
         self._admission = PathAdmission(lambda: tuple(self.read_only_prefixes), lambda: self.remote_path)
+        #: records appended to logs (`records`, `session`) and not saved yet
+        self._pending_records = PendingRecords()
         if root is not None:
             self._session.adopt_working_root(self)
 
@@ -169,6 +173,7 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
         """
         check_note("actor", actor)
         check_note("reason", reason)
+        await save_pending(self)
         await self._session.save(self, actor=actor, reason=reason)
         return Dir.from_existing_remote(self._session.remote().uri)
 
@@ -240,7 +245,20 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
     def has_unsaved_changes(self) -> bool:
         """Whether this handle holds writes, deletes or transcript changes (appends, or edits of messages
         in place, compared by content) that `save` has not committed."""
-        return self._session.has_unsaved_changes(self)
+        return bool(self._pending_records) or self._session.has_unsaved_changes(self)
+
+    # -- record logs and conversations ----------------------------------------------------------------
+
+    def records(self, name: str) -> RecordLog:
+        """The append-only log of JSON records at store path `name` (any path a file could have, e.g.
+        ``"users/alice/events"``): `append`/`extend` (saved by `save`), `read(since, limit)`, `count()`.
+        Concurrent saves of appends from many handles all survive. See `RecordLog`."""
+        return RecordLog(self, name)
+
+    def session(self, name: str) -> Conversation:
+        """The conversation of session `name` (one path segment): a transcript-like view (`messages`,
+        `append`, `extend`) over the record log ``sessions/<name>``. See `Conversation`."""
+        return Conversation(self.records(conversation_log(name)), name)
 
     # -- writes ---------------------------------------------------------------------------------------
 

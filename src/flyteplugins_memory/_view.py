@@ -10,6 +10,7 @@ written, whatever a code tool later does to the root.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import pathlib
 from collections import Counter
@@ -161,13 +162,18 @@ class View:
             if path not in stored and self.cached.get(path) == sha256:
                 del self.cached[path]
 
-    async def write(self, rel: str, content: str | bytes, options: ChangeOptions) -> MemoryMeta:
-        """Plan and record one write (text, or binary content as it is); callers hold `lock`."""
+    async def write(
+        self, rel: str, content: str | bytes, options: ChangeOptions, ext: dict[str, Any] | None = None
+    ) -> MemoryMeta:
+        """Plan and record one write (text, or binary content as it is; `ext`: extensions of its file
+        entry); callers hold `lock`."""
         if not self.private:
             await self.check_inside_root(rel)
         await self.need([rel])
         self._check_fits_tree(rel)
         plan = await plan_write_off_loop(self.entry(rel), rel, content, options, self.versions)
+        if ext and plan.record is not None:
+            plan = dataclasses.replace(plan, record=plan.record.model_copy(update={"ext": {**plan.record.ext, **ext}}))
         await self._mirror_change(plan)
         self._record(plan, guarded=options.expected_sha is not None)
         self.cached[rel] = plan.meta.sha256 if plan.meta else ""

@@ -1,0 +1,76 @@
+"""Per-session conversations: `store.session(name)`, a transcript-like view over the record log
+``sessions/<name>``.
+
+Each conversation is its own log, so many sessions share one store without sharing (or rewriting) its
+transcript, and concurrent appends to one session from several handles all survive. Messages follow the
+transcript's rules (`_transcript.check_message`: stored as upstream stores messages) and must also be
+strict JSON (no NaN), since a log holds JSON lines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from ._errors import InvalidArgument, InvalidMessage, InvalidPath, InvalidRecord
+from ._records import RecordLog
+from ._syncify import syncify
+from ._transcript import check_message
+
+__all__ = ["SESSIONS_PREFIX", "Conversation", "conversation_log"]
+
+#: Where conversations live in the store: session ``name`` is the record log ``sessions/<name>``.
+SESSIONS_PREFIX = "sessions"
+
+
+def conversation_log(name: str) -> str:
+    """The log path of session `name`, which must be one path segment (`InvalidPath` otherwise)."""
+    if not isinstance(name, str) or not name or "/" in name or "\\" in name:
+        raise InvalidPath(f"A session name must be one non-empty path segment, got {name!r}")
+    return f"{SESSIONS_PREFIX}/{name}"
+
+
+class Conversation:
+    """One session's messages (``store.session(name)``): `append` and `extend` like the store's transcript
+    (kept in the handle until ``store.save()``), `messages` reads them back, this handle's unsaved ones
+    last. Not the store's own transcript (``store.messages``), which upstream readers see."""
+
+    def __init__(self, log: RecordLog, name: str):
+        self._log = log
+        self._name = name
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def log(self) -> RecordLog:
+        """The record log the messages are stored in."""
+        return self._log
+
+    def __repr__(self) -> str:
+        return f"Conversation({self._name!r})"
+
+    def append(self, message: dict[str, Any]) -> None:
+        """Append one message (a dict; `InvalidMessage` if it cannot be stored)."""
+        self.extend([message])
+
+    def extend(self, messages: Iterable[dict[str, Any]]) -> None:
+        """Append messages, all or none (`InvalidMessage` for the first that cannot be stored)."""
+        if isinstance(messages, str | bytes | dict):
+            raise InvalidArgument(f"extend takes an iterable of messages, got {type(messages).__name__}")
+        stored = [check_message(m) for m in messages]
+        try:
+            self._log.extend(stored)
+        except InvalidRecord as exc:
+            raise InvalidMessage(f"A session message cannot be stored: {exc}") from exc
+
+    @syncify
+    async def messages(self, since: int = 0, limit: int | None = None) -> list[dict[str, Any]]:
+        """The session's messages from index `since` (at most `limit`), oldest first, as fresh copies."""
+        return await self._log.read.aio(since, limit)
+
+    @syncify
+    async def count(self) -> int:
+        """How many messages the session holds (this handle's unsaved ones included)."""
+        return await self._log.count.aio()

@@ -1,0 +1,136 @@
+"""Pure: the rules of record logs: what a record may be, how a segment encodes, how segments are named
+and ordered.
+
+A log named ``n`` is the set of segment files directly under directory ``n`` (``n/<id>.jsonl``, one JSON
+value a line). Each save that appended to the log writes one new segment with an id no other writer
+can choose, so concurrent saves never touch one path and merge like any two new files. The log is its
+segments ordered by the commit that wrote them, then by id: a record's index never changes once it is
+committed. A segment's record count is kept in its file entry (``ext["records"]``), so reading from an
+index skips whole segments without fetching them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ._errors import CorruptStore, InvalidRecord
+from ._journal import FileEntry
+
+#: The key of a segment's record count in its `FileEntry.ext`.
+COUNT_EXT = "records"
+#: Deepest nesting a record may have (the journal's limit for messages, for the same reason: readers).
+MAX_DEPTH = 100
+#: ``<nanoseconds since the epoch, 20 digits>-<12 random hex digits>.jsonl``: ordered by when the
+#: writer saved (which orders one handle's unsaved segments), unique across writers.
+_SEGMENT = re.compile(r"[0-9]{20}-[0-9a-f]{12}\.jsonl")
+#: The longest name a segment can have, to check that a log's segment paths fit the backend's limits.
+LONGEST_SEGMENT = f"{'0' * 20}-{'0' * 12}.jsonl"
+
+
+def segment_name() -> str:
+    """A new segment's file name: no other save, of this process or another, picks the same one."""
+    return f"{time.time_ns():020d}-{secrets.token_hex(6)}.jsonl"
+
+
+def is_segment(log: str, path: str) -> bool:
+    """Whether `path` is a segment of log `log` (a file directly under it, named as `segment_name`
+    names them; other files there, and nested logs, are not part of it)."""
+    head, _, name = path.rpartition("/")
+    return head == log and _SEGMENT.fullmatch(name) is not None
+
+
+def check_record(record: Any) -> str:
+    """The JSON line `record` is stored as, or `InvalidRecord` if it has none (see the error)."""
+    try:
+        line = json.dumps(record, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        line.encode("utf-8")
+        decoded = json.loads(line, object_pairs_hook=_unique_keys)
+    except (TypeError, ValueError, RecursionError) as exc:  # UnicodeEncodeError is a ValueError
+        raise InvalidRecord(f"A record must be a JSON value: {exc}") from exc
+    if _depth(decoded) > MAX_DEPTH:
+        raise InvalidRecord(f"A record is nested deeper than {MAX_DEPTH} levels")
+    return line
+
+
+def check_records(records: Iterable[Any]) -> list[str]:
+    """The JSON lines of `records`, all or none (`InvalidRecord` for the first that cannot be stored)."""
+    return [check_record(r) for r in records]
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [k for k, _ in pairs]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"keys that JSON makes equal: {sorted(k for k in set(keys) if keys.count(k) > 1)}")
+    return dict(pairs)
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth of a decoded JSON value (iterative: no recursion limit of its own)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            stack.extend((child, level + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def encode_segment(lines: Sequence[str]) -> str:
+    """A segment's content: one record a line, each line ending in a newline."""
+    return "".join(f"{line}\n" for line in lines)
+
+
+def decode_segment(data: bytes, path: str, expected: int | None) -> list[Any]:
+    """The records of segment `path` (fresh objects); `CorruptStore` if it is not JSON lines or holds
+    another number of records than its entry says."""
+    try:
+        records = [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]
+    except (ValueError, RecursionError) as exc:
+        raise CorruptStore(f"Log segment {path!r} is not JSON lines: {exc}") from exc
+    if expected is not None and len(records) != expected:
+        raise CorruptStore(f"Log segment {path!r} holds {len(records)} records, its entry says {expected}")
+    return records
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One segment of a log: its path, the commit that wrote it (None: not saved yet), its record count
+    (None: its entry does not say, so it must be fetched to know)."""
+
+    path: str
+    commit: int | None
+    count: int | None
+
+
+def stored_count(entry: FileEntry) -> int | None:
+    """The record count a segment's entry holds (entries are untrusted: anything else is unknown)."""
+    count = entry.ext.get(COUNT_EXT)
+    return count if isinstance(count, int) and not isinstance(count, bool) and count >= 0 else None
+
+
+def ordered(entries: dict[str, FileEntry]) -> list[Segment]:
+    """The segments of a log in log order: committed ones by commit, then name; unsaved ones last, by
+    name (the order this handle saved them in)."""
+    segments = [Segment(p, e.last_commit(), stored_count(e)) for p, e in entries.items()]
+    return sorted(segments, key=lambda s: (s.commit is None, s.commit or 0, s.path))
+
+
+def window(counts: Sequence[int], since: int, limit: int | None) -> tuple[int, int, int]:
+    """Which segments hold records ``since`` to ``since + limit`` (all from `since` if `limit` is None):
+    ``(first, stop, skipped)``, the slice of segments to read and how many records come before them."""
+    end = None if limit is None else since + limit
+    first, skipped = 0, 0
+    while first < len(counts) and skipped + counts[first] <= since:
+        skipped += counts[first]
+        first += 1
+    stop, seen = first, skipped
+    while stop < len(counts) and (end is None or seen < end):
+        seen += counts[stop]
+        stop += 1
+    return first, stop, skipped
