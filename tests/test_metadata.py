@@ -109,6 +109,20 @@ def test_a_write_replaces_metadata_and_set_metadata_keeps_content(backend, key):
     assert journal_metadata(backend, key, "a")[-1] is None
 
 
+def test_binary_files_take_metadata_and_a_relabel_keeps_their_bytes(backend, key):
+    png = b"\x89PNG\r\n\x1a\n\x00\xff"
+    store = MemoryStore.create(key=key)
+    store.write_bytes("img/chart.png", png, metadata={"kind": "chart"})
+    store.save()
+    store.set_metadata("img/chart.png", {"kind": "chart", "reviewed": True})
+    store.save()
+    fresh = MemoryStore.open(key=key)
+    assert fresh.read_bytes("img/chart.png") == png  # the relabel wrote the same bytes back, not text
+    assert fresh.get_meta("img/chart.png").metadata == {"kind": "chart", "reviewed": True}
+    assert fresh.list_paths(where={"reviewed": True}) == ["img/chart.png"]
+    assert journal_metadata(backend, key, "img/chart.png")[-1] == {"kind": "chart", "reviewed": True}
+
+
 def test_set_metadata_checks_expected_sha(local_backend, key):
     store = saved(key, a={"k": 1})
     with pytest.raises(ConcurrencyError):

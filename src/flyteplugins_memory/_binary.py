@@ -9,12 +9,14 @@ UTF-8 bytes and ``read_text`` of binary content raises `NotText` rather than ret
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from . import _versions
 from ._admission import Access, PathAdmission
 from ._codecs import MemoryMeta
 from ._errors import InvalidArgument
+from ._metadata import Scalar
 from ._session import Session
 from ._syncify import syncify
 from ._writes import ChangeOptions, binary_content
@@ -31,15 +33,22 @@ class BinaryAPI:
 
     @syncify
     async def write_bytes(
-        self, rel_path: str, data: bytes, *, actor: str = "agent", reason: str = "", expected_sha: str | None = None
+        self,
+        rel_path: str,
+        data: bytes,
+        *,
+        actor: str = "agent",
+        reason: str = "",
+        expected_sha: str | None = None,
+        metadata: Mapping[str, Scalar] | None = None,
     ) -> MemoryMeta:
         """Write binary `data` (an image, a tool's output) to `rel_path`, byte for byte, like `write_text`:
         same path rules, a sidecar with the sha256 of the bytes, an audit event, a version snapshot with
-        ``keep_versions`` and the same `expected_sha` check. ``bytearray`` and ``memoryview`` are copied
-        at the call; anything else (a str included) raises `InvalidContent`."""
+        ``keep_versions``, the same `expected_sha` check and `metadata` rules. ``bytearray`` and
+        ``memoryview`` are copied at the call; anything else (a str included) raises `InvalidContent`."""
         rel = self._admission.admit(rel_path, Access.WRITE)
         content = binary_content(data)
-        options: ChangeOptions = self._change_options(actor, reason, expected_sha)
+        options: ChangeOptions = self._change_options(actor, reason, expected_sha, metadata)
         return await self._session.write(self, rel, content, options)
 
     @syncify

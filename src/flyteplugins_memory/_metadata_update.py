@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ._codecs import MemoryMeta, sha256_bytes
-from ._errors import ConcurrencyError, CorruptStore
+from ._errors import ConcurrencyError
 from ._session import Session, TranscriptHolder
 from ._writes import ChangeOptions
 
@@ -26,8 +26,5 @@ async def set_metadata(
     sha = sha256_bytes(data)
     if options.expected_sha is not None and options.expected_sha != sha:
         raise ConcurrencyError(rel, expected_sha=options.expected_sha, actual_sha=sha)
-    try:
-        content = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise CorruptStore(f"{rel!r} is not valid UTF-8 text") from exc
-    return await session.write(holder, rel, content, replace(options, expected_sha=sha))
+    # the same bytes go back as they are: a text file stays its UTF-8, a binary file (`write_bytes`) its bytes
+    return await session.write(holder, rel, data, replace(options, expected_sha=sha))
