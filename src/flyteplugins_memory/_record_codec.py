@@ -21,6 +21,7 @@ from typing import Any
 
 from ._errors import CorruptStore, InvalidRecord
 from ._journal import FileEntry
+from ._transcript import json_depth, unique_keys
 
 #: The key of a segment's record count in its `FileEntry.ext`.
 COUNT_EXT = "records"
@@ -50,10 +51,10 @@ def check_record(record: Any) -> str:
     try:
         line = json.dumps(record, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
         line.encode("utf-8")
-        decoded = json.loads(line, object_pairs_hook=_unique_keys)
+        decoded = json.loads(line, object_pairs_hook=unique_keys)
     except (TypeError, ValueError, RecursionError) as exc:  # UnicodeEncodeError is a ValueError
         raise InvalidRecord(f"A record must be a JSON value: {exc}") from exc
-    if _depth(decoded) > MAX_DEPTH:
+    if json_depth(decoded) > MAX_DEPTH:
         raise InvalidRecord(f"A record is nested deeper than {MAX_DEPTH} levels")
     return line
 
@@ -61,24 +62,6 @@ def check_record(record: Any) -> str:
 def check_records(records: Iterable[Any]) -> list[str]:
     """The JSON lines of `records`, all or none (`InvalidRecord` for the first that cannot be stored)."""
     return [check_record(r) for r in records]
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    keys = [k for k, _ in pairs]
-    if len(set(keys)) != len(keys):
-        raise ValueError(f"keys that JSON makes equal: {sorted(k for k in set(keys) if keys.count(k) > 1)}")
-    return dict(pairs)
-
-
-def _depth(value: Any) -> int:
-    """Nesting depth of a decoded JSON value (iterative: no recursion limit of its own)."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, level = stack.pop()
-        if isinstance(item, dict | list):
-            deepest = max(deepest, level)
-            stack.extend((child, level + 1) for child in (item.values() if isinstance(item, dict) else item))
-    return deepest
 
 
 def encode_segment(lines: Sequence[str]) -> str:

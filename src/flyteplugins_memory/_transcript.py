@@ -48,10 +48,10 @@ def check_message(message: Any) -> Message:
     text = encode_message(message)
     try:
         text.encode("utf-8")
-        decoded = json.loads(text, object_pairs_hook=_unique_keys)
+        decoded = json.loads(text, object_pairs_hook=unique_keys)
     except (ValueError, RecursionError) as exc:  # UnicodeEncodeError is a ValueError
         raise InvalidMessage(f"A transcript message cannot be stored: {exc}") from exc
-    if _depth(decoded) > MAX_DEPTH:
+    if json_depth(decoded) > MAX_DEPTH:
         raise InvalidMessage(f"A transcript message is nested deeper than {MAX_DEPTH} levels")
     return decoded
 
@@ -62,14 +62,15 @@ def check_messages(messages: Sequence[Any]) -> None:
         check_message(message)
 
 
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's pairs as a dict, refusing keys that JSON makes equal (a later one would hide the first)."""
     keys = [k for k, _ in pairs]
     if len(set(keys)) != len(keys):
         raise ValueError(f"keys that JSON makes equal: {sorted(k for k in set(keys) if keys.count(k) > 1)}")
     return dict(pairs)
 
 
-def _depth(value: Any) -> int:
+def json_depth(value: Any) -> int:
     """Nesting depth of a decoded JSON value (iterative: no recursion limit of its own)."""
     deepest, stack = 0, [(value, 1)]
     while stack:
