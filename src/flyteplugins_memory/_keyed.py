@@ -77,6 +77,7 @@ class KeyedAPI:
         audit: bool = True,
         keep_versions: bool = False,
         validate_messages: bool = False,
+        trusted: bool = False,
     ) -> Self:
         """Open an existing store at its newest committed state, never creating one: by `key` (resolved
         like `remote_path_for_key`; `root`, a storage root or raw-data path, instead of the context's) or by
@@ -90,7 +91,15 @@ class KeyedAPI:
             remote_path = _location.remote_path_for_key(key or "", org, project, domain, root)
         name = key or remote_path.rstrip("/").rsplit("/", 1)[-1]
         store = cls(
-            name, None, None, remote_path, read_only_prefixes, audit, keep_versions, validate_messages=validate_messages
+            name,
+            None,
+            None,
+            remote_path,
+            read_only_prefixes,
+            audit,
+            keep_versions,
+            validate_messages=validate_messages,
+            trusted=trusted,
         )
         if not await store._session.open(store):
             raise StoreNotFound(f"No MemoryStore at {remote_path}")
@@ -120,12 +129,21 @@ class KeyedAPI:
         audit: bool = True,
         keep_versions: bool = False,
         validate_messages: bool = False,
+        trusted: bool = False,
     ) -> Self:
         """Create a new store for `key`; of concurrent creates exactly one wins, the rest raise
         `StoreAlreadyExists`."""
         remote_path = cls.remote_path_for_key(key=key, org=org, project=project, domain=domain)
         store = cls(
-            key, None, None, remote_path, read_only_prefixes, audit, keep_versions, validate_messages=validate_messages
+            key,
+            None,
+            None,
+            remote_path,
+            read_only_prefixes,
+            audit,
+            keep_versions,
+            validate_messages=validate_messages,
+            trusted=trusted,
         )
         try:
             await store._session.create(store)
@@ -146,6 +164,7 @@ class KeyedAPI:
         audit: bool = True,
         keep_versions: bool = False,
         validate_messages: bool = False,
+        trusted: bool = False,
     ) -> Self:
         """Open the store for `key` at its newest committed state, creating it if it does not exist."""
         options = {
@@ -153,6 +172,7 @@ class KeyedAPI:
             "audit": audit,
             "keep_versions": keep_versions,
             "validate_messages": validate_messages,
+            "trusted": trusted,
         }
         remote_path = cls.remote_path_for_key(key=key, org=org, project=project, domain=domain)
         store = cls(key, remote_path=remote_path, **options)

@@ -73,6 +73,9 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
         keep_versions: Snapshot every write (and a tombstone for every delete) under ``versions/``.
         validate_messages: Check every message `append`/`extend` (and `messages`) take against the typed
             transcript's models (`Message`); off by default, as upstream, which takes any dict.
+        trusted: A trusted handle may do what the store's read-only prefixes otherwise forbid every handle
+            (accept a proposal into them, change them, delete the store). It is a property of the code
+            that opens the handle: it does not travel with the store to another task.
     """
 
     # upstream's helpers that bypass the journal; the ones with a meaning here are redefined below
@@ -94,9 +97,11 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
         keep_versions: bool = False,
         *,
         validate_messages: bool = False,
+        trusted: bool = False,
     ):
         self.key = validate_segment(key, name="key")
         self.validate_messages = check_flag("validate_messages", validate_messages)
+        self.trusted = check_flag("trusted", trusted)
         # a copy: nothing the store does (load, save, refresh) ever changes the caller's list
         self.messages: list[dict[str, Any]] = admit_all(list(messages or []), validate=validate_messages)
         self.read_only_prefixes = check_prefixes(read_only_prefixes)
