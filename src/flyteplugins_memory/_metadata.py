@@ -40,7 +40,10 @@ def check_metadata(value: object, *, name: str = "metadata") -> dict[str, Scalar
     if len(value) > MAX_KEYS:
         raise InvalidMetadata(f"{name} has {len(value)} keys; at most {MAX_KEYS} are allowed")
     checked = {_check_key(key, name): _check_value(key, item, name) for key, item in value.items()}
-    size = len(encode(checked))
+    try:
+        size = len(encode(checked))
+    except ValueError as exc:  # an int with more digits than Python turns into text (sys.int_info)
+        raise InvalidMetadata(f"{name} cannot be stored as JSON: {exc}") from exc
     if size > MAX_ENCODED_BYTES:
         raise InvalidMetadata(f"{name} takes {size} bytes as JSON; at most {MAX_ENCODED_BYTES} are allowed")
     return checked
