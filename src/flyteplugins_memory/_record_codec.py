@@ -56,7 +56,21 @@ def check_record(record: Any) -> str:
         raise InvalidRecord(f"A record must be a JSON value: {exc}") from exc
     if json_depth(decoded) > MAX_DEPTH:
         raise InvalidRecord(f"A record is nested deeper than {MAX_DEPTH} levels")
+    _check_keys(record)  # bounded: as deep as `decoded`
     return line
+
+
+def _check_keys(value: Any) -> None:
+    """`InvalidRecord` for a dict key that is not a str: JSON stores 1, 1.5, True or None as a string, so a
+    read would return another record than the one appended."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise InvalidRecord(f"A record's dict keys must be str (JSON would store {key!r} as a string)")
+            _check_keys(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _check_keys(item)
 
 
 def check_records(records: Iterable[Any]) -> list[str]:
