@@ -37,9 +37,9 @@ class BulkDeleteAPI:
 
         Like `delete`, each file gets its audit event (and, with ``keep_versions``, a tombstone version),
         and nothing is saved until `save`, which commits them all at once; this handle's unsaved records
-        of logs under `prefix` (``store.records``) are dropped, as unsaved writes there are. All or none: ``""`` (the whole
-        store) raises `InvalidPath`, a reserved prefix `ReservedPath`, and a prefix that is or holds
-        read-only files `ReadOnlyPath`, before anything is deleted.
+        of logs under `prefix` (``store.records``) are dropped, as unsaved writes there are. All or none:
+        ``""`` (the whole store) raises `InvalidPath`, a reserved prefix `ReservedPath`, and a prefix that
+        is or holds read-only files `ReadOnlyPath`, before anything is deleted.
         """
         rel = self._admission.admit(prefix, Access.LIST)
         if not rel:
