@@ -60,3 +60,26 @@ def test_read_version_bytes_of_a_bad_name_is_invalid_path_not_corrupt_store(loca
         store.read_version_bytes(name)
     with pytest.raises(InvalidPath):
         store.read_version(name)
+
+
+def test_a_log_segment_cannot_be_rewritten_so_record_indexes_never_change(backend, key):
+    store = MemoryStore.get_or_create(key=key)
+    log = store.records("events")
+    log.append("first")
+    store.save()
+    log.append("second")
+    store.save()
+    first = min(store.list_paths("events"))
+    before = backend.objects(key)[first]
+    # a rewrite would move the segment to the end of the log (logs are ordered by the commit that wrote)
+    with pytest.raises(InvalidPath, match="record log"):
+        store.set_metadata(first, {"label": "x"})
+    with pytest.raises(InvalidPath, match="record log"):
+        store.write_text(first, '"forged"\n')
+    with pytest.raises(InvalidPath, match="record log"):
+        store.write_bytes("events/00000000000000000001-0123456789ab.jsonl", b'"injected"\n')
+    assert not store.has_unsaved_changes()
+    store.write_text("events/notes.jsonl", "an ordinary file beside the log")  # other names stay writable
+    store.save()
+    assert backend.objects(key)[first] == before
+    assert MemoryStore.open(key=key).records("events").read() == ["first", "second"]

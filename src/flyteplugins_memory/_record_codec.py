@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._errors import CorruptStore, InvalidRecord
+from ._errors import CorruptStore, InvalidPath, InvalidRecord
 from ._journal import FileEntry
 from ._transcript import json_depth, unique_keys
 
@@ -44,6 +44,15 @@ def is_segment(log: str, path: str) -> bool:
     names them; other files there, and nested logs, are not part of it)."""
     head, _, name = path.rpartition("/")
     return head == log and _SEGMENT.fullmatch(name) is not None
+
+
+def check_not_segment(rel: str) -> None:
+    """`InvalidPath` for a write (text, bytes or metadata) to a name only a log's save gives its segments:
+    a rewrite would move a segment's records to the end of its log (logs are ordered by the commit that
+    last wrote each segment), and a file named like one would be read as records of the log."""
+    head, _, name = rel.rpartition("/")
+    if head and _SEGMENT.fullmatch(name):
+        raise InvalidPath(f"{rel!r} is a segment of record log {head!r}: append with store.records({head!r})")
 
 
 def check_record(record: Any) -> str:
