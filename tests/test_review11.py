@@ -83,3 +83,14 @@ def test_a_log_segment_cannot_be_rewritten_so_record_indexes_never_change(backen
     store.save()
     assert backend.objects(key)[first] == before
     assert MemoryStore.open(key=key).records("events").read() == ["first", "second"]
+
+
+@pytest.mark.parametrize("text", ["line\u2028separator", "para\u2029graph", "next\x85line"])
+def test_a_record_holding_a_unicode_line_break_reads_back(backend, key, text):
+    # JSON leaves U+2028, U+2029 and U+0085 unescaped; str.splitlines splits on them
+    store = MemoryStore.get_or_create(key=key)
+    store.records("events").extend([{"text": text}, "after"])
+    store.save()
+    [segment] = [n for n in backend.objects(key) if n.startswith("events/")]
+    assert backend.objects(key)[segment].count(b"\n") == 2  # two records, one line each
+    assert MemoryStore.open(key=key).records("events").read() == [{"text": text}, "after"]

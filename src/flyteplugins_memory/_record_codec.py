@@ -96,7 +96,8 @@ def decode_segment(data: bytes, path: str, expected: int | None) -> list[Any]:
     """The records of segment `path` (fresh objects); `CorruptStore` if it is not JSON lines or holds
     another number of records than its entry says."""
     try:
-        records = [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]
+        # "\n" only: str.splitlines also splits at U+2028, U+2029 and U+0085, which JSON leaves unescaped
+        records = [json.loads(line) for line in data.decode("utf-8").split("\n") if line.strip()]
     except (ValueError, RecursionError) as exc:
         raise CorruptStore(f"Log segment {path!r} is not JSON lines: {exc}") from exc
     if expected is not None and len(records) != expected:
