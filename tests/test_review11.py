@@ -94,3 +94,30 @@ def test_a_record_holding_a_unicode_line_break_reads_back(backend, key, text):
     [segment] = [n for n in backend.objects(key) if n.startswith("events/")]
     assert backend.objects(key)[segment].count(b"\n") == 2  # two records, one line each
     assert MemoryStore.open(key=key).records("events").read() == [{"text": text}, "after"]
+
+
+def test_metadata_of_str_int_and_float_subclasses_is_stored_and_matched_as_the_builtin(local_backend, key):
+    import enum
+
+    class Kind(enum.StrEnum):
+        IMG = "img"
+
+    class Level(enum.IntEnum):
+        HIGH = 3
+
+    class Score(float):
+        pass
+
+    store = MemoryStore.get_or_create(key=key)
+    meta = store.write_text("a.md", "a", metadata={"kind": Kind.IMG, "level": Level.HIGH, "score": Score(0.5)})
+    assert [type(v) for v in meta.metadata.values()] == [str, int, float]
+    assert store.set_metadata("a.md", {Kind.IMG: 1}).metadata == {"img": 1}  # keys too
+    assert type(next(iter(store.get_meta("a.md").metadata))) is str
+    store.set_metadata("a.md", {"kind": Kind.IMG, "level": Level.HIGH, "score": Score(0.5)})
+    # the handle that wrote it matches as a fresh one does (a str filter finds a StrEnum value, and back)
+    assert store.list_paths(where={"kind": "img", "level": 3}) == ["a.md"]
+    assert store.list_paths(where={"kind": Kind.IMG}) == ["a.md"]
+    store.save()
+    fresh = MemoryStore.open(key=key)
+    assert fresh.get_meta("a.md").metadata == {"kind": "img", "level": 3, "score": 0.5}
+    assert fresh.list_paths(where={"kind": Kind.IMG, "level": Level.HIGH}) == ["a.md"]

@@ -54,18 +54,22 @@ def _check_key(key: object, name: str) -> str:
         raise InvalidMetadata(f"{name} keys must be non-empty str of valid Unicode, got {key!r}")
     if len(key) > MAX_KEY_LENGTH:
         raise InvalidMetadata(f"{name} key {key[:40]!r}... is longer than {MAX_KEY_LENGTH} characters")
-    return key
+    return str.__str__(key)  # a str subclass (a StrEnum) as the str storage gives back
 
 
 def _check_value(key: str, value: object, name: str) -> Scalar:
+    """`value` as its exact builtin type: a subclass (a StrEnum, an IntEnum) reads back as the builtin from
+    storage, so the handle that wrote it must hold and match it as that builtin too."""
     if isinstance(value, str):
         if not is_unicode(value):
             raise InvalidMetadata(f"{name}[{key!r}] is not valid Unicode")
-        return value
+        return str.__str__(value)
     if isinstance(value, float) and not math.isfinite(value):
         raise InvalidMetadata(f"{name}[{key!r}] must be finite, got {value!r}")
-    if isinstance(value, bool | int | float):
+    if isinstance(value, bool):
         return value
+    if isinstance(value, int | float):
+        return int(value) if isinstance(value, int) else float(value)
     raise InvalidMetadata(f"{name}[{key!r}] must be a str, int, float or bool, got {type(value).__name__}")
 
 
