@@ -42,6 +42,7 @@ from ._metadata import Scalar, check_metadata
 from ._mirror import remove_when_idle, write_text_file
 from ._paths import MESSAGES_PATH, validate_segment
 from ._reading import ReadAPI
+from ._record_codec import check_not_segment
 from ._records import PendingRecords, RecordLog, save_pending
 from ._report import ReportAPI
 from ._session import Session
@@ -286,6 +287,7 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
         metadata: a write without it leaves the file with none. It lives in the journal, not the sidecar.
         """
         rel = self._admission.admit(rel_path, Access.WRITE)
+        check_not_segment(rel)
         text = text_content(content)  # bytes go through write_bytes
         options = self._change_options(actor, reason, expected_sha, metadata)
         return await self._session.write(self, rel, text, options)
@@ -321,6 +323,7 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
         """Replace the metadata of the file at `rel_path`, keeping its content (an audited write of the
         same bytes: fetched first if the handle does not hold them). None if there is no such file."""
         rel = self._admission.admit(rel_path, Access.WRITE)
+        check_not_segment(rel)
         options = self._change_options(actor, reason, expected_sha, metadata)
         return await _metadata_update.set_metadata(self, self._session, rel, options)
 
