@@ -20,12 +20,10 @@ CREATOR = "agent"
 
 
 def creation_settings(prefixes: Iterable[str]) -> Settings | None:
-    """What a ``create`` with `prefixes` commits: the persisted setting and its audit event (None: none)."""
+    """What a ``create`` with `prefixes` commits: the persisted setting (None: none). No audit event: the
+    trail stays as upstream's create leaves it; the create commit itself is the record."""
     wanted = canonical(prefixes)
-    if not wanted:
-        return None
-    event = audit_event((), wanted, CREATOR, "read-only prefixes set at create", utc_timestamp())
-    return Settings(with_setting({}, wanted), [event])
+    return Settings(with_setting({}, wanted)) if wanted else None
 
 
 class ReadOnlySettingsAPI:

@@ -45,6 +45,7 @@ from ._reading import ReadAPI
 from ._read_only_settings import ReadOnlySettingsAPI
 from ._records import PendingRecords, RecordLog, save_pending
 from ._report import ReportAPI
+from ._scopes import ScopedStore
 from ._session import Session
 from ._syncify import syncify
 from ._transcript import check_messages
@@ -275,6 +276,12 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
         """The conversation of session `name` (one path segment): a transcript-like view (`messages`,
         `append`, `extend`) over the record log ``sessions/<name>``. See `Conversation`."""
         return Conversation(self.records(conversation_log(name)), name)
+
+    def scope(self, prefix: str) -> ScopedStore:
+        """A view of this handle confined to `prefix` (``"users/alice"``): paths relative to it, every
+        read, write, list, delete, version, log, record-log and audit call limited to it, escapes refused
+        (`PathEscapesRoot`). Its writes are this handle's unsaved changes. See `ScopedStore`."""
+        return ScopedStore(self, prefix)
 
     # -- writes ---------------------------------------------------------------------------------------
 
