@@ -35,8 +35,9 @@ class Changes:
     files: dict[str, FileEntry | None] = field(default_factory=dict)
     audit: list[dict[str, Any]] = field(default_factory=list)
     guarded: set[str] = field(default_factory=set)
-    #: store-level extensions this commit sets (None: removes), each a compare-and-swap on the base's
-    #: value (a settings change such as `_read_only`'s; never held as an unsaved change of a handle)
+    #: store-level extensions this commit sets, each a compare-and-swap on the base's value (a settings
+    #: change such as `_read_only`'s; never held as an unsaved change of a handle). Never removed: a
+    #: record with an empty ``ext`` reads its checkpoint's (docs/sync.md), so a cleared setting is empty
     ext: dict[str, Any] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
@@ -107,8 +108,7 @@ def _ext_after(base: State, latest: State, updates: dict[str, Any]) -> dict[str,
             refuse_concurrent_change(base.ext, latest.ext)
         elif base.ext.get(key) != latest.ext.get(key):
             raise ConcurrencyError(f"(store setting {key!r})", expected_sha="", actual_sha="")
-    ext = {**latest.ext, **updates}
-    return {k: v for k, v in ext.items() if v is not None}
+    return {**latest.ext, **updates}
 
 
 def rebase(

@@ -53,11 +53,9 @@ def canonical(prefixes: object) -> tuple[str, ...]:
 
 
 def with_setting(ext: Mapping[str, Any], prefixes: tuple[str, ...]) -> dict[str, Any]:
-    """`ext` with the setting replaced (removed when empty, so a store without it stays as it was)."""
-    updated = {k: v for k, v in ext.items() if k != SETTING}
-    if prefixes:
-        updated[SETTING] = list(prefixes)
-    return updated
+    """`ext` with the setting replaced. Cleared is ``[]``, never an absent key: a record without an
+    ``ext`` of its own reads its checkpoint's, which may still hold the old prefixes."""
+    return {**ext, SETTING: list(prefixes)}
 
 
 def refuse_untrusted(trusted: bool) -> None:

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ._codecs import utc_timestamp
-from ._read_only import SETTING, audit_event, canonical, persisted, refuse_untrusted, with_setting
+from ._read_only import audit_event, canonical, persisted, refuse_untrusted, with_setting
 from ._session import Session, Settings
 from ._state import State
 from ._syncify import syncify
@@ -64,7 +64,7 @@ class ReadOnlySettingsAPI:
 
         def plan(base: State) -> Settings:
             event = audit_event(persisted(base.ext), wanted, options.actor, options.reason, utc_timestamp())
-            return Settings({SETTING: list(wanted) or None}, [event])
+            return Settings(with_setting({}, wanted), [event])
 
         await self._session.change_settings(self, plan, actor=actor, reason=reason)
         return wanted

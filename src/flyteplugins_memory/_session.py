@@ -66,7 +66,7 @@ class TranscriptHolder(Protocol):
 
 @dataclass(frozen=True)
 class Settings:
-    """A change of store-level settings a commit carries: extensions to set (None: remove), compared
+    """A change of store-level settings a commit carries: extensions to set, compared
     and swapped against the base (`_merge.rebase`), and the audit events that record it."""
 
     ext: dict[str, Any]
