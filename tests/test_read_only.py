@@ -66,7 +66,12 @@ def test_the_change_is_trusted_audited_and_committed_at_once(store_backend, key)
         untrusted.set_read_only_prefixes(["memory/"])
     assert isinstance(raised.value, AccessDenied) and isinstance(raised.value, PermissionError)
     reviewer = MemoryStore.open(key=key, trusted=True)
-    for bad, error in [("memory/", InvalidArgument), (["/abs"], InvalidPath), (["a/../b"], InvalidPath), ([""], InvalidArgument)]:
+    for bad, error in [
+        ("memory/", InvalidArgument),
+        (["/abs"], InvalidPath),
+        (["a/../b"], InvalidPath),
+        ([""], InvalidArgument),
+    ]:
         with pytest.raises(error):
             reviewer.set_read_only_prefixes(bad)
     assert MemoryStore.open(key=key).persisted_read_only_prefixes() == ()  # nothing changed so far

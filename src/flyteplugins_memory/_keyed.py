@@ -28,6 +28,7 @@ class KeyedAPI:
     # what the constructors call on the class they build (MemoryStore's)
     __init__: Any
     _session: Any
+    read_only_prefixes: tuple[str, ...]
 
     @staticmethod
     async def _remote_store_exists(remote_path: str) -> bool:

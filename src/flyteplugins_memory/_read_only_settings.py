@@ -56,7 +56,8 @@ class ReadOnlySettingsAPI:
         at once, together with this handle's unsaved changes (checked against the prefixes in force before
         this call). Needs a handle opened with ``trusted=True`` (`NotTrusted` otherwise). Audited (op
         ``set_read_only_prefixes``, with the previous and new prefixes) and recorded in `log` as a
-        ``"settings"`` commit, also by a handle opened with ``audit=False`` (which is about file writes). A compare-and-swap: if another handle changed them since this one loaded,
+        ``"settings"`` commit, also by a handle opened with ``audit=False`` (which is about file
+        writes). A compare-and-swap: if another handle changed them since this one loaded,
         `ConcurrencyError` (``refresh()`` and decide again). Returns the prefixes now persisted."""
         refuse_untrusted(self.trusted)
         wanted = canonical(prefixes)

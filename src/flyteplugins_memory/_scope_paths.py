@@ -80,4 +80,3 @@ def is_inside(prefix: str, path: str) -> bool:
 def relative(prefix: str, path: str) -> str:
     """Store path `path` (inside the scope) as the scope names it."""
     return path[len(prefix) + 1 :]
-

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from flyte.io import Dir
 
+from ._arguments import check_int
 from ._codecs import MemoryMeta
 from ._commit_log import Commit
 from ._conversations import Conversation, conversation_log
-from ._arguments import check_int
 from ._errors import PathEscapesRoot, UnsafeStoreContent, VersionNotFound
 from ._layout import Kind, classify
 from ._metadata import Scalar

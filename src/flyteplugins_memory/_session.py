@@ -18,8 +18,8 @@ import enum
 import logging
 import pathlib
 import uuid
-from dataclasses import dataclass, field
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from ._codecs import MemoryMeta
@@ -146,7 +146,7 @@ class Session:
             self.lifecycle = Lifecycle.CREATED
 
     async def change_settings(
-        self, holder: TranscriptHolder, plan: Callable[[State], Settings], *, actor: str, reason: str
+        self, holder: TranscriptHolder, plan: Callable[[State], Settings], *, actor: str | None, reason: str | None
     ) -> None:
         """Commit a change of store-level settings now, planned from the base it commits on (with the
         handle's unsaved changes, in one commit); `ConcurrencyError` if another commit changed them since."""

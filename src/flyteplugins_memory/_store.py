@@ -41,8 +41,8 @@ from ._messages import MessageModel, admit, admit_all
 from ._metadata import Scalar, check_metadata
 from ._mirror import remove_when_idle, write_text_file
 from ._paths import MESSAGES_PATH, validate_segment
-from ._reading import ReadAPI
 from ._read_only_settings import ReadOnlySettingsAPI
+from ._reading import ReadAPI
 from ._records import PendingRecords, RecordLog, save_pending
 from ._report import ReportAPI
 from ._scopes import ScopedStore
