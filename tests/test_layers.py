@@ -45,6 +45,8 @@ LAYERS: list[tuple[str, set[str]]] = [
             "_index",
             "_state",
             "_record_codec",
+            "_read_only",
+            "_scope_paths",
         },
     ),
     (
@@ -88,6 +90,9 @@ LAYERS: list[tuple[str, set[str]]] = [
             "_transcript_reads",
             "_records",
             "_conversations",
+            "_read_only_settings",
+            "_scope_history",
+            "_scopes",
             "_store",
             "_flyte_type",
             "__init__",

@@ -26,6 +26,7 @@ from ._errors import (
     InvalidRecord,
     MemoryStoreError,
     NotText,
+    NotTrusted,
     PathEscapesRoot,
     ReadOnlyPath,
     ReservedPath,
@@ -57,6 +58,7 @@ from ._paths import MESSAGES_PATH
 from ._purge import PurgeResult
 from ._records import RecordLog
 from ._retry import RetryPolicy, get_retry_policy, set_retry_policy
+from ._scopes import ScopedStore
 from ._store import MemoryStore
 from ._version import READER_REVISION
 
@@ -88,6 +90,7 @@ __all__ = [
     "Message",
     "MessageModel",
     "NotText",
+    "NotTrusted",
     "ObjectStorage",
     "PathEscapesRoot",
     "PurgeResult",
@@ -96,6 +99,7 @@ __all__ = [
     "RecordLog",
     "ReservedPath",
     "RetryPolicy",
+    "ScopedStore",
     "StateCollected",
     "StorageError",
     "StoreAlreadyExists",

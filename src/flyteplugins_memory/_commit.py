@@ -26,7 +26,7 @@ from ._checkpoints import checkpoint_of
 from ._codecs import encode_audit_event, encode_messages, encode_meta, lines_holding
 from ._commit_info import About
 from ._contract import ObjectStorage
-from ._errors import StorageError, StoreAlreadyExists, StoreDeleted
+from ._errors import ReadOnlyPath, StorageError, StoreAlreadyExists, StoreDeleted
 from ._gc import collect_quietly, configured_window
 from ._inplace import committed_changes, upload_in_place
 from ._journal import RECENT_COMMITS, Checkpoint, Head, encode
@@ -35,6 +35,7 @@ from ._merge import Changes, rebase
 from ._open import landed_state, latest_state, read_record, state_at
 from ._paths import MESSAGES_PATH
 from ._preserve import preserve_legacy
+from ._read_only import refuse_read_only
 from ._relocate import adopt, clean_after_move, persist_import
 from ._retention import STALE_BASE_AFTER
 from ._state import State
@@ -74,14 +75,18 @@ class SaveJob:
     reason: str | None = None
     #: new files this save created at their own paths (`_inplace`): they need no blob and no projection
     placed: set[str] = field(default_factory=set)
+    #: what the commit info calls a commit that is not a create ("save", or "settings" for a change of
+    #: store-level settings such as the persisted read-only prefixes)
+    kind: str = "save"
 
     def about(self) -> About:
-        return About("create" if self.exclusive else "save", self.actor, self.reason)
+        return About("create" if self.exclusive else self.kind, self.actor, self.reason)
 
 
 async def run_save(remote: ObjectStorage, job: SaveJob) -> State:
     """Commit `job` and update upstream's view; returns the new committed state."""
     job.base.check_can_write("save", remote.uri)  # before anything is written
+    refuse_read_only(job.changes.files, job.base.ext)  # a handle that wrote before it loaded the setting
     await job.base.files.need(job.changes.files)  # what the upload, the merge and the checks look at
     job.placed = await upload_in_place(
         remote, job.base, job.changes, job.contents, exclusive=job.exclusive, imported=job.imported
@@ -98,6 +103,9 @@ async def run_save(remote: ObjectStorage, job: SaveJob) -> State:
         committed, record_size = await _commit(remote, job, latest)
     except StoreDeleted:  # what this save uploaded must not outlive the store (`_store_deletion`)
         await remote.remove_all(sorted(job.placed | set(blobs)))
+        raise
+    except ReadOnlyPath:  # made read-only meanwhile: nothing may show up there (blobs are gc()'s)
+        await remote.remove_all(sorted(job.placed))
         raise
     job.changes = committed_changes(job.changes, job.placed)  # as landed: a later repair compares these
     # Committed: from here on nothing may fail the save (a save that raises must not be visible).

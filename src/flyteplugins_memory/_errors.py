@@ -11,7 +11,8 @@ work as well::
     │   └── PathEscapesRoot                         path leaves the store root (e.g. through a symlink)
     ├── AccessDenied (PermissionError)              upstream name; write refused by policy
     │   ├── ReservedPath                            messages.json, audit/, meta/, versions/
-    │   └── ReadOnlyPath                            under one of the store's read_only_prefixes
+    │   ├── ReadOnlyPath                            under one of the store's read_only_prefixes
+    │   └── NotTrusted                              needs a handle opened with trusted=True
     ├── ConcurrencyError                            upstream name; stale expected_sha or conflicting save
     ├── InvalidMessage (ValueError)                 a message (or actor/reason) that cannot be stored
     ├── InvalidContent (ValueError)                 file content that is not a str of valid Unicode
@@ -56,6 +57,7 @@ __all__ = [
     "InvalidRecord",
     "MemoryStoreError",
     "NotText",
+    "NotTrusted",
     "PathEscapesRoot",
     "ReadOnlyPath",
     "ReservedPath",
@@ -98,6 +100,11 @@ class ReservedPath(AccessDenied):
 
 class ReadOnlyPath(AccessDenied):
     """A write targets one of the store's ``read_only_prefixes``."""
+
+
+class NotTrusted(AccessDenied):
+    """An operation only a handle opened with ``trusted=True`` may do (changing the store's persisted
+    read-only prefixes)."""
 
 
 class ConcurrencyError(MemoryStoreError, _upstream.ConcurrencyError):

@@ -18,6 +18,8 @@ from ._index import Files
 from ._journal import FileEntry
 from ._metadata import EXT_KEY as METADATA
 from ._paths import MESSAGES_PATH, parent_dirs
+from ._read_only import SETTING as READ_ONLY
+from ._read_only import refuse_concurrent_change, refuse_read_only
 from ._state import State
 from ._transcript import committed_form, fingerprints, merged
 
@@ -33,12 +35,16 @@ class Changes:
     files: dict[str, FileEntry | None] = field(default_factory=dict)
     audit: list[dict[str, Any]] = field(default_factory=list)
     guarded: set[str] = field(default_factory=set)
+    #: store-level extensions this commit sets, each a compare-and-swap on the base's value (a settings
+    #: change such as `_read_only`'s; never held as an unsaved change of a handle). Never removed: a
+    #: record with an empty ``ext`` reads its checkpoint's (docs/sync.md), so a cleared setting is empty
+    ext: dict[str, Any] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
-        return bool(self.files or self.audit)
+        return bool(self.files or self.audit or self.ext)
 
     def copy(self) -> Changes:
-        return Changes(dict(self.files), list(self.audit), set(self.guarded))
+        return Changes(dict(self.files), list(self.audit), set(self.guarded), dict(self.ext))
 
 
 def _same_content(a: FileEntry | None, b: FileEntry | None) -> bool:
@@ -94,6 +100,17 @@ def _clashes_with(changes: Changes, files: Files) -> list[str]:
     return sorted(p for p in written if files.has_under(p) or any(d in files for d in parent_dirs(p)))
 
 
+def _ext_after(base: State, latest: State, updates: dict[str, Any]) -> dict[str, Any]:
+    """The store-level extensions after our commit: `latest`'s, with ours set, each only if no commit
+    since `base` changed it (`ConcurrencyError` otherwise)."""
+    for key in updates:
+        if key == READ_ONLY:
+            refuse_concurrent_change(base.ext, latest.ext)
+        elif base.ext.get(key) != latest.ext.get(key):
+            raise ConcurrencyError(f"(store setting {key!r})", expected_sha="", actual_sha="")
+    return {**latest.ext, **updates}
+
+
 def rebase(
     base: State,
     latest: State,
@@ -106,6 +123,9 @@ def rebase(
     `ConcurrencyError` on conflicts, and `StoreFormatTooNew` if `latest` holds data this version must
     not write over."""
     latest.check_can_write("save", "this store")
+    # paths made read-only by a commit since the base are refused here, before our commit (a trusted
+    # accept of a proposal, issue 11 item 4, is where an exemption would go)
+    refuse_read_only(changes.files, latest.ext)
     conflicting = conflicts(base, latest, changes, messages)
     if conflicting:
         first = conflicting[0]
@@ -127,7 +147,7 @@ def rebase(
         recent_audit=latest.recent_audit + changes.audit,
         recent_commits=[*latest.recent_commits, commit_id],
         info=commit_info(about, changes.files, changes.audit, (latest, base), change),
-        ext=dict(latest.ext),
+        ext=_ext_after(base, latest, changes.ext),
         min_reader=latest.min_reader,
         written_by=latest.written_by,
     )

@@ -19,6 +19,7 @@ import logging
 import pathlib
 import uuid
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from ._codecs import MemoryMeta
@@ -61,6 +62,15 @@ class TranscriptHolder(Protocol):
 
     messages: Messages
     audit: bool
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A change of store-level settings a commit carries: extensions to set, compared
+    and swapped against the base (`_merge.rebase`), and the audit events that record it."""
+
+    ext: dict[str, Any]
+    audit: list[dict[str, Any]] = field(default_factory=list)
 
 
 class Lifecycle(enum.Enum):
@@ -125,14 +135,25 @@ class Session:
             self.lifecycle = Lifecycle.OPENED
             return True
 
-    async def create(self, holder: TranscriptHolder) -> None:
-        """Create the store: the first commit, exclusive (`StoreAlreadyExists` if another got there)."""
+    async def create(self, holder: TranscriptHolder, settings: Settings | None = None) -> None:
+        """Create the store: the first commit, exclusive (`StoreAlreadyExists` if another got there),
+        holding `settings` (store-level extensions and the audit events of setting them)."""
         async with self.lock:
             if await self.remote().exists(MESSAGES_PATH):  # also refuses stores that upstream created
                 raise StoreAlreadyExists(f"MemoryStore already exists at {self.remote().uri}")
             self.loaded = True
-            await self._commit(holder, exclusive=True)
+            await self._commit(holder, exclusive=True, settings=settings)
             self.lifecycle = Lifecycle.CREATED
+
+    async def change_settings(
+        self, holder: TranscriptHolder, plan: Callable[[State], Settings], *, actor: str | None, reason: str | None
+    ) -> None:
+        """Commit a change of store-level settings now, planned from the base it commits on (with the
+        handle's unsaved changes, in one commit); `ConcurrencyError` if another commit changed them since."""
+        async with self.lock:
+            await self._ensure_loaded(holder)
+            await self._settle(holder)
+            await self._commit(holder, actor=actor, reason=reason, settings=plan(self.view.base))
 
     # -- where the store lives --------------------------------------------------------------------------
 
@@ -313,12 +334,21 @@ class Session:
             self._saved_transcript = fingerprints(state.messages)
 
     async def _commit(
-        self, holder: TranscriptHolder, *, exclusive: bool = False, actor: str | None = None, reason: str | None = None
+        self,
+        holder: TranscriptHolder,
+        *,
+        exclusive: bool = False,
+        actor: str | None = None,
+        reason: str | None = None,
+        settings: Settings | None = None,
     ) -> None:
         view = self.view
         await self._repair_projections()
         messages = committed_form(holder.messages)  # an unencodable message raises before any I/O
         changes = view.changes.copy()
+        if settings is not None:
+            changes.ext.update(settings.ext)
+            changes.audit.extend(settings.audit)  # always: audit=False is about file writes
         if holder.audit and is_rewrite(fingerprints(view.base.messages), fingerprints(messages)):
             changes.audit.append(rewrite_event(view.base.messages, messages))
         job = SaveJob(
@@ -332,6 +362,7 @@ class Session:
             exclusive=exclusive,
             actor=actor,
             reason=reason,
+            kind="save" if settings is None else "settings",
         )
         try:
             committed = await run_save(self.remote(), job)

@@ -41,10 +41,12 @@ from ._messages import MessageModel, admit, admit_all
 from ._metadata import Scalar, check_metadata
 from ._mirror import remove_when_idle, write_text_file
 from ._paths import MESSAGES_PATH, validate_segment
+from ._read_only_settings import ReadOnlySettingsAPI
 from ._reading import ReadAPI
 from ._record_codec import check_not_segment
 from ._records import PendingRecords, RecordLog, save_pending
 from ._report import ReportAPI
+from ._scopes import ScopedStore
 from ._session import Session
 from ._syncify import syncify
 from ._transcript import check_messages
@@ -55,7 +57,15 @@ from ._writes import ChangeOptions, text_content
 # pyright compares the mixins' wrappers (typed for `ReadAPI` as their `self`) with upstream's declarations
 # (typed for upstream's class); at run time both are bound to this class
 class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
-    KeyedAPI, ReadAPI, TranscriptReadAPI, BinaryAPI, BulkDeleteAPI, MaintenanceAPI, ReportAPI, UpstreamMemoryStore
+    KeyedAPI,
+    ReadAPI,
+    TranscriptReadAPI,
+    BinaryAPI,
+    BulkDeleteAPI,
+    MaintenanceAPI,
+    ReportAPI,
+    ReadOnlySettingsAPI,
+    UpstreamMemoryStore,
 ):
     """Conversation transcript plus path-addressed files, persisted under a deterministic keyed path.
 
@@ -69,7 +79,9 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
             An existing directory's files become unsaved changes, and its ``messages.json`` is loaded
             unless `messages` is given.
         remote_path: Where the store lives; resolved from `key` and the Flyte context when omitted.
-        read_only_prefixes: Path prefixes that writes and deletes may not target.
+        read_only_prefixes: Path prefixes that writes and deletes through this handle may not target
+            (upstream's per-handle setting). The store's persisted ones (`persisted_read_only_prefixes`,
+            set by `create` and `set_read_only_prefixes`) apply to every handle as well.
         audit: Record every write and delete in the audit trail.
         keep_versions: Snapshot every write (and a tombstone for every delete) under ``versions/``.
         validate_messages: Check every message `append`/`extend` (and `messages`) take against the typed
@@ -113,7 +125,7 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
         resolve = lambda: self.remote_path_for_key(key=self.key)  # noqa: E731
         self._session = Session(self._root_path, private=root is None, remote_path=remote_path, resolve=resolve)
         #: the one gate every caller path passes (a scope swaps it)
-        self._admission = PathAdmission(lambda: tuple(self.read_only_prefixes), lambda: self.remote_path)
+        self._admission = PathAdmission(self._enforced_read_only_prefixes, lambda: self.remote_path)
         #: records appended to logs (`records`, `session`) and not saved yet
         self._pending_records = PendingRecords()
         if root is not None:
@@ -265,6 +277,12 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
         """The conversation of session `name` (one path segment): a transcript-like view (`messages`,
         `append`, `extend`) over the record log ``sessions/<name>``. See `Conversation`."""
         return Conversation(self.records(conversation_log(name)), name)
+
+    def scope(self, prefix: str) -> ScopedStore:
+        """A view of this handle confined to `prefix` (``"users/alice"``): paths relative to it, every
+        read, write, list, delete, version, log, record-log and audit call limited to it, escapes refused
+        (`PathEscapesRoot`). Its writes are this handle's unsaved changes. See `ScopedStore`."""
+        return ScopedStore(self, prefix)
 
     # -- writes ---------------------------------------------------------------------------------------
 
