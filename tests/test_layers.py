@@ -45,6 +45,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "_index",
             "_state",
             "_record_codec",
+            "_proposals",
         },
     ),
     (
@@ -88,6 +89,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "_transcript_reads",
             "_records",
             "_conversations",
+            "_staged",
             "_store",
             "_flyte_type",
             "__init__",

@@ -24,9 +24,12 @@ from ._errors import (
     InvalidMetadata,
     InvalidPath,
     InvalidRecord,
+    InvalidTransition,
     MemoryStoreError,
     NotText,
     PathEscapesRoot,
+    ProposalConflict,
+    ProposalNotFound,
     ReadOnlyPath,
     ReservedPath,
     StateCollected,
@@ -54,6 +57,7 @@ from ._messages import (
     UserMessage,
 )
 from ._paths import MESSAGES_PATH
+from ._proposals import Proposal, ProposalStatus
 from ._purge import PurgeResult
 from ._records import RecordLog
 from ._retry import RetryPolicy, get_retry_policy, set_retry_policy
@@ -80,6 +84,7 @@ __all__ = [
     "InvalidMetadata",
     "InvalidPath",
     "InvalidRecord",
+    "InvalidTransition",
     "MESSAGES_PATH",
     "MemoryMeta",
     "MemoryStore",
@@ -90,6 +95,10 @@ __all__ = [
     "NotText",
     "ObjectStorage",
     "PathEscapesRoot",
+    "Proposal",
+    "ProposalConflict",
+    "ProposalNotFound",
+    "ProposalStatus",
     "PurgeResult",
     "READER_REVISION",
     "ReadOnlyPath",

@@ -18,7 +18,7 @@ import enum
 import logging
 import pathlib
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol, TypeVar
 
 from ._codecs import MemoryMeta
@@ -256,22 +256,47 @@ class Session:
         async with self.lock:
             await self._ensure_loaded(holder)
             await self._settle(holder)
-            view, base = self.view, self.view.base
-            latest = await latest_state(self.remote(), base) or base
-            await base.files.need(view.changes.files)
-            await latest.files.need(view.changes.files)
-            messages = committed_form(holder.messages)
-            gone: set[str] = set()
-            while found := set(conflicts(base, latest, view.changes, messages)) - gone:
-                gone |= found  # dropping `x` can leave our `x/y` clashing with their file `x`: go again
-                view.drop(sorted(found))
-            dropped = sorted(gone)
-            await view.forget_local([p for p in dropped if p != MESSAGES_PATH])
-            transcript = merged_transcript(base.messages, latest.messages, messages)
-            holder.messages[:] = fresh_copy(latest.messages if transcript is None else transcript)
-            view.base, self._saved_transcript = latest, fingerprints(latest.messages)
-            await view.forget_stale(latest)
-            return dropped
+            return await self._refresh(holder)
+
+    async def decide(
+        self, holder: TranscriptHolder, change: Callable[[View], Awaitable[T]], *, actor: str, reason: str
+    ) -> T:
+        """Commit the handle's unsaved changes, move to the newest commit, then make `change` on the clean
+        working copy and commit it on its own (a decision: `_staged`). If that commit fails, its changes
+        are forgotten, so a decision that lost a race leaves nothing behind in the handle."""
+        async with self.lock:
+            await self._ensure_loaded(holder)
+            await self._settle(holder)
+            if self.has_unsaved_changes(holder) or self.view.base.needs_save:
+                check_paths_fit(written_paths(self.view.changes.files), self.remote().uri)
+                await self._commit(holder, actor=actor, reason=reason)
+            await self._refresh(holder)
+            result = await change(self.view)
+            try:
+                await self._commit(holder, actor=actor, reason=reason)
+            except BaseException:
+                await self.view.forget_unsaved()
+                raise
+            return result
+
+    async def _refresh(self, holder: TranscriptHolder) -> list[str]:
+        """The body of `refresh` (callers hold the lock)."""
+        view, base = self.view, self.view.base
+        latest = await latest_state(self.remote(), base) or base
+        await base.files.need(view.changes.files)
+        await latest.files.need(view.changes.files)
+        messages = committed_form(holder.messages)
+        gone: set[str] = set()
+        while found := set(conflicts(base, latest, view.changes, messages)) - gone:
+            gone |= found  # dropping `x` can leave our `x/y` clashing with their file `x`: go again
+            view.drop(sorted(found))
+        dropped = sorted(gone)
+        await view.forget_local([p for p in dropped if p != MESSAGES_PATH and not p.startswith("/")])
+        transcript = merged_transcript(base.messages, latest.messages, messages)
+        holder.messages[:] = fresh_copy(latest.messages if transcript is None else transcript)
+        view.base, self._saved_transcript = latest, fingerprints(latest.messages)
+        await view.forget_stale(latest)
+        return dropped
 
     async def compact(self) -> None:
         """Fold the newest commit into a checkpoint."""

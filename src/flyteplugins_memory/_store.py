@@ -45,6 +45,7 @@ from ._reading import ReadAPI
 from ._records import PendingRecords, RecordLog, save_pending
 from ._report import ReportAPI
 from ._session import Session
+from ._staged import StagedAPI
 from ._syncify import syncify
 from ._transcript import check_messages
 from ._transcript_reads import TranscriptReadAPI
@@ -54,7 +55,15 @@ from ._writes import ChangeOptions, text_content
 # pyright compares the mixins' wrappers (typed for `ReadAPI` as their `self`) with upstream's declarations
 # (typed for upstream's class); at run time both are bound to this class
 class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
-    KeyedAPI, ReadAPI, TranscriptReadAPI, BinaryAPI, BulkDeleteAPI, MaintenanceAPI, ReportAPI, UpstreamMemoryStore
+    KeyedAPI,
+    ReadAPI,
+    TranscriptReadAPI,
+    BinaryAPI,
+    BulkDeleteAPI,
+    StagedAPI,
+    MaintenanceAPI,
+    ReportAPI,
+    UpstreamMemoryStore,
 ):
     """Conversation transcript plus path-addressed files, persisted under a deterministic keyed path.
 
