@@ -256,7 +256,7 @@ def test_concurrent_accepts_in_processes_exactly_one_wins(backend, key, request,
             stderr=subprocess.PIPE,
             text=True,
         )
-        for w in range(3)
+        for w in range(2)
     ]
     go.touch()
     errors = []
@@ -316,3 +316,42 @@ def test_the_previous_release_saves_a_store_with_proposals_without_losing_them(b
     fresh.accept(draft.id)
     seen = run_released(previous, "read", config)
     assert seen["error"] == "" and seen["result"]["memory/tea.md"] == "likes green tea"
+
+
+# -- the CLI -------------------------------------------------------------------------------------------------
+
+
+def cli(*args: str):
+    from click.testing import CliRunner
+
+    from flyteplugins_memory.cli import memory
+
+    return CliRunner().invoke(memory, list(args))
+
+
+def test_cli_lists_accepts_and_discards_proposals(tmp_path):
+    uri = str(tmp_path / "store")
+    store = MemoryStore("cli", remote_path=uri, read_only_prefixes=("memory/",))
+    hostile = store.propose("memory/a.md", "tea \x1b[31mred", reason="heard \x1b]0;x\x07")
+    other = store.propose("notes/b.md", "b")
+    store.save()
+
+    listed = cli("proposals", "--uri", uri)
+    assert listed.exit_code == 0 and hostile.id in listed.stdout and "\x1b" not in listed.stdout  # shown, not run
+    drafts = json.loads(cli("proposals", "--uri", uri, "--status", "draft", "--json").stdout)["proposals"]
+    assert {p["id"] for p in drafts} == {hostile.id, other.id}
+
+    accepted = cli("accept", hostile.id, "--uri", uri, "--trusted", "--actor", "rev", "--reason", "ok", "--json")
+    assert accepted.exit_code == 0, accepted.stderr
+    assert json.loads(accepted.stdout)["proposal"]["status"] == "accepted"
+    assert (tmp_path / "store" / "memory" / "a.md").read_text() == "tea \x1b[31mred"  # landed in storage
+    again = cli("accept", hostile.id, "--uri", uri)
+    assert again.exit_code == 1 and again.stderr.startswith("error: ") and "accepted" in again.stderr
+    assert cli("discard", "nope", "--uri", uri).exit_code == 1
+    assert cli("proposals", "--uri", uri, "--status", "pending").exit_code == 2
+
+    discarded = cli("discard", other.id, "--uri", uri, "--reason", "no")
+    assert discarded.exit_code == 0 and "discarded" in discarded.stdout
+    fresh = MemoryStore.open(remote_path=uri)
+    assert fresh.proposal(other.id).status == "discarded" and not fresh.exists("notes/b.md")
+    assert [p["id"] for p in json.loads(cli("proposals", "--uri", uri, "--json").stdout)["proposals"]] != []

@@ -58,8 +58,12 @@ _DECISION_OPTIONS = (
 )
 
 
-def _decision(name: str, verb: str):
-    def command(proposal_id: str, target: Target, trusted: bool, actor: str | None, reason: str | None, json_output: bool):
+def _decision(name: str, verb: str) -> click.Command:
+    """The ``accept`` or ``discard`` command (`verb`), registered on `memory` as `name`."""
+
+    def command(
+        proposal_id: str, target: Target, trusted: bool, actor: str | None, reason: str | None, json_output: bool
+    ) -> None:
         store = open_store(target, trusted=trusted)
         decide = store.accept if verb == "accept" else store.discard
         _report(store, decide(proposal_id, actor=actor, reason=reason), json_output)

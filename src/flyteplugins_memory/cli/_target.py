@@ -40,8 +40,9 @@ class Target:
         if self.uri is not None:
             return MemoryStore.open(remote_path=self.uri.rstrip("/"), trusted=trusted)
         full = self.with_config()
-        where = {"org": full.org, "project": full.project, "domain": full.domain, "root": self.root}
-        return MemoryStore.open(key=self.key, trusted=trusted, **where)
+        return MemoryStore.open(
+            key=self.key, org=full.org, project=full.project, domain=full.domain, root=self.root, trusted=trusted
+        )
 
     def _check_store_naming(self) -> None:
         if self.uri is None and self.key is None:
