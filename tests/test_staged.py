@@ -110,7 +110,7 @@ def test_accept_is_one_audited_write_with_the_metadata(backend, key):
     assert fresh.read_text("memory/tea.md") == "likes green tea"
     assert fresh.get_meta("memory/tea.md").metadata == TAGS
     newest = fresh.log(limit=1)[0]
-    assert newest.wrote == {"memory/tea.md": None} or list(newest.wrote) == ["memory/tea.md"]
+    assert newest.wrote == ("memory/tea.md",) and newest.actor == "reviewer" and newest.reason == "checked"
 
 
 def test_accept_saves_the_handles_own_changes_first(local_backend, key):
@@ -118,10 +118,14 @@ def test_accept_saves_the_handles_own_changes_first(local_backend, key):
     store = MemoryStore.get_or_create(key=key)
     store.write_text("mine.md", "mine")
     store.append({"role": "user", "content": "hi"})
-    store.accept(draft.id)
+    store.records("events").append({"n": 1})
+    store.accept(draft.id, actor="reviewer")
     assert not store.has_unsaved_changes()
     fresh = MemoryStore.get_or_create(key=key)
     assert fresh.read_text("mine.md") == "mine" and fresh.messages[-1]["content"] == "hi"
+    assert fresh.records("events").read() == [{"n": 1}]
+    own, decision = fresh.log(limit=2)[::-1]  # two commits: the handle's changes, then the decision
+    assert "mine.md" in own.wrote and own.actor != "reviewer" and list(decision.wrote) == ["memory/tea.md"]
     assert fresh.read_text("memory/tea.md") == "likes green tea"
 
 
@@ -238,7 +242,6 @@ def _one_accept_landed(backend, key: str, draft: Proposal, winner: str | None) -
     accepts = [e for e in fresh.audit_tail(0) if e["op"] == "accept"]
     writes = [e for e in fresh.audit_tail(0) if e["path"] == draft.path and e["op"] in ("create", "write")]
     assert [e["actor"] for e in accepts] == [winner] and [e["actor"] for e in writes] == [winner]
-    assert [c for c in fresh.log(limit=100) if draft.path in c.wrote] != []
     assert len([c for c in fresh.log(limit=100) if draft.path in c.wrote]) == 1
     assert backend.upstream_view(key)[draft.path] == draft.content.encode()
     assert stored_proposals(backend, key)[draft.id]["decided_by"] == winner

@@ -269,7 +269,7 @@ class Session:
             await self._settle(holder)
             if self.has_unsaved_changes(holder) or self.view.base.needs_save:
                 check_paths_fit(written_paths(self.view.changes.files), self.remote().uri)
-                await self._commit(holder, actor=actor, reason=reason)
+                await self._commit(holder)  # a plain save: its actor and reason come from its writes
             await self._refresh(holder)
             result = await change(self.view)
             try:

@@ -11,7 +11,7 @@ nothing. An accept is one audited write of the staged content to the path, with 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from ._admission import Access, PathAdmission
 from ._codecs import utc_timestamp, write_event
@@ -30,6 +30,7 @@ from ._proposals import (
     draft,
     stored,
 )
+from ._records import LogOwner, save_pending
 from ._session import Session
 from ._syncify import syncify
 from ._view import View
@@ -108,6 +109,7 @@ class StagedAPI:
         who, why = _note("actor", actor, "agent"), _note("reason", reason, "")
         seen = _find(await self._session.look(self, _current), wanted)
         self._admission.admit(seen.path, Access.WRITE, trusted=self.trusted)
+        await save_pending(cast(LogOwner, self))  # appended records are saved first, like other changes
         decision = _Decision(self, wanted, status, who, why)
         try:
             return await self._session.decide(self, decision.make, actor=who, reason=decision.summary())
