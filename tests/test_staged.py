@@ -141,6 +141,21 @@ def test_discard_leaves_the_path_alone(backend, key):
     assert [e["op"] for e in fresh.audit_tail(0) if e.get("proposal") == draft.id] == ["propose", "discard"]
 
 
+def test_a_handle_opened_before_a_proposal_was_saved_can_decide_it(local_backend, key):
+    MemoryStore.create(key=key, read_only_prefixes=("memory/",))
+    untrusted = MemoryStore.get_or_create(key=key, read_only_prefixes=("memory/",))
+    trusted = MemoryStore.get_or_create(key=key, read_only_prefixes=("memory/",), trusted=True)
+    untrusted.list_paths(), trusted.list_paths()  # both loaded before the proposal exists
+    agent = MemoryStore.get_or_create(key=key)
+    draft = agent.propose("memory/tea.md", "tea")
+    agent.save()
+    with pytest.raises(ReadOnlyPath):  # admitted at the newest commit, where the proposal is
+        untrusted.accept(draft.id)
+    assert untrusted.proposal(draft.id).status == "draft" and not untrusted.has_unsaved_changes()
+    assert trusted.accept(draft.id).status == "accepted"
+    assert MemoryStore.get_or_create(key=key).read_text("memory/tea.md") == "tea"
+
+
 def test_discarding_an_accepted_proposal_keeps_its_file(local_backend, key):
     draft = proposed(key)
     store = MemoryStore.get_or_create(key=key)

@@ -107,8 +107,9 @@ class StagedAPI:
     async def _decide(self, proposal_id: str, status: str, actor: str | None, reason: str | None) -> Proposal:
         wanted = check_id(proposal_id)
         who, why = _note("actor", actor, "agent"), _note("reason", reason, "")
-        seen = _find(await self._session.look(self, _current), wanted)
-        self._admission.admit(seen.path, Access.WRITE, trusted=self.trusted)
+        seen = await self._session.look(self, _current)
+        if wanted in seen:  # refused before anything is saved; one newer than the handle is checked in `make`
+            self._admit(seen[wanted])
         await save_pending(cast(LogOwner, self))  # appended records are saved first, like other changes
         decision = _Decision(self, wanted, status, who, why)
         try:
@@ -117,6 +118,10 @@ class StagedAPI:
             if entry_name(EXT_MAP, wanted) not in exc.paths or isinstance(exc, ProposalConflict):
                 raise
             raise ProposalConflict(entry_name(EXT_MAP, wanted), "", "", paths=exc.paths) from exc
+
+    def _admit(self, proposal: Proposal) -> None:
+        """A decision writes the proposal's path: this handle must be allowed to (or be trusted)."""
+        self._admission.admit(proposal.path, Access.WRITE, trusted=self.trusted)
 
     def _event(self, op: str, proposal: Proposal, actor: str, reason: str) -> dict[str, Any] | None:
         if not self.audit:
@@ -146,6 +151,7 @@ class _Decision:
 
     async def make(self, view: View) -> Proposal:
         current = _find(_current(view), self.id)
+        self.store._admit(current)
         after = decided(current, self.status, self.actor, self.reason)
         if self.status == "accepted":
             await self._write(view, current)
