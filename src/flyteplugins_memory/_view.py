@@ -332,6 +332,7 @@ class View:
                 self.changes.files[path] = None
         committed_events = {id(event) for event in saved.audit}
         self.changes.audit = [e for e in self.changes.audit if id(e) not in committed_events]
+        self.changes.entries = {k: v for k, v in self.changes.entries.items() if saved.entries.get(k) is not v}
         self.versions = {n: d for n, d in self.versions.items() if n not in versions}
         self.base, self.imported = landed, False
         self._retrack()
