@@ -47,6 +47,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "_record_codec",
             "_read_only",
             "_scope_paths",
+            "_proposals",
         },
     ),
     (
@@ -93,6 +94,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "_read_only_settings",
             "_scope_history",
             "_scopes",
+            "_staged",
             "_store",
             "_flyte_type",
             "__init__",

@@ -24,10 +24,13 @@ from ._errors import (
     InvalidMetadata,
     InvalidPath,
     InvalidRecord,
+    InvalidTransition,
     MemoryStoreError,
     NotText,
     NotTrusted,
     PathEscapesRoot,
+    ProposalConflict,
+    ProposalNotFound,
     ReadOnlyPath,
     ReservedPath,
     StateCollected,
@@ -55,6 +58,7 @@ from ._messages import (
     UserMessage,
 )
 from ._paths import MESSAGES_PATH
+from ._proposals import Proposal, ProposalStatus
 from ._purge import PurgeResult
 from ._records import RecordLog
 from ._retry import RetryPolicy, get_retry_policy, set_retry_policy
@@ -82,6 +86,7 @@ __all__ = [
     "InvalidMetadata",
     "InvalidPath",
     "InvalidRecord",
+    "InvalidTransition",
     "MESSAGES_PATH",
     "MemoryMeta",
     "MemoryStore",
@@ -93,6 +98,10 @@ __all__ = [
     "NotTrusted",
     "ObjectStorage",
     "PathEscapesRoot",
+    "Proposal",
+    "ProposalConflict",
+    "ProposalNotFound",
+    "ProposalStatus",
     "PurgeResult",
     "READER_REVISION",
     "ReadOnlyPath",

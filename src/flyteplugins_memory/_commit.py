@@ -75,6 +75,8 @@ class SaveJob:
     reason: str | None = None
     #: new files this save created at their own paths (`_inplace`): they need no blob and no projection
     placed: set[str] = field(default_factory=set)
+    #: a trusted handle's decision on a proposal: the store's read-only prefixes do not bind its files
+    trusted: bool = False
     #: what the commit info calls a commit that is not a create ("save", or "settings" for a change of
     #: store-level settings such as the persisted read-only prefixes)
     kind: str = "save"
@@ -86,7 +88,8 @@ class SaveJob:
 async def run_save(remote: ObjectStorage, job: SaveJob) -> State:
     """Commit `job` and update upstream's view; returns the new committed state."""
     job.base.check_can_write("save", remote.uri)  # before anything is written
-    refuse_read_only(job.changes.files, job.base.ext)  # a handle that wrote before it loaded the setting
+    if not job.trusted:  # a handle that wrote before it loaded the setting
+        refuse_read_only(job.changes.files, job.base.ext)
     await job.base.files.need(job.changes.files)  # what the upload, the merge and the checks look at
     job.placed = await upload_in_place(
         remote, job.base, job.changes, job.contents, exclusive=job.exclusive, imported=job.imported
@@ -149,7 +152,7 @@ async def _commit(remote: ObjectStorage, job: SaveJob, latest: State) -> tuple[S
     changes = committed_changes(job.changes, job.placed)
     for attempt in range(MAX_ATTEMPTS):
         await latest.files.need(changes.files)
-        new = rebase(job.base, latest, changes, job.messages, job.commit_id, job.about())
+        new = rebase(job.base, latest, changes, job.messages, job.commit_id, job.about(), trusted=job.trusted)
         record = encode(new.record())
         job.attempted.append(new.seq)
         if await _create_or_find_landed(remote, job, new.seq, record):

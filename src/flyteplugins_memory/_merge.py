@@ -30,7 +30,9 @@ PLAIN_SAVE = About()
 @dataclass
 class Changes:
     """What a handle changed since its base state. A file mapped to None was deleted; `guarded` paths
-    were written with ``expected_sha``, a precondition on the base's content that the commit rechecks."""
+    were written with ``expected_sha``, a precondition on the base's content that the commit rechecks.
+    `entries` are items of store-level ``ext`` maps, ``(map, item)`` -> new value (None removes it): each
+    is a compare-and-swap on the item as the base held it (`_proposals` keeps proposals there)."""
 
     files: dict[str, FileEntry | None] = field(default_factory=dict)
     audit: list[dict[str, Any]] = field(default_factory=list)
@@ -39,12 +41,41 @@ class Changes:
     #: change such as `_read_only`'s; never held as an unsaved change of a handle). Never removed: a
     #: record with an empty ``ext`` reads its checkpoint's (docs/sync.md), so a cleared setting is empty
     ext: dict[str, Any] = field(default_factory=dict)
+    entries: dict[tuple[str, str], Any] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
-        return bool(self.files or self.audit or self.ext)
+        return bool(self.files or self.audit or self.ext or self.entries)
 
     def copy(self) -> Changes:
-        return Changes(dict(self.files), list(self.audit), set(self.guarded), dict(self.ext))
+        return Changes(dict(self.files), list(self.audit), set(self.guarded), dict(self.ext), dict(self.entries))
+
+
+def ext_item(state: State, name: str, item: str) -> Any:
+    """Item `item` of the store-level ``ext`` map `name` in `state` (None: absent)."""
+    found = state.ext.get(name)
+    return found.get(item) if isinstance(found, dict) else None
+
+
+def entry_name(name: str, item: str) -> str:
+    """How a conflicting ``ext`` item is named in `ConcurrencyError.paths`: absolute, so never a file's path."""
+    return f"/{name}/{item}"
+
+
+def with_entries(ext: dict[str, Any], entries: dict[tuple[str, str], Any]) -> dict[str, Any]:
+    """`ext` with `entries` applied (a copy; maps emptied by removals are dropped)."""
+    merged = dict(ext)
+    for (name, item), value in entries.items():
+        current = merged.get(name)
+        updated = dict(current) if isinstance(current, dict) else {}
+        if value is None:
+            updated.pop(item, None)
+        else:
+            updated[item] = value
+        if updated:
+            merged[name] = updated
+        else:
+            merged.pop(name, None)
+    return merged
 
 
 def _same_content(a: FileEntry | None, b: FileEntry | None) -> bool:
@@ -90,6 +121,7 @@ def conflicts(base: State, latest: State, changes: Changes, messages: list[dict[
         paths += _clashes_with(changes, latest.files.with_changes(changes.files))
     if merged_transcript(base.messages, latest.messages, messages) is None:
         paths.append(MESSAGES_PATH)
+    paths += [entry_name(*k) for k in changes.entries if ext_item(base, *k) != ext_item(latest, *k)]
     return sorted(set(paths))
 
 
@@ -118,18 +150,20 @@ def rebase(
     messages: list[dict[str, Any]],
     commit_id: str,
     about: About = PLAIN_SAVE,
+    *,
+    trusted: bool = False,
 ) -> State:
     """The state our commit would create on top of `latest`, carrying its extensions; raises
     `ConcurrencyError` on conflicts, and `StoreFormatTooNew` if `latest` holds data this version must
-    not write over."""
+    not write over. A `trusted` commit (a trusted handle accepting a proposal) may write read-only paths."""
     latest.check_can_write("save", "this store")
-    # paths made read-only by a commit since the base are refused here, before our commit (a trusted
-    # accept of a proposal, issue 11 item 4, is where an exemption would go)
-    refuse_read_only(changes.files, latest.ext)
+    if not trusted:  # paths made read-only by a commit since the base are refused here, before our commit
+        refuse_read_only(changes.files, latest.ext)
     conflicting = conflicts(base, latest, changes, messages)
     if conflicting:
         first = conflicting[0]
-        expected, actual = base.files.get(first), latest.files.get(first)
+        # an `ext` item's name (absolute) sorts first, and is no file: look up only what the changes loaded
+        expected, actual = (base.files.get(first), latest.files.get(first)) if first in changes.files else (None, None)
         raise ConcurrencyError(
             first,
             expected_sha=expected.sha256 if expected else "",
@@ -147,7 +181,7 @@ def rebase(
         recent_audit=latest.recent_audit + changes.audit,
         recent_commits=[*latest.recent_commits, commit_id],
         info=commit_info(about, changes.files, changes.audit, (latest, base), change),
-        ext=_ext_after(base, latest, changes.ext),
+        ext=with_entries(_ext_after(base, latest, changes.ext), changes.entries),
         min_reader=latest.min_reader,
         written_by=latest.written_by,
     )

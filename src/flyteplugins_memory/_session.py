@@ -18,7 +18,7 @@ import enum
 import logging
 import pathlib
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -277,22 +277,53 @@ class Session:
         async with self.lock:
             await self._ensure_loaded(holder)
             await self._settle(holder)
-            view, base = self.view, self.view.base
-            latest = await latest_state(self.remote(), base) or base
-            await base.files.need(view.changes.files)
-            await latest.files.need(view.changes.files)
-            messages = committed_form(holder.messages)
-            gone: set[str] = set()
-            while found := set(conflicts(base, latest, view.changes, messages)) - gone:
-                gone |= found  # dropping `x` can leave our `x/y` clashing with their file `x`: go again
-                view.drop(sorted(found))
-            dropped = sorted(gone)
-            await view.forget_local([p for p in dropped if p != MESSAGES_PATH])
-            transcript = merged_transcript(base.messages, latest.messages, messages)
-            holder.messages[:] = fresh_copy(latest.messages if transcript is None else transcript)
-            view.base, self._saved_transcript = latest, fingerprints(latest.messages)
-            await view.forget_stale(latest)
-            return dropped
+            return await self._refresh(holder)
+
+    async def decide(
+        self,
+        holder: TranscriptHolder,
+        change: Callable[[View], Awaitable[T]],
+        *,
+        actor: str,
+        reason: str,
+        trusted: bool = False,
+    ) -> T:
+        """Commit the handle's unsaved changes, move to the newest commit, then make `change` on the clean
+        working copy and commit it on its own (a decision: `_staged`). If that commit fails, its changes
+        are forgotten, so a decision that lost a race leaves nothing behind in the handle."""
+        async with self.lock:
+            await self._ensure_loaded(holder)
+            await self._settle(holder)
+            if self.has_unsaved_changes(holder) or self.view.base.needs_save:
+                check_paths_fit(written_paths(self.view.changes.files), self.remote().uri)
+                await self._commit(holder)  # a plain save: its actor and reason come from its writes
+            await self._refresh(holder)
+            result = await change(self.view)
+            try:
+                await self._commit(holder, actor=actor, reason=reason, trusted=trusted)
+            except BaseException:
+                await self.view.forget_unsaved()
+                raise
+            return result
+
+    async def _refresh(self, holder: TranscriptHolder) -> list[str]:
+        """The body of `refresh` (callers hold the lock)."""
+        view, base = self.view, self.view.base
+        latest = await latest_state(self.remote(), base) or base
+        await base.files.need(view.changes.files)
+        await latest.files.need(view.changes.files)
+        messages = committed_form(holder.messages)
+        gone: set[str] = set()
+        while found := set(conflicts(base, latest, view.changes, messages)) - gone:
+            gone |= found  # dropping `x` can leave our `x/y` clashing with their file `x`: go again
+            view.drop(sorted(found))
+        dropped = sorted(gone)
+        await view.forget_local([p for p in dropped if p != MESSAGES_PATH and not p.startswith("/")])
+        transcript = merged_transcript(base.messages, latest.messages, messages)
+        holder.messages[:] = fresh_copy(latest.messages if transcript is None else transcript)
+        view.base, self._saved_transcript = latest, fingerprints(latest.messages)
+        await view.forget_stale(latest)
+        return dropped
 
     async def compact(self) -> None:
         """Fold the newest commit into a checkpoint."""
@@ -341,6 +372,7 @@ class Session:
         actor: str | None = None,
         reason: str | None = None,
         settings: Settings | None = None,
+        trusted: bool = False,
     ) -> None:
         view = self.view
         await self._repair_projections()
@@ -363,6 +395,7 @@ class Session:
             actor=actor,
             reason=reason,
             kind="save" if settings is None else "settings",
+            trusted=trusted,
         )
         try:
             committed = await run_save(self.remote(), job)

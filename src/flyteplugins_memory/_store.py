@@ -48,6 +48,7 @@ from ._records import PendingRecords, RecordLog, save_pending
 from ._report import ReportAPI
 from ._scopes import ScopedStore
 from ._session import Session
+from ._staged import StagedAPI
 from ._syncify import syncify
 from ._transcript import check_messages
 from ._transcript_reads import TranscriptReadAPI
@@ -62,6 +63,7 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
     TranscriptReadAPI,
     BinaryAPI,
     BulkDeleteAPI,
+    StagedAPI,
     MaintenanceAPI,
     ReportAPI,
     ReadOnlySettingsAPI,
