@@ -45,6 +45,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "_index",
             "_state",
             "_record_codec",
+            "_fold",
         },
     ),
     (
@@ -86,6 +87,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "_payload",
             "_metadata_update",
             "_transcript_reads",
+            "_compaction",
             "_records",
             "_conversations",
             "_store",

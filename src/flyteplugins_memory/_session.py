@@ -32,6 +32,7 @@ from ._errors import (
     StoreFormatTooNew,
     StoreNotFound,
 )
+from ._fold import Fold
 from ._journal import same_write
 from ._limits import check_paths_fit, written_paths
 from ._merge import conflicts, merged_transcript
@@ -52,6 +53,8 @@ from ._view import View
 from ._writes import ChangeOptions
 
 Messages = list[dict[str, Any]]
+#: a write to stage: path, content, how it is recorded, extensions of its file entry (`View.write`)
+StagedFile = tuple[str, str | bytes, ChangeOptions, dict[str, Any] | None]
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
 
@@ -273,6 +276,37 @@ class Session:
             await view.forget_stale(latest)
             return dropped
 
+    async def save_fold(
+        self,
+        holder: TranscriptHolder,
+        fold: Fold,
+        archive: StagedFile,
+        event: dict[str, Any],
+        *,
+        actor: str | None = None,
+        reason: str | None = None,
+    ) -> None:
+        """Commit `fold` of the transcript with `archive` (a file holding what it folds), `event` (its
+        audit event) and the handle's other unsaved changes, as one commit that merges with concurrent
+        appends. `ConcurrencyError` if the folded messages are gone (from the handle's transcript or, at
+        commit, from the newest one); then the handle is left as it was."""
+        async with self.lock:
+            await self._ensure_loaded(holder)
+            await self._settle(holder)
+            base = self.view.base.messages
+            if not fold.applies_to(base) or fingerprints(holder.messages[: len(base)]) != fingerprints(base):
+                raise ConcurrencyError(MESSAGES_PATH, "", "", paths=(MESSAGES_PATH,))
+            before = list(holder.messages)
+            await self.view.write(*archive)
+            holder.messages[:] = fold.apply(holder.messages)
+            try:
+                await self._commit(holder, actor=actor, reason=reason, fold=fold, event=event)
+            except (ConcurrencyError, StoreFormatTooNew, StoreDeleted, InvalidMessage):
+                holder.messages[: 1 + len(before) - fold.count] = before  # appends made meanwhile stay after
+                self.view.drop([archive[0]])
+                await self.view.forget_local([archive[0]])
+                raise
+
     async def compact(self) -> None:
         """Fold the newest commit into a checkpoint."""
         async with self.lock:
@@ -313,14 +347,21 @@ class Session:
             self._saved_transcript = fingerprints(state.messages)
 
     async def _commit(
-        self, holder: TranscriptHolder, *, exclusive: bool = False, actor: str | None = None, reason: str | None = None
+        self,
+        holder: TranscriptHolder,
+        *,
+        exclusive: bool = False,
+        actor: str | None = None,
+        reason: str | None = None,
+        fold: Fold | None = None,
+        event: dict[str, Any] | None = None,
     ) -> None:
         view = self.view
         await self._repair_projections()
         messages = committed_form(holder.messages)  # an unencodable message raises before any I/O
         changes = view.changes.copy()
         if holder.audit and is_rewrite(fingerprints(view.base.messages), fingerprints(messages)):
-            changes.audit.append(rewrite_event(view.base.messages, messages))
+            changes.audit.append(event or rewrite_event(view.base.messages, messages))
         job = SaveJob(
             view.base,
             changes,
@@ -332,6 +373,7 @@ class Session:
             exclusive=exclusive,
             actor=actor,
             reason=reason,
+            fold=fold,
         )
         try:
             committed = await run_save(self.remote(), job)

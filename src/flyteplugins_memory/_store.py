@@ -33,6 +33,7 @@ from ._bulk_delete import BulkDeleteAPI
 from ._codecs import MemoryMeta, encode_messages
 from ._commit_info import check_note
 from ._commit_log import Commit, read_log
+from ._compaction import CompactionAPI
 from ._compat import unavailable, upstream_awaitable
 from ._conversations import Conversation, conversation_log
 from ._keyed import KeyedAPI
@@ -54,7 +55,15 @@ from ._writes import ChangeOptions, text_content
 # pyright compares the mixins' wrappers (typed for `ReadAPI` as their `self`) with upstream's declarations
 # (typed for upstream's class); at run time both are bound to this class
 class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
-    KeyedAPI, ReadAPI, TranscriptReadAPI, BinaryAPI, BulkDeleteAPI, MaintenanceAPI, ReportAPI, UpstreamMemoryStore
+    KeyedAPI,
+    ReadAPI,
+    TranscriptReadAPI,
+    CompactionAPI,
+    BinaryAPI,
+    BulkDeleteAPI,
+    MaintenanceAPI,
+    ReportAPI,
+    UpstreamMemoryStore,
 ):
     """Conversation transcript plus path-addressed files, persisted under a deterministic keyed path.
 
@@ -263,7 +272,7 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
     def session(self, name: str) -> Conversation:
         """The conversation of session `name` (one path segment): a transcript-like view (`messages`,
         `append`, `extend`) over the record log ``sessions/<name>``. See `Conversation`."""
-        return Conversation(self.records(conversation_log(name)), name)
+        return Conversation(self.records(conversation_log(name)), name, validate=self.validate_messages)
 
     # -- writes ---------------------------------------------------------------------------------------
 
