@@ -305,7 +305,16 @@ class Session:
                 holder.messages[: 1 + len(before) - fold.count] = before  # appends made meanwhile stay after
                 self.view.drop([archive[0]])
                 await self.view.forget_local([archive[0]])
+                await self._remove_stray(archive[0])
                 raise
+
+    async def _remove_stray(self, path: str) -> None:
+        """Remove a file a failed save created at its own path before its commit point (`_inplace`), so
+        upstream does not list it; only for a path no other writer can choose (a log segment's)."""
+        try:
+            await self.remote().remove_many([path])
+        except StorageError as exc:
+            logger.warning("Could not remove %s, left by a save that did not commit: %s", path, exc)
 
     async def compact(self) -> None:
         """Fold the newest commit into a checkpoint."""
