@@ -48,6 +48,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "_read_only",
             "_scope_paths",
             "_proposals",
+            "_fold",
         },
     ),
     (
@@ -89,6 +90,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "_payload",
             "_metadata_update",
             "_transcript_reads",
+            "_compaction",
             "_records",
             "_conversations",
             "_read_only_settings",

@@ -8,6 +8,7 @@ from . import _version
 from ._backends import UNVERIFIED_BACKENDS_ENV, allow_unverified_backend
 from ._codecs import MemoryMeta
 from ._commit_log import Commit
+from ._compaction import CompactionResult
 from ._contract import Capabilities, ObjectStorage
 from ._conversations import Conversation
 from ._errors import (
@@ -72,6 +73,7 @@ __all__ = [
     "BlockingCallOnLoop",
     "Capabilities",
     "Commit",
+    "CompactionResult",
     "ConcurrencyError",
     "ContentPurged",
     "ContextError",

@@ -27,6 +27,7 @@ from ._codecs import encode_audit_event, encode_messages, encode_meta, lines_hol
 from ._commit_info import About
 from ._contract import ObjectStorage
 from ._errors import ReadOnlyPath, StorageError, StoreAlreadyExists, StoreDeleted
+from ._fold import Fold
 from ._gc import collect_quietly, configured_window
 from ._inplace import committed_changes, upload_in_place
 from ._journal import RECENT_COMMITS, Checkpoint, Head, encode
@@ -80,6 +81,8 @@ class SaveJob:
     #: what the commit info calls a commit that is not a create ("save", or "settings" for a change of
     #: store-level settings such as the persisted read-only prefixes)
     kind: str = "save"
+    #: the transcript change is a fold (`compact_transcript`): it merges with concurrent appends
+    fold: Fold | None = None
 
     def about(self) -> About:
         return About("create" if self.exclusive else self.kind, self.actor, self.reason)
@@ -152,7 +155,7 @@ async def _commit(remote: ObjectStorage, job: SaveJob, latest: State) -> tuple[S
     changes = committed_changes(job.changes, job.placed)
     for attempt in range(MAX_ATTEMPTS):
         await latest.files.need(changes.files)
-        new = rebase(job.base, latest, changes, job.messages, job.commit_id, job.about(), trusted=job.trusted)
+        new = rebase(job.base, latest, changes, job.messages, job.commit_id, job.about(), job.fold, trusted=job.trusted)
         record = encode(new.record())
         job.attempted.append(new.seq)
         if await _create_or_find_landed(remote, job, new.seq, record):

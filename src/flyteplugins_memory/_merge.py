@@ -14,6 +14,7 @@ from typing import Any
 
 from ._commit_info import About, commit_info, stamp
 from ._errors import ConcurrencyError
+from ._fold import Fold
 from ._index import Files
 from ._journal import FileEntry
 from ._metadata import EXT_KEY as METADATA
@@ -86,17 +87,20 @@ def _same_content(a: FileEntry | None, b: FileEntry | None) -> bool:
 
 
 def merged_transcript(
-    base: list[dict[str, Any]], latest: list[dict[str, Any]], ours: list[dict[str, Any]]
+    base: list[dict[str, Any]], latest: list[dict[str, Any]], ours: list[dict[str, Any]], fold: Fold | None = None
 ) -> list[dict[str, Any]] | None:
     """The transcript after our save lands on `latest` (compared by content), or None on a conflict.
-    Messages of ours in the result are fresh copies in committed form."""
-    return _landing(base, latest, ours)[0]
+    Messages of ours in the result are fresh copies in committed form. With `fold`, `ours` is `base`
+    folded (`_fold`) plus appends: the fold applies to whatever `latest` holds after the folded messages."""
+    return _landing(base, latest, ours, fold)[0]
 
 
 def _landing(
-    base: list[dict[str, Any]], latest: list[dict[str, Any]], ours: list[dict[str, Any]]
+    base: list[dict[str, Any]], latest: list[dict[str, Any]], ours: list[dict[str, Any]], fold: Fold | None = None
 ) -> tuple[list[dict[str, Any]] | None, tuple[int, bool]]:
     """`merged_transcript`, and what our save does to it: messages appended, and whether it rewrote."""
+    if fold is not None:
+        return _folded_landing(base, latest, ours, fold)
     outcome = merged(fingerprints(base), fingerprints(latest), fingerprints(ours))
     if outcome is None:
         return None, (0, False)
@@ -108,7 +112,22 @@ def _landing(
     return committed_form(ours), (max(0, len(ours) - len(base)), True)
 
 
-def conflicts(base: State, latest: State, changes: Changes, messages: list[dict[str, Any]]) -> list[str]:
+def _folded_landing(
+    base: list[dict[str, Any]], latest: list[dict[str, Any]], ours: list[dict[str, Any]], fold: Fold
+) -> tuple[list[dict[str, Any]] | None, tuple[int, bool]]:
+    """A fold lands like the appends it carries, then folds the result: a conflict when `latest` no
+    longer begins with the folded messages (another compaction or a rewrite took them)."""
+    if not fold.applies_to(base):
+        return None, (0, False)
+    landed, (appended, _) = _landing(base, latest, fold.unfold(ours, base))
+    if landed is None or not fold.applies_to(landed):
+        return None, (0, False)
+    return fold.apply(landed), (appended, True)
+
+
+def conflicts(
+    base: State, latest: State, changes: Changes, messages: list[dict[str, Any]], fold: Fold | None = None
+) -> list[str]:
     """Every path (and ``messages.json``) on which our changes and the commits since `base` disagree,
     including paths that would become a file and a directory at once."""
     paths = [
@@ -119,7 +138,7 @@ def conflicts(base: State, latest: State, changes: Changes, messages: list[dict[
     ]
     if latest is not base:
         paths += _clashes_with(changes, latest.files.with_changes(changes.files))
-    if merged_transcript(base.messages, latest.messages, messages) is None:
+    if merged_transcript(base.messages, latest.messages, messages, fold) is None:
         paths.append(MESSAGES_PATH)
     paths += [entry_name(*k) for k in changes.entries if ext_item(base, *k) != ext_item(latest, *k)]
     return sorted(set(paths))
@@ -150,6 +169,7 @@ def rebase(
     messages: list[dict[str, Any]],
     commit_id: str,
     about: About = PLAIN_SAVE,
+    fold: Fold | None = None,
     *,
     trusted: bool = False,
 ) -> State:
@@ -159,7 +179,7 @@ def rebase(
     latest.check_can_write("save", "this store")
     if not trusted:  # paths made read-only by a commit since the base are refused here, before our commit
         refuse_read_only(changes.files, latest.ext)
-    conflicting = conflicts(base, latest, changes, messages)
+    conflicting = conflicts(base, latest, changes, messages, fold)
     if conflicting:
         first = conflicting[0]
         # an `ext` item's name (absolute) sorts first, and is no file: look up only what the changes loaded
@@ -171,7 +191,7 @@ def rebase(
             paths=tuple(conflicting),
         )
     seq = latest.seq + 1
-    transcript, change = _landing(base.messages, latest.messages, messages)
+    transcript, change = _landing(base.messages, latest.messages, messages, fold)
     return State(
         seq=seq,
         checkpoint=latest.checkpoint,

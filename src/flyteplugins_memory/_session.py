@@ -33,6 +33,7 @@ from ._errors import (
     StoreFormatTooNew,
     StoreNotFound,
 )
+from ._fold import Fold
 from ._journal import same_write
 from ._limits import check_paths_fit, written_paths
 from ._merge import conflicts, merged_transcript
@@ -53,6 +54,8 @@ from ._view import View
 from ._writes import ChangeOptions
 
 Messages = list[dict[str, Any]]
+#: a write to stage: path, content, how it is recorded, extensions of its file entry (`View.write`)
+StagedFile = tuple[str, str | bytes, ChangeOptions, dict[str, Any] | None]
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
 
@@ -325,6 +328,46 @@ class Session:
         await view.forget_stale(latest)
         return dropped
 
+    async def save_fold(
+        self,
+        holder: TranscriptHolder,
+        fold: Fold,
+        archive: StagedFile,
+        event: dict[str, Any],
+        *,
+        actor: str | None = None,
+        reason: str | None = None,
+    ) -> None:
+        """Commit `fold` of the transcript with `archive` (a file holding what it folds), `event` (its
+        audit event) and the handle's other unsaved changes, as one commit that merges with concurrent
+        appends. `ConcurrencyError` if the folded messages are gone (from the handle's transcript or, at
+        commit, from the newest one); then the handle is left as it was."""
+        async with self.lock:
+            await self._ensure_loaded(holder)
+            await self._settle(holder)
+            base = self.view.base.messages
+            if not fold.applies_to(base) or fingerprints(holder.messages[: len(base)]) != fingerprints(base):
+                raise ConcurrencyError(MESSAGES_PATH, "", "", paths=(MESSAGES_PATH,))
+            before = list(holder.messages)
+            await self.view.write(*archive)
+            holder.messages[:] = fold.apply(holder.messages)
+            try:
+                await self._commit(holder, actor=actor, reason=reason, fold=fold, event=event)
+            except (ConcurrencyError, StoreFormatTooNew, StoreDeleted, InvalidMessage):
+                holder.messages[: 1 + len(before) - fold.count] = before  # appends made meanwhile stay after
+                self.view.drop([archive[0]])
+                await self.view.forget_local([archive[0]])
+                await self._remove_stray(archive[0])
+                raise
+
+    async def _remove_stray(self, path: str) -> None:
+        """Remove a file a failed save created at its own path before its commit point (`_inplace`), so
+        upstream does not list it; only for a path no other writer can choose (a log segment's)."""
+        try:
+            await self.remote().remove_many([path])
+        except StorageError as exc:
+            logger.warning("Could not remove %s, left by a save that did not commit: %s", path, exc)
+
     async def compact(self) -> None:
         """Fold the newest commit into a checkpoint."""
         async with self.lock:
@@ -373,6 +416,8 @@ class Session:
         reason: str | None = None,
         settings: Settings | None = None,
         trusted: bool = False,
+        fold: Fold | None = None,
+        event: dict[str, Any] | None = None,
     ) -> None:
         view = self.view
         await self._repair_projections()
@@ -382,7 +427,7 @@ class Session:
             changes.ext.update(settings.ext)
             changes.audit.extend(settings.audit)  # always: audit=False is about file writes
         if holder.audit and is_rewrite(fingerprints(view.base.messages), fingerprints(messages)):
-            changes.audit.append(rewrite_event(view.base.messages, messages))
+            changes.audit.append(event or rewrite_event(view.base.messages, messages))
         job = SaveJob(
             view.base,
             changes,
@@ -396,6 +441,7 @@ class Session:
             reason=reason,
             kind="save" if settings is None else "settings",
             trusted=trusted,
+            fold=fold,
         )
         try:
             committed = await run_save(self.remote(), job)

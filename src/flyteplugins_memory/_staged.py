@@ -65,7 +65,7 @@ class StagedAPI:
         text = check_content(content)
         who, why = _note("actor", actor, "agent"), _note("reason", reason, "")
         proposal = draft(rel, text, who, why, check_metadata(metadata))
-        event = self._event("propose", proposal, who, why)
+        event = self._proposal_event("propose", proposal, who, why)
         await self._session.look(self, lambda view: _stage(view, proposal, event))
         return proposal
 
@@ -126,7 +126,7 @@ class StagedAPI:
         """A decision writes the proposal's path: this handle must be allowed to (or be trusted)."""
         self._admission.admit(proposal.path, Access.WRITE, trusted=self.trusted)
 
-    def _event(self, op: str, proposal: Proposal, actor: str, reason: str) -> dict[str, Any] | None:
+    def _proposal_event(self, op: str, proposal: Proposal, actor: str, reason: str) -> dict[str, Any] | None:
         if not self.audit:
             return None
         event = write_event(
@@ -160,7 +160,7 @@ class _Decision:
             await self._write(view, current)
         view.changes.entries[(EXT_MAP, self.id)] = stored(after)
         op = "accept" if self.status == "accepted" else "discard"
-        if (event := self.store._event(op, after, self.actor, self.reason)) is not None:
+        if (event := self.store._proposal_event(op, after, self.actor, self.reason)) is not None:
             view.changes.audit.append(event)
         return after
 

@@ -33,6 +33,7 @@ from ._bulk_delete import BulkDeleteAPI
 from ._codecs import MemoryMeta, encode_messages
 from ._commit_info import check_note
 from ._commit_log import Commit, read_log
+from ._compaction import CompactionAPI
 from ._compat import unavailable, upstream_awaitable
 from ._conversations import Conversation, conversation_log
 from ._keyed import KeyedAPI
@@ -61,6 +62,7 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
     KeyedAPI,
     ReadAPI,
     TranscriptReadAPI,
+    CompactionAPI,
     BinaryAPI,
     BulkDeleteAPI,
     StagedAPI,
@@ -278,7 +280,7 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
     def session(self, name: str) -> Conversation:
         """The conversation of session `name` (one path segment): a transcript-like view (`messages`,
         `append`, `extend`) over the record log ``sessions/<name>``. See `Conversation`."""
-        return Conversation(self.records(conversation_log(name)), name)
+        return Conversation(self.records(conversation_log(name)), name, validate=self.validate_messages)
 
     def scope(self, prefix: str) -> ScopedStore:
         """A view of this handle confined to `prefix` (``"users/alice"``): paths relative to it, every
