@@ -45,6 +45,8 @@ LAYERS: list[tuple[str, set[str]]] = [
             "_index",
             "_state",
             "_record_codec",
+            "_search_text",
+            "_search_index",
         },
     ),
     (
@@ -70,9 +72,10 @@ LAYERS: list[tuple[str, set[str]]] = [
             "_checkpoints",
             "_keys",
             "_store_deletion",
+            "_search_store",
         },
     ),
-    ("the handle", {"_mirror", "_view", "_session"}),
+    ("the handle", {"_mirror", "_view", "_session", "_search_view"}),
     (
         "facade",
         {
@@ -88,6 +91,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "_transcript_reads",
             "_records",
             "_conversations",
+            "_search",
             "_store",
             "_flyte_type",
             "__init__",

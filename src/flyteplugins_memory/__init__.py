@@ -57,6 +57,7 @@ from ._paths import MESSAGES_PATH
 from ._purge import PurgeResult
 from ._records import RecordLog
 from ._retry import RetryPolicy, get_retry_policy, set_retry_policy
+from ._search import SearchHit
 from ._store import MemoryStore
 from ._version import READER_REVISION
 
@@ -96,6 +97,7 @@ __all__ = [
     "RecordLog",
     "ReservedPath",
     "RetryPolicy",
+    "SearchHit",
     "StateCollected",
     "StorageError",
     "StoreAlreadyExists",

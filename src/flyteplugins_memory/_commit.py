@@ -37,6 +37,8 @@ from ._paths import MESSAGES_PATH
 from ._preserve import preserve_legacy
 from ._relocate import adopt, clean_after_move, persist_import
 from ._retention import STALE_BASE_AFTER
+from ._search_index import Updates
+from ._search_store import extend, updates_of
 from ._state import State
 
 logger = logging.getLogger(__name__)
@@ -74,6 +76,9 @@ class SaveJob:
     reason: str | None = None
     #: new files this save created at their own paths (`_inplace`): they need no blob and no projection
     placed: set[str] = field(default_factory=set)
+    #: docs a search of the handle found missing from the persisted search index, and the commit they
+    #: were found at (`_search_store.extend` persists them when the save lands right on it)
+    search_repairs: tuple[int, Updates] | None = None
 
     def about(self) -> About:
         return About("create" if self.exclusive else "save", self.actor, self.reason)
@@ -139,9 +144,11 @@ async def _starting_point(remote: ObjectStorage, job: SaveJob) -> tuple[State, b
 
 async def _commit(remote: ObjectStorage, job: SaveJob, latest: State) -> tuple[State, int]:
     changes = committed_changes(job.changes, job.placed)
+    docs = await updates_of(job.changes.files, job.contents)  # the search index's share of this save
     for attempt in range(MAX_ATTEMPTS):
         await latest.files.need(changes.files)
         new = rebase(job.base, latest, changes, job.messages, job.commit_id, job.about())
+        await extend(remote, latest, new, docs, job.search_repairs)
         record = encode(new.record())
         job.attempted.append(new.seq)
         if await _create_or_find_landed(remote, job, new.seq, record):

@@ -44,6 +44,7 @@ from ._paths import MESSAGES_PATH, validate_segment
 from ._reading import ReadAPI
 from ._records import PendingRecords, RecordLog, save_pending
 from ._report import ReportAPI
+from ._search import SearchAPI
 from ._session import Session
 from ._syncify import syncify
 from ._transcript import check_messages
@@ -54,7 +55,15 @@ from ._writes import ChangeOptions, text_content
 # pyright compares the mixins' wrappers (typed for `ReadAPI` as their `self`) with upstream's declarations
 # (typed for upstream's class); at run time both are bound to this class
 class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
-    KeyedAPI, ReadAPI, TranscriptReadAPI, BinaryAPI, BulkDeleteAPI, MaintenanceAPI, ReportAPI, UpstreamMemoryStore
+    KeyedAPI,
+    ReadAPI,
+    TranscriptReadAPI,
+    BinaryAPI,
+    BulkDeleteAPI,
+    MaintenanceAPI,
+    ReportAPI,
+    SearchAPI,
+    UpstreamMemoryStore,
 ):
     """Conversation transcript plus path-addressed files, persisted under a deterministic keyed path.
 
