@@ -14,13 +14,13 @@ numbers.
 
 from __future__ import annotations
 
-import heapq
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._search_text import Doc, idf, term_score
+from ._codecs import is_sha256
+from ._search_text import B, K1, Doc, idf, term_score
 
 #: The key of the store-level ``ext`` that holds the search index.
 EXT_KEY = "search"
@@ -70,33 +70,62 @@ def read_ext(ext: Mapping[str, Any]) -> SearchExt | None:
         pending = {str(p): (Doc.decoded(d) if d is not None else None) for p, d in raw["pending"].items()}
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
-    if seq is not None and not isinstance(seq, int):
+    if (seq is not None and not isinstance(seq, int)) or not all(is_sha256(r.sha256) for r in refs):
         return None
     return SearchExt(seq, refs, pending)
 
 
-@dataclass
+def referenced_segments(ext: Mapping[str, Any]) -> list[str]:
+    """The sha256 of every segment an ``ext`` names (what gc() must keep while that state is kept); a
+    malformed index names none: its segments are unreadable to every reader anyway."""
+    found = read_ext(ext)
+    return [r.sha256 for r in found.segments] if found else []
+
+
 class Segment:
-    """One immutable segment, parsed: paths, their docs (None: tombstone) without counts, postings."""
+    """One immutable segment, parsed. Columns, not one object per doc: lists of strings are not tracked by
+    Python's cycle collector, so parsing 10,000 docs does not trigger collections over the whole heap."""
 
-    paths: list[str]
-    docs: list[Doc | None]
-    terms: dict[str, str]
-    _decoded: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    def __init__(self, columns: dict[str, Any]):
+        self.paths: list[str] = columns["paths"]
+        self.gone: set[int] = set(columns["gone"])
+        self.lengths: list[int] = _numbers(columns["len"])
+        self.sizes: list[int] = _numbers(columns["size"])
+        self._columns = columns
+        self.terms: dict[str, str] = columns["terms"]
+        self._decoded: dict[str, tuple[list[int], list[int]]] = {}
 
-    def postings(self, term: str) -> list[tuple[int, int]]:
+    def doc(self, i: int) -> Doc | None:
+        """Doc `i` without its token counts (None: a tombstone)."""
+        if i in self.gone:
+            return None
+        c = self._columns
+        meta = (c["at"][i], c["by"][i], c["why"][i], self.sizes[i])
+        metadata = c["md"].get(str(i), {})
+        return Doc(c["sha"][i], self.lengths[i], {}, meta, metadata if isinstance(metadata, dict) else {}, c["lead"][i])
+
+    def postings(self, term: str) -> tuple[list[int], list[int]]:
+        """Docs holding `term` and how often (decoded on first use)."""
         if term not in self._decoded:
-            numbers = [int(n) for n in self.terms.get(term, "").split()]
-            self._decoded[term] = list(zip(numbers[::2], numbers[1::2], strict=True))
+            numbers = _numbers(self.terms.get(term, ""))
+            self._decoded[term] = (numbers[::2], numbers[1::2])
         return self._decoded[term]
 
     def full_docs(self) -> Updates:
         """Every doc with its token counts (to merge segments)."""
         counts: list[dict[str, int]] = [{} for _ in self.paths]
         for term in self.terms:
-            for i, tf in self.postings(term):
+            for i, tf in zip(*self.postings(term), strict=True):
                 counts[i][term] = tf
-        return {p: (_with_counts(d, counts[i]) if d else None) for i, (p, d) in enumerate(zip(self.paths, self.docs))}
+        out: Updates = {}
+        for i, path in enumerate(self.paths):
+            doc = self.doc(i)
+            out[path] = _with_counts(doc, counts[i]) if doc else None
+        return out
+
+
+def _numbers(text: str) -> list[int]:
+    return [int(n) for n in text.split()]
 
 
 def _with_counts(doc: Doc, counts: dict[str, int]) -> Doc:
@@ -106,31 +135,46 @@ def _with_counts(doc: Doc, counts: dict[str, int]) -> Doc:
 def encode_segment(docs: Updates, writer: str) -> bytes:
     """A segment's bytes (deterministic: equal docs give equal bytes, hence one object)."""
     paths = sorted(docs)
-    postings: dict[str, list[str]] = {}
-    rows: list[Any] = []
-    for i, path in enumerate(paths):
-        doc = docs[path]
-        rows.append(doc.encoded()[:5] if doc else None)
-        for term, tf in (doc.counts.items() if doc else ()):
-            postings.setdefault(term, []).append(f"{i} {tf}")
-    terms = {t: " ".join(postings[t]) for t in sorted(postings)}
-    body = {"format": 1, "v": VERSION, "writer": writer, "paths": paths, "docs": rows, "terms": terms}
+    rows = [docs[p] or _GONE for p in paths]
+    postings: dict[str, list[int]] = {}
+    for i, doc in enumerate(rows):
+        for term, tf in doc.counts.items():
+            postings.setdefault(term, []).extend((i, tf))
+    body = {
+        "format": 1, "v": VERSION, "writer": writer, "paths": paths,
+        "gone": [i for i, p in enumerate(paths) if docs[p] is None],
+        "sha": [d.sha256 for d in rows], "len": " ".join(str(d.length) for d in rows),
+        "at": [d.meta[0] for d in rows], "by": [d.meta[1] for d in rows], "why": [d.meta[2] for d in rows],
+        "size": " ".join(str(d.meta[3]) for d in rows),
+        "md": {str(i): dict(d.metadata) for i, d in enumerate(rows) if d.metadata},
+        "lead": [d.lead for d in rows], "terms": {t: " ".join(map(str, postings[t])) for t in sorted(postings)},
+    }  # fmt: skip
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+_GONE = Doc("", 0, {})
+_COLUMNS = {"paths": list, "gone": list, "sha": list, "len": str, "at": list, "by": list, "why": list}
+_COLUMNS |= {"size": str, "md": dict, "lead": list, "terms": dict}
 
 
 def decode_segment(data: bytes) -> Segment:
     """Parse a segment (untrusted: a malformed one raises ValueError)."""
     try:
         body = json.loads(data)
-        paths, rows, terms = body["paths"], body["docs"], body["terms"]
-        docs = [Doc.decoded([*row, {}]) if row is not None else None for row in rows]
-    except (KeyError, TypeError, ValueError, RecursionError) as exc:
+        if body.get("v") != VERSION or not all(isinstance(body[k], t) for k, t in _COLUMNS.items()):
+            raise ValueError("unexpected columns")
+        segment = Segment(body)
+    except (KeyError, TypeError, ValueError, RecursionError, AttributeError) as exc:
         raise ValueError(f"malformed search segment: {exc}") from exc
-    if body.get("v") != VERSION or len(paths) != len(docs) or not all(isinstance(p, str) for p in paths):
-        raise ValueError("malformed search segment")
-    if not all(isinstance(t, str) and isinstance(s, str) for t, s in terms.items()):
-        raise ValueError("malformed search segment postings")
-    return Segment(paths, docs, terms)
+    n = len(segment.paths)
+    if any(len(body[k]) != n for k in ("sha", "at", "by", "why", "lead")) or {len(segment.lengths), len(segment.sizes)} != {n}:
+        raise ValueError("malformed search segment: columns of different lengths")
+    columns = (segment.paths, body["sha"], body["at"], body["by"], body["why"], body["lead"], body["terms"].values())
+    if not set().union(*(map(type, c) for c in columns)) <= {str}:  # map(type): C speed over 10,000s of values
+        raise ValueError("malformed search segment: a value that is not a string")
+    if not all(isinstance(i, int) and 0 <= i < n for i in segment.gone):
+        raise ValueError("malformed search segment: tombstones out of range")
+    return segment
 
 
 def merged(older: Updates, newer: Updates, *, oldest: bool) -> Updates:
@@ -161,17 +205,22 @@ class Corpus:
         self.pending = dict(pending)
         owner: dict[str, tuple[int, int] | Doc | None] = {}
         for si, segment in enumerate(segments):
-            owner.update((p, (si, i) if segment.docs[i] else None) for i, p in enumerate(segment.paths))
+            owner.update(zip(segment.paths, ((si, i) for i in range(len(segment.paths))), strict=True))
         owner.update(pending)
-        self.owner = {p: o for p, o in owner.items() if o is not None}
+        #: where each live path's doc is: (segment, row) or a pending Doc
+        self.owner = {p: o for p, o in owner.items() if o is not None and not _tombstone(segments, o)}
+        #: per segment, whether each row is the live doc of its path
+        self.live = [[False] * len(s.paths) for s in segments]
         self.docs, self.total = 0, 0
-        for path in self.owner:
-            length = self.doc(path).length
+        for own in self.owner.values():
+            length = own.length if isinstance(own, Doc) else segments[own[0]].lengths[own[1]]
+            if not isinstance(own, Doc):
+                self.live[own[0]][own[1]] = True
             self.docs, self.total = self.docs + (length > 0), self.total + length
 
     def doc(self, path: str) -> Doc:
         own = self.owner[path]
-        return own if isinstance(own, Doc) else _checked(self.segments[own[0]].docs[own[1]])
+        return own if isinstance(own, Doc) else _checked(self.segments[own[0]].doc(own[1]))
 
     def paths(self) -> Iterable[str]:
         return self.owner.keys()
@@ -183,15 +232,59 @@ class Corpus:
         docs, total = self._stats(shadow)
         if not docs or not terms:
             return []
+        avg = total / docs
+        weights = {term: idf(docs, self._df(term, shadow)) for term in dict.fromkeys(terms)}
         scores: dict[str, float] = {}
-        for term in dict.fromkeys(terms):
-            holders = self._holders(term, shadow)
-            weight = idf(docs, len(holders))
-            for path, (tf, length) in holders.items():
-                scores[path] = scores.get(path, 0.0) + term_score(tf, length, total / docs, weight)
-        ranked = ((s, p) for p, s in scores.items() if accept(p, self._current(p, shadow)))
-        best = heapq.nsmallest(limit, ranked, key=lambda sp: (-sp[0], sp[1]))
-        return [(p, s, self._current(p, shadow)) for s, p in best]
+        accumulated = [self._segment_scores(si, weights, shadow, avg) for si in range(len(self.segments))]
+        for term, weight in weights.items():
+            for path, doc in self._loose(shadow):
+                if term in doc.counts:
+                    scores[path] = scores.get(path, 0.0) + term_score(doc.counts[term], doc.length, avg, weight)
+        ranked = [(s, self.segments[si].paths[i], None) for si, acc in enumerate(accumulated) for i, s in acc]
+        ranked += [(s, p, None) for p, s in scores.items()]
+        ranked.sort(key=lambda hit: (-hit[0], hit[1]))
+        out: list[Hit] = []
+        for score, path, _ in ranked:
+            doc = self._current(path, shadow)
+            if accept(path, doc):
+                out.append((path, score, doc))
+                if len(out) == limit:
+                    break
+        return out
+
+    def _loose(self, shadow: Updates) -> Iterable[tuple[str, Doc]]:
+        """Live docs outside the segments: pending ones not shadowed, then the shadow's."""
+        for path, doc in self.pending.items():
+            if doc is not None and path not in shadow and self.owner.get(path) is doc:
+                yield path, doc
+        for path, doc in shadow.items():
+            if doc is not None:
+                yield path, doc
+
+    def _df(self, term: str, shadow: Updates) -> int:
+        df = sum(1 for _, doc in self._loose(shadow) if term in doc.counts)
+        for si, segment in enumerate(self.segments):
+            live, paths = self.live[si], segment.paths
+            df += sum(1 for i in segment.postings(term)[0] if i < len(live) and live[i] and paths[i] not in shadow)
+        return df
+
+    def _segment_scores(
+        self, si: int, weights: dict[str, float], shadow: Updates, avg: float
+    ) -> list[tuple[int, float]]:
+        """BM25 scores of segment `si`'s live rows holding any of the terms `weights` weighs (row, score)."""
+        segment, live = self.segments[si], self.live[si]
+        lengths, n = segment.lengths, len(segment.paths)
+        acc: dict[int, float] = {}
+        k, b = K1 * (1.0 - B), K1 * B / avg
+        for term, weight in weights.items():
+            rows, tfs = segment.postings(term)
+            for i, tf in zip(rows, tfs, strict=True):
+                if i < n and live[i]:
+                    acc[i] = acc.get(i, 0.0) + weight * tf * (K1 + 1.0) / (tf + k + b * lengths[i])
+        shadowed = [i for i in acc if segment.paths[i] in shadow] if shadow else []
+        for i in shadowed:
+            del acc[i]
+        return list(acc.items())
 
     def _stats(self, shadow: Updates) -> tuple[int, int]:
         docs, total = self.docs, self.total
@@ -203,24 +296,12 @@ class Corpus:
                 docs, total = docs + (doc.length > 0), total + doc.length
         return docs, total
 
-    def _holders(self, term: str, shadow: Updates) -> dict[str, tuple[int, int]]:
-        """Live docs holding `term`: path -> (tf, doc length)."""
-        found: dict[str, tuple[int, int]] = {}
-        for si, segment in enumerate(self.segments):
-            for i, tf in segment.postings(term):
-                path = segment.paths[i] if i < len(segment.paths) else ""
-                if self.owner.get(path) == (si, i) and path not in shadow:
-                    found[path] = (tf, _checked(segment.docs[i]).length)
-        for path, doc in self.pending.items():
-            if doc is not None and term in doc.counts and path not in shadow and self.owner.get(path) is doc:
-                found[path] = (doc.counts[term], doc.length)
-        for path, doc in shadow.items():
-            if doc is not None and term in doc.counts:
-                found[path] = (doc.counts[term], doc.length)
-        return found
-
     def _current(self, path: str, shadow: Updates) -> Doc:
         return _checked(shadow[path]) if path in shadow else self.doc(path)
+
+
+def _tombstone(segments: list[Segment], own: tuple[int, int] | Doc) -> bool:
+    return not isinstance(own, Doc) and own[1] in segments[own[0]].gone
 
 
 def _checked(doc: Doc | None) -> Doc:

@@ -18,7 +18,7 @@ from typing import Any
 
 from ._contract import ObjectStorage
 from ._errors import MemoryStoreError, StorageError
-from ._journal import FileEntry
+from ._journal import EMPTY_CHECKPOINT, FileEntry
 from ._layout import search_segment_name
 from ._metadata import EXT_KEY as METADATA_KEY
 from ._offload import off_loop
@@ -114,7 +114,7 @@ async def _extended(
 ) -> SearchExt:
     old = read_ext(latest.ext)
     repaired = repairs is not None and repairs[0] == latest.seq
-    exact = repaired or (old is not None and old.seq == latest.seq)
+    exact = repaired or (old is not None and old.seq == latest.seq) or _empty(latest)
     sx = SearchExt(old.seq, list(old.segments), dict(old.pending)) if old else SearchExt()
     sx.pending.update(repairs[1] if repairs is not None and repaired else {})
     sx.pending.update(updates)
@@ -122,6 +122,11 @@ async def _extended(
     if sx.pending_bytes() > PENDING_BYTES:
         await _fold(remote, sx)
     return sx
+
+
+def _empty(state: State) -> bool:
+    """A store's empty start (a new store: no file, so nothing the index could miss)."""
+    return state.seq == 0 and state.checkpoint == EMPTY_CHECKPOINT and not state.files.changes
 
 
 async def _fold(remote: ObjectStorage, sx: SearchExt) -> None:

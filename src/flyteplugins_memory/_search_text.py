@@ -20,7 +20,7 @@ from typing import Any
 #: Characters of a file that are tokenized.
 INDEXED_CHARS = 64 * 1024
 #: Characters of a file kept in the index for snippets (a snippet is cut from them).
-LEAD_CHARS = 1024
+LEAD_CHARS = 400
 #: Characters around the first match shown in a snippet.
 SNIPPET_CHARS = 160
 #: BM25's parameters (the usual ones: Robertson et al., as Lucene and SQLite FTS5 use them).
