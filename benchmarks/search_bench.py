@@ -105,10 +105,12 @@ def index_bytes(written: list[tuple[str, int]], records: list[bytes]) -> int:
 def ours(counter: SeamCounter, key: str, saves: int) -> dict:
     from flyteplugins_memory import MemoryStore
 
-    store = MemoryStore.get_or_create(key=key)
     counter.reset()
-    cold_ms, hits = timed(lambda: store.search(QUERIES[0]))
-    cold_requests = counter.requests
+    open_ms, store = timed(lambda: MemoryStore.get_or_create(key=key))
+    open_requests = counter.requests
+    counter.reset()
+    search_ms, hits = timed(lambda: store.search(QUERIES[0]))
+    cold_ms, cold_requests = open_ms + search_ms, counter.requests
     assert hits, "the benchmark's query must match"
     warm = [timed(lambda q=q: store.search(q))[0] for q in QUERIES * 4]
     per_save = []
@@ -121,6 +123,7 @@ def ours(counter: SeamCounter, key: str, saves: int) -> dict:
         per_save.append(index_bytes(counter.written, records))
     return {
         "cold_ms": cold_ms,
+        "open_requests": open_requests,
         "cold_requests": cold_requests,
         "warm_ms": statistics.median(warm),
         "save_bytes": statistics.mean(per_save) if per_save else 0,
@@ -200,19 +203,26 @@ def table(results: dict[str, dict], entries: int, saves: int) -> str:
     lines = [
         f"Search over {entries:,} entries of about 1 KiB (`benchmarks/search_bench.py`).",
         "",
-        "| backend | what | time | storage requests |",
+        "| backend | what | time | storage requests (ours: open + search) |",
         "| --- | --- | ---: | ---: |",
     ]
     for backend, f in results.items():
         o = f["ours"]
+        naive, up = f["naive"], f["upstream"]
         lines += [
-            f"| {backend} | ours: cold open + first search (requests of the search) | {o['cold_ms']:,.1f} ms "
-            f"| {o['cold_requests']} |",
+            (
+                f"| {backend} | ours: cold open + first search | {o['cold_ms']:,.1f} ms "
+                f"| {o['open_requests']} + {o['cold_requests']} |"
+            ),
             f"| {backend} | ours: warm search (median) | {o['warm_ms']:,.2f} ms | 0 |",
-            f"| {backend} | naive scan: open + list + read every file + BM25 | {f['naive']['ms']:,.0f} ms "
-            f"| {f['naive']['requests']:,} |",
-            f"| {backend} | upstream: open + list + read every file (cannot search) | {f['upstream']['ms']:,.0f} ms "
-            f"| {f['upstream']['requests']:,} |",
+            (
+                f"| {backend} | naive scan: open + list + read every file + BM25 | {naive['ms']:,.0f} ms "
+                f"| {naive['requests']:,} |"
+            ),
+            (
+                f"| {backend} | upstream: open + list + read every file (cannot search) | {up['ms']:,.0f} ms "
+                f"| {up['requests']:,} |"
+            ),
         ]
     lines.append("")
     for backend, f in results.items():

@@ -18,9 +18,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ._journal import EMPTY_CHECKPOINT, Checkpoint, CommitRecord, FileEntry
-from ._layout import JOURNAL_DIR, audit_segment_name, blob_name, checkpoint_name, log_name, part_name, search_segment_name
-from ._search_index import referenced_segments
+from ._layout import (
+    JOURNAL_DIR,
+    audit_segment_name,
+    blob_name,
+    checkpoint_name,
+    log_name,
+    part_name,
+    search_segment_name,
+)
 from ._markers import TOMBSTONE_MAX_BYTES, purge_marker_name
+from ._search_index import referenced_segments
 from ._state import State
 from ._storage import Listed
 

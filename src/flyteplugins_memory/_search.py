@@ -60,6 +60,7 @@ class SearchAPI:
     _session: Session
     _admission: PathAdmission
     messages: list[dict[str, Any]]
+    audit: bool
 
     @syncify
     async def search(

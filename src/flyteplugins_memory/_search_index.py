@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._codecs import is_sha256
-from ._search_text import B, K1, Doc, idf, term_score
+from ._search_text import K1, B, Doc, idf, term_score
 
 #: The key of the store-level ``ext`` that holds the search index.
 EXT_KEY = "search"
@@ -167,7 +167,10 @@ def decode_segment(data: bytes) -> Segment:
     except (KeyError, TypeError, ValueError, RecursionError, AttributeError) as exc:
         raise ValueError(f"malformed search segment: {exc}") from exc
     n = len(segment.paths)
-    if any(len(body[k]) != n for k in ("sha", "at", "by", "why", "lead")) or {len(segment.lengths), len(segment.sizes)} != {n}:
+    if any(len(body[k]) != n for k in ("sha", "at", "by", "why", "lead")) or {
+        len(segment.lengths),
+        len(segment.sizes),
+    } != {n}:
         raise ValueError("malformed search segment: columns of different lengths")
     columns = (segment.paths, body["sha"], body["at"], body["by"], body["why"], body["lead"], body["terms"].values())
     if not set().union(*(map(type, c) for c in columns)) <= {str}:  # map(type): C speed over 10,000s of values
@@ -225,9 +228,7 @@ class Corpus:
     def paths(self) -> Iterable[str]:
         return self.owner.keys()
 
-    def search(
-        self, terms: list[str], shadow: Updates, accept: Callable[[str, Doc], bool], limit: int
-    ) -> list[Hit]:
+    def search(self, terms: list[str], shadow: Updates, accept: Callable[[str, Doc], bool], limit: int) -> list[Hit]:
         """The `limit` best docs for `terms` (BM25), with `shadow` (unsaved changes) over the corpus."""
         docs, total = self._stats(shadow)
         if not docs or not terms:

@@ -103,7 +103,7 @@ async def extend(
         return
     try:
         sx = await _extended(remote, latest, new.seq, updates, repairs)
-    except Exception as exc:  # noqa: BLE001 - a derived cache must never fail a save
+    except Exception as exc:
         logger.warning("Committing without updating the search index: %s", exc)
         return
     new.ext = {**new.ext, EXT_KEY: sx.encoded()}

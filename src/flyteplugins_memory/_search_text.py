@@ -75,7 +75,7 @@ def searchable_text(data: bytes) -> str | None:
 
 def _json_words(text: str) -> str | None:
     """Keys and scalar values of a JSON object or array, one per line (None if `text` is not one)."""
-    if not text.lstrip()[:1] in ("{", "["):
+    if text.lstrip()[:1] not in ("{", "["):
         return None
     try:
         value = json.loads(text)

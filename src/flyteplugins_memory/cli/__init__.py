@@ -2,8 +2,8 @@
 
 Usage: ``flyte-memory <verb> [ARGS] [--key KEY [--org O] [--project P] [--domain D] [--root ROOT] | --uri URI]
 [--json]`` with the verbs ``ls``, ``cat``, ``meta``, ``messages``, ``log``, ``audit``, ``rm``, ``gc``,
-``purge``, ``keys``, ``report`` and ``search``. `memory` is the rich-click group (registered with flyte's CLI through the
-``flyte.plugins.cli.commands`` entry point); `main` runs it as the console script. Built on the public
+``purge``, ``keys``, ``report`` and ``search``. `memory` is the rich-click group (registered with flyte's CLI
+through the ``flyte.plugins.cli.commands`` entry point); `main` runs it as the console script. Built on the public
 API only: one module per verb family registers its commands on `memory`.
 """
 
