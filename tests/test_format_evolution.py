@@ -75,12 +75,14 @@ def test_extensions_of_a_checkpoint_survive_saves_and_the_next_checkpoint(backen
     store.save()
 
     record = load(backend, key, log_name(3))
-    assert without_search(record["ext"]) == without_search(checkpoint["ext"]) and record["min_reader"] == READER_REVISION
+    assert without_search(record["ext"]) == without_search(checkpoint["ext"])
+    assert record["min_reader"] == READER_REVISION
     assert record["writer"] == WRITER and record["format"] == 1
     assert "ext" not in record["delta"]["files"]["a.txt"]  # rewritten by us: its extension described the old one
     store.compact()
     folded = load(backend, key, checkpoint_name(3))
-    assert without_search(folded["ext"]) == without_search(checkpoint["ext"]) and folded["min_reader"] == READER_REVISION
+    assert without_search(folded["ext"]) == without_search(checkpoint["ext"])
+    assert folded["min_reader"] == READER_REVISION
     assert folded["files"]["b.txt"]["ext"] == {"tag": "kept while b.txt is unchanged"}
     assert "ext" not in folded["files"]["a.txt"]
     assert "ext" not in load(backend, key, HEAD_NAME)  # a hint, rewritten blindly: not carried (documented)
