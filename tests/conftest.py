@@ -291,9 +291,15 @@ SLOW_TESTS = {
     "test_the_previous_version_refuses_a_partitioned_store_as_too_new",
     "test_a_handle_whose_checkpoint_gc_collected_gets_state_collected_for_its_parts",
 }
+#: single parametrizations whose walk over S3 costs minutes on a busy 2-core machine (their local runs stay)
+SLOW_ITEMS = {
+    "test_a_bulk_save_costs_at_most_two_requests_per_file[s3_backend]",
+    "test_a_move_that_dies_at_any_step_leaves_an_openable_store[s3_backend]",
+    "test_benchmark_prints_a_side_by_side_table",
+}
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if item.path.name in SLOW_FILES or item.originalname in SLOW_TESTS:
+        if item.path.name in SLOW_FILES or item.originalname in SLOW_TESTS or item.name in SLOW_ITEMS:
             item.add_marker(pytest.mark.slow)

@@ -286,24 +286,18 @@ def test_a_save_racing_delete_store_either_lands_before_it_or_fails(store_backen
 
 
 def test_delete_store_refuses_read_only_content_unless_trusted(store_backend, key):
-    from flyteplugins_memory._markers import CONFIG_NAME
-
-    fill_store(key)
-    # read-only prefixes persisted with the store (issue 11 item 3 writes them; read leniently here)
-    store_backend.put(key, CONFIG_NAME, json.dumps({"format": 1, "read_only_prefixes": ["notes/"]}).encode())
+    store = fill_store(key, trusted=True)
+    store.set_read_only_prefixes(["notes/"])  # persisted with the store (`_read_only`)
     with pytest.raises(ReadOnlyPath, match="trusted=True"):
         MemoryStore.delete_store(key=key)
     assert MemoryStore.open(key=key).read_text("notes/a.md") == "a2"  # nothing deleted
-    store_backend.put(key, CONFIG_NAME, json.dumps({"format": 1, "read_only_prefixes": ["memory/"]}).encode())
+    store.set_read_only_prefixes(["memory/"])
     assert MemoryStore.delete_store(key=key) is True  # no file under memory/: allowed
     assert store_backend.objects(key) == {}
 
 
 def test_delete_store_of_read_only_content_with_trusted(store_backend, key):
-    from flyteplugins_memory._markers import CONFIG_NAME
-
-    fill_store(key)
-    store_backend.put(key, CONFIG_NAME, json.dumps({"format": 1, "read_only_prefixes": ["img/"]}).encode())
+    fill_store(key, trusted=True).set_read_only_prefixes(["img/"])
     assert MemoryStore.delete_store(key=key, trusted=True, reason="trusted reset") is True
     assert store_backend.objects(key) == {}
 

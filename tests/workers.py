@@ -55,6 +55,23 @@ def append_records(config: dict) -> None:
         store.save()
 
 
+def accept_proposal(config: dict) -> None:
+    """Open the store, wait for the start signal, accept proposal `id`; print the outcome as one JSON line
+    (the error's class name, or "" for the winner)."""
+    from flyteplugins_memory import MemoryStore, MemoryStoreError
+
+    store = MemoryStore.get_or_create(key=config["key"])
+    store.proposals()  # loaded before the race starts
+    while not os.path.exists(config["go"]):
+        time.sleep(0.01)
+    try:
+        store.accept(config["id"], actor=f"w{config['worker']}")
+        outcome = ""
+    except MemoryStoreError as exc:
+        outcome = type(exc).__name__
+    print(json.dumps({"error": outcome}), flush=True)
+
+
 def crash(config: dict) -> None:
     """Save a change that writes, deletes and appends; exit abruptly before storage call number `k`.
 
@@ -150,4 +167,10 @@ def load(config: dict) -> None:
 if __name__ == "__main__":
     command, raw_config = sys.argv[1], json.loads(sys.argv[2])
     setup(raw_config)
-    {"race": race, "append_records": append_records, "crash": crash, "load": load}[command](raw_config)
+    {
+        "race": race,
+        "append_records": append_records,
+        "accept_proposal": accept_proposal,
+        "crash": crash,
+        "load": load,
+    }[command](raw_config)

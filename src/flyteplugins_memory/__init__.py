@@ -8,6 +8,7 @@ from . import _version
 from ._backends import UNVERIFIED_BACKENDS_ENV, allow_unverified_backend
 from ._codecs import MemoryMeta
 from ._commit_log import Commit
+from ._compaction import CompactionResult
 from ._contract import Capabilities, ObjectStorage
 from ._conversations import Conversation
 from ._errors import (
@@ -24,9 +25,13 @@ from ._errors import (
     InvalidMetadata,
     InvalidPath,
     InvalidRecord,
+    InvalidTransition,
     MemoryStoreError,
     NotText,
+    NotTrusted,
     PathEscapesRoot,
+    ProposalConflict,
+    ProposalNotFound,
     ReadOnlyPath,
     ReservedPath,
     StateCollected,
@@ -54,10 +59,12 @@ from ._messages import (
     UserMessage,
 )
 from ._paths import MESSAGES_PATH
+from ._proposals import Proposal, ProposalStatus
 from ._purge import PurgeResult
 from ._records import RecordLog
 from ._retry import RetryPolicy, get_retry_policy, set_retry_policy
 from ._search import SearchHit
+from ._scopes import ScopedStore
 from ._store import MemoryStore
 from ._version import READER_REVISION
 
@@ -67,6 +74,7 @@ __all__ = [
     "BlockingCallOnLoop",
     "Capabilities",
     "Commit",
+    "CompactionResult",
     "ConcurrencyError",
     "ContentPurged",
     "ContextError",
@@ -81,6 +89,7 @@ __all__ = [
     "InvalidMetadata",
     "InvalidPath",
     "InvalidRecord",
+    "InvalidTransition",
     "MESSAGES_PATH",
     "MemoryMeta",
     "MemoryStore",
@@ -89,8 +98,13 @@ __all__ = [
     "Message",
     "MessageModel",
     "NotText",
+    "NotTrusted",
     "ObjectStorage",
     "PathEscapesRoot",
+    "Proposal",
+    "ProposalConflict",
+    "ProposalNotFound",
+    "ProposalStatus",
     "PurgeResult",
     "READER_REVISION",
     "ReadOnlyPath",
@@ -98,6 +112,7 @@ __all__ = [
     "ReservedPath",
     "RetryPolicy",
     "SearchHit",
+    "ScopedStore",
     "StateCollected",
     "StorageError",
     "StoreAlreadyExists",

@@ -37,14 +37,15 @@ class PathAdmission:
         self._read_only_prefixes = read_only_prefixes
         self._location = location
 
-    def admit(self, path: str, access: Access) -> str:
+    def admit(self, path: str, access: Access, *, trusted: bool = False) -> str:
         """The canonical form of `path` if `access` to it is allowed; raises the typed error otherwise
-        (`InvalidPath`, `PathEscapesRoot`, `ReservedPath`, `ReadOnlyPath`)."""
+        (`InvalidPath`, `PathEscapesRoot`, `ReservedPath`, `ReadOnlyPath`). `trusted` lifts the read-only
+        prefixes (a trusted handle accepting a proposal into one, or a proposal staged for such a handle)."""
         if access is Access.LIST:
             return normalize_prefix(path)
         rel = normalize_path(path)
         if access in (Access.WRITE, Access.DELETE):
-            check_writable(rel, self._read_only_prefixes())
+            check_writable(rel, () if trusted else self._read_only_prefixes())
         if access is Access.WRITE:
             check_path_fits(rel, self._location())
         return rel

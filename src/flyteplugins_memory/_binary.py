@@ -17,6 +17,7 @@ from ._admission import Access, PathAdmission
 from ._codecs import MemoryMeta
 from ._errors import InvalidArgument
 from ._metadata import Scalar
+from ._record_codec import check_not_segment
 from ._session import Session
 from ._syncify import syncify
 from ._writes import ChangeOptions, binary_content
@@ -47,6 +48,7 @@ class BinaryAPI:
         ``keep_versions``, the same `expected_sha` check and `metadata` rules. ``bytearray`` and
         ``memoryview`` are copied at the call; anything else (a str included) raises `InvalidContent`."""
         rel = self._admission.admit(rel_path, Access.WRITE)
+        check_not_segment(rel)
         content = binary_content(data)
         options: ChangeOptions = self._change_options(actor, reason, expected_sha, metadata)
         return await self._session.write(self, rel, content, options)

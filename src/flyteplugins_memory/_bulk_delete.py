@@ -12,6 +12,7 @@ from . import _location
 from ._admission import Access, PathAdmission
 from ._arguments import check_flag
 from ._errors import InvalidPath
+from ._records import PendingRecords
 from ._session import Session
 from ._storage import RemoteStore
 from ._store_deletion import delete_stored
@@ -25,6 +26,7 @@ class BulkDeleteAPI:
     _session: Session
     _admission: PathAdmission
     _change_options: Any
+    _pending_records: PendingRecords
     messages: list[dict[str, Any]]
     audit: bool
 
@@ -34,9 +36,10 @@ class BulkDeleteAPI:
         ``notes/x/b.md``, not ``notes.md`` nor a file named ``notes``); returns their paths, sorted.
 
         Like `delete`, each file gets its audit event (and, with ``keep_versions``, a tombstone version),
-        and nothing is saved until `save`, which commits them all at once. All or none: ``""`` (the whole
-        store) raises `InvalidPath`, a reserved prefix `ReservedPath`, and a prefix that is or holds
-        read-only files `ReadOnlyPath`, before anything is deleted.
+        and nothing is saved until `save`, which commits them all at once; this handle's unsaved records
+        of logs under `prefix` (``store.records``) are dropped, as unsaved writes there are. All or none:
+        ``""`` (the whole store) raises `InvalidPath`, a reserved prefix `ReservedPath`, and a prefix that
+        is or holds read-only files `ReadOnlyPath`, before anything is deleted.
         """
         rel = self._admission.admit(prefix, Access.LIST)
         if not rel:
@@ -44,7 +47,9 @@ class BulkDeleteAPI:
         self._admission.admit(rel, Access.DELETE)
         options: ChangeOptions = self._change_options(actor, reason, None)
         admit = lambda path: self._admission.admit(path, Access.DELETE)  # noqa: E731
-        return await self._session.delete_under(self, rel, options, admit)
+        deleted = await self._session.delete_under(self, rel, options, admit)
+        self._pending_records.drop_under(rel)  # unsaved records under it: files it would write there
+        return deleted
 
     @syncify
     @classmethod

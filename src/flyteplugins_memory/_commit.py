@@ -26,7 +26,8 @@ from ._checkpoints import checkpoint_of
 from ._codecs import encode_audit_event, encode_messages, encode_meta, lines_holding
 from ._commit_info import About
 from ._contract import ObjectStorage
-from ._errors import StorageError, StoreAlreadyExists, StoreDeleted
+from ._errors import ReadOnlyPath, StorageError, StoreAlreadyExists, StoreDeleted
+from ._fold import Fold
 from ._gc import collect_quietly, configured_window
 from ._inplace import committed_changes, upload_in_place
 from ._journal import RECENT_COMMITS, Checkpoint, Head, encode
@@ -35,6 +36,7 @@ from ._merge import Changes, rebase
 from ._open import landed_state, latest_state, read_record, state_at
 from ._paths import MESSAGES_PATH
 from ._preserve import preserve_legacy
+from ._read_only import refuse_read_only
 from ._relocate import adopt, clean_after_move, persist_import
 from ._retention import STALE_BASE_AFTER
 from ._search_index import Updates
@@ -76,17 +78,26 @@ class SaveJob:
     reason: str | None = None
     #: new files this save created at their own paths (`_inplace`): they need no blob and no projection
     placed: set[str] = field(default_factory=set)
+    #: a trusted handle's decision on a proposal: the store's read-only prefixes do not bind its files
+    trusted: bool = False
+    #: what the commit info calls a commit that is not a create ("save", or "settings" for a change of
+    #: store-level settings such as the persisted read-only prefixes)
+    kind: str = "save"
+    #: the transcript change is a fold (`compact_transcript`): it merges with concurrent appends
+    fold: Fold | None = None
     #: docs a search of the handle found missing from the persisted search index, and the commit they
     #: were found at (`_search_store.extend` persists them when the save lands right on it)
     search_repairs: tuple[int, Updates] | None = None
 
     def about(self) -> About:
-        return About("create" if self.exclusive else "save", self.actor, self.reason)
+        return About("create" if self.exclusive else self.kind, self.actor, self.reason)
 
 
 async def run_save(remote: ObjectStorage, job: SaveJob) -> State:
     """Commit `job` and update upstream's view; returns the new committed state."""
     job.base.check_can_write("save", remote.uri)  # before anything is written
+    if not job.trusted:  # a handle that wrote before it loaded the setting
+        refuse_read_only(job.changes.files, job.base.ext)
     await job.base.files.need(job.changes.files)  # what the upload, the merge and the checks look at
     job.placed = await upload_in_place(
         remote, job.base, job.changes, job.contents, exclusive=job.exclusive, imported=job.imported
@@ -103,6 +114,9 @@ async def run_save(remote: ObjectStorage, job: SaveJob) -> State:
         committed, record_size = await _commit(remote, job, latest)
     except StoreDeleted:  # what this save uploaded must not outlive the store (`_store_deletion`)
         await remote.remove_all(sorted(job.placed | set(blobs)))
+        raise
+    except ReadOnlyPath:  # made read-only meanwhile: nothing may show up there (blobs are gc()'s)
+        await remote.remove_all(sorted(job.placed))
         raise
     job.changes = committed_changes(job.changes, job.placed)  # as landed: a later repair compares these
     # Committed: from here on nothing may fail the save (a save that raises must not be visible).
@@ -147,7 +161,7 @@ async def _commit(remote: ObjectStorage, job: SaveJob, latest: State) -> tuple[S
     docs = await updates_of(job.changes.files, job.contents)  # the search index's share of this save
     for attempt in range(MAX_ATTEMPTS):
         await latest.files.need(changes.files)
-        new = rebase(job.base, latest, changes, job.messages, job.commit_id, job.about())
+        new = rebase(job.base, latest, changes, job.messages, job.commit_id, job.about(), job.fold, trusted=job.trusted)
         await extend(remote, latest, new, docs, job.search_repairs)
         record = encode(new.record())
         job.attempted.append(new.seq)

@@ -3,8 +3,9 @@
 
 Each conversation is its own log, so many sessions share one store without sharing (or rewriting) its
 transcript, and concurrent appends to one session from several handles all survive. Messages follow the
-transcript's rules (`_transcript.check_message`: stored as upstream stores messages) and must also be
-strict JSON (no NaN), since a log holds JSON lines.
+transcript's rules (`_messages.admit`: stored as upstream stores messages; typed messages become their
+dicts; with ``validate_messages=True`` they must match the typed models) and must also be strict JSON
+(no NaN), since a log holds JSON lines.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from ._errors import InvalidArgument, InvalidMessage, InvalidPath, InvalidRecord
+from ._messages import MessageModel, admit_all
 from ._records import RecordLog
 from ._syncify import syncify
-from ._transcript import check_message
+from ._transcript import committed_form
 
 __all__ = ["SESSIONS_PREFIX", "Conversation", "conversation_log"]
 
@@ -35,9 +37,10 @@ class Conversation:
     (kept in the handle until ``store.save()``), `messages` reads them back, this handle's unsaved ones
     last. Not the store's own transcript (``store.messages``), which upstream readers see."""
 
-    def __init__(self, log: RecordLog, name: str):
+    def __init__(self, log: RecordLog, name: str, *, validate: bool = False):
         self._log = log
         self._name = name
+        self._validate = validate
 
     @property
     def name(self) -> str:
@@ -51,15 +54,16 @@ class Conversation:
     def __repr__(self) -> str:
         return f"Conversation({self._name!r})"
 
-    def append(self, message: dict[str, Any]) -> None:
-        """Append one message (a dict; `InvalidMessage` if it cannot be stored)."""
+    def append(self, message: dict[str, Any] | MessageModel) -> None:
+        """Append one message (a dict or a typed message; `InvalidMessage` if it cannot be stored, or, on a
+        store opened with ``validate_messages=True``, does not match the typed models)."""
         self.extend([message])
 
-    def extend(self, messages: Iterable[dict[str, Any]]) -> None:
+    def extend(self, messages: Iterable[dict[str, Any] | MessageModel]) -> None:
         """Append messages, all or none (`InvalidMessage` for the first that cannot be stored)."""
         if isinstance(messages, str | bytes | dict):
             raise InvalidArgument(f"extend takes an iterable of messages, got {type(messages).__name__}")
-        stored = [check_message(m) for m in messages]
+        stored = committed_form(admit_all(list(messages), validate=self._validate))
         try:
             self._log.extend(stored)
         except InvalidRecord as exc:

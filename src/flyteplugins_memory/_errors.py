@@ -11,8 +11,12 @@ work as well::
     │   └── PathEscapesRoot                         path leaves the store root (e.g. through a symlink)
     ├── AccessDenied (PermissionError)              upstream name; write refused by policy
     │   ├── ReservedPath                            messages.json, audit/, meta/, versions/
-    │   └── ReadOnlyPath                            under one of the store's read_only_prefixes
+    │   ├── ReadOnlyPath                            under one of the store's read_only_prefixes
+    │   └── NotTrusted                              needs a handle opened with trusted=True
     ├── ConcurrencyError                            upstream name; stale expected_sha or conflicting save
+    │   └── ProposalConflict                        a proposal decided concurrently (accept/discard lost)
+    ├── ProposalNotFound (KeyError)                 no proposal with that id
+    ├── InvalidTransition (ValueError)              a decision a proposal's status does not allow
     ├── InvalidMessage (ValueError)                 a message (or actor/reason) that cannot be stored
     ├── InvalidContent (ValueError)                 file content that is not a str of valid Unicode
     │   └── NotText (also CorruptStore)             read_text of binary content (not UTF-8): read_bytes
@@ -54,9 +58,13 @@ __all__ = [
     "InvalidMetadata",
     "InvalidPath",
     "InvalidRecord",
+    "InvalidTransition",
     "MemoryStoreError",
     "NotText",
+    "NotTrusted",
     "PathEscapesRoot",
+    "ProposalConflict",
+    "ProposalNotFound",
     "ReadOnlyPath",
     "ReservedPath",
     "StateCollected",
@@ -100,6 +108,11 @@ class ReadOnlyPath(AccessDenied):
     """A write targets one of the store's ``read_only_prefixes``."""
 
 
+class NotTrusted(AccessDenied):
+    """An operation only a handle opened with ``trusted=True`` may do (changing the store's persisted
+    read-only prefixes)."""
+
+
 class ConcurrencyError(MemoryStoreError, _upstream.ConcurrencyError):
     """A write's ``expected_sha`` does not match, or a save conflicts with a concurrent save.
 
@@ -116,6 +129,23 @@ class ConcurrencyError(MemoryStoreError, _upstream.ConcurrencyError):
         self.expected_sha = expected_sha
         self.actual_sha = actual_sha
         self.paths = paths or (path,)
+
+
+class ProposalConflict(ConcurrencyError):
+    """Another handle decided the same proposal (accepted or discarded it) after this one looked at it;
+    this decision committed nothing. ``path`` names the proposal (``/proposals/<id>``)."""
+
+
+class ProposalNotFound(MemoryStoreError, KeyError):
+    """No proposal with that id in the store (``accept``, ``discard``, ``proposal``)."""
+
+    def __str__(self) -> str:  # KeyError's would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class InvalidTransition(MemoryStoreError, ValueError):
+    """A decision the proposal's status does not allow: only draft -> accepted | discarded and
+    accepted -> discarded exist."""
 
 
 class InvalidMessage(MemoryStoreError, ValueError):

@@ -15,6 +15,7 @@ from ._arguments import check_optional_str
 from ._compat import ExistsAccessor
 from ._errors import InvalidArgument, StoreAlreadyExists, StoreNotFound
 from ._paths import MESSAGES_PATH
+from ._read_only_settings import creation_settings
 from ._relocate import journal_exists
 from ._storage import RemoteStore
 from ._store_deletion import is_deleted
@@ -27,6 +28,7 @@ class KeyedAPI:
     # what the constructors call on the class they build (MemoryStore's)
     __init__: Any
     _session: Any
+    read_only_prefixes: tuple[str, ...]
 
     @staticmethod
     async def _remote_store_exists(remote_path: str) -> bool:
@@ -132,7 +134,8 @@ class KeyedAPI:
         trusted: bool = False,
     ) -> Self:
         """Create a new store for `key`; of concurrent creates exactly one wins, the rest raise
-        `StoreAlreadyExists`."""
+        `StoreAlreadyExists`. `read_only_prefixes` are this handle's, and are persisted with the store
+        too, so that every handle enforces them (`set_read_only_prefixes` changes them later)."""
         remote_path = cls.remote_path_for_key(key=key, org=org, project=project, domain=domain)
         store = cls(
             key,
@@ -146,7 +149,7 @@ class KeyedAPI:
             trusted=trusted,
         )
         try:
-            await store._session.create(store)
+            await store._session.create(store, creation_settings(store.read_only_prefixes))
         except StoreAlreadyExists:
             raise StoreAlreadyExists(f"MemoryStore {key!r} already exists at {remote_path}") from None
         return store

@@ -40,7 +40,10 @@ def check_metadata(value: object, *, name: str = "metadata") -> dict[str, Scalar
     if len(value) > MAX_KEYS:
         raise InvalidMetadata(f"{name} has {len(value)} keys; at most {MAX_KEYS} are allowed")
     checked = {_check_key(key, name): _check_value(key, item, name) for key, item in value.items()}
-    size = len(encode(checked))
+    try:
+        size = len(encode(checked))
+    except ValueError as exc:  # an int with more digits than Python turns into text (sys.int_info)
+        raise InvalidMetadata(f"{name} cannot be stored as JSON: {exc}") from exc
     if size > MAX_ENCODED_BYTES:
         raise InvalidMetadata(f"{name} takes {size} bytes as JSON; at most {MAX_ENCODED_BYTES} are allowed")
     return checked
@@ -51,18 +54,22 @@ def _check_key(key: object, name: str) -> str:
         raise InvalidMetadata(f"{name} keys must be non-empty str of valid Unicode, got {key!r}")
     if len(key) > MAX_KEY_LENGTH:
         raise InvalidMetadata(f"{name} key {key[:40]!r}... is longer than {MAX_KEY_LENGTH} characters")
-    return key
+    return str.__str__(key)  # a str subclass (a StrEnum) as the str storage gives back
 
 
 def _check_value(key: str, value: object, name: str) -> Scalar:
+    """`value` as its exact builtin type: a subclass (a StrEnum, an IntEnum) reads back as the builtin from
+    storage, so the handle that wrote it must hold and match it as that builtin too."""
     if isinstance(value, str):
         if not is_unicode(value):
             raise InvalidMetadata(f"{name}[{key!r}] is not valid Unicode")
-        return value
+        return str.__str__(value)
     if isinstance(value, float) and not math.isfinite(value):
         raise InvalidMetadata(f"{name}[{key!r}] must be finite, got {value!r}")
-    if isinstance(value, bool | int | float):
+    if isinstance(value, bool):
         return value
+    if isinstance(value, int | float):
+        return int(value) if isinstance(value, int) else float(value)
     raise InvalidMetadata(f"{name}[{key!r}] must be a str, int, float or bool, got {type(value).__name__}")
 
 

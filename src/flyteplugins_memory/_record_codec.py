@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._errors import CorruptStore, InvalidRecord
+from ._errors import CorruptStore, InvalidPath, InvalidRecord
 from ._journal import FileEntry
 from ._transcript import json_depth, unique_keys
 
@@ -46,6 +46,15 @@ def is_segment(log: str, path: str) -> bool:
     return head == log and _SEGMENT.fullmatch(name) is not None
 
 
+def check_not_segment(rel: str) -> None:
+    """`InvalidPath` for a write (text, bytes or metadata) to a name only a log's save gives its segments:
+    a rewrite would move a segment's records to the end of its log (logs are ordered by the commit that
+    last wrote each segment), and a file named like one would be read as records of the log."""
+    head, _, name = rel.rpartition("/")
+    if head and _SEGMENT.fullmatch(name):
+        raise InvalidPath(f"{rel!r} is a segment of record log {head!r}: append with store.records({head!r})")
+
+
 def check_record(record: Any) -> str:
     """The JSON line `record` is stored as, or `InvalidRecord` if it has none (see the error)."""
     try:
@@ -56,7 +65,21 @@ def check_record(record: Any) -> str:
         raise InvalidRecord(f"A record must be a JSON value: {exc}") from exc
     if json_depth(decoded) > MAX_DEPTH:
         raise InvalidRecord(f"A record is nested deeper than {MAX_DEPTH} levels")
+    _check_keys(record)  # bounded: as deep as `decoded`
     return line
+
+
+def _check_keys(value: Any) -> None:
+    """`InvalidRecord` for a dict key that is not a str: JSON stores 1, 1.5, True or None as a string, so a
+    read would return another record than the one appended."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise InvalidRecord(f"A record's dict keys must be str (JSON would store {key!r} as a string)")
+            _check_keys(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _check_keys(item)
 
 
 def check_records(records: Iterable[Any]) -> list[str]:
@@ -73,7 +96,8 @@ def decode_segment(data: bytes, path: str, expected: int | None) -> list[Any]:
     """The records of segment `path` (fresh objects); `CorruptStore` if it is not JSON lines or holds
     another number of records than its entry says."""
     try:
-        records = [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]
+        # "\n" only: str.splitlines also splits at U+2028, U+2029 and U+0085, which JSON leaves unescaped
+        records = [json.loads(line) for line in data.decode("utf-8").split("\n") if line.strip()]
     except (ValueError, RecursionError) as exc:
         raise CorruptStore(f"Log segment {path!r} is not JSON lines: {exc}") from exc
     if expected is not None and len(records) != expected:

@@ -54,6 +54,12 @@ class PendingRecords:
     def of(self, log: str) -> list[str]:
         return list(self.lines.get(log, ()))
 
+    def drop_under(self, prefix: str) -> None:
+        """Forget the records of the logs at or under directory `prefix` (``delete_prefix`` deleted it:
+        a later save must not write them back)."""
+        for log in [n for n in self.lines if n == prefix or n.startswith(prefix + "/")]:
+            del self.lines[log]
+
 
 class LogOwner(Protocol):
     """The store facade, as a log sees it."""

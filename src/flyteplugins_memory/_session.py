@@ -18,7 +18,8 @@ import enum
 import logging
 import pathlib
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from ._codecs import MemoryMeta
@@ -32,6 +33,7 @@ from ._errors import (
     StoreFormatTooNew,
     StoreNotFound,
 )
+from ._fold import Fold
 from ._journal import same_write
 from ._limits import check_paths_fit, written_paths
 from ._merge import conflicts, merged_transcript
@@ -54,6 +56,8 @@ from ._view import View
 from ._writes import ChangeOptions
 
 Messages = list[dict[str, Any]]
+#: a write to stage: path, content, how it is recorded, extensions of its file entry (`View.write`)
+StagedFile = tuple[str, str | bytes, ChangeOptions, dict[str, Any] | None]
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
 
@@ -63,6 +67,15 @@ class TranscriptHolder(Protocol):
 
     messages: Messages
     audit: bool
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A change of store-level settings a commit carries: extensions to set, compared
+    and swapped against the base (`_merge.rebase`), and the audit events that record it."""
+
+    ext: dict[str, Any]
+    audit: list[dict[str, Any]] = field(default_factory=list)
 
 
 class Lifecycle(enum.Enum):
@@ -129,14 +142,25 @@ class Session:
             self.lifecycle = Lifecycle.OPENED
             return True
 
-    async def create(self, holder: TranscriptHolder) -> None:
-        """Create the store: the first commit, exclusive (`StoreAlreadyExists` if another got there)."""
+    async def create(self, holder: TranscriptHolder, settings: Settings | None = None) -> None:
+        """Create the store: the first commit, exclusive (`StoreAlreadyExists` if another got there),
+        holding `settings` (store-level extensions and the audit events of setting them)."""
         async with self.lock:
             if await self.remote().exists(MESSAGES_PATH):  # also refuses stores that upstream created
                 raise StoreAlreadyExists(f"MemoryStore already exists at {self.remote().uri}")
             self.loaded = True
-            await self._commit(holder, exclusive=True)
+            await self._commit(holder, exclusive=True, settings=settings)
             self.lifecycle = Lifecycle.CREATED
+
+    async def change_settings(
+        self, holder: TranscriptHolder, plan: Callable[[State], Settings], *, actor: str | None, reason: str | None
+    ) -> None:
+        """Commit a change of store-level settings now, planned from the base it commits on (with the
+        handle's unsaved changes, in one commit); `ConcurrencyError` if another commit changed them since."""
+        async with self.lock:
+            await self._ensure_loaded(holder)
+            await self._settle(holder)
+            await self._commit(holder, actor=actor, reason=reason, settings=plan(self.view.base))
 
     # -- where the store lives --------------------------------------------------------------------------
 
@@ -267,22 +291,93 @@ class Session:
         async with self.lock:
             await self._ensure_loaded(holder)
             await self._settle(holder)
-            view, base = self.view, self.view.base
-            latest = await latest_state(self.remote(), base) or base
-            await base.files.need(view.changes.files)
-            await latest.files.need(view.changes.files)
-            messages = committed_form(holder.messages)
-            gone: set[str] = set()
-            while found := set(conflicts(base, latest, view.changes, messages)) - gone:
-                gone |= found  # dropping `x` can leave our `x/y` clashing with their file `x`: go again
-                view.drop(sorted(found))
-            dropped = sorted(gone)
-            await view.forget_local([p for p in dropped if p != MESSAGES_PATH])
-            transcript = merged_transcript(base.messages, latest.messages, messages)
-            holder.messages[:] = fresh_copy(latest.messages if transcript is None else transcript)
-            view.base, self._saved_transcript = latest, fingerprints(latest.messages)
-            await view.forget_stale(latest)
-            return dropped
+            return await self._refresh(holder)
+
+    async def decide(
+        self,
+        holder: TranscriptHolder,
+        change: Callable[[View], Awaitable[T]],
+        *,
+        actor: str,
+        reason: str,
+        trusted: bool = False,
+    ) -> T:
+        """Commit the handle's unsaved changes, move to the newest commit, then make `change` on the clean
+        working copy and commit it on its own (a decision: `_staged`). If that commit fails, its changes
+        are forgotten, so a decision that lost a race leaves nothing behind in the handle."""
+        async with self.lock:
+            await self._ensure_loaded(holder)
+            await self._settle(holder)
+            if self.has_unsaved_changes(holder) or self.view.base.needs_save:
+                check_paths_fit(written_paths(self.view.changes.files), self.remote().uri)
+                await self._commit(holder)  # a plain save: its actor and reason come from its writes
+            await self._refresh(holder)
+            result = await change(self.view)
+            try:
+                await self._commit(holder, actor=actor, reason=reason, trusted=trusted)
+            except BaseException:
+                await self.view.forget_unsaved()
+                raise
+            return result
+
+    async def _refresh(self, holder: TranscriptHolder) -> list[str]:
+        """The body of `refresh` (callers hold the lock)."""
+        view, base = self.view, self.view.base
+        latest = await latest_state(self.remote(), base) or base
+        await base.files.need(view.changes.files)
+        await latest.files.need(view.changes.files)
+        messages = committed_form(holder.messages)
+        gone: set[str] = set()
+        while found := set(conflicts(base, latest, view.changes, messages)) - gone:
+            gone |= found  # dropping `x` can leave our `x/y` clashing with their file `x`: go again
+            view.drop(sorted(found))
+        dropped = sorted(gone)
+        await view.forget_local([p for p in dropped if p != MESSAGES_PATH and not p.startswith("/")])
+        transcript = merged_transcript(base.messages, latest.messages, messages)
+        holder.messages[:] = fresh_copy(latest.messages if transcript is None else transcript)
+        view.base, self._saved_transcript = latest, fingerprints(latest.messages)
+        await view.forget_stale(latest)
+        return dropped
+
+    async def save_fold(
+        self,
+        holder: TranscriptHolder,
+        fold: Fold,
+        archive: StagedFile,
+        event: dict[str, Any],
+        *,
+        actor: str | None = None,
+        reason: str | None = None,
+    ) -> None:
+        """Commit `fold` of the transcript with `archive` (a file holding what it folds), `event` (its
+        audit event) and the handle's other unsaved changes, as one commit that merges with concurrent
+        appends. `ConcurrencyError` if the folded messages are gone (from the handle's transcript or, at
+        commit, from the newest one); then the handle is left as it was."""
+        async with self.lock:
+            await self._ensure_loaded(holder)
+            await self._settle(holder)
+            base = self.view.base.messages
+            if not fold.applies_to(base) or fingerprints(holder.messages[: len(base)]) != fingerprints(base):
+                raise ConcurrencyError(MESSAGES_PATH, "", "", paths=(MESSAGES_PATH,))
+            before = list(holder.messages)
+            await self.view.write(*archive)
+            holder.messages[:] = fold.apply(holder.messages)
+            try:
+                await self._commit(holder, actor=actor, reason=reason, fold=fold, event=event)
+            except (ConcurrencyError, StoreFormatTooNew, StoreDeleted, InvalidMessage):
+                holder.messages[: 1 + len(before) - fold.count] = before  # appends made meanwhile stay after
+                self.view.drop([archive[0]])
+                await self.view.forget_local([archive[0]])
+                await self._remove_stray(archive[0])
+                raise
+
+    async def _remove_stray(self, path: str) -> None:
+        """Remove a file a failed save created at its own path before its commit point (`_inplace`), so
+        upstream does not list it; only for a path no other writer can choose (a log segment's)."""
+        try:
+            await self.remote().remove_many([path])
+        except StorageError as exc:
+            logger.warning("Could not remove %s, left by a save that did not commit: %s", path, exc)
 
     async def compact(self) -> None:
         """Fold the newest commit into a checkpoint."""
@@ -324,14 +419,26 @@ class Session:
             self._saved_transcript = fingerprints(state.messages)
 
     async def _commit(
-        self, holder: TranscriptHolder, *, exclusive: bool = False, actor: str | None = None, reason: str | None = None
+        self,
+        holder: TranscriptHolder,
+        *,
+        exclusive: bool = False,
+        actor: str | None = None,
+        reason: str | None = None,
+        settings: Settings | None = None,
+        trusted: bool = False,
+        fold: Fold | None = None,
+        event: dict[str, Any] | None = None,
     ) -> None:
         view = self.view
         await self._repair_projections()
         messages = committed_form(holder.messages)  # an unencodable message raises before any I/O
         changes = view.changes.copy()
+        if settings is not None:
+            changes.ext.update(settings.ext)
+            changes.audit.extend(settings.audit)  # always: audit=False is about file writes
         if holder.audit and is_rewrite(fingerprints(view.base.messages), fingerprints(messages)):
-            changes.audit.append(rewrite_event(view.base.messages, messages))
+            changes.audit.append(event or rewrite_event(view.base.messages, messages))
         job = SaveJob(
             view.base,
             changes,
@@ -344,6 +451,9 @@ class Session:
             actor=actor,
             reason=reason,
             search_repairs=self.search.repairs_for(view.base),
+            kind="save" if settings is None else "settings",
+            trusted=trusted,
+            fold=fold,
         )
         try:
             committed = await run_save(self.remote(), job)

@@ -33,6 +33,7 @@ from ._bulk_delete import BulkDeleteAPI
 from ._codecs import MemoryMeta, encode_messages
 from ._commit_info import check_note
 from ._commit_log import Commit, read_log
+from ._compaction import CompactionAPI
 from ._compat import unavailable, upstream_awaitable
 from ._conversations import Conversation, conversation_log
 from ._keyed import KeyedAPI
@@ -41,11 +42,15 @@ from ._messages import MessageModel, admit, admit_all
 from ._metadata import Scalar, check_metadata
 from ._mirror import remove_when_idle, write_text_file
 from ._paths import MESSAGES_PATH, validate_segment
+from ._read_only_settings import ReadOnlySettingsAPI
 from ._reading import ReadAPI
+from ._record_codec import check_not_segment
 from ._records import PendingRecords, RecordLog, save_pending
 from ._report import ReportAPI
 from ._search import SearchAPI
+from ._scopes import ScopedStore
 from ._session import Session
+from ._staged import StagedAPI
 from ._syncify import syncify
 from ._transcript import check_messages
 from ._transcript_reads import TranscriptReadAPI
@@ -58,10 +63,13 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
     KeyedAPI,
     ReadAPI,
     TranscriptReadAPI,
+    CompactionAPI,
     BinaryAPI,
     BulkDeleteAPI,
+    StagedAPI,
     MaintenanceAPI,
     ReportAPI,
+    ReadOnlySettingsAPI,
     SearchAPI,
     UpstreamMemoryStore,
 ):
@@ -77,7 +85,9 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
             An existing directory's files become unsaved changes, and its ``messages.json`` is loaded
             unless `messages` is given.
         remote_path: Where the store lives; resolved from `key` and the Flyte context when omitted.
-        read_only_prefixes: Path prefixes that writes and deletes may not target.
+        read_only_prefixes: Path prefixes that writes and deletes through this handle may not target
+            (upstream's per-handle setting). The store's persisted ones (`persisted_read_only_prefixes`,
+            set by `create` and `set_read_only_prefixes`) apply to every handle as well.
         audit: Record every write and delete in the audit trail.
         keep_versions: Snapshot every write (and a tombstone for every delete) under ``versions/``.
         validate_messages: Check every message `append`/`extend` (and `messages`) take against the typed
@@ -121,7 +131,7 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
         resolve = lambda: self.remote_path_for_key(key=self.key)  # noqa: E731
         self._session = Session(self._root_path, private=root is None, remote_path=remote_path, resolve=resolve)
         #: the one gate every caller path passes (a scope swaps it)
-        self._admission = PathAdmission(lambda: tuple(self.read_only_prefixes), lambda: self.remote_path)
+        self._admission = PathAdmission(self._enforced_read_only_prefixes, lambda: self.remote_path)
         #: records appended to logs (`records`, `session`) and not saved yet
         self._pending_records = PendingRecords()
         if root is not None:
@@ -272,7 +282,13 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
     def session(self, name: str) -> Conversation:
         """The conversation of session `name` (one path segment): a transcript-like view (`messages`,
         `append`, `extend`) over the record log ``sessions/<name>``. See `Conversation`."""
-        return Conversation(self.records(conversation_log(name)), name)
+        return Conversation(self.records(conversation_log(name)), name, validate=self.validate_messages)
+
+    def scope(self, prefix: str) -> ScopedStore:
+        """A view of this handle confined to `prefix` (``"users/alice"``): paths relative to it, every
+        read, write, list, delete, version, log, record-log and audit call limited to it, escapes refused
+        (`PathEscapesRoot`). Its writes are this handle's unsaved changes. See `ScopedStore`."""
+        return ScopedStore(self, prefix)
 
     # -- writes ---------------------------------------------------------------------------------------
 
@@ -295,6 +311,7 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
         metadata: a write without it leaves the file with none. It lives in the journal, not the sidecar.
         """
         rel = self._admission.admit(rel_path, Access.WRITE)
+        check_not_segment(rel)
         text = text_content(content)  # bytes go through write_bytes
         options = self._change_options(actor, reason, expected_sha, metadata)
         return await self._session.write(self, rel, text, options)
@@ -330,6 +347,7 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
         """Replace the metadata of the file at `rel_path`, keeping its content (an audited write of the
         same bytes: fetched first if the handle does not hold them). None if there is no such file."""
         rel = self._admission.admit(rel_path, Access.WRITE)
+        check_not_segment(rel)
         options = self._change_options(actor, reason, expected_sha, metadata)
         return await _metadata_update.set_metadata(self, self._session, rel, options)
 

@@ -27,16 +27,15 @@ from ._contract import ObjectStorage
 from ._errors import ReadOnlyPath, StorageError, StoreDeleted, StoreNotFound
 from ._gc import clock
 from ._layout import HEAD_NAME, JOURNAL_DIR, log_name
-from ._markers import CONFIG_NAME, Deleted, encode_marker, parse_config, parse_deleted
+from ._markers import Deleted, encode_marker, parse_deleted
 from ._open import log_seqs, open_state
+from ._read_only import persisted, under_read_only
 from ._relocate import old_view
 from ._retention import SLOT_GRACE
 from ._state import State
 
 #: Claims of the deletion slot before giving up under extreme contention.
 MAX_CLAIMS = 50
-#: Where read-only prefixes are persisted (the store's settings, or its state's extensions).
-READ_ONLY_SETTING = "read_only_prefixes"
 
 
 async def delete_stored(remote: ObjectStorage, *, trusted: bool, actor: str, reason: str) -> bool:
@@ -77,32 +76,20 @@ async def _claim(remote: ObjectStorage, state: State, *, trusted: bool, actor: s
 
 
 async def _checked_files(remote: ObjectStorage, state: State, trusted: bool) -> int:
-    """How many files `state` holds; `ReadOnlyPath` if some lie under a persisted read-only prefix and
-    the caller is not trusted."""
+    """How many files `state` holds; `ReadOnlyPath` if some lie under a read-only prefix persisted with
+    the store (`_read_only`) and the caller is not trusted."""
     await state.files.need_under("")
     paths = state.files.under("")
     if trusted:
         return len(paths)
-    prefixes = await persisted_read_only(remote, state)
-    held = sorted(p for p in paths if any(p.startswith(prefix) for prefix in prefixes))
+    prefixes = persisted(state.ext)
+    held = under_read_only(paths, prefixes)
     if held:
         raise ReadOnlyPath(
             f"{remote.uri} holds read-only content ({held[0]!r} under {len(prefixes)} read-only prefixes); "
             "delete it with trusted=True"
         )
     return len(paths)
-
-
-async def persisted_read_only(remote: ObjectStorage, state: State) -> list[str]:
-    """The read-only prefixes every handle of the store is to enforce, read leniently from where they
-    are persisted: the store's settings (``config.json``) or its state's extensions (``ext``)."""
-    config = parse_config(await remote.read(CONFIG_NAME))
-    found = [*_strings((config.model_extra or {}).get(READ_ONLY_SETTING)), *_strings(state.ext.get(READ_ONLY_SETTING))]
-    return sorted(set(found))
-
-
-def _strings(value: object) -> list[str]:
-    return [v for v in value if isinstance(v, str) and v] if isinstance(value, list | tuple) else []
 
 
 async def _sweep(remote: ObjectStorage, record: bytes, *, keep: Iterable[str]) -> None:

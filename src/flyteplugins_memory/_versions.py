@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 
 from ._contract import ObjectStorage
-from ._errors import InvalidPath, NotText, VersionNotFound
+from ._errors import InvalidPath, NotText, UnsafeStoreContent, VersionNotFound
 from ._inventory import take_inventory
 from ._layout import Kind, classify, versions_dir_name
 
@@ -47,7 +47,7 @@ async def read_version_bytes(remote: ObjectStorage | None, pending: Mapping[str,
     """Bytes of the snapshot `name`, exactly as written (a snapshot of binary content holds its bytes
     under upstream's ``<ts>_<sha>.txt`` name); raises `InvalidPath` for other names and `VersionNotFound`
     if absent."""
-    if not isinstance(name, str) or classify(name).kind is not Kind.VERSION:
+    if not _names_a_version(name):
         raise InvalidPath(f"{name!r} does not name a version snapshot")
     data = pending.get(name)
     if data is None and remote is not None:
@@ -55,3 +55,12 @@ async def read_version_bytes(remote: ObjectStorage | None, pending: Mapping[str,
     if data is None:
         raise VersionNotFound(f"No version snapshot {name!r}")
     return data
+
+
+def _names_a_version(name: object) -> bool:
+    """Whether the caller's `name` is a snapshot's name (an unsafe one is bad input here, not a corrupt
+    store, which is what `classify` says of names it finds in storage)."""
+    try:
+        return isinstance(name, str) and classify(name).kind is Kind.VERSION
+    except UnsafeStoreContent:
+        return False

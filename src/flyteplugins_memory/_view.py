@@ -25,7 +25,7 @@ from ._index import PartNotLoaded, inside, range_under
 from ._journal import EMPTY_CHECKPOINT, FileEntry
 from ._layout import classify
 from ._legacy import scan_local
-from ._merge import Changes
+from ._merge import Changes, entry_name
 from ._mirror import RootWriter, cache_committed, forget, record_change
 from ._paths import parent_dirs
 from ._state import State
@@ -234,7 +234,18 @@ class View:
             self.cached.pop(path, None)
         self.versions = {n: d for n, d in self.versions.items() if classify(n).path not in dropped}
         self.changes.audit = [e for e in self.changes.audit if e.get("path") not in dropped]
+        self.changes.entries = {k: v for k, v in self.changes.entries.items() if entry_name(*k) not in dropped}
         self._retrack()
+
+    async def forget_unsaved(self) -> None:
+        """Forget every unsaved change (a decision whose commit failed: `Session.decide`); the working
+        root's copies of the paths it changed go too (fetched again, as committed, when read)."""
+        paths = list(self.changes.files)
+        self.changes, self.unsaved, self.versions = Changes(), {}, {}
+        for path in paths:
+            self.cached.pop(path, None)
+        self._retrack()
+        await self.forget_local(paths)
 
     async def forget_local(self, paths: list[str]) -> None:
         """Remove the working root's copies of `paths` (fetched again, as committed, when read)."""
@@ -321,6 +332,7 @@ class View:
                 self.changes.files[path] = None
         committed_events = {id(event) for event in saved.audit}
         self.changes.audit = [e for e in self.changes.audit if id(e) not in committed_events]
+        self.changes.entries = {k: v for k, v in self.changes.entries.items() if saved.entries.get(k) is not v}
         self.versions = {n: d for n, d in self.versions.items() if n not in versions}
         self.base, self.imported = landed, False
         self._retrack()

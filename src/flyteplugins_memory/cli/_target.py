@@ -34,13 +34,15 @@ class Target:
         org, project, domain = _config_namespace()
         return Target(self.key, self.org or org, self.project or project, self.domain or domain, self.root, self.uri)
 
-    def open(self) -> MemoryStore:
+    def open(self, *, trusted: bool = False) -> MemoryStore:
         """The named store at its newest commit (`StoreNotFound` if there is none; never created)."""
         self._check_store_naming()
         if self.uri is not None:
-            return MemoryStore.open(remote_path=self.uri.rstrip("/"))
+            return MemoryStore.open(remote_path=self.uri.rstrip("/"), trusted=trusted)
         full = self.with_config()
-        return MemoryStore.open(key=self.key, org=full.org, project=full.project, domain=full.domain, root=self.root)
+        return MemoryStore.open(
+            key=self.key, org=full.org, project=full.project, domain=full.domain, root=self.root, trusted=trusted
+        )
 
     def _check_store_naming(self) -> None:
         if self.uri is None and self.key is None:
@@ -49,11 +51,11 @@ class Target:
             raise click.UsageError("--uri names the store by itself: drop --key/--org/--project/--domain/--root")
 
 
-def open_store(target: Target) -> MemoryStore:
-    """Open the named store at its newest commit; `StoreNotFound` ("no memory store at ...") if it does not
-    exist. Never creates one."""
+def open_store(target: Target, *, trusted: bool = False) -> MemoryStore:
+    """Open the named store at its newest commit (a `trusted` handle if asked); `StoreNotFound` ("no memory
+    store at ...") if it does not exist. Never creates one."""
     try:
-        return target.open()
+        return target.open(trusted=trusted)
     except StoreNotFound as exc:
         raise StoreNotFound(f"no memory store at {str(exc).removeprefix('No MemoryStore at ')}") from None
 

@@ -1,0 +1,290 @@
+"""`ScopedStore`: a view of one handle confined to a prefix (``store.scope("users/alice")``).
+
+Paths given to a scope are relative to its prefix and results come back relative to it. Each call
+passes the scope's own gate first (`_scope_paths`: stricter than a store's rules; plus, in the local
+working copy, no symlink that leads out of the prefix), then the store's (`_admission`: reserved and
+read-only prefixes), and is then the store's own call on the full path: a scope is no second working
+copy. Its writes are unsaved changes of the handle; ``scope.save()`` saves the handle, everything it
+holds. The transcript (``messages``, ``append``) is not a file and is not offered: a scope's
+conversations are ``scope.session(name)``, record logs under its prefix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from flyte.io import Dir
+
+from ._arguments import check_int
+from ._codecs import MemoryMeta
+from ._commit_log import Commit
+from ._conversations import Conversation, conversation_log
+from ._errors import PathEscapesRoot, UnsafeStoreContent, VersionNotFound
+from ._layout import Kind, classify
+from ._metadata import Scalar
+from ._purge import PurgeResult
+from ._records import RecordLog
+from ._scope_history import newest_matching, scoped_commit, scoped_event
+from ._scope_paths import is_inside, joined, relative, scope_dir, scope_path, scope_prefix
+from ._syncify import syncify
+
+if TYPE_CHECKING:
+    from ._store import MemoryStore
+
+__all__ = ["ScopedStore"]
+
+
+class ScopedStore:
+    """A store handle confined to `prefix`: reads, writes, lists, deletes, metadata, bytes, versions,
+    history, record logs and the audit trail of the files under it, and nothing else.
+
+    Obtain one with ``store.scope(prefix)``; ``scope.scope(sub)`` nests. Every I/O method runs as
+    ``scope.f(...)`` or ``await scope.f.aio(...)``. Escapes raise `PathEscapesRoot` (``..``, absolute
+    paths, backslashes, lookalike or percent-encoded dots and separators, symlinks out of the prefix) or
+    `InvalidPath`; see `_scope_paths` for the exact rules.
+    """
+
+    def __init__(self, store: MemoryStore, prefix: str):
+        self._store = store
+        self._prefix = scope_prefix(prefix)
+
+    @property
+    def prefix(self) -> str:
+        """The store path this scope is confined to."""
+        return self._prefix
+
+    @property
+    def store(self) -> MemoryStore:
+        """The handle this scope is a view of (its working copy holds the scope's changes)."""
+        return self._store
+
+    def __repr__(self) -> str:
+        return f"ScopedStore(key={self._store.key!r}, prefix={self._prefix!r})"
+
+    def scope(self, prefix: str) -> ScopedStore:
+        """A scope confined to `prefix` under this one."""
+        return ScopedStore(self._store, joined(self._prefix, scope_path(prefix)))
+
+    # -- the gate -------------------------------------------------------------------------------------
+
+    async def _full(self, path: object, *, directory: bool = False) -> str:
+        """The store path of scope path `path`, after the scope's rules and the symlink check."""
+        rel = scope_dir(path) if directory else scope_path(path)
+        full = joined(self._prefix, rel)
+        await asyncio.to_thread(self._refuse_symlink_escape, full)
+        return full
+
+    def _refuse_symlink_escape(self, full: str) -> None:
+        """In the local working copy, `full` must resolve inside the prefix (a symlink there that points
+        to another scope, or out of the root, is an escape). Blocking: run in a thread."""
+        workdir = self._store._session.view.workdir
+        resolved = workdir.resolve(full)  # PathEscapesRoot if it leaves the root
+        if not resolved.is_relative_to(workdir.resolve("") / self._prefix):
+            raise PathEscapesRoot(f"{relative(self._prefix, full) or '.'!r} leads out of scope {self._prefix!r}")
+
+    def _meta(self, meta: MemoryMeta | None) -> Any:
+        return None if meta is None else dataclasses.replace(meta, path=relative(self._prefix, meta.path))
+
+    # -- reads ----------------------------------------------------------------------------------------
+
+    @syncify
+    async def read_text(self, rel_path: str, default: str = "") -> str:
+        """`MemoryStore.read_text` of the file at `rel_path` in this scope."""
+        return await self._store.read_text.aio(await self._full(rel_path), default)
+
+    @syncify
+    async def read_json(self, rel_path: str, default: Any = None) -> Any:
+        """`MemoryStore.read_json` of the file at `rel_path` in this scope."""
+        return await self._store.read_json.aio(await self._full(rel_path), default)
+
+    @syncify
+    async def read_bytes(self, rel_path: str, default: bytes | None = None) -> bytes | None:
+        """`MemoryStore.read_bytes` of the file at `rel_path` in this scope."""
+        return await self._store.read_bytes.aio(await self._full(rel_path), default)
+
+    @syncify
+    async def list_paths(self, prefix: str = "", *, where: Mapping[str, Scalar] | None = None) -> list[str]:
+        """Sorted paths (relative to the scope) of its files under directory `prefix`; `where` as in
+        `MemoryStore.list_paths`."""
+        full = await self._full(prefix, directory=True)
+        return [relative(self._prefix, p) for p in await self._store.list_paths.aio(full, where=where)]
+
+    @syncify
+    async def exists(self, rel_path: str) -> bool:
+        """Whether `rel_path` is a file of the scope, or a directory holding one."""
+        return await self._store._path_exists.aio(await self._full(rel_path))
+
+    @syncify
+    async def get_meta(self, rel_path: str) -> MemoryMeta | None:
+        """The metadata of `rel_path` (its ``path`` relative to the scope), or None."""
+        return self._meta(await self._store.get_meta.aio(await self._full(rel_path)))
+
+    @syncify
+    async def current_sha(self, rel_path: str) -> str:
+        """The sha256 of `rel_path`'s content, or ``""`` if there is no such file."""
+        return await self._store.current_sha.aio(await self._full(rel_path))
+
+    @syncify
+    async def prefetch(self, prefix: str = "") -> int:
+        """Materialize the scope's files under `prefix` in the handle's working root; how many were fetched."""
+        return await self._store.prefetch.aio(await self._full(prefix, directory=True))
+
+    # -- writes and deletes (unsaved changes of the handle) --------------------------------------------
+
+    @syncify
+    async def write_text(
+        self,
+        rel_path: str,
+        content: str,
+        *,
+        actor: str = "agent",
+        reason: str = "",
+        expected_sha: str | None = None,
+        metadata: Mapping[str, Scalar] | None = None,
+    ) -> MemoryMeta:
+        """`MemoryStore.write_text` at `rel_path` in this scope."""
+        full = await self._full(rel_path)
+        options = {"actor": actor, "reason": reason, "expected_sha": expected_sha, "metadata": metadata}
+        return self._meta(await self._store.write_text.aio(full, content, **options))
+
+    @syncify
+    async def write_json(
+        self,
+        rel_path: str,
+        obj: Any,
+        *,
+        actor: str = "agent",
+        reason: str = "",
+        expected_sha: str | None = None,
+        metadata: Mapping[str, Scalar] | None = None,
+    ) -> MemoryMeta:
+        """`MemoryStore.write_json` at `rel_path` in this scope."""
+        full = await self._full(rel_path)
+        options = {"actor": actor, "reason": reason, "expected_sha": expected_sha, "metadata": metadata}
+        return self._meta(await self._store.write_json.aio(full, obj, **options))
+
+    @syncify
+    async def write_bytes(
+        self,
+        rel_path: str,
+        data: bytes,
+        *,
+        actor: str = "agent",
+        reason: str = "",
+        expected_sha: str | None = None,
+        metadata: Mapping[str, Scalar] | None = None,
+    ) -> MemoryMeta:
+        """`MemoryStore.write_bytes` at `rel_path` in this scope."""
+        full = await self._full(rel_path)
+        options = {"actor": actor, "reason": reason, "expected_sha": expected_sha, "metadata": metadata}
+        return self._meta(await self._store.write_bytes.aio(full, data, **options))
+
+    @syncify
+    async def set_metadata(
+        self,
+        rel_path: str,
+        metadata: Mapping[str, Scalar] | None,
+        *,
+        actor: str = "agent",
+        reason: str = "",
+        expected_sha: str | None = None,
+    ) -> MemoryMeta | None:
+        """`MemoryStore.set_metadata` of the file at `rel_path` in this scope."""
+        full = await self._full(rel_path)
+        options = {"actor": actor, "reason": reason, "expected_sha": expected_sha}
+        return self._meta(await self._store.set_metadata.aio(full, metadata, **options))
+
+    @syncify
+    async def delete(
+        self, rel_path: str, *, actor: str = "agent", reason: str = "", expected_sha: str | None = None
+    ) -> bool:
+        """`MemoryStore.delete` of the file at `rel_path` in this scope."""
+        full = await self._full(rel_path)
+        return await self._store.delete.aio(full, actor=actor, reason=reason, expected_sha=expected_sha)
+
+    @syncify
+    async def delete_prefix(self, prefix: str, *, actor: str = "agent", reason: str = "") -> list[str]:
+        """`MemoryStore.delete_prefix` of directory `prefix` in this scope (``""``: every file of the
+        scope); returns the deleted paths, relative to the scope."""
+        full = await self._full(prefix, directory=True)
+        deleted = await self._store.delete_prefix.aio(full, actor=actor, reason=reason)
+        return [relative(self._prefix, p) for p in deleted]
+
+    @syncify
+    async def purge(self, rel_path: str, *, actor: str = "agent", reason: str = "") -> PurgeResult:
+        """`MemoryStore.purge` of `rel_path` in this scope (removes every stored copy now)."""
+        return await self._store.purge.aio(await self._full(rel_path), actor=actor, reason=reason)
+
+    @syncify
+    async def save(self, *, actor: str | None = None, reason: str | None = None) -> Dir:
+        """Save the handle: every unsaved change it holds, this scope's and any other (one working copy)."""
+        return await self._store.save.aio(actor=actor, reason=reason)
+
+    def has_unsaved_changes(self) -> bool:
+        """Whether the handle (not only this scope) holds unsaved changes."""
+        return self._store.has_unsaved_changes()
+
+    # -- versions, history, audit -------------------------------------------------------------------------
+
+    @syncify
+    async def list_versions(self, rel_path: str) -> list[str]:
+        """Names of the version snapshots of `rel_path`, oldest first (store-level names: pass them to
+        `read_version`)."""
+        return await self._store.list_versions.aio(await self._full(rel_path))
+
+    def _own_version(self, version_file: str) -> str:
+        try:
+            named = classify(version_file)
+        except UnsafeStoreContent as exc:  # an unsafe name is no version of this scope
+            raise VersionNotFound(f"No version {version_file!r} in scope {self._prefix!r}") from exc
+        if named.kind is not Kind.VERSION or not is_inside(self._prefix, named.path):
+            raise VersionNotFound(f"No version {version_file!r} in scope {self._prefix!r}")
+        return version_file
+
+    @syncify
+    async def read_version(self, version_file: str) -> str:
+        """Text of a version snapshot of a file of this scope (`VersionNotFound` for any other)."""
+        return await self._store.read_version.aio(self._own_version(version_file))
+
+    @syncify
+    async def read_version_bytes(self, version_file: str) -> bytes:
+        """Bytes of a version snapshot of a file of this scope (`VersionNotFound` for any other)."""
+        return await self._store.read_version_bytes.aio(self._own_version(version_file))
+
+    @syncify
+    async def log(self, limit: int = 20, path: str | None = None) -> list[Commit]:
+        """The newest `limit` commits that wrote or deleted files of this scope (with `path`, that file),
+        newest first; their paths relative to the scope, other paths and the transcript left out."""
+        check_int("limit", limit)
+        full = None if path is None else await self._full(path)
+        read = lambda k: self._store.log.aio(k, full)  # noqa: E731
+        return await newest_matching(read, lambda c: scoped_commit(self._prefix, c), limit, oldest_first=False)
+
+    @syncify
+    async def audit_tail(self, n: int = 20) -> list[dict[str, Any]]:
+        """The last `n` audit events about files of this scope (all if ``n <= 0``), oldest first, their
+        ``path`` relative to the scope."""
+        check_int("n", n, minimum=None)
+        keep = lambda e: scoped_event(self._prefix, e)  # noqa: E731
+        if n <= 0:
+            return [e for e in map(keep, await self._store.audit_tail.aio(0)) if e is not None]
+        return await newest_matching(self._store.audit_tail.aio, keep, n, oldest_first=True)
+
+    # -- record logs and conversations ----------------------------------------------------------------
+
+    def records(self, name: str) -> RecordLog:
+        """The record log at scope path `name` (`MemoryStore.records`; its ``name`` is the store path)."""
+        full = joined(self._prefix, scope_path(name))
+        self._refuse_symlink_escape(full)  # a few lstat calls: cheap enough to block for
+        return self._store.records(full)
+
+    def session(self, name: str) -> Conversation:
+        """The conversation of session `name` within this scope (the log ``<prefix>/sessions/<name>``)."""
+        return Conversation(self.records(conversation_log(name)), name)
+
+    # -- search: issue 11 item 1 adds ``search(query, prefix="", limit=10, where=None, ...)`` here, as
+    # ``self._store.search.aio(query, prefix=await self._full(prefix, directory=True), ...)`` with each
+    # hit's path made relative (`relative`); a scope has no other way to search.
