@@ -63,8 +63,8 @@ from ._proposals import Proposal, ProposalStatus
 from ._purge import PurgeResult
 from ._records import RecordLog
 from ._retry import RetryPolicy, get_retry_policy, set_retry_policy
-from ._search import SearchHit
 from ._scopes import ScopedStore
+from ._search import SearchHit
 from ._store import MemoryStore
 from ._version import READER_REVISION
 
@@ -111,8 +111,8 @@ __all__ = [
     "RecordLog",
     "ReservedPath",
     "RetryPolicy",
-    "SearchHit",
     "ScopedStore",
+    "SearchHit",
     "StateCollected",
     "StorageError",
     "StoreAlreadyExists",

@@ -47,8 +47,8 @@ from ._reading import ReadAPI
 from ._record_codec import check_not_segment
 from ._records import PendingRecords, RecordLog, save_pending
 from ._report import ReportAPI
-from ._search import SearchAPI
 from ._scopes import ScopedStore
+from ._search import SearchAPI
 from ._session import Session
 from ._staged import StagedAPI
 from ._syncify import syncify

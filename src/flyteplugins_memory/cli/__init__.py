@@ -15,7 +15,8 @@ from ._app import memory
 
 __all__ = ["main", "memory"]
 
-_VERB_MODULES = (_files, _history, _upkeep, _reporting, _search, _staged)  # imported for their commands, registered on `memory`
+# imported for their commands, registered on `memory`
+_VERB_MODULES = (_files, _history, _upkeep, _reporting, _search, _staged)
 
 
 def main() -> None:
