@@ -6,14 +6,13 @@ collected by gc() only once no kept state names it. On local disk and moto S3.""
 from __future__ import annotations
 
 import asyncio
-import json
 from datetime import timedelta
 
 import pytest
 from flyte.ai.agents import MemoryStore as UpstreamMemoryStore
 
 from flyteplugins_memory import InvalidArgument, InvalidMetadata, InvalidPath, MemoryStore, SearchHit
-from flyteplugins_memory._search_index import EXT_KEY, PENDING_BYTES, read_ext
+from flyteplugins_memory._search_index import EXT_KEY, MAX_SEGMENTS, decode_segment, read_ext
 from released import ISSUE_9_RELEASE, released_source, run_released
 
 SEGMENTS = "meta/.journal/search/"
@@ -38,7 +37,7 @@ def index_of(store: MemoryStore):
 
 
 def filler(i: int) -> str:
-    """About 1 KiB of common words: enough docs of it fold the pending docs into a segment."""
+    """About 1 KiB of common words."""
     return f"note {i} " + " ".join(f"common{j % 40}" for j in range(150))
 
 
@@ -155,15 +154,15 @@ def test_a_fresh_open_searches_from_the_index_in_a_few_requests(backend, key, io
     for i in range(32):
         store.write_text(f"files/{i:03d}.md", filler(i) + (" needle" if i == 7 else ""))
         if i % 8 == 7:
-            store.save()  # several saves: pending docs fold into segments, segments merge
-    stored = segments(backend, key)
-    assert stored, "pending docs past PENDING_BYTES are written as a segment"
-    assert len(json.dumps(index_of(store).encoded()["pending"])) <= PENDING_BYTES
+            store.save()  # several saves: a segment each, the newest merge
+    assert segments(backend, key) and len(index_of(store).segments) <= MAX_SEGMENTS
+    records = [d for n, d in backend.journal(key).items() if "/log/" in n or "/checkpoints/" in n]
+    assert records and not [d for d in records if b"needle" in d]  # no content inline in records
     fresh = MemoryStore.get_or_create(key=key)
     io_counter.reset()
     assert paths(fresh.search("needle")) == ["files/007.md"]
     reads = io_counter.names("get")
-    assert reads and all(n.startswith(SEGMENTS) for n in reads) and len(reads) <= 4, io_counter.ops
+    assert reads and all(n.startswith(SEGMENTS) for n in reads) and len(reads) <= MAX_SEGMENTS, io_counter.ops
     io_counter.reset()
     assert paths(fresh.search("note 12"))[0] == "files/012.md"
     assert io_counter.count() == 0  # warm
@@ -174,13 +173,16 @@ def test_a_one_file_save_adds_index_bytes_for_that_file_only(backend, key, io_co
     for i in range(20):
         store.write_text(f"files/{i:03d}.md", filler(i))
     store.save()
+    before = segments(backend, key)
     handle = MemoryStore.get_or_create(key=key)
     handle.write_text("one.md", "a small new note")
     io_counter.reset()
     handle.save()
-    assert not [n for n in io_counter.names("put") if n.startswith(SEGMENTS)]  # pending, inline
-    pending = index_of(handle).pending
-    assert set(pending) == {"one.md"}  # the 20 files are in a segment: the record carries one doc
+    assert len([n for n in io_counter.names("put") if n.startswith(SEGMENTS)]) == 1  # one small segment
+    assert not [n for n in io_counter.names("get") if n.startswith(SEGMENTS)]  # nothing read to merge
+    added = {n: d for n, d in segments(backend, key).items() if n not in before}
+    assert [decode_segment(d).paths for d in added.values()] == [["one.md"]]
+    assert sum(map(len, added.values())) < 1024 and len(index_of(handle).segments) == 2
 
 
 def test_a_store_upstream_wrote_is_searchable(backend, key):
@@ -214,8 +216,10 @@ def test_a_missing_or_corrupt_segment_degrades_to_reading_files(backend, key):
     fresh = MemoryStore.get_or_create(key=key)
     assert paths(fresh.search("heron")) == ["files/003.md"]  # from the files themselves
     fresh.write_text("files/003.md", "no longer a bird")
-    fresh.save()  # the save never fails on the index
+    fresh.save()  # the save never fails on the index, and drops the unreadable segments from it
     again = MemoryStore.get_or_create(key=key)
+    named = {f"{SEGMENTS}{r.sha256[:2]}/{r.sha256}.json" for r in index_of(again).segments}
+    assert named and not named & set(names) and index_of(again).seq == again._session.view.base.seq
     assert again.search("heron") == [] and paths(again.search("bird")) == ["files/003.md"]
 
 
@@ -280,3 +284,30 @@ def test_the_previous_release_saves_over_an_index_and_search_stays_right(backend
     fresh.save()  # persists what the search had to read, and the index is exact again
     again = MemoryStore.get_or_create(key=key)
     assert index_of(again).seq == again._session.view.base.seq and paths(again.search("puffin")) == ["kept.md"]
+
+
+def test_purge_removes_the_index_copies_and_search_stays_right(backend, key):
+    store = MemoryStore.create(key=key, keep_versions=True)
+    for i in range(12):
+        store.write_text(f"files/{i:03d}.md", filler(i) + " osprey")
+    store.write_text("secret.md", "the vault code is quixotrebbly zanzibarfoo, osprey")
+    store.save()
+    store.write_text("secret.md", "rotated: xylocarpa osprey")
+    store.write_text("files/000.md", filler(0) + " kestrel")
+    store.save()
+    other = MemoryStore.get_or_create(key=key)
+    assert paths(other.search("xylocarpa")) == ["secret.md"] and paths(store.search("kestrel")) == ["files/000.md"]
+
+    store.purge("secret.md")
+
+    for word in ("quixotrebbly", "zanzibarfoo", "xylocarpa", "vault code"):  # in no object, anywhere
+        assert [n for n, d in backend.stored(key).items() if word.encode() in d] == [], word
+    other.refresh()
+    for handle in (store, other, MemoryStore.get_or_create(key=key)):  # warm, warm elsewhere, cold
+        assert handle.search("xylocarpa") == [] and handle.search("quixotrebbly") == []
+        assert len(handle.search("osprey", limit=50)) == 11 and paths(handle.search("kestrel")) == ["files/000.md"]
+    store.write_text("files/005.md", "a new heron")
+    store.save()  # persists the docs the search had to read again: the index is whole and exact
+    fresh = MemoryStore.get_or_create(key=key)
+    assert index_of(fresh).seq == fresh._session.view.base.seq
+    assert paths(fresh.search("heron")) == ["files/005.md"] and len(fresh.search("osprey", limit=50)) == 10

@@ -39,7 +39,7 @@ from ._preserve import preserve_legacy
 from ._read_only import refuse_read_only
 from ._relocate import adopt, clean_after_move, persist_import
 from ._retention import STALE_BASE_AFTER
-from ._search_index import Updates
+from ._search_index import Repairs
 from ._search_store import extend, updates_of
 from ._state import State
 
@@ -85,9 +85,9 @@ class SaveJob:
     kind: str = "save"
     #: the transcript change is a fold (`compact_transcript`): it merges with concurrent appends
     fold: Fold | None = None
-    #: docs a search of the handle found missing from the persisted search index, and the commit they
-    #: were found at (`_search_store.extend` persists them when the save lands right on it)
-    search_repairs: tuple[int, Updates] | None = None
+    #: docs a search of the handle found missing from the persisted search index, the commit they were
+    #: found at (`_search_store.extend` persists them when the save lands right on it), its segment cache
+    search_repairs: Repairs = field(default_factory=Repairs)
 
     def about(self) -> About:
         return About("create" if self.exclusive else self.kind, self.actor, self.reason)

@@ -1,11 +1,13 @@
 """Pure: the persisted search index and BM25 queries over it (docs/decisions.md, "Issue 11: search").
 
-The index of a state is a few immutable **segments** (content-addressed objects, oldest first) plus the
-**pending** docs of the saves since the last segment, kept inline in the store-level ``ext["search"]``
-that every commit record and checkpoint carries (so opening reads them for free). A newer entry for a
-path wins over an older one; ``None`` is a tombstone (the path was deleted). ``seq`` marks the commit the
-index describes exactly: a commit written without updating it (an older release, a failed update) leaves
-it behind, and readers then check the index against the file index (`reconcile`).
+The index of a state is a few immutable **segments**: content-addressed journal objects, oldest first,
+named (by sha256 and size, nothing derived from content) in the store-level ``ext["search"]`` that every
+commit record and checkpoint carries. Every save that changes files writes its docs as a new segment; the
+newest segments merge (`merge_plan`). No text, snippet or term count sits inline in a record: records are
+immutable, and purge() must be able to remove every copy of a content (it deletes the segments that hold
+it). A newer entry for a path wins over an older one; ``None`` is a tombstone (the path was deleted).
+``seq`` marks the commit the index describes exactly: a commit written without updating it (an older
+release, a failed update) leaves it behind, and readers then check the index against the file index.
 
 A segment holds its docs without their token counts, and per term a posting string ``"i tf i tf ..."``
 decoded only when a query asks for that term: opening a 10,000-doc index parses strings, not a million
@@ -24,12 +26,11 @@ from ._search_text import K1, B, Doc, idf, term_score
 
 #: The key of the store-level ``ext`` that holds the search index.
 EXT_KEY = "search"
-#: Version of the ``ext["search"]`` map and of segments (a reader ignores an index of another version).
-VERSION = 1
-#: Pending docs are written into a segment once their encoding exceeds this many bytes.
-PENDING_BYTES = 8 * 1024
+#: Version of the ``ext["search"]`` map and of segments (a reader ignores an index of another version;
+#: 1, with docs inline in the records, was never released)
+VERSION = 2
 #: At most this many segments: a cold search reads each of them once.
-MAX_SEGMENTS = 4
+MAX_SEGMENTS = 5
 #: A newer segment is merged into the one before it while that one is less than this many times larger.
 MERGE_RATIO = 4
 
@@ -44,19 +45,26 @@ class SegmentRef:
 
 @dataclass
 class SearchExt:
-    """What ``ext["search"]`` holds: the commit it is exact for (None: unknown), segments, pending docs."""
+    """What ``ext["search"]`` holds: the commit it is exact for (None: unknown) and the segments."""
 
     seq: int | None = None
     segments: list[SegmentRef] = field(default_factory=list)
-    pending: Updates = field(default_factory=dict)
 
     def encoded(self) -> dict[str, Any]:
-        pending = {p: (d.encoded() if d else None) for p, d in sorted(self.pending.items())}
         refs = [{"sha256": s.sha256, "bytes": s.bytes} for s in self.segments]
-        return {"v": VERSION, "seq": self.seq, "segments": refs, "pending": pending}
+        return {"v": VERSION, "seq": self.seq, "segments": refs}
 
-    def pending_bytes(self) -> int:
-        return len(json.dumps(self.encoded()["pending"]))
+
+@dataclass
+class Repairs:
+    """What a handle's searches hand its next save: the docs it made by reading files at commit `seq`
+    (None: it checked nothing there) and the segments it found unreadable there (the docs make up for
+    them), plus every segment it holds parsed (so a merge reads none of those again)."""
+
+    seq: int | None = None
+    docs: Updates = field(default_factory=dict)
+    dropped: frozenset[str] = frozenset()
+    cache: dict[str, Segment] = field(default_factory=dict)
 
 
 def read_ext(ext: Mapping[str, Any]) -> SearchExt | None:
@@ -67,12 +75,11 @@ def read_ext(ext: Mapping[str, Any]) -> SearchExt | None:
     try:
         seq = raw["seq"]
         refs = [SegmentRef(str(r["sha256"]), int(r["bytes"])) for r in raw["segments"]]
-        pending = {str(p): (Doc.decoded(d) if d is not None else None) for p, d in raw["pending"].items()}
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
     if (seq is not None and not isinstance(seq, int)) or not all(is_sha256(r.sha256) for r in refs):
         return None
-    return SearchExt(seq, refs, pending)
+    return SearchExt(seq, refs)
 
 
 def referenced_segments(ext: Mapping[str, Any]) -> list[str]:

@@ -1,7 +1,9 @@
 """The search index in storage: reading its segments, and updating it with each commit.
 
 Segments are immutable journal objects, ``search/<sha[:2]>/<sha256>.json``, named by their bytes and
-uploaded before the commit record that names them (from ``ext["search"]``, see `_search_index`). The
+uploaded before the commit record that names them (from ``ext["search"]``, see `_search_index`); each
+save that changes files writes one (its docs, merged with the newest segments), and purge() removes
+those that hold a purged content (`purge_segments`). The
 index is a derived cache, never the truth: a save whose index update fails for any reason commits
 without it (the record then carries the previous index, whose ``seq`` no longer matches, and readers
 check it against the file index), and a reader that meets a missing or corrupt segment indexes files
@@ -24,7 +26,7 @@ from ._metadata import EXT_KEY as METADATA_KEY
 from ._offload import off_loop
 from ._search_index import (
     EXT_KEY,
-    PENDING_BYTES,
+    Repairs,
     SearchExt,
     Segment,
     SegmentRef,
@@ -62,24 +64,21 @@ async def updates_of(changes: Mapping[str, FileEntry | None], contents: Mapping[
     return await off_loop(size, docs_for, changes, contents)
 
 
-async def read_segments(
-    remote: ObjectStorage, refs: list[SegmentRef], cache: dict[str, Segment]
-) -> list[Segment] | None:
-    """The segments `refs` names (from `cache` where it holds them, else read concurrently and checked);
-    None if any is missing or corrupt: the caller indexes files instead."""
+async def read_segments(remote: ObjectStorage, refs: list[SegmentRef], cache: dict[str, Segment]) -> dict[str, Segment]:
+    """Those of the segments `refs` names that can be had, by sha256: from `cache` where it holds them,
+    else read concurrently, checked, and cached. A missing or corrupt one is left out (logged): the
+    caller indexes files instead of trusting what it held."""
     missing = [r for r in refs if r.sha256 not in cache]
     if missing:
         try:
             found = await remote.read_many([search_segment_name(r.sha256) for r in missing])
         except (StorageError, MemoryStoreError) as exc:
             logger.warning("Search index unreadable, indexing files instead: %s", exc)
-            return None
+            found = {}
         for ref in missing:
-            segment = _checked(ref, found.get(search_segment_name(ref.sha256)))
-            if segment is None:
-                return None
-            cache[ref.sha256] = segment
-    return [cache[r.sha256] for r in refs]
+            if (segment := _checked(ref, found.get(search_segment_name(ref.sha256)))) is not None:
+                cache[ref.sha256] = segment
+    return {r.sha256: cache[r.sha256] for r in refs if r.sha256 in cache}
 
 
 def _checked(ref: SegmentRef, data: bytes | None) -> Segment | None:
@@ -93,12 +92,10 @@ def _checked(ref: SegmentRef, data: bytes | None) -> Segment | None:
         return None
 
 
-async def extend(
-    remote: ObjectStorage, latest: State, new: State, updates: Updates | None, repairs: tuple[int, Updates] | None
-) -> None:
-    """Set `new`'s ``ext["search"]``: `latest`'s index with `updates` (this commit's docs) and, when they
-    were made against `latest`, `repairs` (docs a search found missing or stale). Best effort: on any
-    failure `new` keeps `latest`'s index, which then no longer claims to be exact."""
+async def extend(remote: ObjectStorage, latest: State, new: State, updates: Updates | None, repairs: Repairs) -> None:
+    """Set `new`'s ``ext["search"]``: `latest`'s index plus a segment of `updates` (this commit's docs)
+    and, when they were made against `latest`, `repairs`' docs. Best effort: on any failure `new` keeps
+    `latest`'s index, which then no longer claims to be exact."""
     if updates is None:
         return
     try:
@@ -109,18 +106,17 @@ async def extend(
     new.ext = {**new.ext, EXT_KEY: sx.encoded()}
 
 
-async def _extended(
-    remote: ObjectStorage, latest: State, seq: int, updates: Updates, repairs: tuple[int, Updates] | None
-) -> SearchExt:
-    old = read_ext(latest.ext)
-    repaired = repairs is not None and repairs[0] == latest.seq
-    exact = repaired or (old is not None and old.seq == latest.seq) or _empty(latest)
-    sx = SearchExt(old.seq, list(old.segments), dict(old.pending)) if old else SearchExt()
-    sx.pending.update(repairs[1] if repairs is not None and repaired else {})
-    sx.pending.update(updates)
-    sx.seq = seq if exact else sx.seq
-    if sx.pending_bytes() > PENDING_BYTES:
-        await _fold(remote, sx)
+async def _extended(remote: ObjectStorage, latest: State, seq: int, updates: Updates, repairs: Repairs) -> SearchExt:
+    old = read_ext(latest.ext) or SearchExt()
+    repaired = repairs.seq is not None and repairs.seq == latest.seq
+    exact = repaired or old.seq == latest.seq or _empty(latest)
+    sx = SearchExt(seq if exact else old.seq, list(old.segments))
+    docs: Updates = dict(repairs.docs) if repaired else {}
+    if repaired:  # their docs were read from the files: the index no longer needs the unreadable segments
+        sx.segments = [r for r in sx.segments if r.sha256 not in repairs.dropped]
+    docs.update(updates)
+    if docs:
+        await _fold(remote, sx, docs, repairs.cache)
     return sx
 
 
@@ -129,24 +125,24 @@ def _empty(state: State) -> bool:
     return state.seq == 0 and state.checkpoint == EMPTY_CHECKPOINT and not state.files.changes
 
 
-async def _fold(remote: ObjectStorage, sx: SearchExt) -> None:
-    """Write the pending docs as a new segment, then merge the newest segments as `merge_plan` says."""
-    docs: Updates = dict(sx.pending)
+async def _fold(remote: ObjectStorage, sx: SearchExt, docs: Updates, cache: dict[str, Segment]) -> None:
+    """Write `docs` as a new segment, merged with the newest segments as `merge_plan` says (those
+    `cache` lacks are read; the new one is cached: the handle's next search needs it)."""
     count = merge_plan([r.bytes for r in sx.segments] + [len(encode_segment(docs, WRITER))])
     merging = sx.segments[len(sx.segments) + 1 - count :] if count else []
     if merging:
-        segments = await read_segments(remote, merging, {})
-        if segments is None:
+        found = await read_segments(remote, merging, cache)
+        if len(found) != len(merging):
             raise StorageError("a segment to merge is unreadable")
         older: Updates = {}
-        for segment in segments:
-            older = merged(older, segment.full_docs(), oldest=False)
+        for ref in merging:
+            older = merged(older, found[ref.sha256].full_docs(), oldest=False)
         docs = merged(older, docs, oldest=len(merging) == len(sx.segments))
     data = encode_segment(docs, WRITER)
     sha = hashlib.sha256(data).hexdigest()
     await remote.write_many({search_segment_name(sha): data})
+    cache[sha] = decode_segment(data)
     sx.segments = [*sx.segments[: len(sx.segments) - len(merging)], SegmentRef(sha, len(data))]
-    sx.pending = {}
 
 
 async def read_contents(read: Any, paths: list[str], batch: int = 64) -> dict[str, bytes]:

@@ -5,7 +5,8 @@ segments are cached by sha256 across bases, so a warm search reads nothing. When
 not exact for the base (a store upstream or an older release wrote, a commit whose index update failed,
 a missing or corrupt segment), the corpus is checked against the whole file index: files whose doc is
 missing or describes other content are read (64 at a time) and indexed, docs of deleted paths dropped.
-Those repairs are kept here and persisted by the handle's next save (`SaveJob.search_repairs`).
+Those repairs are kept here and persisted by the handle's next save (`SaveJob.search_repairs`), which
+also drops from the index the segments found unreadable (purge() removes segments; so may an operator).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from ._contract import ObjectStorage
 from ._journal import FileEntry
 from ._metadata import EXT_KEY as METADATA_KEY
-from ._search_index import Corpus, Segment, Updates, read_ext
+from ._search_index import Corpus, Repairs, Segment, Updates, read_ext
 from ._search_store import doc_for, read_contents, read_segments
 from ._search_text import Doc
 from ._state import State
@@ -27,12 +28,19 @@ class SearchCache:
         self.segments: dict[str, Segment] = {}
         self._base: State | None = None
         self._corpus = Corpus([], {})
-        self._repairs: tuple[int, Updates] | None = None
+        self._repairs = Repairs(cache=self.segments)
         self._unsaved: dict[tuple[str, str], Doc] = {}
 
-    def repairs_for(self, base: State) -> tuple[int, Updates] | None:
-        """What a check against the file index of `base` found (None: nothing checked at `base`)."""
-        return self._repairs if self._base is base else None
+    def repairs_for(self, base: State) -> Repairs:
+        """What a check against the file index of `base` found (nothing, unless checked at `base`), and
+        the segments this handle holds parsed."""
+        return self._repairs if self._base is base else Repairs(cache=self.segments)
+
+    def reset(self) -> None:
+        """Forget everything (after a purge removed segments this handle may hold)."""
+        self.segments.clear()
+        self._base, self._corpus, self._unsaved = None, Corpus([], {}), {}
+        self._repairs = Repairs(cache=self.segments)
 
     async def corpus(self, remote: ObjectStorage | None, view: View) -> Corpus:
         """The corpus of the view's base (call under the session's lock)."""
@@ -42,16 +50,18 @@ class SearchCache:
             self._base = base
         return self._corpus
 
-    async def _load(self, remote: ObjectStorage | None, view: View) -> tuple[Corpus, tuple[int, Updates] | None]:
+    async def _load(self, remote: ObjectStorage | None, view: View) -> tuple[Corpus, Repairs]:
         base = view.base
-        sx = read_ext(base.ext)
-        segments = await read_segments(remote, sx.segments, self.segments) if sx and remote else None
-        pending = sx.pending if sx else {}
-        if sx is not None and segments is not None and sx.seq == base.seq:
-            return Corpus(segments, pending), None
-        known = Corpus(segments or [], pending)
-        repairs = await _reconcile(remote, view, known)
-        return Corpus(segments or [], {**pending, **repairs}), (base.seq, repairs)
+        refs = sx.segments if (sx := read_ext(base.ext)) else []
+        found = await read_segments(remote, refs, self.segments) if remote else {}
+        segments = [found[r.sha256] for r in refs if r.sha256 in found]
+        for sha in set(self.segments) - set(found):  # segments merged away since: not needed again
+            del self.segments[sha]
+        if sx is not None and len(found) == len(refs) and sx.seq == base.seq:
+            return Corpus(segments, {}), Repairs(cache=self.segments)
+        docs = await _reconcile(remote, view, Corpus(segments, {}))
+        dropped = frozenset(r.sha256 for r in refs if r.sha256 not in found)
+        return Corpus(segments, docs), Repairs(base.seq, docs, dropped, self.segments)
 
     def shadow(self, view: View) -> Updates:
         """Docs for the handle's unsaved changes (None: deleted), cached by content."""
