@@ -229,8 +229,8 @@ def table(results: dict[str, dict], entries: int, saves: int) -> str:
         o = f["ours"]
         lines.append(
             f"- {backend}: index bytes written per one-file save, over {saves} saves on fresh handles: "
-            f"{o['save_bytes']:,.0f} B on average (at most {o['save_bytes_max']:,} B, a save that folds "
-            "pending docs into a segment)."
+            f"{o['save_bytes']:,.0f} B on average (at most {o['save_bytes_max']:,} B, a save whose segment "
+            "merges with the newest ones)."
         )
     return "\n".join(lines)
 

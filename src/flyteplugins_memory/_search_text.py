@@ -30,9 +30,13 @@ B = 0.75
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 
 
+#: Longer tokens are left out: nobody types them, and one of them would cost the index its length.
+MAX_TOKEN = 64
+
+
 def tokenize(text: str) -> list[str]:
-    """Lower-cased word tokens (letters, digits, underscore; any script)."""
-    return _TOKEN.findall(text.casefold())
+    """Lower-cased word tokens (letters, digits, underscore; any script) of at most `MAX_TOKEN` characters."""
+    return [t for t in _TOKEN.findall(text.casefold()) if len(t) <= MAX_TOKEN]
 
 
 @dataclass(frozen=True)
