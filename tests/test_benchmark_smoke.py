@@ -50,3 +50,14 @@ def test_benchmark_prints_a_side_by_side_table(tmp_path):
         )
         for operation in operations:
             assert f"| {backend} | {operation} |" in table, (backend, operation)
+
+
+def test_search_benchmark_prints_its_table(tmp_path):
+    out = tmp_path / "search.md"
+    script = SCRIPT.parent / "search_bench.py"
+    args = [sys.executable, str(script), "--entries", "20", "--saves", "2", "--no-s3", "--out", str(out)]
+    done = subprocess.run(args, capture_output=True, check=False, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    table = out.read_text()
+    assert "Search over 20 entries" in table and "| local disk | ours: warm search (median) |" in table
+    assert "naive scan" in table and "upstream" in table and "per one-file save" in table

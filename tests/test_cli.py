@@ -565,3 +565,27 @@ def test_flyte_memory_through_flytes_own_cli(store: MemoryStore, root: str):
     assert json.loads(result.stdout) == store.messages
     bad = CliRunner().invoke(flyte_main, ["memory", "ls", *where(root, "nobody")])
     assert bad.exit_code == 1 and bad.stderr.strip().startswith("error: no memory store at")
+
+
+# -- search ----------------------------------------------------------------------------------------------------
+
+
+def test_search_prints_ranked_hits_and_json(store: MemoryStore, root: str):
+    store.write_text("notes/tea.md", "oolong tea, and more tea \x1b[31mred\x1b[0m", metadata={"kind": "taste"})
+    store.write_text("notes/coffee.md", "coffee, no tea")
+    store.save()
+    out = ok("search", "tea", *where(root))
+    lines = out.splitlines()
+    assert lines.index(next(line for line in lines if "tea.md" in line)) < lines.index(
+        next(line for line in lines if "coffee.md" in line)
+    )
+    assert "\x1b" not in out and "\\x1b" in out and "hits" in out  # terminal-safe snippets
+    found = as_json("search", "tea", "--where", 'kind="taste"', *where(root))
+    assert [h["path"] for h in found["hits"]] == ["notes/tea.md"]
+    assert found["hits"][0]["meta"]["metadata"] == {"kind": "taste"} and found["hits"][0]["score"] > 0
+    assert [h["path"] for h in as_json("search", "tea", "--prefix", "notes", "--limit", "1", *where(root))["hits"]] == [
+        "notes/tea.md"
+    ]
+    assert as_json("search", "what", *where(root))["hits"] == []
+    assert [h["path"] for h in as_json("search", "what", "--transcript", *where(root))["hits"]] == ["messages.json#0"]
+    assert "limit" in fails(2, "search", "tea", "--limit", "0", *where(root))

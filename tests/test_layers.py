@@ -45,6 +45,8 @@ LAYERS: list[tuple[str, set[str]]] = [
             "_index",
             "_state",
             "_record_codec",
+            "_search_text",
+            "_search_index",
             "_read_only",
             "_scope_paths",
             "_proposals",
@@ -74,9 +76,10 @@ LAYERS: list[tuple[str, set[str]]] = [
             "_checkpoints",
             "_keys",
             "_store_deletion",
+            "_search_store",
         },
     ),
-    ("the handle", {"_mirror", "_view", "_session"}),
+    ("the handle", {"_mirror", "_view", "_session", "_search_view"}),
     (
         "facade",
         {
@@ -93,6 +96,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "_compaction",
             "_records",
             "_conversations",
+            "_search",
             "_read_only_settings",
             "_scope_history",
             "_scopes",

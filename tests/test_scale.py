@@ -353,14 +353,18 @@ def test_extensions_only_the_checkpoint_holds_survive_the_next_save_and_checkpoi
     store.save()  # record 3, on checkpoint 2, without extensions of its own
     checkpoint = load(local_backend, key, checkpoint_name(2))
     put(local_backend, key, checkpoint_name(2), json.dumps({**checkpoint, "ext": {"future": 1}}).encode())
-    assert "ext" not in load(local_backend, key, log_name(3)) and load(local_backend, key, HEAD_NAME)["seq"] == 3
+    # this version's records always carry the search index's ext: drop it, as a record of a writer without
+    # extensions of its own would be
+    record = {k: v for k, v in load(local_backend, key, log_name(3)).items() if k != "ext"}
+    put(local_backend, key, log_name(3), json.dumps(record).encode())
+    assert load(local_backend, key, HEAD_NAME)["seq"] == 3
 
     other = MemoryStore.get_or_create(key=key)
     other.write_text("c.txt", "c")
     other.save()
-    assert load(local_backend, key, log_name(4))["ext"] == {"future": 1}
+    assert load(local_backend, key, log_name(4))["ext"].get("future") == 1
     other.compact()
-    assert load(local_backend, key, checkpoint_name(4))["ext"] == {"future": 1}
+    assert load(local_backend, key, checkpoint_name(4))["ext"].get("future") == 1
 
 
 def test_a_handle_whose_checkpoint_gc_collected_gets_state_collected_for_its_parts(local_backend, key, small_parts):

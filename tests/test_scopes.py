@@ -217,3 +217,20 @@ async def test_a_scope_has_async_twins(local_backend, key):
     assert await alice.list_paths.aio() == ["a.md"] and await alice.read_text.aio("a.md") == "a"
     assert [e["path"] for e in await alice.audit_tail.aio(5)] == ["a.md"]
     assert len(await alice.log.aio(5)) == 1
+
+
+def test_a_scope_searches_only_its_own_files(store_backend, key):
+    store = MemoryStore.create(key=key)
+    alice, bob = store.scope("users/alice"), store.scope("users/bob")
+    alice.write_text("notes/seat.md", "alice prefers a window seat on long flights", metadata={"kind": "pref"})
+    bob.write_text("notes/seat.md", "bob prefers an aisle seat on long flights", metadata={"kind": "pref"})
+    store.write_text("shared/seat.md", "window seats are on the left of the plane")
+    store.save()
+    fresh = MemoryStore.open(key=key).scope("users/alice")
+    hits = fresh.search("window seat", where={"kind": "pref"})
+    assert [h.path for h in hits] == ["notes/seat.md"]
+    assert hits[0].meta is not None and hits[0].meta.path == "notes/seat.md"
+    assert "window" in hits[0].snippet
+    assert [h.path for h in fresh.search("aisle")] == []  # bob's file is outside the scope
+    with pytest.raises(PathEscapesRoot):
+        fresh.search("seat", prefix="../bob")

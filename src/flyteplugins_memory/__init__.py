@@ -64,6 +64,7 @@ from ._purge import PurgeResult
 from ._records import RecordLog
 from ._retry import RetryPolicy, get_retry_policy, set_retry_policy
 from ._scopes import ScopedStore
+from ._search import SearchHit
 from ._store import MemoryStore
 from ._version import READER_REVISION
 
@@ -111,6 +112,7 @@ __all__ = [
     "ReservedPath",
     "RetryPolicy",
     "ScopedStore",
+    "SearchHit",
     "StateCollected",
     "StorageError",
     "StoreAlreadyExists",

@@ -39,6 +39,8 @@ from ._preserve import preserve_legacy
 from ._read_only import refuse_read_only
 from ._relocate import adopt, clean_after_move, persist_import
 from ._retention import STALE_BASE_AFTER
+from ._search_index import Repairs
+from ._search_store import extend, updates_of
 from ._state import State
 
 logger = logging.getLogger(__name__)
@@ -83,6 +85,9 @@ class SaveJob:
     kind: str = "save"
     #: the transcript change is a fold (`compact_transcript`): it merges with concurrent appends
     fold: Fold | None = None
+    #: docs a search of the handle found missing from the persisted search index, the commit they were
+    #: found at (`_search_store.extend` persists them when the save lands right on it), its segment cache
+    search_repairs: Repairs = field(default_factory=Repairs)
 
     def about(self) -> About:
         return About("create" if self.exclusive else self.kind, self.actor, self.reason)
@@ -153,9 +158,11 @@ async def _starting_point(remote: ObjectStorage, job: SaveJob) -> tuple[State, b
 
 async def _commit(remote: ObjectStorage, job: SaveJob, latest: State) -> tuple[State, int]:
     changes = committed_changes(job.changes, job.placed)
+    docs = await updates_of(job.changes.files, job.contents)  # the search index's share of this save
     for attempt in range(MAX_ATTEMPTS):
         await latest.files.need(changes.files)
         new = rebase(job.base, latest, changes, job.messages, job.commit_id, job.about(), job.fold, trusted=job.trusted)
+        await extend(remote, latest, new, docs, job.search_repairs)
         record = encode(new.record())
         job.attempted.append(new.seq)
         if await _create_or_find_landed(remote, job, new.seq, record):

@@ -111,7 +111,7 @@ async def _collect(
 def _deletion_steps(names: Iterable[str]) -> list[list[str]]:
     """Records before the checkpoints they are built on, those before segments and blobs: a reader that
     still finds a record finds what it needs, or learns that the commit was collected."""
-    kinds = ("log", "checkpoints", "parts", "audit", "blobs", "purged")
+    kinds = ("log", "checkpoints", "parts", "search", "audit", "blobs", "purged")
     steps: list[list[str]] = [[] for _ in range(len(kinds) + 1)]
     for name in sorted(names):
         kind = name.removeprefix(JOURNAL_DIR + "/").split("/", 1)[0]

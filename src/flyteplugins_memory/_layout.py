@@ -54,6 +54,11 @@ def part_name(sha256: str) -> str:
     return f"{JOURNAL_DIR}/parts/{sha256[:2]}/{sha256}.json"
 
 
+def search_segment_name(sha256: str) -> str:
+    """Immutable, content-addressed segment of the search index (see `_search_index`)."""
+    return f"{JOURNAL_DIR}/search/{sha256[:2]}/{sha256}.json"
+
+
 def encode_path(rel: str) -> str:
     """Reversibly encode a relative path into one file name (``a/b`` -> ``a%2Fb``), as upstream does."""
     return quote(rel, safe="")

@@ -60,6 +60,7 @@ class MaintenanceAPI:
             newest = await latest_state(remote, view.base) or view.base  # what other paths hold now stays theirs
             commit = view.base.seq if deleted else None
             result = await purge_stored(remote, rel, newest, actor=actor, reason=reason, commit=commit)
+            session.search.reset()  # it may hold segments the purge removed
             # the working root held this handle's snapshots of the path: gone too (the delete removed
             # the file and its sidecar there already)
             await view.mirror.now(remove_tree, view.workdir, versions_dir_name(rel))

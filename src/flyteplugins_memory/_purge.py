@@ -4,7 +4,10 @@ The facade first deletes the path and saves (an audited commit like any delete).
 every content hash the path ever held that storage still knows of (every commit record and checkpoint
 still stored, in this journal and in an old one a moved store left behind, and the path's version
 snapshots), and removes, for each hash that no live path holds now: its journal blobs, every version
-snapshot with that content (of any path), and upstream's file and sidecar at the path. A purge marker per
+snapshot with that content (of any path), every search index segment that holds a doc of that content
+(the index keeps a file's words and first lines; records only name segments, so a state whose segment is
+gone reads as "index data missing" and search indexes those files again), and upstream's file and
+sidecar at the path. A purge marker per
 hash is written first, so a handle that still names the content gets `ContentPurged`, not `CorruptStore`.
 Bytes that another live path holds stay: they are that path's content.
 
@@ -22,7 +25,16 @@ from ._codecs import utc_timestamp
 from ._contract import ObjectStorage
 from ._index import CheckpointFiles
 from ._journal import Checkpoint, CommitRecord, FileEntry
-from ._layout import JOURNAL_DIR, VERSIONS_DIR, blob_name, checkpoint_name, log_name, sidecar_name, versions_dir_name
+from ._layout import (
+    JOURNAL_DIR,
+    VERSIONS_DIR,
+    blob_name,
+    checkpoint_name,
+    log_name,
+    search_segment_name,
+    sidecar_name,
+    versions_dir_name,
+)
 from ._markers import Purged, encode_marker, purge_marker_name
 from ._offload import parse_off_loop
 from ._relocate import old_view
@@ -55,10 +67,12 @@ async def purge_stored(
     journals = [remote, old_view(remote)] if remote.journal_moved else [remote]
     held: set[str] = set()
     blobs: list[dict[str, int]] = []
+    segments: list[dict[str, int]] = []
     for journal in journals:
         hashes, inventory = await _hashes_in_journal(journal, rel)
         held |= hashes
         blobs.append({blob_name(s): f.size for s, f in inventory.blobs.items()})
+        segments.append({search_segment_name(s): f.size for s, f in inventory.search.items()})
     versions = await remote.list(under=VERSIONS_DIR)
     own_versions = [n for n in versions if n.startswith(versions_dir_name(rel) + "/")]
     held |= {sha for n in own_versions if (sha := _version_sha(n))}
@@ -74,8 +88,10 @@ async def purge_stored(
     if rel not in newest.files:
         doomed.update(await _sizes(remote, [rel, sidecar_name(rel)]))
     objects, size = await _remove(remote, doomed)
-    for journal, stored in zip(journals, blobs, strict=True):
-        more, extra = await _remove(journal, {n: stored[n] for s in gone if (n := blob_name(s)) in stored})
+    for journal, stored, indexed in zip(journals, blobs, segments, strict=True):
+        copies = {n: stored[n] for s in gone if (n := blob_name(s)) in stored}
+        copies.update(await _segments_holding(journal, indexed, gone))
+        more, extra = await _remove(journal, copies)
         objects, size = objects + more, size + extra
     return PurgeResult(rel, objects, size, tuple(gone), tuple(sorted(held & live)), commit)
 
@@ -114,6 +130,17 @@ async def _read_all(journal: ObjectStorage, names: list[str]) -> Iterable[tuple[
     for start in range(0, len(names), READ_BATCH):
         out += list((await journal.read_many(names[start : start + READ_BATCH])).items())
     return out
+
+
+async def _segments_holding(journal: ObjectStorage, segments: dict[str, int], shas: list[str]) -> dict[str, int]:
+    """Those of the search index `segments` (name: size) that name any of `shas`: a doc of that content.
+    A plain byte search: a sha that only shows up as a word of some text removes a segment too, which
+    costs that segment's files a read at the next search, never a wrong answer."""
+    needles = [s.encode() for s in shas]
+    if not needles:
+        return {}
+    found = await _read_all(journal, sorted(segments))
+    return {name: segments[name] for name, data in found if any(n in data for n in needles)}
 
 
 def _version_sha(name: str) -> str | None:

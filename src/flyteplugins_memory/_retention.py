@@ -18,8 +18,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ._journal import EMPTY_CHECKPOINT, Checkpoint, CommitRecord, FileEntry
-from ._layout import JOURNAL_DIR, audit_segment_name, blob_name, checkpoint_name, log_name, part_name
+from ._layout import (
+    JOURNAL_DIR,
+    audit_segment_name,
+    blob_name,
+    checkpoint_name,
+    log_name,
+    part_name,
+    search_segment_name,
+)
 from ._markers import TOMBSTONE_MAX_BYTES, purge_marker_name
+from ._search_index import referenced_segments
 from ._state import State
 from ._storage import Listed
 
@@ -40,6 +49,8 @@ class Inventory:
     blobs: dict[str, Listed] = field(default_factory=dict)
     markers: dict[str, Listed] = field(default_factory=dict)
     parts: dict[str, Listed] = field(default_factory=dict)
+    #: segments of the search index (`_search_index`), by sha256
+    search: dict[str, Listed] = field(default_factory=dict)
 
     @classmethod
     def of(cls, listing: Mapping[str, Listed]) -> Inventory:
@@ -59,6 +70,8 @@ class Inventory:
                 inventory.markers[stem[:-5]] = found
             elif kind == "parts" and stem.endswith(".json") and _is_sha(stem[:-5]):
                 inventory.parts[stem[:-5]] = found
+            elif kind == "search" and stem.endswith(".json") and _is_sha(stem[:-5]):
+                inventory.search[stem[:-5]] = found
         return inventory
 
     def live_records(self, upto: int) -> list[int]:
@@ -98,6 +111,8 @@ class Needs:
     shas: frozenset[str]
     #: the parts of the kept checkpoints' file indexes (by sha256)
     parts: frozenset[str] = frozenset()
+    #: the search segments the kept states' ``ext`` names (by sha256)
+    search: frozenset[str] = frozenset()
 
 
 def needs(
@@ -121,7 +136,9 @@ def needs(
     for sha in part_shas:
         shas |= {r.sha256 for r in parts[sha].values()}
     needed = needed_checkpoints(newest, records.values())
-    return Needs(frozenset(kept), frozenset(needed), frozenset(segments), frozenset(shas), frozenset(part_shas))
+    exts = [newest.ext, *(r.ext for r in records.values()), *(c.ext for c in checkpoints.values())]
+    search = frozenset(sha for ext in exts for sha in referenced_segments(ext))
+    return Needs(frozenset(kept), frozenset(needed), frozenset(segments), frozenset(shas), frozenset(part_shas), search)
 
 
 @dataclass(frozen=True)
@@ -166,6 +183,9 @@ def removal(inventory: Inventory, newest: int, need: Needs, cutoff: float, slot_
     for sha, found in inventory.parts.items():
         if sha not in need.parts and found.modified < cutoff:
             delete[part_name(sha)] = found.size
+    for sha, found in inventory.search.items():
+        if sha not in need.search and found.modified < cutoff:
+            delete[search_segment_name(sha)] = found.size
     gone = sorted(
         s
         for s, f in inventory.records.items()
@@ -180,5 +200,6 @@ def kept_names(inventory: Inventory, need: Needs) -> list[str]:
     names += [checkpoint_name(s) for s in sorted(need.checkpoints) if s in inventory.checkpoints]
     names += [audit_segment_name(s) for s in sorted(need.segments) if s in inventory.segments]
     names += [part_name(sha) for sha in sorted(need.parts) if sha in inventory.parts]
+    names += [search_segment_name(sha) for sha in sorted(need.search) if sha in inventory.search]
     names += [blob_name(sha) for sha in sorted(need.shas) if sha in inventory.blobs]
     return names

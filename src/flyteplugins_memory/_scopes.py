@@ -29,6 +29,7 @@ from ._purge import PurgeResult
 from ._records import RecordLog
 from ._scope_history import newest_matching, scoped_commit, scoped_event
 from ._scope_paths import is_inside, joined, relative, scope_dir, scope_path, scope_prefix
+from ._search import Embed, SearchHit
 from ._syncify import syncify
 
 if TYPE_CHECKING:
@@ -285,6 +286,20 @@ class ScopedStore:
         """The conversation of session `name` within this scope (the log ``<prefix>/sessions/<name>``)."""
         return Conversation(self.records(conversation_log(name)), name)
 
-    # -- search: issue 11 item 1 adds ``search(query, prefix="", limit=10, where=None, ...)`` here, as
-    # ``self._store.search.aio(query, prefix=await self._full(prefix, directory=True), ...)`` with each
-    # hit's path made relative (`relative`); a scope has no other way to search.
+    @syncify
+    async def search(
+        self,
+        query: str,
+        prefix: str = "",
+        limit: int = 10,
+        where: Mapping[str, Scalar] | None = None,
+        *,
+        embed: Embed | None = None,
+    ) -> list[SearchHit]:
+        """`MemoryStore.search` over the scope's files only (hit paths relative to the scope). The
+        transcript is not part of a scope, so there is no `include_transcript`."""
+        full = await self._full(prefix, directory=True)
+        hits = await self._store.search.aio(query, prefix=full, limit=limit, where=where, embed=embed)
+        return [
+            dataclasses.replace(hit, path=relative(self._prefix, hit.path), meta=self._meta(hit.meta)) for hit in hits
+        ]

@@ -39,6 +39,8 @@ from ._limits import check_paths_fit, written_paths
 from ._merge import conflicts, merged_transcript
 from ._open import landed_state, latest_state, open_state, state_at
 from ._paths import MESSAGES_PATH
+from ._search_index import Corpus, Updates
+from ._search_view import SearchCache
 from ._state import State
 from ._storage import RemoteStore
 from ._transcript import (
@@ -97,6 +99,8 @@ class Session:
         #: serializes every read, write and save of the handle (all run on the one syncify loop)
         self.lock = asyncio.Lock()
         self.lifecycle = Lifecycle.NEW
+        #: the search index of the working copy, in memory (`_search_view`)
+        self.search = SearchCache()
         self._remote_path = remote_path
         self._resolve_path = resolve
         self._remote: RemoteStore | None = None
@@ -251,6 +255,13 @@ class Session:
             for path in paths:
                 await self.view.delete(path, options)
             return paths
+
+    async def searching(self, holder: TranscriptHolder) -> tuple[Corpus, Updates]:
+        """The base's search corpus (loaded on first use) and docs for the unsaved changes over it."""
+        async with self.lock:
+            await self._ensure_loaded(holder)
+            corpus = await self.search.corpus(self.remote_if_known(), self.view)
+            return corpus, self.search.shadow(self.view)
 
     def has_unsaved_changes(self, holder: TranscriptHolder) -> bool:
         if self.view.has_unsaved_changes():
@@ -439,6 +450,7 @@ class Session:
             exclusive=exclusive,
             actor=actor,
             reason=reason,
+            search_repairs=self.search.repairs_for(view.base),
             kind="save" if settings is None else "settings",
             trusted=trusted,
             fold=fold,

@@ -48,6 +48,7 @@ from ._record_codec import check_not_segment
 from ._records import PendingRecords, RecordLog, save_pending
 from ._report import ReportAPI
 from ._scopes import ScopedStore
+from ._search import SearchAPI
 from ._session import Session
 from ._staged import StagedAPI
 from ._syncify import syncify
@@ -69,6 +70,7 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
     MaintenanceAPI,
     ReportAPI,
     ReadOnlySettingsAPI,
+    SearchAPI,
     UpstreamMemoryStore,
 ):
     """Conversation transcript plus path-addressed files, persisted under a deterministic keyed path.

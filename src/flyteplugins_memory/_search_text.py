@@ -1,0 +1,133 @@
+"""Pure: what search sees of a file: its tokens, its length, the text its snippets come from, and BM25.
+
+A file is text when its bytes are UTF-8 (as `_binary` decides); binary files are indexed as empty (they
+never match, and are not counted in the corpus statistics). A JSON file is searched by its keys and
+values, not by its punctuation and escapes. Only the first `INDEXED_CHARS` characters of a file are
+tokenized, so one huge file cannot make every save that writes it slow; its snippets come from the first
+`LEAD_CHARS` characters.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Characters of a file that are tokenized.
+INDEXED_CHARS = 64 * 1024
+#: Characters of a file kept in the index for snippets (a snippet is cut from them).
+LEAD_CHARS = 400
+#: Characters around the first match shown in a snippet.
+SNIPPET_CHARS = 160
+#: BM25's parameters (the usual ones: Robertson et al., as Lucene and SQLite FTS5 use them).
+K1 = 1.2
+B = 0.75
+
+_TOKEN = re.compile(r"\w+", re.UNICODE)
+
+
+#: Longer tokens are left out: nobody types them, and one of them would cost the index its length.
+MAX_TOKEN = 64
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-cased word tokens (letters, digits, underscore; any script) of at most `MAX_TOKEN` characters."""
+    return [t for t in _TOKEN.findall(text.casefold()) if len(t) <= MAX_TOKEN]
+
+
+@dataclass(frozen=True)
+class Doc:
+    """One file as the index holds it: the sha256 it describes, its token counts and length, what
+    `get_meta` gives for it (`meta`: updated_at, updated_by, reason, bytes; `metadata`), and a lead."""
+
+    sha256: str
+    length: int
+    counts: Mapping[str, int]
+    meta: tuple[str, str, str, int] = ("", "", "", 0)
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    lead: str = ""
+
+    def encoded(self) -> list[Any]:
+        return [self.sha256, self.length, list(self.meta), dict(self.metadata), self.lead, dict(self.counts)]
+
+    @classmethod
+    def decoded(cls, raw: Any) -> Doc:
+        """A doc read from storage (untrusted: a malformed one raises ValueError or TypeError)."""
+        sha, length, meta, metadata, lead, counts = raw
+        updated_at, updated_by, reason, size = meta
+        checks = (str, int, dict, str, dict)
+        if not all(isinstance(v, t) for v, t in zip((sha, length, metadata, lead, counts), checks, strict=True)):
+            raise ValueError("malformed search document")
+        return cls(sha, length, counts, (str(updated_at), str(updated_by), str(reason), int(size)), metadata, lead)
+
+
+def searchable_text(data: bytes) -> str | None:
+    """The text search sees in a file's bytes; None for binary content."""
+    try:
+        text = data[: INDEXED_CHARS * 4].decode("utf-8")
+    except UnicodeDecodeError:
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    return _json_words(text) or text
+
+
+def _json_words(text: str) -> str | None:
+    """Keys and scalar values of a JSON object or array, one per line (None if `text` is not one)."""
+    if text.lstrip()[:1] not in ("{", "["):
+        return None
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return "\n".join(_scalars(value))
+
+
+def _scalars(value: Any) -> Iterable[str]:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for key, inner in reversed(list(item.items())):
+                stack.append(inner)
+                stack.append(str(key))
+        elif isinstance(item, list):
+            stack.extend(reversed(item))
+        elif item is not None:
+            yield str(item)
+
+
+def make_doc(sha256: str, data: bytes, meta: tuple[str, str, str, int], metadata: Mapping[str, Any]) -> Doc:
+    """The index's doc for content `data` (binary: an empty doc that never matches)."""
+    text = searchable_text(data)
+    if text is None:
+        return Doc(sha256, 0, {}, meta, dict(metadata), "")
+    tokens = tokenize(text[:INDEXED_CHARS])
+    return Doc(sha256, len(tokens), dict(Counter(tokens)), meta, dict(metadata), text[:LEAD_CHARS])
+
+
+def idf(docs: int, df: int) -> float:
+    """BM25's inverse document frequency (the non-negative variant Lucene uses)."""
+    return math.log(1.0 + (docs - df + 0.5) / (df + 0.5))
+
+
+def term_score(tf: int, length: int, avg_length: float, weight: float) -> float:
+    """One term's BM25 contribution to a document holding it `tf` times."""
+    norm = K1 * (1.0 - B + B * length / avg_length) if avg_length else K1
+    return weight * tf * (K1 + 1.0) / (tf + norm)
+
+
+def snippet(lead: str, terms: Iterable[str]) -> str:
+    """About `SNIPPET_CHARS` characters of `lead` around the first query term it holds (else its start),
+    on one line."""
+    folded = lead.casefold()
+    starts = [m.start() for t in terms if (m := re.search(rf"(?<!\w){re.escape(t)}(?!\w)", folded))]
+    start = max(0, min(starts) - SNIPPET_CHARS // 4) if starts else 0
+    cut = lead[start : start + SNIPPET_CHARS]
+    text = " ".join(cut.split())
+    return ("…" if start else "") + text + ("…" if start + SNIPPET_CHARS < len(lead) else "")
