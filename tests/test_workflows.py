@@ -25,7 +25,7 @@ from types import ModuleType
 import fsspec
 import pytest
 
-from flyteplugins_memory import MemoryStore, __version__
+from flyteplugins_memory import MemoryStore, ReadOnlyPath, __version__
 from flyteplugins_memory._location import LOCAL_RAW_DATA_ROOT
 
 FOLDER = pathlib.Path(__file__).parent.parent / "workflows"
@@ -45,6 +45,8 @@ RUNS = {
     "chat-first-question": ("02_agent_chat.py", "local", ("What is my name?",)),
     "subagents-local": ("03_parallel_subagents.py", "local", ("--n", "4")),
     "subagents-s3": ("03_parallel_subagents.py", "s3", ("--n", "4")),
+    "sleep-local": ("04_sleep_cycle.py", "local", ()),
+    "sleep-s3": ("04_sleep_cycle.py", "s3", ()),
 }
 
 
@@ -135,7 +137,12 @@ def test_each_workflow_documents_how_to_run_it(script):
 
 
 def test_the_numbered_workflows():
-    assert [p.name for p in WORKFLOWS] == ["01_quickstart.py", "02_agent_chat.py", "03_parallel_subagents.py"]
+    assert [p.name for p in WORKFLOWS] == [
+        "01_quickstart.py",
+        "02_agent_chat.py",
+        "03_parallel_subagents.py",
+        "04_sleep_cycle.py",
+    ]
 
 
 def test_quickstart(where, runs):
@@ -195,6 +202,27 @@ def test_parallel_subagents_lose_nothing_and_conflicts_cost_retries(where, runs)
     summary_writes = [e["actor"] for e in store.audit_tail(0) if e["path"] == "shared/summary.md"]
     assert sorted(summary_writes) == [f"agent-{i}" for i in range(4)], "a retried write is not audited twice"
     assert sorted(c.actor for c in store.log(limit=4)) == [f"agent-{i}" for i in range(4)]
+
+
+def test_sleep_cycle_promotes_reviewed_proposals_and_the_next_run_recalls_them(where, runs):
+    key, out = runs.keys[f"sleep-{where.target}"], runs.output(f"sleep-{where.target}")
+    assert "day: 4 proposals staged by 4 agents" in out
+    decided = out.split("night: the reviewer decided")[1].split("memory/ now holds")[0]
+    assert "discard memory/smalltalk/weather.md (smalltalk-agent): confidence 0.2 below 0.5" in decided
+    assert "accept  memory/food/diet.md (food-agent)" in decided
+    # of the two window-seat proposals, whichever the reviewer meets second is a duplicate
+    assert decided.count("already known as memory/travel/seat") == 1 and decided.count("accept ") == 2
+    assert "A: " in out and "window seat" in out.split("Q: Which seat")[1]
+    assert where.read(key, "memory/food/diet.md") == "Alice is vegetarian and avoids fish."
+    store = where.reopen(key)
+    paths = store.list_paths("memory")
+    assert len(paths) == 2 and "memory/food/diet.md" in paths and any(p.startswith("memory/travel/seat") for p in paths)
+    assert {p.status for p in store.proposals()} == {"accepted", "discarded"}
+    with pytest.raises(ReadOnlyPath):  # persisted with the store: a handle given no prefixes is bound too
+        store.write_text("memory/food/diet.md", "changed")
+    accepts = [e for e in store.audit_tail(0) if e["op"] == "accept"]
+    assert len(accepts) == 2 and {e["actor"] for e in accepts} == {"reviewer"}
+    assert store.search("vegetarian", prefix="memory")[0].path == "memory/food/diet.md"
 
 
 def test_s3_alone_runs_its_own_moto_server(runs):
