@@ -119,13 +119,13 @@ async def sleep_cycle(key: str, run: str) -> str:
     answer = await next_morning(key, "Which seat does Alice like on a long flight?")
     memory = await MemoryStore.open.aio(key=key)
     accepted = await memory.proposals.aio(status="accepted", prefix=MEMORY)
+    held = len(await memory.list_paths.aio(MEMORY))
     return "\n".join(
         [
             f"day: {len(staged)} proposals staged by {len(DAY)} agents (run {run})",
             "night: the reviewer decided",
             *(f"  {d}" for d in decisions),
-            f"memory/ now holds {len(await memory.list_paths.aio(MEMORY))} reviewed files "
-            f"({len(accepted)} accepted proposals over all runs)",
+            f"memory/ now holds {held} reviewed files ({len(accepted)} accepted proposals over all runs)",
             "next morning:",
             answer,
         ]
