@@ -31,7 +31,16 @@ from ._fold import Fold
 from ._gc import collect_quietly, configured_window
 from ._inplace import committed_changes, upload_in_place
 from ._journal import RECENT_COMMITS, Checkpoint, Head, encode
-from ._layout import AUDIT_LOG_PATH, HEAD_NAME, audit_segment_name, blob_name, checkpoint_name, log_name, sidecar_name
+from ._layout import (
+    AUDIT_LOG_PATH,
+    HEAD_NAME,
+    audit_segment_name,
+    blob_name,
+    checkpoint_name,
+    log_name,
+    search_segment_name,
+    sidecar_name,
+)
 from ._merge import Changes, rebase
 from ._open import landed_state, latest_state, read_record, state_at
 from ._paths import MESSAGES_PATH
@@ -113,7 +122,9 @@ async def run_save(remote: ObjectStorage, job: SaveJob) -> State:
         latest, moved = await _starting_point(remote, job)
         committed, record_size = await _commit(remote, job, latest)
     except StoreDeleted:  # what this save uploaded must not outlive the store (`_store_deletion`)
-        await remote.remove_all(sorted(job.placed | set(blobs)))
+        # its search segments too: the handle's cached ones, written or read, all belong to the gone store
+        segments = {search_segment_name(sha) for sha in job.search_repairs.cache}
+        await remote.remove_all(sorted(job.placed | set(blobs) | segments))
         raise
     except ReadOnlyPath:  # made read-only meanwhile: nothing may show up there (blobs are gc()'s)
         await remote.remove_all(sorted(job.placed))
