@@ -9,6 +9,7 @@ import pytest
 
 from flyteplugins_memory import (
     InvalidArgument,
+    InvalidMessage,
     InvalidPath,
     MemoryStore,
     PathEscapesRoot,
@@ -234,3 +235,15 @@ def test_a_scope_searches_only_its_own_files(store_backend, key):
     assert [h.path for h in fresh.search("aisle")] == []  # bob's file is outside the scope
     with pytest.raises(PathEscapesRoot):
         fresh.search("seat", prefix="../bob")
+
+
+def test_a_scoped_session_validates_like_the_handle_does(local_backend, key):
+    store = MemoryStore.get_or_create(key=key, validate_messages=True)
+    chat = store.scope("users/alice").session("chat")
+    with pytest.raises(InvalidMessage):
+        chat.append({"role": "wizard", "content": "not a role"})
+    chat.append({"role": "user", "content": "hi"})
+    store.save()
+    assert MemoryStore.open(key=key).scope("users/alice").session("chat").messages() == [
+        {"role": "user", "content": "hi"}
+    ]

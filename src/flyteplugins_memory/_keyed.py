@@ -92,17 +92,8 @@ class KeyedAPI:
         if remote_path is None:
             remote_path = _location.remote_path_for_key(key or "", org, project, domain, root)
         name = key or remote_path.rstrip("/").rsplit("/", 1)[-1]
-        store = cls(
-            name,
-            None,
-            None,
-            remote_path,
-            read_only_prefixes,
-            audit,
-            keep_versions,
-            validate_messages=validate_messages,
-            trusted=trusted,
-        )
+        options = handle_options(read_only_prefixes, audit, keep_versions, validate_messages, trusted)
+        store = cls(name, remote_path=remote_path, **options)
         if not await store._session.open(store):
             raise StoreNotFound(f"No MemoryStore at {remote_path}")
         return store
@@ -137,17 +128,8 @@ class KeyedAPI:
         `StoreAlreadyExists`. `read_only_prefixes` are this handle's, and are persisted with the store
         too, so that every handle enforces them (`set_read_only_prefixes` changes them later)."""
         remote_path = cls.remote_path_for_key(key=key, org=org, project=project, domain=domain)
-        store = cls(
-            key,
-            None,
-            None,
-            remote_path,
-            read_only_prefixes,
-            audit,
-            keep_versions,
-            validate_messages=validate_messages,
-            trusted=trusted,
-        )
+        options = handle_options(read_only_prefixes, audit, keep_versions, validate_messages, trusted)
+        store = cls(key, remote_path=remote_path, **options)
         try:
             await store._session.create(store, creation_settings(store.read_only_prefixes))
         except StoreAlreadyExists:
@@ -170,13 +152,7 @@ class KeyedAPI:
         trusted: bool = False,
     ) -> Self:
         """Open the store for `key` at its newest committed state, creating it if it does not exist."""
-        options = {
-            "read_only_prefixes": read_only_prefixes,
-            "audit": audit,
-            "keep_versions": keep_versions,
-            "validate_messages": validate_messages,
-            "trusted": trusted,
-        }
+        options = handle_options(read_only_prefixes, audit, keep_versions, validate_messages, trusted)
         remote_path = cls.remote_path_for_key(key=key, org=org, project=project, domain=domain)
         store = cls(key, remote_path=remote_path, **options)
         if await store._session.open(store):
@@ -187,3 +163,16 @@ class KeyedAPI:
             if not await store._session.open(store):
                 raise
             return store
+
+
+def handle_options(
+    read_only_prefixes: tuple[str, ...], audit: bool, keep_versions: bool, validate_messages: bool, trusted: bool
+) -> dict[str, Any]:
+    """The keyword arguments every keyed constructor passes on to the handle it builds."""
+    return {
+        "read_only_prefixes": read_only_prefixes,
+        "audit": audit,
+        "keep_versions": keep_versions,
+        "validate_messages": validate_messages,
+        "trusted": trusted,
+    }

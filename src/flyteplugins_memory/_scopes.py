@@ -135,6 +135,10 @@ class ScopedStore:
 
     # -- writes and deletes (unsaved changes of the handle) --------------------------------------------
 
+    async def _write(self, write: Any, rel_path: str, value: Any, options: dict[str, Any]) -> MemoryMeta:
+        """`write` (one of the handle's write methods) of `value` at `rel_path` in this scope."""
+        return self._meta(await write.aio(await self._full(rel_path), value, **options))
+
     @syncify
     async def write_text(
         self,
@@ -147,9 +151,8 @@ class ScopedStore:
         metadata: Mapping[str, Scalar] | None = None,
     ) -> MemoryMeta:
         """`MemoryStore.write_text` at `rel_path` in this scope."""
-        full = await self._full(rel_path)
         options = {"actor": actor, "reason": reason, "expected_sha": expected_sha, "metadata": metadata}
-        return self._meta(await self._store.write_text.aio(full, content, **options))
+        return await self._write(self._store.write_text, rel_path, content, options)
 
     @syncify
     async def write_json(
@@ -163,9 +166,8 @@ class ScopedStore:
         metadata: Mapping[str, Scalar] | None = None,
     ) -> MemoryMeta:
         """`MemoryStore.write_json` at `rel_path` in this scope."""
-        full = await self._full(rel_path)
         options = {"actor": actor, "reason": reason, "expected_sha": expected_sha, "metadata": metadata}
-        return self._meta(await self._store.write_json.aio(full, obj, **options))
+        return await self._write(self._store.write_json, rel_path, obj, options)
 
     @syncify
     async def write_bytes(
@@ -179,9 +181,8 @@ class ScopedStore:
         metadata: Mapping[str, Scalar] | None = None,
     ) -> MemoryMeta:
         """`MemoryStore.write_bytes` at `rel_path` in this scope."""
-        full = await self._full(rel_path)
         options = {"actor": actor, "reason": reason, "expected_sha": expected_sha, "metadata": metadata}
-        return self._meta(await self._store.write_bytes.aio(full, data, **options))
+        return await self._write(self._store.write_bytes, rel_path, data, options)
 
     @syncify
     async def set_metadata(
@@ -284,7 +285,7 @@ class ScopedStore:
 
     def session(self, name: str) -> Conversation:
         """The conversation of session `name` within this scope (the log ``<prefix>/sessions/<name>``)."""
-        return Conversation(self.records(conversation_log(name)), name)
+        return Conversation(self.records(conversation_log(name)), name, validate=self._store.validate_messages)
 
     @syncify
     async def search(
