@@ -79,7 +79,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "_search_store",
         },
     ),
-    ("the handle", {"_mirror", "_view", "_session", "_search_view"}),
+    ("the handle", {"_mirror", "_view", "_special_commits", "_session", "_search_view"}),
     (
         "facade",
         {

@@ -27,7 +27,8 @@ from ._messages import MessageModel, admit
 from ._paths import MESSAGES_PATH
 from ._record_codec import COUNT_EXT, LONGEST_SEGMENT, check_records, encode_segment, segment_name
 from ._records import RecordLog
-from ._session import Session, StagedFile
+from ._session import Session
+from ._special_commits import StagedFile
 from ._syncify import syncify
 from ._transcript import committed_form, fingerprints
 from ._writes import ChangeOptions

@@ -8,7 +8,8 @@ from typing import Any
 
 from ._codecs import utc_timestamp
 from ._read_only import audit_event, canonical, persisted, refuse_untrusted, with_setting
-from ._session import Session, Settings
+from ._session import Session
+from ._special_commits import Settings
 from ._state import State
 from ._syncify import syncify
 from ._writes import ChangeOptions

@@ -4,7 +4,8 @@
 built directly (``new``: it loads the committed state on first use, if there is one), received as a task
 input (pinned to the commit it was sent at), opened (`open`) or created (`create`, exclusive). It owns the
 handle's working copy (`_state.View`: committed base, unsaved changes, working root), the location
-of the store, and the one lock that every read, write and save of the handle takes.
+of the store, and the one lock that every read, write and save of the handle takes. Commits that are
+more than a save (settings, decisions, transcript folds) are mixed in from `_special_commits`.
 
 The facade owns the transcript list (``store.messages``, public as upstream) and passes itself in as the
 `TranscriptHolder`; transcripts are compared by content (see `_transcript`), and the handle's messages
@@ -18,8 +19,7 @@ import enum
 import logging
 import pathlib
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol, TypeVar
 
 from ._codecs import MemoryMeta
@@ -41,6 +41,7 @@ from ._open import landed_state, latest_state, open_state, state_at
 from ._paths import MESSAGES_PATH
 from ._search_index import Corpus, Updates
 from ._search_view import SearchCache
+from ._special_commits import Settings, SpecialCommits
 from ._state import State
 from ._storage import RemoteStore
 from ._transcript import (
@@ -56,8 +57,6 @@ from ._view import View
 from ._writes import ChangeOptions
 
 Messages = list[dict[str, Any]]
-#: a write to stage: path, content, how it is recorded, extensions of its file entry (`View.write`)
-StagedFile = tuple[str, str | bytes, ChangeOptions, dict[str, Any] | None]
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
 
@@ -67,15 +66,6 @@ class TranscriptHolder(Protocol):
 
     messages: Messages
     audit: bool
-
-
-@dataclass(frozen=True)
-class Settings:
-    """A change of store-level settings a commit carries: extensions to set, compared
-    and swapped against the base (`_merge.rebase`), and the audit events that record it."""
-
-    ext: dict[str, Any]
-    audit: list[dict[str, Any]] = field(default_factory=list)
 
 
 class Lifecycle(enum.Enum):
@@ -91,7 +81,7 @@ class Lifecycle(enum.Enum):
     CREATED = "created"
 
 
-class Session:
+class Session(SpecialCommits):
     """One handle's working copy and its relation to the store's journal."""
 
     def __init__(self, root: pathlib.Path, *, private: bool, remote_path: str | None, resolve: Callable[[], str]):
@@ -151,16 +141,6 @@ class Session:
             self.loaded = True
             await self._commit(holder, exclusive=True, settings=settings)
             self.lifecycle = Lifecycle.CREATED
-
-    async def change_settings(
-        self, holder: TranscriptHolder, plan: Callable[[State], Settings], *, actor: str | None, reason: str | None
-    ) -> None:
-        """Commit a change of store-level settings now, planned from the base it commits on (with the
-        handle's unsaved changes, in one commit); `ConcurrencyError` if another commit changed them since."""
-        async with self.lock:
-            await self._ensure_loaded(holder)
-            await self._settle(holder)
-            await self._commit(holder, actor=actor, reason=reason, settings=plan(self.view.base))
 
     # -- where the store lives --------------------------------------------------------------------------
 
@@ -279,11 +259,7 @@ class Session:
         async with self.lock:
             await self._ensure_loaded(holder)
             await self._settle(holder)
-            if self.has_unsaved_changes(holder) or self.view.base.needs_save:
-                # paths written before the store's location was known are checked against it now
-                check_paths_fit(written_paths(self.view.changes.files), self.remote().uri)
-                await self._commit(holder, actor=actor, reason=reason)
-            else:
+            if not await self._save_pending(holder, actor=actor, reason=reason):
                 await self._repair_projections()
 
     async def refresh(self, holder: TranscriptHolder) -> list[str]:
@@ -292,33 +268,6 @@ class Session:
             await self._ensure_loaded(holder)
             await self._settle(holder)
             return await self._refresh(holder)
-
-    async def decide(
-        self,
-        holder: TranscriptHolder,
-        change: Callable[[View], Awaitable[T]],
-        *,
-        actor: str,
-        reason: str,
-        trusted: bool = False,
-    ) -> T:
-        """Commit the handle's unsaved changes, move to the newest commit, then make `change` on the clean
-        working copy and commit it on its own (a decision: `_staged`). If that commit fails, its changes
-        are forgotten, so a decision that lost a race leaves nothing behind in the handle."""
-        async with self.lock:
-            await self._ensure_loaded(holder)
-            await self._settle(holder)
-            if self.has_unsaved_changes(holder) or self.view.base.needs_save:
-                check_paths_fit(written_paths(self.view.changes.files), self.remote().uri)
-                await self._commit(holder)  # a plain save: its actor and reason come from its writes
-            await self._refresh(holder)
-            result = await change(self.view)
-            try:
-                await self._commit(holder, actor=actor, reason=reason, trusted=trusted)
-            except BaseException:
-                await self.view.forget_unsaved()
-                raise
-            return result
 
     async def _refresh(self, holder: TranscriptHolder) -> list[str]:
         """The body of `refresh` (callers hold the lock)."""
@@ -339,46 +288,6 @@ class Session:
         await view.forget_stale(latest)
         return dropped
 
-    async def save_fold(
-        self,
-        holder: TranscriptHolder,
-        fold: Fold,
-        archive: StagedFile,
-        event: dict[str, Any],
-        *,
-        actor: str | None = None,
-        reason: str | None = None,
-    ) -> None:
-        """Commit `fold` of the transcript with `archive` (a file holding what it folds), `event` (its
-        audit event) and the handle's other unsaved changes, as one commit that merges with concurrent
-        appends. `ConcurrencyError` if the folded messages are gone (from the handle's transcript or, at
-        commit, from the newest one); then the handle is left as it was."""
-        async with self.lock:
-            await self._ensure_loaded(holder)
-            await self._settle(holder)
-            base = self.view.base.messages
-            if not fold.applies_to(base) or fingerprints(holder.messages[: len(base)]) != fingerprints(base):
-                raise ConcurrencyError(MESSAGES_PATH, "", "", paths=(MESSAGES_PATH,))
-            before = list(holder.messages)
-            await self.view.write(*archive)
-            holder.messages[:] = fold.apply(holder.messages)
-            try:
-                await self._commit(holder, actor=actor, reason=reason, fold=fold, event=event)
-            except (ConcurrencyError, StoreFormatTooNew, StoreDeleted, InvalidMessage):
-                holder.messages[: 1 + len(before) - fold.count] = before  # appends made meanwhile stay after
-                self.view.drop([archive[0]])
-                await self.view.forget_local([archive[0]])
-                await self._remove_stray(archive[0])
-                raise
-
-    async def _remove_stray(self, path: str) -> None:
-        """Remove a file a failed save created at its own path before its commit point (`_inplace`), so
-        upstream does not list it; only for a path no other writer can choose (a log segment's)."""
-        try:
-            await self.remote().remove_many([path])
-        except StorageError as exc:
-            logger.warning("Could not remove %s, left by a save that did not commit: %s", path, exc)
-
     async def compact(self) -> None:
         """Fold the newest commit into a checkpoint."""
         async with self.lock:
@@ -389,6 +298,15 @@ class Session:
                 self.view.base = folded
 
     # -- internals (callers hold the lock) -----------------------------------------------------------------
+
+    async def _save_pending(self, holder: TranscriptHolder, *, actor: str | None, reason: str | None) -> bool:
+        """Commit the handle's unsaved changes, if it has any (or its base owes a save); whether it did."""
+        if not (self.has_unsaved_changes(holder) or self.view.base.needs_save):
+            return False
+        # paths written before the store's location was known are checked against it now
+        check_paths_fit(written_paths(self.view.changes.files), self.remote().uri)
+        await self._commit(holder, actor=actor, reason=reason)
+        return True
 
     async def _ensure_loaded(self, holder: TranscriptHolder) -> None:
         """Load the committed state on first use; a store that does not exist yet starts empty."""

@@ -1,0 +1,125 @@
+"""Commits that are more than a save of the handle's changes: a change of store-level settings, a decision
+on a staged memory, and a fold of the transcript (compaction). `Session` mixes them in; each takes the
+session's lock, settles an earlier save of unknown outcome, and commits through the session's `_commit`,
+so each merges with concurrent writers like a save and is one audited commit.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ._errors import ConcurrencyError, InvalidMessage, StorageError, StoreDeleted, StoreFormatTooNew
+from ._fold import Fold
+from ._paths import MESSAGES_PATH
+from ._state import State
+from ._transcript import fingerprints
+from ._view import View
+from ._writes import ChangeOptions
+
+if TYPE_CHECKING:
+    from ._session import TranscriptHolder
+
+#: a write to stage: path, content, how it is recorded, extensions of its file entry (`View.write`)
+StagedFile = tuple[str, str | bytes, ChangeOptions, dict[str, Any] | None]
+T = TypeVar("T")
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A change of store-level settings a commit carries: extensions to set, compared
+    and swapped against the base (`_merge.rebase`), and the audit events that record it."""
+
+    ext: dict[str, Any]
+    audit: list[dict[str, Any]] = field(default_factory=list)
+
+
+class SpecialCommits:
+    """Mixed into `Session`; relies on its lock, working copy and commit internals."""
+
+    lock: Any
+    view: View
+    remote: Any
+    _ensure_loaded: Any
+    _settle: Any
+    _save_pending: Any
+    _refresh: Any
+    _commit: Any
+
+    async def change_settings(
+        self, holder: TranscriptHolder, plan: Callable[[State], Settings], *, actor: str | None, reason: str | None
+    ) -> None:
+        """Commit a change of store-level settings now, planned from the base it commits on (with the
+        handle's unsaved changes, in one commit); `ConcurrencyError` if another commit changed them since."""
+        async with self.lock:
+            await self._ensure_loaded(holder)
+            await self._settle(holder)
+            await self._commit(holder, actor=actor, reason=reason, settings=plan(self.view.base))
+
+    async def decide(
+        self,
+        holder: TranscriptHolder,
+        change: Callable[[View], Awaitable[T]],
+        *,
+        actor: str,
+        reason: str,
+        trusted: bool = False,
+    ) -> T:
+        """Commit the handle's unsaved changes, move to the newest commit, then make `change` on the clean
+        working copy and commit it on its own (a decision: `_staged`). If that commit fails, its changes
+        are forgotten, so a decision that lost a race leaves nothing behind in the handle."""
+        async with self.lock:
+            await self._ensure_loaded(holder)
+            await self._settle(holder)
+            await self._save_pending(holder, actor=None, reason=None)  # its actor and reason: its writes
+            await self._refresh(holder)
+            result = await change(self.view)
+            try:
+                await self._commit(holder, actor=actor, reason=reason, trusted=trusted)
+            except BaseException:
+                await self.view.forget_unsaved()
+                raise
+            return result
+
+    async def save_fold(
+        self,
+        holder: TranscriptHolder,
+        fold: Fold,
+        archive: StagedFile,
+        event: dict[str, Any],
+        *,
+        actor: str | None = None,
+        reason: str | None = None,
+    ) -> None:
+        """Commit `fold` of the transcript with `archive` (a file holding what it folds), `event` (its
+        audit event) and the handle's other unsaved changes, as one commit that merges with concurrent
+        appends. `ConcurrencyError` if the folded messages are gone (from the handle's transcript or, at
+        commit, from the newest one); then the handle is left as it was."""
+        async with self.lock:
+            await self._ensure_loaded(holder)
+            await self._settle(holder)
+            base = self.view.base.messages
+            if not fold.applies_to(base) or fingerprints(holder.messages[: len(base)]) != fingerprints(base):
+                raise ConcurrencyError(MESSAGES_PATH, "", "", paths=(MESSAGES_PATH,))
+            before = list(holder.messages)
+            await self.view.write(*archive)
+            holder.messages[:] = fold.apply(holder.messages)
+            try:
+                await self._commit(holder, actor=actor, reason=reason, fold=fold, event=event)
+            except (ConcurrencyError, StoreFormatTooNew, StoreDeleted, InvalidMessage):
+                holder.messages[: 1 + len(before) - fold.count] = before  # appends made meanwhile stay after
+                self.view.drop([archive[0]])
+                await self.view.forget_local([archive[0]])
+                await self._remove_stray(archive[0])
+                raise
+
+    async def _remove_stray(self, path: str) -> None:
+        """Remove a file a failed save created at its own path before its commit point (`_inplace`), so
+        upstream does not list it; only for a path no other writer can choose (a log segment's)."""
+        try:
+            await self.remote().remove_many([path])
+        except StorageError as exc:
+            logger.warning("Could not remove %s, left by a save that did not commit: %s", path, exc)
