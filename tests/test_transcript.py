@@ -187,3 +187,40 @@ def test_flush_messages_writes_upstreams_bytes_atomically(tmp_path):
     theirs.flush_messages_sync()
     assert (tmp_path / "messages.json").read_bytes() == (tmp_path / "theirs" / "messages.json").read_bytes()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".~fpm-")]
+
+
+def test_a_committed_transcript_knows_its_fingerprints_and_refuses_changes_in_place():
+    messages = [_odd_message(), {"role": "user", "content": "caf\u00e9 \U0001f600", "x": -0.0, "big": 10**30}]
+    committed = committed_form(messages)
+    # the encoding kept while committing is what encoding the committed form gives
+    assert committed.fingerprints() == [encode_message(m) for m in list(committed)]
+    assert fingerprints(committed) == fingerprints(messages)
+    for change in (
+        lambda: committed.append({}),
+        lambda: committed.extend([{}]),
+        lambda: committed.__setitem__(0, {}),
+        lambda: committed.__delitem__(0),
+        committed.pop,
+        committed.clear,
+        lambda: committed.sort(key=str),
+    ):
+        with pytest.raises(TypeError):
+            change()
+    assert len(committed) == 2 and type(committed[:1]) is list  # slices are plain lists
+
+
+def test_a_save_encodes_a_long_transcript_a_few_times_not_once_per_comparison(local_backend, key, monkeypatch):
+    import flyteplugins_memory._transcript as transcript
+
+    store = MemoryStore.get_or_create(key=key)
+    store.extend([{"role": "user", "content": f"m{i}"} for i in range(1000)])
+    store.save()
+    calls = []
+    original = transcript.encode_message
+    monkeypatch.setattr(transcript, "encode_message", lambda m: calls.append(1) or original(m))
+    store.append({"role": "assistant", "content": "one more"})
+    store.save()
+    # the handle's own list is encoded to see that it changed, to commit it, and to see whether it was
+    # edited while the save ran; committed states reuse what was encoded when they were made
+    assert len(calls) <= 3 * 1001 + 10  # it was 14 times the transcript before committed ones kept theirs
+    assert MemoryStore.open(key=key).messages[-1] == {"role": "assistant", "content": "one more"}

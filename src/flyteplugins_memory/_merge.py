@@ -22,7 +22,7 @@ from ._paths import MESSAGES_PATH, parent_dirs
 from ._read_only import SETTING as READ_ONLY
 from ._read_only import refuse_concurrent_change, refuse_read_only
 from ._state import State
-from ._transcript import committed_form, fingerprints, merged
+from ._transcript import as_committed, committed_form, concatenated, fingerprints, merged
 
 #: A save that says nothing about itself: actor and reason come from its writes.
 PLAIN_SAVE = About()
@@ -106,9 +106,9 @@ def _landing(
         return None, (0, False)
     kind, start = outcome
     if kind == "keep":
-        return list(latest), (0, False)
+        return as_committed(latest), (0, False)
     if kind == "append":
-        return list(latest) + committed_form(ours[start:]), (len(ours) - start, False)
+        return concatenated(latest, committed_form(ours[start:])), (len(ours) - start, False)
     return committed_form(ours), (max(0, len(ours) - len(base)), True)
 
 

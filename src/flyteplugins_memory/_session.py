@@ -47,6 +47,7 @@ from ._storage import RemoteStore
 from ._transcript import (
     adopt_committed,
     after_committed,
+    as_committed,
     committed_form,
     fingerprints,
     fresh_copy,
@@ -350,7 +351,7 @@ class Session(SpecialCommits):
     ) -> None:
         view = self.view
         await self._repair_projections()
-        messages = committed_form(holder.messages)  # an unencodable message raises before any I/O
+        messages = as_committed(committed_form(holder.messages))  # an unencodable message raises before any I/O
         changes = view.changes.copy()
         if settings is not None:
             changes.ext.update(settings.ext)

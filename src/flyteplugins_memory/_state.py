@@ -16,6 +16,7 @@ from ._format import Evolving, refuse_to_overwrite
 from ._index import CheckpointFiles, Files
 from ._journal import EMPTY_CHECKPOINT, RECENT_COMMITS, Checkpoint, CommitInfo, CommitRecord, Delta, Origin
 from ._paths import file_dir_clashes
+from ._transcript import as_committed
 
 __all__ = ["State"]
 
@@ -52,6 +53,9 @@ class State:
     #: the highest ``min_reader`` of the objects this state was read from, and who wrote that object
     min_reader: int = 0
     written_by: str = ""
+
+    def __post_init__(self) -> None:
+        self.messages = as_committed(self.messages)  # never changed in place: its fingerprints are kept
 
     @property
     def needs_save(self) -> bool:

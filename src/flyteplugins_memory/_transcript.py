@@ -12,7 +12,7 @@ place (``store.messages[3]["content"] = "[redacted]"``) is a change, and ``NaN !
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ._codecs import encode_messages, sha256_bytes, utc_timestamp, write_event
@@ -45,6 +45,12 @@ def check_message(message: Any) -> Message:
     JSON makes equal (``1`` and ``"1"``), nesting deeper than `MAX_DEPTH`, and a string that is not valid
     Unicode (a lone surrogate: our journal stores UTF-8 text).
     """
+    return _checked(message)[1]
+
+
+def _checked(message: Any) -> tuple[str, Message]:
+    """`check_message`, with the message's encoding: also the encoding of its committed form (decoding and
+    encoding again gives back the same text), i.e. the committed message's fingerprint."""
     text = encode_message(message)
     try:
         text.encode("utf-8")
@@ -53,7 +59,7 @@ def check_message(message: Any) -> Message:
         raise InvalidMessage(f"A transcript message cannot be stored: {exc}") from exc
     if json_depth(decoded) > MAX_DEPTH:
         raise InvalidMessage(f"A transcript message is nested deeper than {MAX_DEPTH} levels")
-    return decoded
+    return text, decoded
 
 
 def check_messages(messages: Sequence[Any]) -> None:
@@ -82,14 +88,59 @@ def json_depth(value: Any) -> int:
 
 
 def fingerprints(messages: Sequence[Any]) -> list[str]:
-    """The content of each message, for comparisons."""
+    """The content of each message, for comparisons (a `CommittedMessages`' is computed once)."""
+    if isinstance(messages, CommittedMessages):
+        return messages.fingerprints()
     return [encode_message(m) for m in messages]
 
 
-def committed_form(messages: Sequence[Any]) -> list[Message]:
+def _refuse_change(self: Any, *args: Any, **kwargs: Any) -> Any:
+    raise TypeError("a committed transcript is never changed in place: build a new list")
+
+
+class CommittedMessages(list[Message]):
+    """A committed transcript (a state's, or what a save commits): nothing changes it in place, so the
+    content of its messages (`fingerprints`) is encoded once, not at each of the comparisons a save makes
+    (a save on a 10,000-message transcript made about ten). Mutating methods raise `TypeError`; slices and
+    copies are plain lists."""
+
+    __slots__ = ("_fingerprints",)
+
+    def __init__(self, messages: Iterable[Message] = (), fingerprints: list[str] | None = None):
+        super().__init__(messages)
+        #: the encoding of each message, once known (given by whoever just encoded them)
+        self._fingerprints = fingerprints
+
+    def followed_by(self, other: CommittedMessages) -> CommittedMessages:
+        known = self._fingerprints is not None and other._fingerprints is not None
+        return CommittedMessages([*self, *other], self.fingerprints() + other.fingerprints() if known else None)
+
+    def fingerprints(self) -> list[str]:
+        if self._fingerprints is None:
+            self._fingerprints = [encode_message(m) for m in self]
+        return list(self._fingerprints)
+
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse_change
+    append = extend = insert = pop = remove = clear = sort = reverse = _refuse_change
+
+
+def as_committed(messages: Sequence[Message]) -> CommittedMessages:
+    """`messages` (already in committed form) as a `CommittedMessages`; one already is comes back as is."""
+    return messages if isinstance(messages, CommittedMessages) else CommittedMessages(messages)
+
+
+def committed_form(messages: Sequence[Any]) -> CommittedMessages:
     """What committing `messages` stores: each message decoded from its encoding (fresh objects);
     raises `InvalidMessage` for one that cannot be stored."""
-    return [check_message(m) for m in messages]
+    checked = [_checked(m) for m in messages]
+    return CommittedMessages([m for _, m in checked], [text for text, _ in checked])
+
+
+def concatenated(first: Sequence[Message], second: Sequence[Message]) -> CommittedMessages:
+    """Two committed transcripts one after the other (their fingerprints too, when both are known)."""
+    if isinstance(first, CommittedMessages) and isinstance(second, CommittedMessages):
+        return first.followed_by(second)
+    return CommittedMessages([*first, *second])
 
 
 def fresh_copy(messages: Sequence[Message]) -> list[Message]:
