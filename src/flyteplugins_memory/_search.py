@@ -158,17 +158,26 @@ async def _fused(embed: Embed, query: str, ranked: list[Hit], extra: list[Hit]) 
 
 
 async def _embedded(embed: Embed, texts: list[str]) -> list[list[float]]:
-    """The caller's vectors for `texts`, checked: one per text, all of one non-zero length, numbers."""
+    """The caller's vectors for `texts`, checked: one per text, all of one non-zero length, finite
+    numbers (a NaN or an infinity would make every similarity NaN and the order arbitrary, silently)."""
     result = embed(texts)
     if inspect.isawaitable(result):
         result = await result
     try:
-        vectors = [[float(x) for x in v] for v in result]  # type: ignore[union-attr]
+        vectors = [[float(x) for x in _vector(v)] for v in result]  # type: ignore[union-attr]
     except (TypeError, ValueError) as exc:
         raise InvalidArgument(f"embed must return a list of vectors of numbers: {exc}") from exc
+    if not all(math.isfinite(x) for v in vectors for x in v):
+        raise InvalidArgument("embed must return vectors of finite numbers (no NaN or infinity)")
     if len(vectors) != len(texts) or len({len(v) for v in vectors}) != 1 or not vectors[0]:
         raise InvalidArgument(f"embed must return {len(texts)} vectors of one non-zero length")
     return vectors
+
+
+def _vector(v: object) -> object:
+    if isinstance(v, str | bytes):  # iterable, but of characters: "12" is no vector (1.0, 2.0)
+        raise TypeError(f"a vector is a sequence of numbers, got {type(v).__name__}")
+    return v
 
 
 def _cosine(a: list[float], b: list[float]) -> float:
