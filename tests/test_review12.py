@@ -23,3 +23,22 @@ def test_an_embed_returning_non_finite_numbers_is_refused_not_ranked_silently(lo
         store.search("apple", embed=lambda texts: [[bad, 1.0] for _ in texts])
     with pytest.raises(InvalidArgument, match="vectors"):  # a str is no vector of numbers ("12": 1.0, 2.0)
         store.search("apple", embed=lambda texts: ["12" for _ in texts])
+
+
+def test_search_matches_accents_whatever_their_unicode_form_and_words_inside_cjk_text(backend, key):
+    store = MemoryStore.get_or_create(key=key)
+    store.write_text("nfd.md", "lunch at the cafe\u0301 on Monday")  # e + combining acute (NFD, as macOS writes)
+    store.write_text("nfc.json", '{"place": "caf\\u00e9"}')  # the precomposed é
+    store.write_text("jp.md", "東京タワーに行きました")  # no spaces between words
+    store.write_text("zh.md", "我喜欢北京烤鸭")
+    store.write_text("wide.md", "ＡＰＰＬＥ pie")  # fullwidth letters
+    store.save()
+    fresh = MemoryStore.open(key=key)  # from the persisted index
+    for query in ["caf\u00e9", "cafe\u0301", "CAFÉ"]:
+        assert sorted(h.path for h in fresh.search(query)) == ["nfc.json", "nfd.md"], query
+    # one character a token: the text holding every character of the query ranks first
+    assert [h.path for h in fresh.search("東京")][:1] == ["jp.md"]
+    assert [h.path for h in fresh.search("タワー")] == ["jp.md"]
+    assert [h.path for h in fresh.search("北京")][:1] == ["zh.md"]
+    assert [h.path for h in fresh.search("apple")] == ["wide.md"]
+    assert "タワー" in fresh.search("タワー")[0].snippet

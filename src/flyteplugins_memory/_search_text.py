@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -28,6 +29,9 @@ K1 = 1.2
 B = 0.75
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
+#: Han ideographs, kana and their compatibility forms: scripts written without spaces between words, so a
+#: run of them is no word; each character is a token of its own (a query for 東京 then matches 東京タワー).
+_CJK = re.compile(r"([\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f])")
 
 
 #: Longer tokens are left out: nobody types them, and one of them would cost the index its length.
@@ -35,8 +39,10 @@ MAX_TOKEN = 64
 
 
 def tokenize(text: str) -> list[str]:
-    """Lower-cased word tokens (letters, digits, underscore; any script) of at most `MAX_TOKEN` characters."""
-    return [t for t in _TOKEN.findall(text.casefold()) if len(t) <= MAX_TOKEN]
+    """Case-folded word tokens (letters, digits, underscore; any script) of at most `MAX_TOKEN` characters,
+    in NFKC form (``cafe\u0301`` and ``café``, ``ＡＢ`` and ``ab`` are one token), CJK one per character."""
+    folded = unicodedata.normalize("NFKC", text.casefold())
+    return [t for t in _TOKEN.findall(_CJK.sub(r" \1 ", folded)) if len(t) <= MAX_TOKEN]
 
 
 @dataclass(frozen=True)
