@@ -42,3 +42,13 @@ def test_search_matches_accents_whatever_their_unicode_form_and_words_inside_cjk
     assert [h.path for h in fresh.search("北京")][:1] == ["zh.md"]
     assert [h.path for h in fresh.search("apple")] == ["wide.md"]
     assert "タワー" in fresh.search("タワー")[0].snippet
+
+
+def test_a_snippet_shows_the_match_when_case_folding_changes_the_texts_length(local_backend, key):
+    store = MemoryStore.get_or_create(key=key)
+    store.write_text("a.md", "İ" * 300 + " the needle is here")  # İ folds to two characters (i + dot)
+    store.write_text("b.md", "Straße " * 50 + "haystack end")  # ß folds to ss
+    store.save()
+    fresh = MemoryStore.open(key=key)
+    assert "needle" in fresh.search("needle")[0].snippet
+    assert "haystack" in fresh.search("haystack")[0].snippet

@@ -131,9 +131,17 @@ def term_score(tf: int, length: int, avg_length: float, weight: float) -> float:
 def snippet(lead: str, terms: Iterable[str]) -> str:
     """About `SNIPPET_CHARS` characters of `lead` around the first query term it holds (else its start),
     on one line."""
-    folded = lead.casefold()
-    starts = [m.start() for t in terms if (m := re.search(rf"(?<!\w){re.escape(t)}(?!\w)", folded))]
-    start = max(0, min(starts) - SNIPPET_CHARS // 4) if starts else 0
+    folded, origin = _folded(lead)
+    found = [m.start() for t in terms if (m := re.search(rf"(?<!\w){re.escape(t)}(?!\w)", folded))]
+    start = max(0, min(origin[i] for i in found) - SNIPPET_CHARS // 4) if found else 0
     cut = lead[start : start + SNIPPET_CHARS]
     text = " ".join(cut.split())
     return ("…" if start else "") + text + ("…" if start + SNIPPET_CHARS < len(lead) else "")
+
+
+def _folded(text: str) -> tuple[str, list[int]]:
+    """`text` folded as `tokenize` folds it, character by character, and for each character of the result
+    the index of the character of `text` it came from (folding changes lengths: ``İ`` gives two, ``ß``
+    two, a ligature several), so that a match in the folded text points into `text`."""
+    pieces = [unicodedata.normalize("NFKC", ch.casefold()) for ch in text]
+    return "".join(pieces), [i for i, piece in enumerate(pieces) for _ in piece]
