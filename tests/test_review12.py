@@ -52,3 +52,14 @@ def test_a_snippet_shows_the_match_when_case_folding_changes_the_texts_length(lo
     fresh = MemoryStore.open(key=key)
     assert "needle" in fresh.search("needle")[0].snippet
     assert "haystack" in fresh.search("haystack")[0].snippet
+
+
+@pytest.mark.parametrize("prefix", ["notes/.", "./notes/", "notes//", "notes/./x", "."])
+def test_a_read_only_prefix_with_a_dot_segment_is_refused_not_persisted_protecting_nothing(backend, key, prefix):
+    trusted = MemoryStore.get_or_create(key=key, trusted=True)
+    with pytest.raises(InvalidPath):
+        trusted.set_read_only_prefixes([prefix])
+    with pytest.raises(InvalidPath):
+        MemoryStore.create(key=f"{key}-c", read_only_prefixes=(prefix,))
+    assert MemoryStore.open(key=key).persisted_read_only_prefixes() == ()
+    assert not MemoryStore.exists(key=f"{key}-c")
