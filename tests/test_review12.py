@@ -31,7 +31,7 @@ def test_search_matches_accents_whatever_their_unicode_form_and_words_inside_cjk
     store.write_text("nfc.json", '{"place": "caf\\u00e9"}')  # the precomposed é
     store.write_text("jp.md", "東京タワーに行きました")  # no spaces between words
     store.write_text("zh.md", "我喜欢北京烤鸭")
-    store.write_text("wide.md", "ＡＰＰＬＥ pie")  # fullwidth letters
+    store.write_text("wide.md", "\uff21\uff30\uff30\uff2c\uff25 pie")  # fullwidth APPLE
     store.save()
     fresh = MemoryStore.open(key=key)  # from the persisted index
     for query in ["caf\u00e9", "cafe\u0301", "CAFÉ"]:

@@ -49,7 +49,9 @@ def canonical(prefixes: object) -> tuple[str, ...]:
         normalize_path(prefix)  # the same rules as any path
         segments = prefix.split("/")  # a trailing "/" leaves one empty last segment, which is kept
         if "." in segments or "" in segments[:-1]:  # a path never holds them: the prefix would protect nothing
-            raise InvalidPath(f"A read-only prefix must be in canonical form (no '.' or empty segments), got {prefix!r}")
+            raise InvalidPath(
+                f"A read-only prefix must be in canonical form (no '.' or empty segments), got {prefix!r}"
+            )
     return tuple(sorted(set(checked)))
 
 

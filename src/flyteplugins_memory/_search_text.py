@@ -40,7 +40,7 @@ MAX_TOKEN = 64
 
 def tokenize(text: str) -> list[str]:
     """Case-folded word tokens (letters, digits, underscore; any script) of at most `MAX_TOKEN` characters,
-    in NFKC form (``cafe\u0301`` and ``café``, ``ＡＢ`` and ``ab`` are one token), CJK one per character."""
+    in NFKC form (``cafe\u0301`` and ``café``, fullwidth and plain letters are one token), CJK one per character."""
     folded = unicodedata.normalize("NFKC", text.casefold())
     return [t for t in _TOKEN.findall(_CJK.sub(r" \1 ", folded)) if len(t) <= MAX_TOKEN]
 
