@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from flyteplugins_memory import InvalidArgument, InvalidPath, MemoryStore
+from flyteplugins_memory import InvalidArgument, InvalidPath, MemoryStore, ProposalConflict, _staged
 
 
 @pytest.fixture(params=["local_backend", "s3_backend"])
@@ -63,3 +63,25 @@ def test_a_read_only_prefix_with_a_dot_segment_is_refused_not_persisted_protecti
         MemoryStore.create(key=f"{key}-c", read_only_prefixes=(prefix,))
     assert MemoryStore.open(key=key).persisted_read_only_prefixes() == ()
     assert not MemoryStore.exists(key=f"{key}-c")
+
+
+def test_an_accept_that_loses_to_a_discard_leaves_no_file_for_upstream_readers(backend, key, monkeypatch):
+    store = MemoryStore.get_or_create(key=key)
+    pid = store.propose("memory/fact.md", "unreviewed").id
+    store.save()
+    accepter, discarder = MemoryStore.open(key=key), MemoryStore.open(key=key)
+    make = _staged._Decision.make
+
+    async def racing(self, view):
+        made = await make(self, view)
+        if self.status == "accepted":  # the discard lands between the accept's check and its commit
+            await discarder.discard.aio(pid)
+        return made
+
+    monkeypatch.setattr(_staged._Decision, "make", racing)
+    with pytest.raises(ProposalConflict):
+        accepter.accept(pid)
+    assert "memory/fact.md" not in backend.upstream_view(key)  # was left there: a discarded memory, listed
+    fresh = MemoryStore.open(key=key)
+    assert fresh.proposal(pid).status == "discarded" and not fresh.exists("memory/fact.md")
+    assert [e["op"] for e in fresh.audit_tail(0)] == ["propose", "discard"]

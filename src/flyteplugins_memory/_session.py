@@ -314,7 +314,7 @@ class Session:
             await self._refresh(holder)
             result = await change(self.view)
             try:
-                await self._commit(holder, actor=actor, reason=reason, trusted=trusted)
+                await self._commit(holder, actor=actor, reason=reason, trusted=trusted, decision=True)
             except BaseException:
                 await self.view.forget_unsaved()
                 raise
@@ -429,6 +429,7 @@ class Session:
         trusted: bool = False,
         fold: Fold | None = None,
         event: dict[str, Any] | None = None,
+        decision: bool = False,
     ) -> None:
         view = self.view
         await self._repair_projections()
@@ -454,6 +455,7 @@ class Session:
             kind="save" if settings is None else "settings",
             trusted=trusted,
             fold=fold,
+            decision=decision,
         )
         try:
             committed = await run_save(self.remote(), job)
