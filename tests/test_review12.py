@@ -85,3 +85,15 @@ def test_an_accept_that_loses_to_a_discard_leaves_no_file_for_upstream_readers(b
     fresh = MemoryStore.open(key=key)
     assert fresh.proposal(pid).status == "discarded" and not fresh.exists("memory/fact.md")
     assert [e["op"] for e in fresh.audit_tail(0)] == ["propose", "discard"]
+
+
+def test_a_scopes_log_does_not_show_the_reasons_and_actors_of_other_scopes_writes(local_backend, key):
+    store = MemoryStore.get_or_create(key=key)  # one handle serving two users, saved once
+    store.scope("users/alice").write_text("note.md", "hi", actor="alice-agent", reason="alice likes tea")
+    store.scope("users/bob").write_text("dx.md", "flu", actor="bob-agent", reason="bob's diagnosis: flu")
+    store.save()
+    store.scope("users/alice").write_text("own.md", "x", actor="alice-agent", reason="alice's own save")
+    store.save()
+    shared, own = MemoryStore.open(key=key).scope("users/alice").log()[::-1]
+    assert shared.wrote == ("note.md",) and "bob" not in shared.reason and "bob" not in shared.actor
+    assert (own.actor, own.reason) == ("alice-agent", "alice's own save")  # a commit wholly in the scope
