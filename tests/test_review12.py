@@ -97,3 +97,14 @@ def test_a_scopes_log_does_not_show_the_reasons_and_actors_of_other_scopes_write
     shared, own = MemoryStore.open(key=key).scope("users/alice").log()[::-1]
     assert shared.wrote == ("note.md",) and "bob" not in shared.reason and "bob" not in shared.actor
     assert (own.actor, own.reason) == ("alice-agent", "alice's own save")  # a commit wholly in the scope
+
+
+def test_include_transcript_with_a_prefix_or_a_filter_is_refused_not_silently_dropped(local_backend, key):
+    store = MemoryStore.get_or_create(key=key)
+    store.append({"role": "user", "content": "I love green tea"})
+    store.write_text("notes/tea.md", "tea notes", metadata={"k": "v"})
+    store.save()
+    for options in [{"prefix": "notes"}, {"where": {"k": "v"}}]:
+        with pytest.raises(InvalidArgument, match="include_transcript"):
+            store.search("tea", include_transcript=True, **options)
+    assert sorted(h.path for h in store.search("tea", include_transcript=True)) == ["messages.json#0", "notes/tea.md"]

@@ -77,15 +77,18 @@ class SearchAPI:
         case-insensitive), best first; with `where`, only files whose metadata holds every pair exactly
         (as `list_paths`). Binary files never match. Unsaved writes of this handle are searched as they
         stand. `include_transcript` adds the messages of ``store.messages`` (hit paths
-        ``messages.json#<index>``); `embed` (texts to vectors, sync or async) adds hybrid ranking."""
+        ``messages.json#<index>``; not with `prefix` or `where`: `InvalidArgument`); `embed` (texts to
+        vectors, sync or async) adds hybrid ranking."""
         terms = tokenize(_check_query(query))
         rel = self._admission.admit(prefix, Access.LIST)
         count, wanted = check_int("limit", limit, minimum=1), check_where(where)
         check_flag("include_transcript", include_transcript)
+        if include_transcript and (rel or wanted):  # messages have no path under a prefix and no metadata
+            raise InvalidArgument("include_transcript searches the whole transcript: give no prefix and no where")
         if embed is not None and not callable(embed):
             raise InvalidArgument(f"embed must be a callable or None, got {embed!r}")
         corpus, shadow = await self._session.searching(self)
-        if include_transcript and not rel and not wanted:
+        if include_transcript:
             shadow = {**shadow, **_transcript_docs(self.messages)}
         lo, hi = range_under(rel)
         accept = lambda path, doc: _accepted(path, doc, lo, hi, wanted)  # noqa: E731
