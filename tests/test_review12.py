@@ -108,3 +108,18 @@ def test_include_transcript_with_a_prefix_or_a_filter_is_refused_not_silently_dr
         with pytest.raises(InvalidArgument, match="include_transcript"):
             store.search("tea", include_transcript=True, **options)
     assert sorted(h.path for h in store.search("tea", include_transcript=True)) == ["messages.json#0", "notes/tea.md"]
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["%f0%80%80%ae%f0%80%80%ae/x", "a/%F0%80%80%AF", "%u002e%u002e/x", "a%u2215b", "%U002F"],
+)
+def test_a_scope_refuses_four_byte_overlong_and_u_escaped_dots_and_separators(local_backend, key, path):
+    from flyteplugins_memory import PathEscapesRoot
+
+    store = MemoryStore.get_or_create(key=key)
+    alice = store.scope("users/alice")
+    with pytest.raises(PathEscapesRoot):
+        alice.write_text(path, "x")
+    assert store.list_paths() == [] and not store.has_unsaved_changes()
+    alice.write_text("100%u.md", "fine")  # a % followed by anything else stays an ordinary character
