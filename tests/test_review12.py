@@ -123,3 +123,16 @@ def test_a_scope_refuses_four_byte_overlong_and_u_escaped_dots_and_separators(lo
         alice.write_text(path, "x")
     assert store.list_paths() == [] and not store.has_unsaved_changes()
     alice.write_text("100%u.md", "fine")  # a % followed by anything else stays an ordinary character
+
+
+def test_compaction_refuses_an_unarchivable_message_before_calling_summarize(local_backend, key):
+    from flyteplugins_memory import InvalidMessage
+
+    store = MemoryStore.get_or_create(key=key)
+    store.extend([{"role": "user", "content": "x", "score": float("nan")}, {"role": "user", "content": "y"}])
+    store.save()
+    calls = []
+    with pytest.raises(InvalidMessage, match="archived"):
+        store.compact_transcript(lambda messages: calls.append(messages) or "summary", keep_last=1)
+    assert calls == []  # a model call wasted on a compaction that cannot land
+    assert len(MemoryStore.open(key=key).messages) == 2
