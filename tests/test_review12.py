@@ -136,3 +136,14 @@ def test_compaction_refuses_an_unarchivable_message_before_calling_summarize(loc
         store.compact_transcript(lambda messages: calls.append(messages) or "summary", keep_last=1)
     assert calls == []  # a model call wasted on a compaction that cannot land
     assert len(MemoryStore.open(key=key).messages) == 2
+
+
+@pytest.mark.parametrize("name", [".", ".."])
+def test_a_session_named_dot_is_refused_not_the_log_of_every_session(local_backend, key, name):
+    store = MemoryStore.get_or_create(key=key)
+    store.session("s1").append({"role": "user", "content": "s1's message"})
+    store.save()
+    for owner in [store, store.scope("users/alice")]:
+        with pytest.raises(InvalidPath):  # "." was "sessions": its segments among the session directories
+            owner.session(name)
+    assert store.list_paths("sessions") == [p for p in store.list_paths() if p.startswith("sessions/s1/")]
