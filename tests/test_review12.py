@@ -147,3 +147,14 @@ def test_a_session_named_dot_is_refused_not_the_log_of_every_session(local_backe
         with pytest.raises(InvalidPath):  # "." was "sessions": its segments among the session directories
             owner.session(name)
     assert store.list_paths("sessions") == [p for p in store.list_paths() if p.startswith("sessions/s1/")]
+
+
+@pytest.mark.parametrize("name", [5, None, b"versions/x", "../x", "", "users/alice/notes.md"])
+def test_a_scope_refuses_a_malformed_version_name_as_the_store_does(local_backend, key, name):
+    store = MemoryStore.get_or_create(key=key, keep_versions=True)
+    alice = store.scope("users/alice")
+    with pytest.raises(InvalidPath):
+        store.read_version(name)
+    for read in (alice.read_version, alice.read_version_bytes):
+        with pytest.raises(InvalidPath):  # was VersionNotFound: "no such version" for what is no name at all
+            read(name)
