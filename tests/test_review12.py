@@ -158,3 +158,14 @@ def test_a_scope_refuses_a_malformed_version_name_as_the_store_does(local_backen
     for read in (alice.read_version, alice.read_version_bytes):
         with pytest.raises(InvalidPath):  # was VersionNotFound: "no such version" for what is no name at all
             read(name)
+
+
+def test_a_scopes_purge_result_names_the_path_as_the_scope_does(backend, key):
+    store = MemoryStore.get_or_create(key=key)
+    alice = store.scope("users/alice")
+    alice.write_text("secret.md", "redact me")
+    store.save()
+    result = alice.purge("secret.md")
+    assert result.path == "secret.md" and result.commit is not None  # was "users/alice/secret.md"
+    assert "users/alice/secret.md" not in backend.upstream_view(key)
+    assert MemoryStore.open(key=key).list_paths() == []

@@ -216,8 +216,10 @@ class ScopedStore:
 
     @syncify
     async def purge(self, rel_path: str, *, actor: str = "agent", reason: str = "") -> PurgeResult:
-        """`MemoryStore.purge` of `rel_path` in this scope (removes every stored copy now)."""
-        return await self._store.purge.aio(await self._full(rel_path), actor=actor, reason=reason)
+        """`MemoryStore.purge` of `rel_path` in this scope (removes every stored copy now); the result's
+        ``path`` relative to the scope."""
+        result = await self._store.purge.aio(await self._full(rel_path), actor=actor, reason=reason)
+        return dataclasses.replace(result, path=relative(self._prefix, result.path))
 
     @syncify
     async def save(self, *, actor: str | None = None, reason: str | None = None) -> Dir:
