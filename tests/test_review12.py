@@ -169,3 +169,11 @@ def test_a_scopes_purge_result_names_the_path_as_the_scope_does(backend, key):
     assert result.path == "secret.md" and result.commit is not None  # was "users/alice/secret.md"
     assert "users/alice/secret.md" not in backend.upstream_view(key)
     assert MemoryStore.open(key=key).list_paths() == []
+
+
+def test_a_scopes_log_does_not_show_the_reason_of_a_settings_change_saved_with_its_writes(local_backend, key):
+    admin = MemoryStore.get_or_create(key=key, trusted=True)
+    admin.scope("users/alice").write_text("note.md", "hi")
+    admin.set_read_only_prefixes(["users/bob/"], actor="admin", reason="lock bob's medical records")
+    (commit,) = MemoryStore.open(key=key).scope("users/alice").log()
+    assert commit.wrote == ("note.md",) and "bob" not in commit.reason
