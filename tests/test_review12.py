@@ -55,7 +55,7 @@ def test_a_snippet_shows_the_match_when_case_folding_changes_the_texts_length(lo
 
 
 @pytest.mark.parametrize("prefix", ["notes/.", "./notes/", "notes//", "notes/./x", "."])
-def test_a_read_only_prefix_with_a_dot_segment_is_refused_not_persisted_protecting_nothing(backend, key, prefix):
+def test_a_read_only_prefix_with_a_dot_segment_is_refused_not_persisted_protecting_nothing(local_backend, key, prefix):
     trusted = MemoryStore.get_or_create(key=key, trusted=True)
     with pytest.raises(InvalidPath):
         trusted.set_read_only_prefixes([prefix])
