@@ -177,3 +177,23 @@ def test_a_scopes_log_does_not_show_the_reason_of_a_settings_change_saved_with_i
     admin.set_read_only_prefixes(["users/bob/"], actor="admin", reason="lock bob's medical records")
     (commit,) = MemoryStore.open(key=key).scope("users/alice").log()
     assert commit.wrote == ("note.md",) and "bob" not in commit.reason
+
+
+def test_a_proposal_cannot_forge_a_record_log_segment(backend, key):
+    from flyteplugins_memory import Proposal, _proposals
+
+    store = MemoryStore.get_or_create(key=key)
+    store.records("memory/decisions").append({"by": "reviewer"})
+    store.save()
+    forged = "memory/decisions/99999999999999999999-abcdefabcdef.jsonl"
+    with pytest.raises(InvalidPath, match="segment"):  # as write_text refuses it
+        store.propose(forged, '{"by": "an agent"}\n')
+    # one staged before this check (or by an older writer) is refused at accept, and can still be discarded
+    staged = _proposals.draft(forged, '{"by": "an agent"}\n', "agent", "", {})
+    store._session.view.changes.entries[(_proposals.EXT_MAP, staged.id)] = _proposals.stored(staged)
+    store.save()
+    with pytest.raises(InvalidPath, match="segment"):
+        store.accept(staged.id)
+    assert isinstance(store.discard(staged.id), Proposal)
+    assert MemoryStore.open(key=key).records("memory/decisions").read() == [{"by": "reviewer"}]
+    assert forged not in backend.upstream_view(key)
