@@ -197,3 +197,14 @@ def test_a_proposal_cannot_forge_a_record_log_segment(backend, key):
     assert isinstance(store.discard(staged.id), Proposal)
     assert MemoryStore.open(key=key).records("memory/decisions").read() == [{"by": "reviewer"}]
     assert forged not in backend.upstream_view(key)
+
+
+def test_a_scopes_session_validates_messages_when_the_store_does(local_backend, key):
+    from flyteplugins_memory import InvalidMessage
+
+    store = MemoryStore.get_or_create(key=key, validate_messages=True)
+    for owner in [store, store.scope("users/alice")]:
+        with pytest.raises(InvalidMessage):
+            owner.session("s1").append({"role": "wizard", "content": "not a chat message"})
+    store.save()
+    assert MemoryStore.open(key=key).list_paths() == []

@@ -288,7 +288,7 @@ class ScopedStore:
 
     def session(self, name: str) -> Conversation:
         """The conversation of session `name` within this scope (the log ``<prefix>/sessions/<name>``)."""
-        return Conversation(self.records(conversation_log(name)), name)
+        return Conversation(self.records(conversation_log(name)), name, validate=self._store.validate_messages)
 
     @syncify
     async def search(
