@@ -208,3 +208,16 @@ def test_a_scopes_session_validates_messages_when_the_store_does(local_backend, 
             owner.session("s1").append({"role": "wizard", "content": "not a chat message"})
     store.save()
     assert MemoryStore.open(key=key).list_paths() == []
+
+
+def test_a_sync_embed_runs_off_the_stores_loop_like_a_sync_summarize(local_backend, key):
+    store = MemoryStore.get_or_create(key=key)
+    store.write_text("a.md", "apple pie")
+    store.write_text("b.md", "apple tart")
+    store.save()
+
+    def embed(texts):  # a sync embedder may block (a model call) or use a store's sync API
+        held = MemoryStore.open(key=key).list_paths()  # raised BlockingCallOnLoop: it ran on the loop
+        return [[1.0, float(len(held)), float("tart" in t)] for t in texts]
+
+    assert sorted(h.path for h in store.search("apple", embed=embed)) == ["a.md", "b.md"]

@@ -11,6 +11,7 @@ cosine similarity); nothing here downloads or runs a model of its own.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import math
@@ -78,7 +79,7 @@ class SearchAPI:
         (as `list_paths`). Binary files never match. Unsaved writes of this handle are searched as they
         stand. `include_transcript` adds the messages of ``store.messages`` (hit paths
         ``messages.json#<index>``; not with `prefix` or `where`: `InvalidArgument`); `embed` (texts to
-        vectors, sync or async) adds hybrid ranking."""
+        vectors; async, or sync and run in a thread) adds hybrid ranking."""
         terms = tokenize(_check_query(query))
         rel = self._admission.admit(prefix, Access.LIST)
         count, wanted = check_int("limit", limit, minimum=1), check_where(where)
@@ -163,7 +164,10 @@ async def _fused(embed: Embed, query: str, ranked: list[Hit], extra: list[Hit]) 
 async def _embedded(embed: Embed, texts: list[str]) -> list[list[float]]:
     """The caller's vectors for `texts`, checked: one per text, all of one non-zero length, finite
     numbers (a NaN or an infinity would make every similarity NaN and the order arbitrary, silently)."""
-    result = embed(texts)
+    if inspect.iscoroutinefunction(embed):
+        result = await embed(texts)
+    else:  # in a thread, as `summarize`: it may block on a model, or use a store's sync API (not on the loop)
+        result = await asyncio.to_thread(embed, texts)
     if inspect.isawaitable(result):
         result = await result
     try:
