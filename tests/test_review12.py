@@ -221,3 +221,10 @@ def test_a_sync_embed_runs_off_the_stores_loop_like_a_sync_summarize(local_backe
         return [[1.0, float(len(held)), float("tart" in t)] for t in texts]
 
     assert sorted(h.path for h in store.search("apple", embed=embed)) == ["a.md", "b.md"]
+
+
+def test_a_snippet_of_cjk_text_is_cut_around_the_match(local_backend, key):
+    store = MemoryStore.get_or_create(key=key)
+    store.write_text("jp.md", "今日は雨でした。" * 35 + "富士山に登りました。")  # the match after 280 characters
+    (hit,) = store.search("富士山")
+    assert "富士山" in hit.snippet

@@ -134,7 +134,7 @@ def snippet(lead: str, terms: Iterable[str]) -> str:
     """About `SNIPPET_CHARS` characters of `lead` around the first query term it holds (else its start),
     on one line."""
     folded, origin = _folded(lead)
-    found = [m.start() for t in terms if (m := re.search(rf"(?<!\w){re.escape(t)}(?!\w)", folded))]
+    found = [m.start() for t in terms if (m := re.search(_pattern(t), folded))]
     start = max(0, min(origin[i] for i in found) - SNIPPET_CHARS // 4) if found else 0
     cut = lead[start : start + SNIPPET_CHARS]
     text = " ".join(cut.split())
@@ -147,3 +147,8 @@ def _folded(text: str) -> tuple[str, list[int]]:
     two, a ligature several), so that a match in the folded text points into `text`."""
     pieces = [unicodedata.normalize("NFKC", ch.casefold()) for ch in text]
     return "".join(pieces), [i for i, piece in enumerate(pieces) for _ in piece]
+
+
+def _pattern(term: str) -> str:
+    """A term as a whole word; a CJK character anywhere (its neighbours are word characters too)."""
+    return re.escape(term) if _CJK.fullmatch(term) else rf"(?<!\w){re.escape(term)}(?!\w)"
