@@ -228,3 +228,12 @@ def test_a_snippet_of_cjk_text_is_cut_around_the_match(local_backend, key):
     store.write_text("jp.md", "今日は雨でした。" * 35 + "富士山に登りました。")  # the match after 280 characters
     (hit,) = store.search("富士山")
     assert "富士山" in hit.snippet
+
+
+def test_search_ignores_combining_marks_that_split_words(local_backend, key):
+    store = MemoryStore.get_or_create(key=key)
+    store.write_text("tr.md", "İstanbul is lovely")  # İ folds to i + U+0307, which split the word in two
+    store.write_text("ar.md", "كَتَبَ الولد")  # Arabic with its short vowels written
+    for query, path in [("istanbul", "tr.md"), ("İSTANBUL", "tr.md"), ("كتب", "ar.md")]:
+        assert [h.path for h in store.search(query)] == [path], query
+    assert "lovely" in store.search("istanbul")[0].snippet
