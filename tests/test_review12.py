@@ -237,3 +237,24 @@ def test_search_ignores_combining_marks_that_split_words(local_backend, key):
     for query, path in [("istanbul", "tr.md"), ("İSTANBUL", "tr.md"), ("كتب", "ar.md")]:
         assert [h.path for h in store.search(query)] == [path], query
     assert "lovely" in store.search("istanbul")[0].snippet
+
+
+def test_a_compaction_refused_by_a_newly_read_only_archive_leaves_the_handle_as_it_was(backend, key):
+    from flyteplugins_memory import ReadOnlyPath
+
+    store = MemoryStore.get_or_create(key=key)
+    store.extend([{"role": "user", "content": f"m{i}"} for i in range(4)])
+    store.save()
+    admin = MemoryStore.open(key=key, trusted=True)
+
+    def summarize(messages):  # meanwhile, an admin locks the archive's prefix
+        admin.set_read_only_prefixes(["archive/"])
+        return "summary"
+
+    with pytest.raises(ReadOnlyPath):
+        store.compact_transcript(summarize, keep_last=1)
+    assert [m["content"] for m in store.messages] == ["m0", "m1", "m2", "m3"]  # was the summary, uncommitted
+    store.append({"role": "user", "content": "later"})
+    store.save()  # raised ReadOnlyPath forever: the staged archive segment stayed in the handle
+    assert [m["content"] for m in MemoryStore.open(key=key).messages] == ["m0", "m1", "m2", "m3", "later"]
+    assert not [p for p in backend.upstream_view(key) if p.startswith("archive/")]

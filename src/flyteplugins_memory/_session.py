@@ -27,6 +27,7 @@ from ._commit import SaveJob, checkpoint, run_save, update_upstream_layout
 from ._errors import (
     ConcurrencyError,
     InvalidMessage,
+    ReadOnlyPath,
     StorageError,
     StoreAlreadyExists,
     StoreDeleted,
@@ -364,7 +365,7 @@ class Session:
             holder.messages[:] = fold.apply(holder.messages)
             try:
                 await self._commit(holder, actor=actor, reason=reason, fold=fold, event=event)
-            except (ConcurrencyError, StoreFormatTooNew, StoreDeleted, InvalidMessage):
+            except (ConcurrencyError, StoreFormatTooNew, StoreDeleted, InvalidMessage, ReadOnlyPath):
                 holder.messages[: 1 + len(before) - fold.count] = before  # appends made meanwhile stay after
                 self.view.drop([archive[0]])
                 await self.view.forget_local([archive[0]])
