@@ -9,7 +9,6 @@ import pytest
 
 from flyteplugins_memory import (
     InvalidArgument,
-    InvalidMessage,
     InvalidPath,
     MemoryStore,
     PathEscapesRoot,
@@ -236,14 +235,3 @@ def test_a_scope_searches_only_its_own_files(store_backend, key):
     with pytest.raises(PathEscapesRoot):
         fresh.search("seat", prefix="../bob")
 
-
-def test_a_scoped_session_validates_like_the_handle_does(local_backend, key):
-    store = MemoryStore.get_or_create(key=key, validate_messages=True)
-    chat = store.scope("users/alice").session("chat")
-    with pytest.raises(InvalidMessage):
-        chat.append({"role": "wizard", "content": "not a role"})
-    chat.append({"role": "user", "content": "hi"})
-    store.save()
-    assert MemoryStore.open(key=key).scope("users/alice").session("chat").messages() == [
-        {"role": "user", "content": "hi"}
-    ]

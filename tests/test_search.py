@@ -114,7 +114,8 @@ def test_transcript_is_searched_only_when_asked(local_backend, key):
     assert store.search("kumquat") == []
     hits = store.search("kumquat", include_transcript=True)
     assert sorted(paths(hits)) == ["messages.json#0", "messages.json#1"] and all(h.meta is None for h in hits)
-    assert store.search("kumquat", prefix="fruit", include_transcript=True) == []
+    with pytest.raises(InvalidArgument, match="include_transcript"):  # was [] (review12: silently dropped)
+        store.search("kumquat", prefix="fruit", include_transcript=True)
 
 
 def test_unsaved_writes_deletes_and_overwrites(backend, key):

@@ -89,6 +89,9 @@ class SaveJob:
     placed: set[str] = field(default_factory=set)
     #: a trusted handle's decision on a proposal: the store's read-only prefixes do not bind its files
     trusted: bool = False
+    #: a decision on a proposal: if it does not commit, the handle forgets it and never saves it again, so
+    #: it must leave nothing at a path (no in-place upload: a stray there would list a discarded memory)
+    decision: bool = False
     #: what the commit info calls a commit that is not a create ("save", or "settings" for a change of
     #: store-level settings such as the persisted read-only prefixes)
     kind: str = "save"
@@ -108,8 +111,9 @@ async def run_save(remote: ObjectStorage, job: SaveJob) -> State:
     if not job.trusted:  # a handle that wrote before it loaded the setting
         refuse_read_only(job.changes.files, job.base.ext)
     await job.base.files.need(job.changes.files)  # what the upload, the merge and the checks look at
+    no_strays = job.exclusive or job.decision  # a loser of either must leave no file behind
     job.placed = await upload_in_place(
-        remote, job.base, job.changes, job.contents, exclusive=job.exclusive, imported=job.imported
+        remote, job.base, job.changes, job.contents, exclusive=no_strays, imported=job.imported
     )
     blobs = {
         blob_name(r.sha256): job.contents[p]

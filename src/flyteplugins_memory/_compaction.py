@@ -95,9 +95,9 @@ class CompactionAPI:
         if point == 0:
             return CompactionResult(0, log.name, None)
         folded = committed[:point]
+        staged = self._archive_segment(log, folded, actor)  # before summarize: no model call for nothing
         summary = self._summary(await _call(summarize, committed_form(folded)))
         fold = Fold(tuple(fingerprints(folded)), summary)
-        staged = self._archive_segment(log, folded, actor)
         event = self._compaction_event(committed, fold, log.name, actor, reason)
         await self._session.save_fold(self, fold, staged, event, actor=actor, reason=reason or event["reason"])
         return CompactionResult(point, log.name, committed_form([summary])[0])

@@ -27,7 +27,7 @@ SESSIONS_PREFIX = "sessions"
 
 def conversation_log(name: str) -> str:
     """The log path of session `name`, which must be one path segment (`InvalidPath` otherwise)."""
-    if not isinstance(name, str) or not name or "/" in name or "\\" in name:
+    if not isinstance(name, str) or name in ("", ".", "..") or "/" in name or "\\" in name:  # ".": "sessions"
         raise InvalidPath(f"A session name must be one non-empty path segment, got {name!r}")
     return f"{SESSIONS_PREFIX}/{name}"
 

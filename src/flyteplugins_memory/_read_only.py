@@ -47,8 +47,11 @@ def canonical(prefixes: object) -> tuple[str, ...]:
         if not prefix:
             raise InvalidArgument("A read-only prefix must not be empty (it would make the whole store read-only)")
         normalize_path(prefix)  # the same rules as any path
-        if "//" in prefix or prefix.startswith("./") or "/./" in prefix:
-            raise InvalidPath(f"A read-only prefix must be in canonical form, got {prefix!r}")
+        segments = prefix.split("/")  # a trailing "/" leaves one empty last segment, which is kept
+        if "." in segments or "" in segments[:-1]:  # a path never holds them: the prefix would protect nothing
+            raise InvalidPath(
+                f"A read-only prefix must be in canonical form (no '.' or empty segments), got {prefix!r}"
+            )
     return tuple(sorted(set(checked)))
 
 

@@ -18,12 +18,18 @@ FIRST_PAGE = 32
 
 def scoped_commit(prefix: str, commit: Commit) -> Commit | None:
     """`commit` as the scope sees it: its writes and deletes under `prefix`, relative; None if it made
-    none there. The transcript is not part of a scope, so its messages are not counted."""
+    none there. The transcript is not part of a scope, so its messages are not counted. A commit that
+    also changed something outside the scope (other paths, the transcript, store-wide settings) shows no
+    actor and reason: they summarize every write of the commit, other scopes' included (one handle serving
+    two users), or say why the store's settings changed."""
     wrote = tuple(relative(prefix, p) for p in commit.wrote if is_inside(prefix, p))
     deleted = tuple(relative(prefix, p) for p in commit.deleted if is_inside(prefix, p))
     if not wrote and not deleted:
         return None
-    return dataclasses.replace(commit, wrote=wrote, deleted=deleted, appended=0, rewrote=False)
+    shared = (len(wrote), len(deleted)) != (len(commit.wrote), len(commit.deleted))
+    shared = shared or commit.appended > 0 or commit.rewrote or commit.kind == "settings"  # store-wide
+    who = {"actor": "", "reason": ""} if shared else {}
+    return dataclasses.replace(commit, wrote=wrote, deleted=deleted, appended=0, rewrote=False, **who)
 
 
 def scoped_event(prefix: str, event: dict[str, Any]) -> dict[str, Any] | None:

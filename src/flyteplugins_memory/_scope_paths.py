@@ -12,7 +12,8 @@ read as another path. A scope path, and the prefix itself, must be:
     - free of backslashes (a separator on Windows and in some object-store tools)
     - free of percent-encodings of a dot, a separator, a percent sign or a control character (``%2e``,
       ``%2f``, ``%5c``, ``%25``, ``%00``-``%1f``, ``%7f``) and of overlong UTF-8 forms (``%c0``, ``%c1``,
-      ``%e0%80``-``%e0%9f``), in either case: a layer that decodes once would see ``..`` or ``/``
+      ``%e0%80``-``%e0%9f``, ``%f0%80``-``%f0%8f``) and of ``%uXXXX`` escapes (IIS-style, ``%u002e``), in
+      either case: a layer that decodes once would see ``..`` or ``/``
     - relative, without ``..`` segments (empty and ``.`` segments collapse, as in a store)
 
 Anything else that escapes (``..``, absolute, backslash, lookalikes, encodings) raises `PathEscapesRoot`;
@@ -28,7 +29,9 @@ from ._errors import InvalidPath, PathEscapesRoot, ReservedPath
 from ._paths import is_reserved, normalize_path
 
 _FORBIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Zl", "Zp"})
-_ENCODED = re.compile(r"%(?:2[ef]|5c|25|[01][0-9a-f]|7f|c[01]|e0%[89][0-9a-f])", re.IGNORECASE)
+_ENCODED = re.compile(
+    r"%(?:2[ef]|5c|25|[01][0-9a-f]|7f|c[01]|e0%[89][0-9a-f]|f0%8[0-9a-f]|u[0-9a-f]{4})", re.IGNORECASE
+)
 
 
 def _refuse_escapes(path: str) -> None:

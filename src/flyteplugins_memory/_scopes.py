@@ -22,7 +22,7 @@ from ._arguments import check_int
 from ._codecs import MemoryMeta
 from ._commit_log import Commit
 from ._conversations import Conversation, conversation_log
-from ._errors import PathEscapesRoot, UnsafeStoreContent, VersionNotFound
+from ._errors import InvalidPath, PathEscapesRoot, UnsafeStoreContent, VersionNotFound
 from ._layout import Kind, classify
 from ._metadata import Scalar
 from ._purge import PurgeResult
@@ -217,8 +217,10 @@ class ScopedStore:
 
     @syncify
     async def purge(self, rel_path: str, *, actor: str = "agent", reason: str = "") -> PurgeResult:
-        """`MemoryStore.purge` of `rel_path` in this scope (removes every stored copy now)."""
-        return await self._store.purge.aio(await self._full(rel_path), actor=actor, reason=reason)
+        """`MemoryStore.purge` of `rel_path` in this scope (removes every stored copy now); the result's
+        ``path`` relative to the scope."""
+        result = await self._store.purge.aio(await self._full(rel_path), actor=actor, reason=reason)
+        return dataclasses.replace(result, path=relative(self._prefix, result.path))
 
     @syncify
     async def save(self, *, actor: str | None = None, reason: str | None = None) -> Dir:
@@ -240,9 +242,11 @@ class ScopedStore:
     def _own_version(self, version_file: str) -> str:
         try:
             named = classify(version_file)
-        except UnsafeStoreContent as exc:  # an unsafe name is no version of this scope
-            raise VersionNotFound(f"No version {version_file!r} in scope {self._prefix!r}") from exc
-        if named.kind is not Kind.VERSION or not is_inside(self._prefix, named.path):
+        except UnsafeStoreContent as exc:  # no name at all: as the store says (`_versions`)
+            raise InvalidPath(f"{version_file!r} does not name a version snapshot") from exc
+        if named.kind is not Kind.VERSION:
+            raise InvalidPath(f"{version_file!r} does not name a version snapshot")
+        if not is_inside(self._prefix, named.path):  # another scope's: as if it did not exist
             raise VersionNotFound(f"No version {version_file!r} in scope {self._prefix!r}")
         return version_file
 

@@ -11,6 +11,7 @@ cosine similarity); nothing here downloads or runs a model of its own.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import math
@@ -77,15 +78,18 @@ class SearchAPI:
         case-insensitive), best first; with `where`, only files whose metadata holds every pair exactly
         (as `list_paths`). Binary files never match. Unsaved writes of this handle are searched as they
         stand. `include_transcript` adds the messages of ``store.messages`` (hit paths
-        ``messages.json#<index>``); `embed` (texts to vectors, sync or async) adds hybrid ranking."""
+        ``messages.json#<index>``; not with `prefix` or `where`: `InvalidArgument`); `embed` (texts to
+        vectors; async, or sync and run in a thread) adds hybrid ranking."""
         terms = tokenize(_check_query(query))
         rel = self._admission.admit(prefix, Access.LIST)
         count, wanted = check_int("limit", limit, minimum=1), check_where(where)
         check_flag("include_transcript", include_transcript)
+        if include_transcript and (rel or wanted):  # messages have no path under a prefix and no metadata
+            raise InvalidArgument("include_transcript searches the whole transcript: give no prefix and no where")
         if embed is not None and not callable(embed):
             raise InvalidArgument(f"embed must be a callable or None, got {embed!r}")
         corpus, shadow = await self._session.searching(self)
-        if include_transcript and not rel and not wanted:
+        if include_transcript:
             shadow = {**shadow, **_transcript_docs(self.messages)}
         lo, hi = range_under(rel)
         accept = lambda path, doc: _accepted(path, doc, lo, hi, wanted)  # noqa: E731
@@ -158,17 +162,29 @@ async def _fused(embed: Embed, query: str, ranked: list[Hit], extra: list[Hit]) 
 
 
 async def _embedded(embed: Embed, texts: list[str]) -> list[list[float]]:
-    """The caller's vectors for `texts`, checked: one per text, all of one non-zero length, numbers."""
-    result = embed(texts)
+    """The caller's vectors for `texts`, checked: one per text, all of one non-zero length, finite
+    numbers (a NaN or an infinity would make every similarity NaN and the order arbitrary, silently)."""
+    if inspect.iscoroutinefunction(embed):
+        result = await embed(texts)
+    else:  # in a thread, as `summarize`: it may block on a model, or use a store's sync API (not on the loop)
+        result = await asyncio.to_thread(embed, texts)
     if inspect.isawaitable(result):
         result = await result
     try:
-        vectors = [[float(x) for x in v] for v in result]  # type: ignore[union-attr]
+        vectors = [[float(x) for x in _vector(v)] for v in result]  # type: ignore[union-attr]
     except (TypeError, ValueError) as exc:
         raise InvalidArgument(f"embed must return a list of vectors of numbers: {exc}") from exc
+    if not all(math.isfinite(x) for v in vectors for x in v):
+        raise InvalidArgument("embed must return vectors of finite numbers (no NaN or infinity)")
     if len(vectors) != len(texts) or len({len(v) for v in vectors}) != 1 or not vectors[0]:
         raise InvalidArgument(f"embed must return {len(texts)} vectors of one non-zero length")
     return vectors
+
+
+def _vector(v: object) -> object:
+    if isinstance(v, str | bytes):  # iterable, but of characters: "12" is no vector (1.0, 2.0)
+        raise TypeError(f"a vector is a sequence of numbers, got {type(v).__name__}")
+    return v
 
 
 def _cosine(a: list[float], b: list[float]) -> float:

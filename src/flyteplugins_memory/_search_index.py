@@ -27,8 +27,9 @@ from ._search_text import K1, B, Doc, idf, term_score
 #: The key of the store-level ``ext`` that holds the search index.
 EXT_KEY = "search"
 #: Version of the ``ext["search"]`` map and of segments (a reader ignores an index of another version;
-#: 1, with docs inline in the records, was never released)
-VERSION = 2
+#: 1, with docs inline in the records, and 2, tokenized without NFKC and CJK characters, were never
+#: released). The tokenizer is part of the format: a query's tokens must be made as the index's were.
+VERSION = 3
 #: At most this many segments: a cold search reads each of them once.
 MAX_SEGMENTS = 5
 #: A newer segment is merged into the one before it while that one is less than this many times larger.

@@ -9,9 +9,11 @@ tokenized, so one huge file cannot make every save that writes it slow; its snip
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -28,15 +30,32 @@ K1 = 1.2
 B = 0.75
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
+#: Han ideographs, kana and their compatibility forms: scripts written without spaces between words, so a
+#: run of them is no word; each character is a token of its own (a query for 東京 then matches 東京タワー).
+_CJK = re.compile(r"([\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f])")
 
 
 #: Longer tokens are left out: nobody types them, and one of them would cost the index its length.
 MAX_TOKEN = 64
 
 
+@functools.cache
+def _marks() -> dict[int, None]:
+    """Nonspacing marks (Unicode category Mn) that NFKC leaves on their own, as a `str.translate` table that
+    drops them: ``İ`` folds to ``i`` and U+0307, Arabic and Hebrew vowel points, ... They are no word
+    characters, so they split a word in two (``istanbul`` with U+0307: ``i``, ``stanbul``). Built on first
+    use (about 20 ms); `str.translate` is several times faster than a regex class of them."""
+    return {c: None for c in range(0x30000) if unicodedata.category(chr(c)) == "Mn"}
+
+
 def tokenize(text: str) -> list[str]:
-    """Lower-cased word tokens (letters, digits, underscore; any script) of at most `MAX_TOKEN` characters."""
-    return [t for t in _TOKEN.findall(text.casefold()) if len(t) <= MAX_TOKEN]
+    """Case-folded word tokens (letters, digits, underscore; any script) of at most `MAX_TOKEN` characters,
+    in NFKC form (``cafe\u0301`` and ``café``, fullwidth and plain letters are one token), without nonspacing
+    marks (`_marks`), CJK one per character."""
+    folded = text.casefold()
+    if not folded.isascii():  # most text is ASCII: no step changes it, and each costs time
+        folded = _CJK.sub(r" \1 ", unicodedata.normalize("NFKC", folded).translate(_marks()))
+    return [t for t in _TOKEN.findall(folded) if len(t) <= MAX_TOKEN]
 
 
 @dataclass(frozen=True)
@@ -125,9 +144,25 @@ def term_score(tf: int, length: int, avg_length: float, weight: float) -> float:
 def snippet(lead: str, terms: Iterable[str]) -> str:
     """About `SNIPPET_CHARS` characters of `lead` around the first query term it holds (else its start),
     on one line."""
-    folded = lead.casefold()
-    starts = [m.start() for t in terms if (m := re.search(rf"(?<!\w){re.escape(t)}(?!\w)", folded))]
-    start = max(0, min(starts) - SNIPPET_CHARS // 4) if starts else 0
+    folded, origin = _folded(lead)
+    found = [m.start() for t in terms if (m := re.search(_pattern(t), folded))]
+    start = max(0, min(origin[i] for i in found) - SNIPPET_CHARS // 4) if found else 0
     cut = lead[start : start + SNIPPET_CHARS]
     text = " ".join(cut.split())
     return ("…" if start else "") + text + ("…" if start + SNIPPET_CHARS < len(lead) else "")
+
+
+def _folded(text: str) -> tuple[str, list[int]]:
+    """`text` folded as `tokenize` folds it, character by character, and for each character of the result
+    the index of the character of `text` it came from (folding changes lengths: ``İ`` gives two, ``ß``
+    two, a ligature several), so that a match in the folded text points into `text`."""
+    pieces = [
+        ch.casefold() if ch.isascii() else unicodedata.normalize("NFKC", ch.casefold()).translate(_marks())
+        for ch in text
+    ]
+    return "".join(pieces), [i for i, piece in enumerate(pieces) for _ in piece]
+
+
+def _pattern(term: str) -> str:
+    """A term as a whole word; a CJK character anywhere (its neighbours are word characters too)."""
+    return re.escape(term) if _CJK.fullmatch(term) else rf"(?<!\w){re.escape(term)}(?!\w)"

@@ -27,6 +27,7 @@ from ._commit import SaveJob, checkpoint, run_save, update_upstream_layout
 from ._errors import (
     ConcurrencyError,
     InvalidMessage,
+    ReadOnlyPath,
     StorageError,
     StoreAlreadyExists,
     StoreDeleted,
@@ -348,6 +349,7 @@ class Session(SpecialCommits):
         trusted: bool = False,
         fold: Fold | None = None,
         event: dict[str, Any] | None = None,
+        decision: bool = False,
     ) -> None:
         view = self.view
         await self._repair_projections()
@@ -373,6 +375,7 @@ class Session(SpecialCommits):
             kind="save" if settings is None else "settings",
             trusted=trusted,
             fold=fold,
+            decision=decision,
         )
         try:
             committed = await run_save(self.remote(), job)

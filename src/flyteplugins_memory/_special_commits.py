@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ._errors import ConcurrencyError, InvalidMessage, StorageError, StoreDeleted, StoreFormatTooNew
+from ._errors import ConcurrencyError, InvalidMessage, ReadOnlyPath, StorageError, StoreDeleted, StoreFormatTooNew
 from ._fold import Fold
 from ._paths import MESSAGES_PATH
 from ._state import State
@@ -78,7 +78,7 @@ class SpecialCommits:
             await self._refresh(holder)
             result = await change(self.view)
             try:
-                await self._commit(holder, actor=actor, reason=reason, trusted=trusted)
+                await self._commit(holder, actor=actor, reason=reason, trusted=trusted, decision=True)
             except BaseException:
                 await self.view.forget_unsaved()
                 raise
@@ -109,7 +109,7 @@ class SpecialCommits:
             holder.messages[:] = fold.apply(holder.messages)
             try:
                 await self._commit(holder, actor=actor, reason=reason, fold=fold, event=event)
-            except (ConcurrencyError, StoreFormatTooNew, StoreDeleted, InvalidMessage):
+            except (ConcurrencyError, StoreFormatTooNew, StoreDeleted, InvalidMessage, ReadOnlyPath):
                 holder.messages[: 1 + len(before) - fold.count] = before  # appends made meanwhile stay after
                 self.view.drop([archive[0]])
                 await self.view.forget_local([archive[0]])

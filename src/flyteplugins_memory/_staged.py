@@ -30,6 +30,7 @@ from ._proposals import (
     draft,
     stored,
 )
+from ._record_codec import check_not_segment
 from ._records import LogOwner, save_pending
 from ._session import Session
 from ._syncify import syncify
@@ -62,6 +63,7 @@ class StagedAPI:
         like a write. Returns the draft `Proposal`; a handle allowed to write `path` may `accept` it (into
         a read-only prefix only a trusted one) or `discard` it. `metadata` goes to the file on accept."""
         rel = self._admission.admit(path, Access.WRITE, trusted=True)  # read-only prefixes: for a trusted accept
+        check_not_segment(rel)  # as write_text: an accept would forge records of a log
         text = check_content(content)
         who, why = _note("actor", actor, "agent"), _note("reason", reason, "")
         proposal = draft(rel, text, who, why, check_metadata(metadata))
@@ -167,6 +169,7 @@ class _Decision:
     async def _write(self, view: View, proposal: Proposal) -> None:
         if proposal.content is None:
             raise CorruptStore(f"The journal's draft proposal {proposal.id!r} holds no content")
+        check_not_segment(proposal.path)  # one staged before `propose` checked it: discard it instead
         store = self.store
         reason = self.reason or proposal.reason or f"accept proposal {proposal.id}"
         options = ChangeOptions(self.actor, reason, None, store.keep_versions, store.audit, dict(proposal.metadata))
