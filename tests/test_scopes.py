@@ -234,4 +234,3 @@ def test_a_scope_searches_only_its_own_files(store_backend, key):
     assert [h.path for h in fresh.search("aisle")] == []  # bob's file is outside the scope
     with pytest.raises(PathEscapesRoot):
         fresh.search("seat", prefix="../bob")
-

@@ -27,7 +27,6 @@ from ._commit import SaveJob, checkpoint, run_save, update_upstream_layout
 from ._errors import (
     ConcurrencyError,
     InvalidMessage,
-    ReadOnlyPath,
     StorageError,
     StoreAlreadyExists,
     StoreDeleted,
