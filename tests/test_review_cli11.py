@@ -58,3 +58,25 @@ def test_a_scope_stages_lists_and_decides_its_own_proposals_only(tmp_path):
         "users/alice/notes/tea.md": "accepted",
         "users/bob/notes/tea.md": "draft",
     }
+
+
+def test_where_typing_exit_codes_and_stored_markup_as_the_readme_says(tmp_path):
+    uri = str(tmp_path / "store")
+    store = MemoryStore("team", remote_path=uri)
+    store.write_text("int.md", "tea", metadata={"n": 1})
+    store.write_text("str.md", "tea", metadata={"n": "1"})
+    store.write_text("bool.md", "tea", metadata={"n": True})
+    staged = store.propose("p.md", "[bold]tea[/] \x1b[2J", actor="\x1b]0;pwn\x07", reason="[red]r")
+    store.save()
+    for value, path in (("1", "int.md"), ('"1"', "str.md"), ("true", "bool.md")):
+        code, out, _ = cli("ls", "--uri", uri, "--where", f"n={value}", "--json")
+        assert code == 0 and [f["path"] for f in json.loads(out)["files"]] == [path]
+    code, out, _ = cli("proposals", "--uri", uri)
+    assert code == 0 and "[bold]tea[/] \\x1b[2J" in out and "\\x1b]0;pwn\\x07" in out and "\x1b" not in out
+    assert cli("accept", "nope", "--uri", uri)[0] == 1
+    assert cli("search", "tea", "--uri", uri, "--limit", "0")[0] == 2
+    assert cli("ls", "--uri", uri, "--where", "n")[0] == 2
+    assert cli("accept", staged.id, "--uri", uri, "--json")[0] == 0
+    code, out, err = cli("accept", staged.id, "--uri", uri, "--json")
+    assert (code, out) == (1, "") and err.startswith("error: ")
+    assert (tmp_path / "store" / "p.md").read_text() == "[bold]tea[/] \x1b[2J"
