@@ -101,6 +101,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "_scope_history",
             "_scopes",
             "_staged",
+            "_scope_staged",
             "_store",
             "_flyte_type",
             "__init__",

@@ -22,14 +22,14 @@ from ._arguments import check_int
 from ._codecs import MemoryMeta
 from ._commit_log import Commit
 from ._conversations import Conversation, conversation_log
-from ._errors import InvalidPath, PathEscapesRoot, ProposalNotFound, UnsafeStoreContent, VersionNotFound
+from ._errors import InvalidPath, PathEscapesRoot, UnsafeStoreContent, VersionNotFound
 from ._layout import Kind, classify
 from ._metadata import Scalar
-from ._proposals import Proposal
 from ._purge import PurgeResult
 from ._records import RecordLog
 from ._scope_history import newest_matching, scoped_commit, scoped_event
 from ._scope_paths import is_inside, joined, relative, scope_dir, scope_path, scope_prefix
+from ._scope_staged import ScopedStagedAPI
 from ._search import Embed, SearchHit
 from ._syncify import syncify
 
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 __all__ = ["ScopedStore"]
 
 
-class ScopedStore:
+class ScopedStore(ScopedStagedAPI):
     """A store handle confined to `prefix`: reads, writes, lists, deletes, metadata, bytes, versions,
     history, record logs, search, staged memories and the audit trail of the files under it, and nothing
     else.
@@ -310,49 +310,3 @@ class ScopedStore:
         return [
             dataclasses.replace(hit, path=relative(self._prefix, hit.path), meta=self._meta(hit.meta)) for hit in hits
         ]
-
-    # -- staged memories ------------------------------------------------------------------------------
-
-    def _own_proposal(self, proposal: Proposal) -> Proposal:
-        """`proposal` with its path relative to the scope; one outside the scope is not found from here."""
-        if not is_inside(self._prefix, proposal.path):
-            raise ProposalNotFound(f"No proposal {proposal.id!r} in scope {self._prefix!r}")
-        return proposal.model_copy(update={"path": relative(self._prefix, proposal.path)})
-
-    @syncify
-    async def propose(
-        self,
-        rel_path: str,
-        content: str,
-        *,
-        actor: str | None = None,
-        reason: str | None = None,
-        metadata: Mapping[str, Scalar] | None = None,
-    ) -> Proposal:
-        """`MemoryStore.propose` for `rel_path` in this scope (the proposal's path relative to it)."""
-        full = await self._full(rel_path)
-        staged = await self._store.propose.aio(full, content, actor=actor, reason=reason, metadata=metadata)
-        return self._own_proposal(staged)
-
-    @syncify
-    async def proposals(self, status: str | None = None, *, prefix: str = "") -> list[Proposal]:
-        """`MemoryStore.proposals` for paths under directory `prefix` of this scope, paths relative to it."""
-        full = await self._full(prefix, directory=True)
-        return [self._own_proposal(p) for p in await self._store.proposals.aio(status, prefix=full)]
-
-    @syncify
-    async def proposal(self, proposal_id: str) -> Proposal:
-        """The proposal `proposal_id` if its path is in this scope (`ProposalNotFound` otherwise)."""
-        return self._own_proposal(await self._store.proposal.aio(proposal_id))
-
-    @syncify
-    async def accept(self, proposal_id: str, *, actor: str | None = None, reason: str | None = None) -> Proposal:
-        """`MemoryStore.accept` of a proposal of this scope (`ProposalNotFound` for any other)."""
-        await self.proposal.aio(proposal_id)
-        return self._own_proposal(await self._store.accept.aio(proposal_id, actor=actor, reason=reason))
-
-    @syncify
-    async def discard(self, proposal_id: str, *, actor: str | None = None, reason: str | None = None) -> Proposal:
-        """`MemoryStore.discard` of a proposal of this scope (`ProposalNotFound` for any other)."""
-        await self.proposal.aio(proposal_id)
-        return self._own_proposal(await self._store.discard.aio(proposal_id, actor=actor, reason=reason))
