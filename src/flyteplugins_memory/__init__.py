@@ -14,6 +14,7 @@ from ._conversations import Conversation
 from ._errors import (
     AccessDenied,
     BlockingCallOnLoop,
+    CommitNotFound,
     ConcurrencyError,
     ContentPurged,
     ContextError,
@@ -33,6 +34,7 @@ from ._errors import (
     ProposalConflict,
     ProposalNotFound,
     ReadOnlyPath,
+    ReadOnlySnapshot,
     ReservedPath,
     StateCollected,
     StorageError,
@@ -48,6 +50,7 @@ from ._errors import (
 from ._flyte_type import MemoryStoreTransformer, register_memory_store_type
 from ._fs_options import set_storage_options
 from ._gc import GcResult
+from ._history import HistoryEntry
 from ._messages import (
     AssistantMessage,
     FunctionCall,
@@ -66,6 +69,7 @@ from ._retry import RetryPolicy, get_retry_policy, set_retry_policy
 from ._scopes import ScopedStore
 from ._search import SearchHit
 from ._store import MemoryStore
+from ._time_travel import StoreAt
 from ._version import READER_REVISION
 
 __all__ = [
@@ -74,6 +78,7 @@ __all__ = [
     "BlockingCallOnLoop",
     "Capabilities",
     "Commit",
+    "CommitNotFound",
     "CompactionResult",
     "ConcurrencyError",
     "ContentPurged",
@@ -82,6 +87,7 @@ __all__ = [
     "CorruptStore",
     "FunctionCall",
     "GcResult",
+    "HistoryEntry",
     "InvalidArgument",
     "InvalidContent",
     "InvalidKey",
@@ -108,6 +114,7 @@ __all__ = [
     "PurgeResult",
     "READER_REVISION",
     "ReadOnlyPath",
+    "ReadOnlySnapshot",
     "RecordLog",
     "ReservedPath",
     "RetryPolicy",
@@ -116,6 +123,7 @@ __all__ = [
     "StateCollected",
     "StorageError",
     "StoreAlreadyExists",
+    "StoreAt",
     "StoreDeleted",
     "StoreFormatTooNew",
     "StoreNotFound",

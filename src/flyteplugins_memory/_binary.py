@@ -29,6 +29,7 @@ class BinaryAPI:
     _session: Session
     _admission: PathAdmission
     _change_options: Any
+    _version_bytes: Any  # `HistoryAPI`'s: version `version_id` of a path
     messages: list[dict[str, Any]]
     audit: bool
 
@@ -64,8 +65,11 @@ class BinaryAPI:
         return default if data is None else data
 
     @syncify
-    async def read_version_bytes(self, version_file: str) -> bytes:
+    async def read_version_bytes(self, version_file: str, version_id: str | None = None) -> bytes:
         """Bytes of one version snapshot (named as by `list_versions`), exactly as written: a snapshot of
-        binary content holds its bytes under upstream's ``versions/<path>/<ts>_<sha>.txt`` name."""
+        binary content holds its bytes under upstream's ``versions/<path>/<ts>_<sha>.txt`` name.
+        ``read_version_bytes(path, version_id)``: bytes of version `version_id` of `path` (see `history`)."""
+        if version_id is not None:
+            return await self._version_bytes(version_file, version_id)
         remote, pending = self._session.remote_if_known(), self._session.view.versions
         return await _versions.read_version_bytes(remote, pending, version_file)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ._contract import ObjectStorage
-from ._journal import Checkpoint, CommitInfo, CommitRecord, Origin, parse
+from ._journal import Checkpoint, CommitInfo, CommitRecord, FileEntry, Origin, parse
 from ._layout import checkpoint_name, log_name
 from ._markers import MARKER_MAX_BYTES, parse_marker
 from ._open import latest_state
@@ -67,6 +67,14 @@ class Commit:
         )  # fmt: skip
 
 
+@dataclass(frozen=True)
+class PathChange:
+    """One commit that changed a path, and what it left there (None: it deleted the path)."""
+
+    commit: Commit
+    entry: FileEntry | None
+
+
 def _commit(record: CommitRecord) -> Commit:
     commits = record.delta.commits
     return Commit.of(record.seq, commits[-1] if commits else "", record.info)
@@ -107,17 +115,46 @@ class _Reader:
 
 async def read_log(remote: ObjectStorage | None, known: State, limit: int, path: str | None) -> list[Commit]:
     """The newest `limit` commits (those that changed `path`, if given), newest first."""
-    if path is not None and is_reserved(path):
-        return []  # never a file: no commit writes it as one
-    newest = known if remote is None else await latest_state(remote, known) or known
-    if limit <= 0 or newest.seq == 0 or remote is None:  # nothing committed (an import not saved yet)
-        imported = newest.origin is Origin.IMPORT and (path is None or path in newest.checkpoint.files)
-        return [_import(newest.checkpoint)] if imported and limit > 0 else []
-    reader = _Reader(old_view(remote) if newest.origin is Origin.OLD_JOURNAL else remote)
     if path is None:
-        return await _newest(reader, newest.seq, limit)
+        newest = await _newest_state(remote, known)
+        if limit <= 0 or newest.seq == 0 or remote is None:
+            return [_import(newest.checkpoint)] if newest.origin is Origin.IMPORT and limit > 0 else []
+        return await _newest(_reader(remote, newest), newest.seq, limit)
+    return [change.commit for change in await read_path_changes(remote, known, limit, path)]
+
+
+async def read_path_changes(remote: ObjectStorage | None, known: State, limit: int, path: str) -> list[PathChange]:
+    """The newest `limit` commits that changed `path`, newest first, each with the entry it left there
+    (read from its own record: no extra request)."""
+    if is_reserved(path):
+        return []  # never a file: no commit writes it as one
+    newest = await _newest_state(remote, known)
+    if limit <= 0 or newest.seq == 0 or remote is None:  # nothing committed (an import not saved yet)
+        imported = newest.origin is Origin.IMPORT and path in newest.checkpoint.files
+        return [_imported_change(newest.checkpoint, path)] if imported and limit > 0 else []
+    reader = _reader(remote, newest)
     start = await _last_change(reader, newest, path)
     return [] if start is None else await _chain(reader, start, path, limit)
+
+
+async def read_path_change(remote: ObjectStorage | None, known: State, seq: int, path: str) -> PathChange | None:
+    """Commit `seq` and what it left at `path`, if it changed `path` and the journal still holds it."""
+    if remote is None or seq < 0 or is_reserved(path):
+        return None
+    found = await _commit_at(_reader(remote, known), seq, path)
+    return None if found is None else found[0]
+
+
+async def _newest_state(remote: ObjectStorage | None, known: State) -> State:
+    return known if remote is None else await latest_state(remote, known) or known
+
+
+def _reader(remote: ObjectStorage, newest: State) -> _Reader:
+    return _Reader(old_view(remote) if newest.origin is Origin.OLD_JOURNAL else remote)
+
+
+def _imported_change(checkpoint: Checkpoint, path: str) -> PathChange:
+    return PathChange(_import(checkpoint), checkpoint.files.get(path))
 
 
 async def _newest(reader: _Reader, seq: int, limit: int) -> list[Commit]:
@@ -170,37 +207,40 @@ def _names(info: CommitInfo | None, path: str) -> bool:
     return info is not None and (path in info.wrote or path in info.deleted)
 
 
-async def _chain(reader: _Reader, seq: int | None, path: str, limit: int) -> list[Commit]:
+async def _chain(reader: _Reader, seq: int | None, path: str, limit: int) -> list[PathChange]:
     """The commits that changed `path`, from commit `seq` back along its links. A delete whose previous
     change is a delete too repeated it (a concurrent save deleted the path first): it changed nothing
     there, so it is passed over, not shown; one more read past `limit` tells whether the last one did."""
-    out: list[Commit] = []
+    out: list[PathChange] = []
     while seq is not None and (len(out) < limit or _deletes(out[-1], path)):
         found = await _commit_at(reader, seq, path)
         if found is None:
             break
-        commit, info = found
-        if out and _deletes(out[-1], path) and _deletes(commit, path):
+        change, info = found
+        if out and _deletes(out[-1], path) and _deletes(change, path):
             out.pop()  # the newer delete repeated this one
         elif len(out) >= limit:
             break
-        out.append(commit)
-        seq = await _previous(reader, commit.seq, info, path)
+        out.append(change)
+        seq = await _previous(reader, change.commit.seq, info, path)
     return out
 
 
-def _deletes(commit: Commit, path: str) -> bool:
-    return path in commit.deleted
+def _deletes(change: PathChange, path: str) -> bool:
+    return path in change.commit.deleted
 
 
-async def _commit_at(reader: _Reader, seq: int, path: str) -> tuple[Commit, CommitInfo | None] | None:
-    """Commit `seq` and its info if it changed `path`; None where the chain ends (collected by gc(),
-    written before commit info, or the store's start). The import has no links (None)."""
+async def _commit_at(reader: _Reader, seq: int, path: str) -> tuple[PathChange, CommitInfo | None] | None:
+    """Commit `seq` (with what it left at `path`) and its info if it changed `path`; None where the chain
+    ends (collected by gc(), written before commit info, or the store's start). The import has no links."""
     if seq == 0:
         checkpoint = await reader.imported()
-        return (_import(checkpoint), None) if checkpoint is not None and path in checkpoint.files else None
+        imported = checkpoint is not None and path in checkpoint.files
+        return (_imported_change(checkpoint, path), None) if checkpoint is not None and imported else None
     record = await reader.record(seq)
-    return (_commit(record), record.info) if record is not None and _names(record.info, path) else None
+    if record is None or not _names(record.info, path):
+        return None
+    return PathChange(_commit(record), record.delta.files.get(path)), record.info
 
 
 async def _previous(reader: _Reader, seq: int, info: CommitInfo | None, path: str) -> int | None:

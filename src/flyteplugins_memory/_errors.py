@@ -12,7 +12,8 @@ work as well::
     ├── AccessDenied (PermissionError)              upstream name; write refused by policy
     │   ├── ReservedPath                            messages.json, audit/, meta/, versions/
     │   ├── ReadOnlyPath                            under one of the store's read_only_prefixes
-    │   └── NotTrusted                              needs a handle opened with trusted=True
+    │   ├── NotTrusted                              needs a handle opened with trusted=True
+    │   └── ReadOnlySnapshot                        a write to a view of the past (`store.at(commit)`)
     ├── ConcurrencyError                            upstream name; stale expected_sha or conflicting save
     │   └── ProposalConflict                        a proposal decided concurrently (accept/discard lost)
     ├── ProposalNotFound (KeyError)                 no proposal with that id
@@ -28,7 +29,8 @@ work as well::
     ├── UnsupportedBackend (ValueError)             a backend whose create-only writes are not known atomic
     ├── StoreNotFound (FileNotFoundError)           no store at the key's remote path
     │   └── StoreDeleted                            delete_store removed it (a save after that, a re-create)
-    ├── VersionNotFound (FileNotFoundError)         no such version snapshot
+    ├── VersionNotFound (FileNotFoundError)         no such version snapshot, or version id of a path
+    ├── CommitNotFound (LookupError)                a commit `store.at()` cannot show (never made, or collected)
     ├── StateCollected (FileNotFoundError)          a pinned commit or version that gc() removed
     │   └── ContentPurged                           content that purge() removed
     ├── StoreAlreadyExists (FileExistsError)        create() of a key that is already there
@@ -47,6 +49,7 @@ from flyte.ai.agents import memory as _upstream
 __all__ = [
     "AccessDenied",
     "BlockingCallOnLoop",
+    "CommitNotFound",
     "ConcurrencyError",
     "ContentPurged",
     "ContextError",
@@ -66,6 +69,7 @@ __all__ = [
     "ProposalConflict",
     "ProposalNotFound",
     "ReadOnlyPath",
+    "ReadOnlySnapshot",
     "ReservedPath",
     "StateCollected",
     "StorageError",
@@ -208,7 +212,16 @@ class StoreDeleted(StoreNotFound):
 
 
 class VersionNotFound(MemoryStoreError, FileNotFoundError):
-    """A version snapshot named by ``read_version`` does not exist."""
+    """A version named by ``read_version`` (a snapshot, or a version id of `history`) does not exist, or
+    its content is no longer stored (the message says so: collected by gc(), or purged)."""
+
+
+class CommitNotFound(MemoryStoreError, LookupError):
+    """``store.at(commit)`` of a commit the store never made, or one gc() collected (the message says)."""
+
+
+class ReadOnlySnapshot(AccessDenied):
+    """A write, delete or save through a view of the store's past (``store.at(commit)``)."""
 
 
 class StoreAlreadyExists(MemoryStoreError, FileExistsError):

@@ -35,6 +35,7 @@ class ReadAPI:
     _admission: PathAdmission
     messages: list[dict[str, Any]]
     audit: bool
+    _version_bytes: Any  # `HistoryAPI`'s: version `version_id` of a path
 
     @syncify
     async def read_text(self, rel_path: str, default: str = "") -> str:
@@ -140,9 +141,16 @@ class ReadAPI:
         return await _versions.list_versions(self._session.remote_if_known(), self._session.view.versions, rel)
 
     @syncify
-    async def read_version(self, version_file: str) -> str:
+    async def read_version(self, version_file: str, version_id: str | None = None) -> str:
         """Text of one version snapshot, named as by `list_versions` or an audit event's ``version_file``;
-        `NotText` for a snapshot of binary content (`read_version_bytes` reads that)."""
+        `NotText` for a snapshot of binary content (`read_version_bytes` reads that).
+
+        ``read_version(path, version_id)``: text of version `version_id` of `path`, an id from `history`
+        (a journal version's content comes from its blob, verified by its sha256); `VersionNotFound` for
+        an unknown id, a deletion, or content gc() collected."""
+        if version_id is not None:
+            data = await self._version_bytes(version_file, version_id)
+            return _versions.decode_text(data, f"{version_file}@{version_id}")
         remote, pending = self._session.remote_if_known(), self._session.view.versions
         return await _versions.read_version(remote, pending, version_file)
 

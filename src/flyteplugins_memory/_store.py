@@ -36,6 +36,7 @@ from ._commit_log import Commit, read_log
 from ._compaction import CompactionAPI
 from ._compat import unavailable, upstream_awaitable
 from ._conversations import Conversation, conversation_log
+from ._history_api import HistoryAPI
 from ._keyed import KeyedAPI
 from ._maintenance import MaintenanceAPI
 from ._messages import MessageModel, admit, admit_all
@@ -52,6 +53,7 @@ from ._search import SearchAPI
 from ._session import Session
 from ._staged import StagedAPI
 from ._syncify import syncify
+from ._time_travel import TimeTravelAPI
 from ._transcript import check_messages
 from ._transcript_reads import TranscriptReadAPI
 from ._writes import ChangeOptions, text_content
@@ -71,6 +73,8 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
     ReportAPI,
     ReadOnlySettingsAPI,
     SearchAPI,
+    HistoryAPI,
+    TimeTravelAPI,
     UpstreamMemoryStore,
 ):
     """Conversation transcript plus path-addressed files, persisted under a deterministic keyed path.

@@ -47,7 +47,7 @@ async def read_version_bytes(remote: ObjectStorage | None, pending: Mapping[str,
     """Bytes of the snapshot `name`, exactly as written (a snapshot of binary content holds its bytes
     under upstream's ``<ts>_<sha>.txt`` name); raises `InvalidPath` for other names and `VersionNotFound`
     if absent."""
-    if not _names_a_version(name):
+    if not names_a_version(name):
         raise InvalidPath(f"{name!r} does not name a version snapshot")
     data = pending.get(name)
     if data is None and remote is not None:
@@ -57,7 +57,7 @@ async def read_version_bytes(remote: ObjectStorage | None, pending: Mapping[str,
     return data
 
 
-def _names_a_version(name: object) -> bool:
+def names_a_version(name: object) -> bool:
     """Whether the caller's `name` is a snapshot's name (an unsafe one is bad input here, not a corrupt
     store, which is what `classify` says of names it finds in storage)."""
     try:

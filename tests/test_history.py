@@ -1,0 +1,302 @@
+"""Issue 12, item 1: history, read_version(path, version_id), restore, diff and time travel (`at`), on
+local disk and moto S3. Each test checks what landed in storage (a new handle, or the backend's files)."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+
+import pytest
+
+from flyteplugins_memory import (
+    CommitNotFound,
+    ConcurrencyError,
+    HistoryEntry,
+    InvalidArgument,
+    MemoryStore,
+    ReadOnlyPath,
+    ReadOnlySnapshot,
+    StoreAt,
+    VersionNotFound,
+)
+from flyteplugins_memory._codecs import sha256_bytes
+from flyteplugins_memory._layout import blob_name
+
+
+@pytest.fixture(params=["local_backend", "s3_backend"])
+def backend(request):
+    return request.getfixturevalue(request.param)
+
+
+def _versions(store: MemoryStore, path: str, contents: list[str], **write) -> None:
+    for text in contents:
+        store.write_text(path, text, **write)
+        store.save()
+
+
+def test_history_lists_a_paths_versions_newest_first_and_each_reads_back(backend, key):
+    store = MemoryStore.get_or_create(key=key)
+    store.write_text("plan.md", "step 1\n", actor="planner", reason="first draft", metadata={"rev": 1})
+    store.save()
+    store.write_text("other.md", "unrelated")  # a commit that does not change plan.md
+    store.save()
+    store.write_text("plan.md", "step 1\nstep 2\n", actor="editor", reason="more steps")
+    store.save()
+
+    entries = MemoryStore.get_or_create(key=key).history("plan.md")
+
+    assert [e.version_id for e in entries] == ["c4", "c2"]
+    assert [(e.actor, e.reason, e.commit, e.deleted) for e in entries] == [
+        ("editor", "more steps", 4, False),
+        ("planner", "first draft", 2, False),
+    ]
+    assert [(e.sha256, e.size) for e in entries] == [
+        (sha256_bytes(b"step 1\nstep 2\n"), 14),
+        (sha256_bytes(b"step 1\n"), 7),
+    ]
+    assert all(isinstance(e, HistoryEntry) and e.time for e in entries)
+    reader = MemoryStore.get_or_create(key=key)
+    assert reader.read_version("plan.md", "c2") == "step 1\n"
+    assert reader.read_version_bytes("plan.md", "c4") == b"step 1\nstep 2\n"
+    journal = backend.journal(key)  # each version's content is its blob in the journal
+    for entry in entries:
+        assert sha256_bytes(journal[blob_name(entry.sha256)]) == entry.sha256
+    assert reader.history("plan.md", limit=1) == entries[:1] and reader.history("plan.md", limit=0) == []
+
+
+def test_history_reads_one_record_per_version_however_long_the_store_history(local_backend, key, io_counter):
+    def cost(commits: int, key: str) -> int:
+        store = MemoryStore.get_or_create(key=key)
+        for i in range(commits):
+            store.write_text("busy.txt" if i % 2 else "plan.md", f"v{i}")
+            store.save()
+        reader = MemoryStore.get_or_create(key=key)
+        reader.list_paths()  # opened: only the history is counted
+        io_counter.reset()
+        assert len(reader.history("plan.md", limit=3)) == 3
+        return io_counter.count()
+
+    short, long = cost(8, key), cost(40, key + "-long")
+    assert short == long and long <= 3 + 3, io_counter.ops  # newest state (hint + probe) + 3 records
+
+
+def test_unknown_and_malformed_version_ids_are_typed_errors(backend, key):
+    store = MemoryStore.get_or_create(key=key, keep_versions=True)
+    _versions(store, "a.md", ["one", "two"])
+    store.write_text("b.md", "bee")
+    store.save()
+    b_snapshot = store.list_versions("b.md")[0]
+
+    for unknown in ["c99", "c4", "c02", "c-1", "x", "", "versions/zzz", b_snapshot]:
+        with pytest.raises(VersionNotFound):  # c4 wrote b.md only; b's snapshot is not a version of a.md
+            store.read_version("a.md", unknown)
+    with pytest.raises(VersionNotFound):
+        store.restore("a.md", "c42")
+    with pytest.raises(VersionNotFound):
+        store.diff("a.md", "c42")
+    for bad in [3, None, b"c1"]:
+        with pytest.raises(InvalidArgument):
+            store.restore("a.md", bad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument):
+        store.history("a.md", limit=-1)
+    assert MemoryStore.get_or_create(key=key).read_text("a.md") == "two"  # nothing changed
+    # upstream's one-argument form is unchanged
+    assert store.read_version(store.list_versions("a.md")[0]) == "one"
+
+
+def test_restore_is_a_new_audited_write_with_the_versions_metadata(backend, key):
+    store = MemoryStore.get_or_create(key=key)
+    store.write_text("plan.md", "good plan", metadata={"status": "ok"})
+    store.save()
+    store.write_text("plan.md", "bad edit")
+    store.save()
+
+    meta = store.restore("plan.md", "c2", actor="human", reason="undo bad edit")
+
+    assert meta is not None and meta.metadata == {"status": "ok"} and store.has_unsaved_changes()
+    assert MemoryStore.get_or_create(key=key).read_text("plan.md") == "bad edit"  # saved by save()
+    store.save()
+    fresh = MemoryStore.get_or_create(key=key)
+    assert fresh.read_text("plan.md") == "good plan" and fresh.get_meta("plan.md").metadata == {"status": "ok"}
+    assert [e.version_id for e in fresh.history("plan.md")] == ["c4", "c3", "c2"]  # history kept, one more
+    assert (fresh.history("plan.md")[0].actor, fresh.history("plan.md")[0].reason) == ("human", "undo bad edit")
+    assert backend.objects(key)["plan.md"] == b"good plan"
+    event = fresh.audit_tail(1)[0]
+    assert (event["op"], event["path"], event["actor"], event["reason"]) == (
+        "update", "plan.md", "human", "undo bad edit"
+    )  # fmt: skip
+
+
+def test_restore_obeys_read_only_prefixes_and_expected_sha(backend, key):
+    store = MemoryStore.create(key=key)
+    trusted = MemoryStore.get_or_create(key=key, trusted=True)
+    _versions(trusted, "policy/rules.md", ["v1", "v2"])
+    trusted.set_read_only_prefixes(["policy/"])
+
+    with pytest.raises(ReadOnlyPath):
+        MemoryStore.get_or_create(key=key).restore("policy/rules.md", trusted.history("policy/rules.md")[1].version_id)
+    handle = MemoryStore.get_or_create(key=key, read_only_prefixes=("notes/",))
+    _versions(handle, "docs/a.md", ["one", "two"])
+    first = handle.history("docs/a.md")[1].version_id
+    with pytest.raises(ReadOnlyPath):
+        MemoryStore.get_or_create(key=key, read_only_prefixes=("docs/",)).restore("docs/a.md", first)
+    with pytest.raises(ConcurrencyError):
+        handle.restore("docs/a.md", first, expected_sha=sha256_bytes(b"stale"))
+    assert not store.has_unsaved_changes()
+    assert backend.objects(key)["policy/rules.md"] == b"v2" and backend.objects(key)["docs/a.md"] == b"two"
+
+
+def test_restoring_a_deleted_path_brings_it_back_and_restoring_a_deletion_deletes(backend, key):
+    store = MemoryStore.get_or_create(key=key)
+    _versions(store, "note.md", ["remember tea"])
+    store.delete("note.md")
+    store.save()
+    entries = store.history("note.md")
+    assert [(e.version_id, e.deleted, e.sha256, e.size) for e in entries] == [
+        ("c3", True, "", 0),
+        ("c2", False, sha256_bytes(b"remember tea"), 12),
+    ]
+    with pytest.raises(VersionNotFound, match="deletion"):
+        store.read_version("note.md", "c3")
+
+    store.restore("note.md", "c2")
+    store.save()
+    assert MemoryStore.get_or_create(key=key).read_text("note.md") == "remember tea"
+    assert backend.objects(key)["note.md"] == b"remember tea"
+
+    assert store.restore("note.md", "c3") is None
+    store.save()
+    assert not MemoryStore.get_or_create(key=key).exists("note.md") and "note.md" not in backend.objects(key)
+
+
+def test_diff_of_versions_and_of_the_current_content(backend, key):
+    store = MemoryStore.get_or_create(key=key)
+    _versions(store, "plan.md", ["a\nb\n", "a\nc\n"])
+    store.write_text("plan.md", "a\nc\nd")  # unsaved
+
+    assert store.diff("plan.md", "c2", "c3") == (
+        "--- plan.md@c2\n+++ plan.md@c3\n@@ -1,2 +1,2 @@\n a\n-b\n+c\n"
+    )  # fmt: skip
+    current = store.diff("plan.md", "c3")
+    assert current.startswith("--- plan.md@c3\n+++ plan.md@current\n") and current.endswith(
+        "+d\n\\ No newline at end of file\n"
+    )
+    assert store.diff("plan.md", "c3", "c3") == ""
+    store.delete("plan.md")
+    assert "+++ /dev/null" in store.diff("plan.md", "c2")
+
+
+def test_diff_of_binary_content_says_so_in_one_line(backend, key):
+    store = MemoryStore.get_or_create(key=key)
+    store.write_bytes("img.png", b"\x89PNG\x00\xff")
+    store.save()
+    store.write_bytes("img.png", b"\x89PNG\x00\xfe")
+    store.save()
+
+    assert store.diff("img.png", "c2", "c3") == "Binary content img.png@c2 and img.png@c3 differ\n"
+    assert store.diff("img.png", "c3") == ""  # same bytes as now
+    assert store.read_version_bytes("img.png", "c2") == b"\x89PNG\x00\xff"
+
+
+def test_history_beyond_gc_comes_from_versions_snapshots(backend, key):
+    store = MemoryStore.get_or_create(key=key, keep_versions=True)
+    _versions(store, "plan.md", ["v1", "v2", "v3"])
+    before = store.history("plan.md")
+    assert [e.version_id for e in before] == ["c4", "c3", "c2"]
+
+    store.gc(window=timedelta(0))  # the journal keeps only the newest state
+
+    reader = MemoryStore.get_or_create(key=key, keep_versions=True)
+    after = reader.history("plan.md")
+    assert [e.sha256 for e in after] == [sha256_bytes(v.encode()) for v in ["v3", "v2", "v1"]]
+    assert after[0].version_id == "c4" and all(e.version_id.startswith("versions/") for e in after[1:])
+    assert [(e.actor, e.size, e.commit) for e in after[1:]] == [("", 2, None), ("", 2, None)]
+    assert all(e.version_id in backend.objects(key) for e in after[1:])  # upstream's snapshots
+    assert reader.read_version("plan.md", after[2].version_id) == "v1"
+    with pytest.raises(VersionNotFound, match="collected by gc"):
+        reader.read_version("plan.md", "c2")  # its record and blob are gone
+    reader.restore("plan.md", after[2].version_id)
+    reader.save()
+    assert MemoryStore.get_or_create(key=key).read_text("plan.md") == "v1"
+
+
+def test_a_version_whose_blob_gc_collected_says_so(local_backend, key):
+    store = MemoryStore.get_or_create(key=key)
+    _versions(store, "plan.md", ["v1", "v2"])
+    local_backend.remove(key, blob_name(sha256_bytes(b"v1")))  # as a gc racing the read
+
+    with pytest.raises(VersionNotFound, match="collected by gc"):
+        MemoryStore.get_or_create(key=key).read_version("plan.md", "c2")
+
+
+def test_history_of_a_path_written_by_concurrent_handles(backend, key):
+    MemoryStore.create(key=key)
+    a, b = MemoryStore.get_or_create(key=key), MemoryStore.get_or_create(key=key)
+    for i in range(2):
+        a.write_text("shared.md", f"a{i}", actor="a")
+        a.save()
+        b.write_text(f"b-only-{i}.md", "b")  # b saves on a base a has moved past: merged
+        b.save()
+        b.write_text("shared.md", f"b{i}", actor="b")
+        b.save()
+        a.refresh()
+
+    entries = MemoryStore.get_or_create(key=key).history("shared.md")
+    assert [e.actor for e in entries] == ["b", "a", "b", "a"]
+    assert [e.sha256 for e in entries] == [sha256_bytes(t.encode()) for t in ["b1", "a1", "b0", "a0"]]
+    assert [e.commit for e in entries] == sorted((e.commit for e in entries), reverse=True)
+    assert {b.read_version("shared.md", e.version_id) for e in entries} == {"a0", "b0", "a1", "b1"}
+
+
+def test_at_shows_the_whole_store_as_of_a_commit_read_only(backend, key):
+    store = MemoryStore.get_or_create(key=key)
+    store.write_text("plan.md", "v1", metadata={"k": "x"})
+    store.write_text("notes/a.md", "a")
+    store.append({"role": "user", "content": "hi"})
+    store.save()
+    first = store.log(1)[0]
+    store.write_text("plan.md", "v2")
+    store.delete("notes/a.md")
+    store.append({"role": "user", "content": "more"})
+    store.save()
+
+    past = MemoryStore.get_or_create(key=key).at(first)
+
+    assert isinstance(past, StoreAt) and past.seq == first.seq == store.at(first.seq).seq == 2
+    assert past.read_text("plan.md") == "v1" and past.read_bytes("notes/a.md") == b"a"
+    assert past.list_paths() == ["notes/a.md", "plan.md"] and past.list_paths(where={"k": "x"}) == ["plan.md"]
+    assert past.exists("notes") and past.get_meta("plan.md").metadata == {"k": "x"}
+    assert past.messages == [{"role": "user", "content": "hi"}] and past.read_json("missing.json", 7) == 7
+    past.messages.append({"role": "user", "content": "mutated"})  # a copy
+    assert len(past.messages) == 1
+    for write in (lambda: past.write_text("plan.md", "x"), lambda: past.delete("plan.md"), past.save):
+        with pytest.raises(ReadOnlySnapshot):
+            write()
+    assert backend.objects(key)["plan.md"] == b"v2" and "notes/a.md" not in backend.objects(key)
+
+
+def test_at_of_a_collected_or_unknown_commit_is_commit_not_found(backend, key):
+    store = MemoryStore.get_or_create(key=key)
+    _versions(store, "plan.md", ["v1", "v2", "v3"])
+    store.gc(window=timedelta(0))
+
+    for gone in (1, 2, 3, 99, -1):
+        with pytest.raises(CommitNotFound):
+            MemoryStore.get_or_create(key=key).at(gone)
+    with pytest.raises(LookupError):  # CommitNotFound is a LookupError
+        store.at(1)
+    for bad in ("1", 1.0, True):
+        with pytest.raises(InvalidArgument):
+            store.at(bad)  # type: ignore[arg-type]
+    assert store.at(4).read_text("plan.md") == "v3"
+
+
+def test_returned_entries_cannot_change_the_history(local_backend, key):
+    store = MemoryStore.get_or_create(key=key)
+    _versions(store, "plan.md", ["v1", "v2"])
+    entries = store.history("plan.md")
+
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        entries[0].version_id = "c1"  # type: ignore[misc]
+    entries.clear()
+    assert [e.version_id for e in store.history("plan.md")] == ["c3", "c2"]
