@@ -204,12 +204,16 @@ def test_history_beyond_gc_comes_from_versions_snapshots(backend, key):
     before = store.history("plan.md")
     assert [e.version_id for e in before] == ["c4", "c3", "c2"]
 
-    store.gc(window=timedelta(0))  # the journal keeps only the newest state
+    store.write_text("other.md", "the newest commit does not write plan.md")
+    store.save()
+    store.gc(window=timedelta(0))  # the journal keeps only the newest state: c4's record is gone
 
     reader = MemoryStore.get_or_create(key=key, keep_versions=True)
     after = reader.history("plan.md")
     assert [e.sha256 for e in after] == [sha256_bytes(v.encode()) for v in ["v3", "v2", "v1"]]
     assert after[0].version_id == "c4" and all(e.version_id.startswith("versions/") for e in after[1:])
+    assert (after[0].commit, after[0].actor, after[0].size) == (4, "agent", 2)  # the live file's version
+    assert reader.read_version("plan.md", "c4") == "v3"
     assert [(e.actor, e.size, e.commit) for e in after[1:]] == [("", 2, None), ("", 2, None)]
     assert all(e.version_id in backend.objects(key) for e in after[1:])  # upstream's snapshots
     assert reader.read_version("plan.md", after[2].version_id) == "v1"

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from . import _versions
-from ._commit_log import PathChange, read_path_change, read_path_changes
+from ._commit_log import Commit, PathChange, read_path_change, read_path_changes
 from ._contents import fetch_contents
 from ._contract import ObjectStorage
 from ._errors import ContentPurged, CorruptStore, InvalidArgument, StateCollected, VersionNotFound
@@ -29,6 +29,7 @@ from ._inventory import take_inventory
 from ._journal import FileEntry
 from ._layout import versions_dir_name
 from ._metadata import Scalar, from_ext
+from ._open import latest_state
 from ._state import State
 
 #: A journal version id: ``c`` and the commit's seq (no sign, no leading zeros: one id per version).
@@ -92,10 +93,25 @@ def parse_version_id(path: str, version_id: object) -> int | str:
 async def read_history(remote: ObjectStorage | None, known: State, path: str, limit: int) -> list[HistoryEntry]:
     """`path`'s newest `limit` versions, newest first: the journal's, then older ``versions/`` snapshots."""
     changes = await read_path_changes(remote, known, limit, path)
+    if not changes and limit > 0:  # gc() collected the commit that wrote the live file: it is still a version
+        changes = [live] if (live := await _live_change(remote, known, path)) is not None else []
     entries = [_from_change(change, path) for change in changes]
     if len(entries) < limit and remote is not None:
         entries += (await _older_snapshots(remote, path, changes))[: limit - len(entries)]
     return entries
+
+
+async def _live_change(remote: ObjectStorage | None, known: State, path: str) -> PathChange | None:
+    """The live file at `path` as the version its (collected) commit made, from the newest state's entry:
+    who and why from its sidecar fields, when from its ``updated_at``."""
+    newest = known if remote is None else await latest_state(remote, known) or known
+    await newest.files.need([path])
+    entry = newest.files.get(path)
+    seq = None if entry is None else entry.last_commit()
+    if entry is None or seq is None:
+        return None
+    commit = Commit(seq, "", "", entry.updated_at, entry.updated_by, entry.reason, (path,), (), 0, False)
+    return PathChange(commit, entry)
 
 
 def _from_change(change: PathChange, path: str) -> HistoryEntry:
@@ -176,6 +192,8 @@ async def version_content(
         data = await _versions.read_version_bytes(remote, pending, named)
         return Version(None if _from_snapshot(named, 0).deleted else data)
     change = await read_path_change(remote, known, named, path)
+    if change is None and (live := await _live_change(remote, known, path)) is not None and live.commit.seq == named:
+        change = live
     if change is None:
         raise VersionNotFound(
             f"No version {version_id!r} of {path!r}: commit {named} did not change it, does not exist, "
