@@ -3,6 +3,7 @@ local disk and moto S3. Each test checks what landed in storage (a new handle, o
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from datetime import timedelta
 
@@ -304,3 +305,22 @@ def test_returned_entries_cannot_change_the_history(local_backend, key):
         entries[0].version_id = "c1"  # type: ignore[misc]
     entries.clear()
     assert [e.version_id for e in store.history("plan.md")] == ["c3", "c2"]
+
+
+def test_every_history_call_has_an_aio_form(local_backend, key):
+    store = MemoryStore.get_or_create(key=key)
+    _versions(store, "plan.md", ["v1\n", "v2\n"])
+
+    async def run() -> tuple:
+        entries = await store.history.aio("plan.md", limit=5)
+        text = await store.read_version.aio("plan.md", entries[-1].version_id)
+        patch = await store.diff.aio("plan.md", entries[-1].version_id)
+        past = await store.at.aio(entries[-1].commit)
+        restored = await store.restore.aio("plan.md", entries[-1].version_id)
+        return entries, text, patch, await past.read_text.aio("plan.md"), restored
+
+    entries, text, patch, past_text, restored = asyncio.run(run())
+    assert [e.version_id for e in entries] == ["c3", "c2"] and text == past_text == "v1\n"
+    assert patch.endswith("-v1\n+v2\n") and restored is not None
+    store.save()
+    assert local_backend.objects(key)["plan.md"] == b"v1\n"
