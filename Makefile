@@ -41,6 +41,7 @@ bench: $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[s3,gcs,test]'
 	$(BIN)/python benchmarks/sync_bench.py
 	$(BIN)/python benchmarks/maintenance_bench.py
+	$(BIN)/python benchmarks/history_bench.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache
