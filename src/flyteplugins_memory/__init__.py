@@ -25,6 +25,7 @@ from ._errors import (
     InvalidMetadata,
     InvalidPath,
     InvalidRecord,
+    InvalidRetention,
     InvalidTransition,
     MemoryStoreError,
     NotText,
@@ -62,6 +63,7 @@ from ._paths import MESSAGES_PATH
 from ._proposals import Proposal, ProposalStatus
 from ._purge import PurgeResult
 from ._records import RecordLog
+from ._retention_policy import RetentionPolicy
 from ._retry import RetryPolicy, get_retry_policy, set_retry_policy
 from ._scopes import ScopedStore
 from ._search import SearchHit
@@ -89,6 +91,7 @@ __all__ = [
     "InvalidMetadata",
     "InvalidPath",
     "InvalidRecord",
+    "InvalidRetention",
     "InvalidTransition",
     "MESSAGES_PATH",
     "MemoryMeta",
@@ -110,6 +113,7 @@ __all__ = [
     "ReadOnlyPath",
     "RecordLog",
     "ReservedPath",
+    "RetentionPolicy",
     "RetryPolicy",
     "ScopedStore",
     "SearchHit",
