@@ -87,7 +87,16 @@ def test_set_retention_is_persisted_audited_and_seen_by_every_handle(backend, ke
 
 @pytest.mark.parametrize(
     "keep_last, max_age",
-    [(0, None), (-1, None), (True, None), (2.5, None), ("3", None), (None, timedelta(0)), (None, timedelta(-1)), (None, 3600)],
+    [
+        (0, None),
+        (-1, None),
+        (True, None),
+        (2.5, None),
+        ("3", None),
+        (None, timedelta(0)),
+        (None, timedelta(-1)),
+        (None, 3600),
+    ],
 )
 def test_bad_policy_is_refused_before_anything_changes(backend, key, keep_last, max_age):
     store = MemoryStore.create(key=key)

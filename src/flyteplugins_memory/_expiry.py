@@ -42,7 +42,9 @@ async def expire_files(remote_path: str, now: float, *, keep_versions: bool, dry
             await session.view.mirror.settled()
 
 
-async def _expire(session: Session, holder: _Holder, now: float, *, keep_versions: bool, dry_run: bool) -> tuple[str, ...]:
+async def _expire(
+    session: Session, holder: _Holder, now: float, *, keep_versions: bool, dry_run: bool
+) -> tuple[str, ...]:
     if not await session.open(holder):
         return ()
     async with session.lock:
@@ -58,6 +60,8 @@ async def _expire(session: Session, holder: _Holder, now: float, *, keep_version
         try:
             await session._commit(holder, actor=ACTOR, reason=REASON, trusted=True)
         except ConcurrencyError as exc:
-            logger.warning("gc() could not delete expired files of %s (the next gc retries): %s", session.remote().uri, exc)
+            logger.warning(
+                "gc() could not delete expired files of %s (the next gc retries): %s", session.remote().uri, exc
+            )
             return ()
     return expired

@@ -107,7 +107,9 @@ async def collect(
     return await _with_old(remote, _result(plan, versions, dry_run), dry_run)
 
 
-async def _plan(remote: ObjectStorage, newest: State, inventory: Inventory, cutoff: float, slot_cutoff: float) -> Removal:
+async def _plan(
+    remote: ObjectStorage, newest: State, inventory: Inventory, cutoff: float, slot_cutoff: float
+) -> Removal:
     kept = kept_commits(inventory, newest.seq, cutoff)
     # the newest record too (a pinned open of the newest commit is built from it, not from a later
     # checkpoint), and commits that landed since we read the newest: their blobs are not orphans

@@ -11,10 +11,10 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
+from . import _gc
 from ._admission import Access, PathAdmission
 from ._arguments import check_flag, check_window
 from ._expiry import expire_files
-from . import _gc
 from ._gc import GcResult, collect, set_window
 from ._layout import versions_dir_name
 from ._mirror import remove_tree

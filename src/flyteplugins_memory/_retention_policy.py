@@ -64,13 +64,23 @@ def persisted_policy(ext: Mapping[str, Any]) -> RetentionPolicy:
         return RetentionPolicy()
     keep, age = value.get("keep_last"), value.get("max_age_seconds")
     keep_last = keep if isinstance(keep, int) and not isinstance(keep, bool) and keep >= 1 else None
-    valid_age = isinstance(age, int | float) and not isinstance(age, bool) and math.isfinite(age) and age > 0
-    return RetentionPolicy(keep_last, timedelta(seconds=age) if valid_age else None)
+    return RetentionPolicy(keep_last, _positive_seconds(age))
+
+
+def _positive_seconds(value: object) -> timedelta | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+        return None
+    try:
+        return timedelta(seconds=value)
+    except OverflowError:  # beyond timedelta's range: no age rule
+        return None
 
 
 def audit_event(before: RetentionPolicy, after: RetentionPolicy, actor: str, reason: str, ts: str) -> dict[str, Any]:
     """The audit event of a change: upstream's fields (no path: it is not a file) plus both policies."""
-    event = write_event(op=AUDIT_OP, path="", old_sha="", new_sha="", actor=actor, reason=reason, ts=ts, version_file="")
+    event = write_event(
+        op=AUDIT_OP, path="", old_sha="", new_sha="", actor=actor, reason=reason, ts=ts, version_file=""
+    )
     return {**event, "previous": before.as_ext(), "retention": after.as_ext()}
 
 

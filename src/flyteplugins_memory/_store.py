@@ -45,10 +45,10 @@ from ._mirror import remove_when_idle, write_text_file
 from ._paths import MESSAGES_PATH, validate_segment
 from ._read_only_settings import ReadOnlySettingsAPI
 from ._reading import ReadAPI
-from ._retention_settings import RetentionAPI
 from ._record_codec import check_not_segment
 from ._records import PendingRecords, RecordLog, save_pending
 from ._report import ReportAPI
+from ._retention_settings import RetentionAPI
 from ._scopes import ScopedStore
 from ._search import SearchAPI
 from ._session import Session
