@@ -20,6 +20,7 @@ from flyteplugins_memory import (
     _gc,
 )
 from flyteplugins_memory._layout import versions_dir_name
+from flyteplugins_memory._versions import version_order
 
 HOURS = 3600.0
 
@@ -35,9 +36,9 @@ def later(monkeypatch, hours: float) -> None:
 
 
 def snapshots(backend, key: str, path: str) -> list[str]:
-    """The ``versions/`` snapshots of `path` in storage (read through the backend), sorted."""
+    """The ``versions/`` snapshots of `path` in storage (read through the backend), oldest first."""
     directory = versions_dir_name(path) + "/"
-    return sorted(n for n in backend.objects(key) if n.startswith(directory))
+    return sorted((n for n in backend.objects(key) if n.startswith(directory)), key=version_order)
 
 
 def anywhere(backend, key: str, needle: bytes) -> list[str]:

@@ -53,9 +53,16 @@ class MaintenanceAPI:
         check_flag("dry_run", dry_run)
         remote = self._session.remote()
         keep = getattr(self, "keep_versions", False)
-        expired = await expire_files(remote.uri, _gc.clock(), keep_versions=keep, dry_run=dry_run)
+        expiry = await expire_files(remote.uri, _gc.clock(), keep_versions=keep, dry_run=dry_run)
         result = await collect(remote, span, dry_run=dry_run)
-        return replace(result, expired=expired)
+        gone = len(expiry.snapshots)
+        return replace(
+            result,
+            objects=result.objects + gone,
+            bytes=result.bytes + sum(expiry.snapshots.values()),
+            versions=result.versions + gone,
+            expired=expiry.paths,
+        )
 
     @syncify
     async def purge(self, rel_path: str, *, actor: str = "agent", reason: str = "") -> PurgeResult:

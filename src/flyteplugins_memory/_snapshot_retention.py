@@ -7,7 +7,7 @@ from __future__ import annotations
 from ._contract import Listed, ObjectStorage
 from ._errors import UnsafeStoreContent
 from ._journal import FileEntry
-from ._layout import VERSIONS_DIR, Kind, classify
+from ._layout import VERSIONS_DIR, Kind, classify, versions_dir_name
 from ._retention_policy import RetentionPolicy, doomed
 from ._state import State
 from ._versions import version_order
@@ -49,8 +49,19 @@ def _current(newest_first: list[str], entry: FileEntry | None) -> str:
     """The newest snapshot holding the live content (its name carries the content's sha256)."""
     if entry is None:
         return ""
-    for name in newest_first:
-        stem = name.rsplit("/", 1)[-1].removesuffix(".txt")
-        if stem.partition("_")[2].startswith(entry.sha256):
-            return name
-    return ""
+    return next((name for name in newest_first if _holds(name, entry.sha256)), "")
+
+
+async def expired_snapshots(remote: ObjectStorage, expired: dict[str, str]) -> dict[str, int]:
+    """The snapshots holding the content of files whose ttl ran out (path -> sha256 of that content):
+    one listing of each path's version directory. Tombstones and other contents of the path stay."""
+    found: dict[str, int] = {}
+    for path, sha in sorted(expired.items()):
+        listing = await remote.stat(versions_dir_name(path))
+        found.update({name: f.size for name, f in listing.items() if _holds(name, sha)})
+    return found
+
+
+def _holds(name: str, sha: str) -> bool:
+    stem = name.rsplit("/", 1)[-1].removesuffix(".txt")
+    return stem.partition("_")[2].startswith(sha)
