@@ -237,6 +237,7 @@ def test_an_expired_file_reads_as_missing_on_every_handle(backend, key, monkeypa
     assert entry["ext"]["expires_at"] > time.time() + 0.9 * HOURS
     second = MemoryStore.get_or_create(key=key)
     assert second.read_text("scratch/note.txt") == "for an hour"
+    assert [hit.path for hit in second.search("hour")] == ["scratch/note.txt"]
     later(monkeypatch, 2)
     for handle in (store, second, MemoryStore.get_or_create(key=key)):
         assert handle.read_text("scratch/note.txt") == "" == handle.read_text("never-written.txt")
@@ -245,6 +246,7 @@ def test_an_expired_file_reads_as_missing_on_every_handle(backend, key, monkeypa
         assert not handle.exists("scratch/note.txt")
         assert handle.list_paths() == ["keep.txt", "scratch/plan.json"]
         assert handle.read_json("scratch/plan.json") == {"step": 1}
+    assert [hit.path for hit in MemoryStore.get_or_create(key=key).search("hour")] == []
     # the bytes are still in upstream's layout until gc
     assert "scratch/note.txt" in backend.upstream_view(key)
 
