@@ -290,6 +290,7 @@ SLOW_TESTS = {
     "test_a_store_the_previous_version_wrote_opens_and_saves_here",
     "test_the_previous_version_refuses_a_partitioned_store_as_too_new",
     "test_a_handle_whose_checkpoint_gc_collected_gets_state_collected_for_its_parts",
+    "test_gc_benchmark_prints_the_short_history_beside_the_long_one",
 }
 #: single parametrizations whose walk over S3 costs minutes on a busy 2-core machine (their local runs stay)
 SLOW_ITEMS = {

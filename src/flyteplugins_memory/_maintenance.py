@@ -32,6 +32,7 @@ class MaintenanceAPI:
     _admission: PathAdmission
     messages: list[dict[str, Any]]
     audit: bool
+    keep_versions: bool
     delete: Any
     save: Any
 
@@ -52,8 +53,7 @@ class MaintenanceAPI:
         span = check_window(window)
         check_flag("dry_run", dry_run)
         remote = self._session.remote()
-        keep = getattr(self, "keep_versions", False)
-        expiry = await expire_files(remote.uri, _gc.clock(), keep_versions=keep, dry_run=dry_run)
+        expiry = await expire_files(remote.uri, _gc.clock(), keep_versions=self.keep_versions, dry_run=dry_run)
         result = await collect(remote, span, dry_run=dry_run)
         gone = len(expiry.snapshots)
         return replace(
