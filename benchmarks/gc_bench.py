@@ -50,8 +50,10 @@ def bench(server: CountingServer, commits: int) -> list[tuple[int, str, object, 
 
 def report(rows: list) -> str:
     lines = [
-        "`gc(window=timedelta(0))` with `set_retention(keep_last=2)` and `keep_versions=True`, after N one-file "
-        "commits (1 KiB files, 10 paths rewritten in turn):",
+        (
+            "`gc(window=timedelta(0))` with `set_retention(keep_last=2)` and `keep_versions=True`, after N one-file "
+            "commits (1 KiB files, 10 paths rewritten in turn):"
+        ),
         "",
         "| commits | run | requests | bytes moved | objects removed | of which snapshots | time |",
         "| ---: | --- | ---: | ---: | ---: | ---: | ---: |",
