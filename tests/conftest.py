@@ -290,6 +290,7 @@ SLOW_TESTS = {
     "test_a_store_the_previous_version_wrote_opens_and_saves_here",
     "test_the_previous_version_refuses_a_partitioned_store_as_too_new",
     "test_a_handle_whose_checkpoint_gc_collected_gets_state_collected_for_its_parts",
+    "test_gc_benchmark_prints_the_short_history_beside_the_long_one",
 }
 #: single parametrizations whose walk over S3 costs minutes on a busy 2-core machine (their local runs stay)
 SLOW_ITEMS = {
@@ -299,6 +300,10 @@ SLOW_ITEMS = {
     # gc over long histories: the other backends' runs stay
     "test_gc_costs_what_it_removes_not_the_history[gcs]",
     "test_gc_with_an_empty_window_keeps_only_the_newest_state[s3]",
+    # gc under the retention policy killed at every storage call: the local "permanent" walk stays
+    "test_gc_killed_at_any_storage_call_loses_nothing_and_a_second_gc_finishes[local_backend-lost_reply]",
+    "test_gc_killed_at_any_storage_call_loses_nothing_and_a_second_gc_finishes[s3_backend-permanent]",
+    "test_gc_killed_at_any_storage_call_loses_nothing_and_a_second_gc_finishes[s3_backend-lost_reply]",
 }
 
 

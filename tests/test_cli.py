@@ -552,7 +552,7 @@ def test_the_console_script(store: MemoryStore, root: str):
     assert len(missing.stderr.strip().splitlines()) == 1
     piped = _subprocess(script, "gc", "--json", *where(root))  # a pipe, no TTY: no progress bar, JSON only
     assert piped.returncode == 0 and piped.stderr == ""
-    assert set(json.loads(piped.stdout)) == {"objects", "bytes", "commits"}
+    assert set(json.loads(piped.stdout)) == {"objects", "bytes", "commits", "versions", "expired", "dry_run"}
 
 
 def test_flyte_memory_through_flytes_own_cli(store: MemoryStore, root: str):

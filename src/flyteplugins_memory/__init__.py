@@ -26,6 +26,7 @@ from ._errors import (
     InvalidMetadata,
     InvalidPath,
     InvalidRecord,
+    InvalidRetention,
     InvalidTransition,
     MemoryStoreError,
     NotText,
@@ -65,6 +66,7 @@ from ._paths import MESSAGES_PATH
 from ._proposals import Proposal, ProposalStatus
 from ._purge import PurgeResult
 from ._records import RecordLog
+from ._retention_policy import RetentionPolicy
 from ._retry import RetryPolicy, get_retry_policy, set_retry_policy
 from ._scopes import ScopedStore
 from ._search import SearchHit
@@ -95,6 +97,7 @@ __all__ = [
     "InvalidMetadata",
     "InvalidPath",
     "InvalidRecord",
+    "InvalidRetention",
     "InvalidTransition",
     "MESSAGES_PATH",
     "MemoryMeta",
@@ -117,6 +120,7 @@ __all__ = [
     "ReadOnlySnapshot",
     "RecordLog",
     "ReservedPath",
+    "RetentionPolicy",
     "RetryPolicy",
     "ScopedStore",
     "SearchHit",

@@ -10,9 +10,10 @@ UTF-8 bytes and ``read_text`` of binary content raises `NotText` rather than ret
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any
 
-from . import _versions
+from . import _gc, _versions
 from ._admission import Access, PathAdmission
 from ._codecs import MemoryMeta
 from ._errors import InvalidArgument
@@ -20,6 +21,7 @@ from ._metadata import Scalar
 from ._record_codec import check_not_segment
 from ._session import Session
 from ._syncify import syncify
+from ._ttl import check_ttl, expiry_ext
 from ._writes import ChangeOptions, binary_content
 
 
@@ -43,16 +45,18 @@ class BinaryAPI:
         reason: str = "",
         expected_sha: str | None = None,
         metadata: Mapping[str, Scalar] | None = None,
+        ttl: timedelta | None = None,
     ) -> MemoryMeta:
         """Write binary `data` (an image, a tool's output) to `rel_path`, byte for byte, like `write_text`:
         same path rules, a sidecar with the sha256 of the bytes, an audit event, a version snapshot with
-        ``keep_versions``, the same `expected_sha` check and `metadata` rules. ``bytearray`` and
+        ``keep_versions``, the same `expected_sha`, `metadata` and `ttl` rules. ``bytearray`` and
         ``memoryview`` are copied at the call; anything else (a str included) raises `InvalidContent`."""
         rel = self._admission.admit(rel_path, Access.WRITE)
         check_not_segment(rel)
         content = binary_content(data)
+        expiry = expiry_ext(check_ttl(ttl), _gc.clock())
         options: ChangeOptions = self._change_options(actor, reason, expected_sha, metadata)
-        return await self._session.write(self, rel, content, options)
+        return await self._session.write(self, rel, content, options, expiry)
 
     @syncify
     async def read_bytes(self, rel_path: str, default: bytes | None = None) -> bytes | None:

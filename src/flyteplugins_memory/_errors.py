@@ -23,7 +23,8 @@ work as well::
     │   └── NotText (also CorruptStore)             read_text of binary content (not UTF-8): read_bytes
     ├── InvalidRecord (ValueError)                  a record of a log that is not a storable JSON value
     ├── InvalidArgument (ValueError)                a count, window, flag or option of the wrong type or range
-    │   └── InvalidMetadata                         file metadata or a filter that is not a small map of scalars
+    │   ├── InvalidMetadata                         file metadata or a filter that is not a small map of scalars
+    │   └── InvalidRetention                        a retention policy or a ttl of the wrong type or range
     ├── UnsavedChanges                              a store that cannot be saved for you has unsaved changes
     ├── BlockingCallOnLoop (RuntimeError)           a sync call made on the package's own event loop
     ├── UnsupportedBackend (ValueError)             a backend whose create-only writes are not known atomic
@@ -61,6 +62,7 @@ __all__ = [
     "InvalidMetadata",
     "InvalidPath",
     "InvalidRecord",
+    "InvalidRetention",
     "InvalidTransition",
     "MemoryStoreError",
     "NotText",
@@ -177,6 +179,11 @@ class InvalidArgument(MemoryStoreError, ValueError):
 class InvalidMetadata(InvalidArgument):
     """File metadata (or a ``where`` filter) that is not a small map of non-empty str keys to finite str,
     int, float or bool values; refused before anything changes."""
+
+
+class InvalidRetention(InvalidArgument):
+    """A retention policy (``keep_last`` an int >= 1, ``max_age`` a positive timedelta) or a write's ``ttl``
+    (a positive timedelta) of the wrong type or range; refused before anything changes."""
 
 
 class UnsavedChanges(MemoryStoreError):

@@ -8,7 +8,9 @@ is pointed at the newest state, so an open never needs a removed record. Its cos
 what the window holds), never O(history). The old journal a moved store left behind is cleaned too.
 
 The window comes from the call, else the store's setting (``config.json`` in the journal, written by
-`set_gc_window`), else `DEFAULT_WINDOW`. Saves run gc opportunistically after each checkpoint, best
+`set_gc_window`), else `DEFAULT_WINDOW`. The store's retention policy (`_retention_policy`) extends it to
+``max_age`` when that is longer, and decides which ``versions/`` snapshots go (`_snapshot_retention`);
+a dry run plans the same and removes nothing. Saves run gc opportunistically after each checkpoint, best
 effort, and only when the log shows something old enough to remove.
 """
 
@@ -17,7 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from ._checkpoints import read_all_parts
@@ -29,7 +31,9 @@ from ._markers import CONFIG_NAME, TOMBSTONE, TOMBSTONE_MAX_BYTES, encode_marker
 from ._offload import parse_off_loop
 from ._open import LOG_DIR, latest_state, read_checkpoint
 from ._relocate import clean_old_journal
-from ._retention import SLOT_GRACE, Inventory, kept_commits, needs, removal
+from ._retention import SLOT_GRACE, Inventory, Removal, kept_commits, needs, removal
+from ._retention_policy import journal_span, persisted_policy
+from ._snapshot_retention import snapshot_removal
 from ._state import State
 
 logger = logging.getLogger(__name__)
@@ -40,12 +44,17 @@ DEFAULT_WINDOW = timedelta(hours=24)
 
 @dataclass(frozen=True)
 class GcResult:
-    """What one gc() removed: objects deleted or emptied, the bytes they held, and the commits (sequence
-    numbers) whose states can no longer be opened."""
+    """What one gc() removed (or, with ``dry_run``, would remove): objects deleted or emptied, the bytes
+    they held, and the commits (sequence numbers) whose states can no longer be opened. `versions` counts
+    the ``versions/`` snapshots among `objects`; `expired` names the files whose ttl ran out and that this
+    gc deleted (an audited commit, op ``expired``)."""
 
     objects: int = 0
     bytes: int = 0
     commits: tuple[int, ...] = ()
+    versions: int = 0
+    expired: tuple[str, ...] = ()
+    dry_run: bool = False
 
 
 def clock() -> float:
@@ -73,21 +82,34 @@ async def set_window(remote: ObjectStorage, window: timedelta | None) -> None:
     await remote.write_many({CONFIG_NAME: encode_marker(updated)})
 
 
-async def collect(remote: ObjectStorage, window: timedelta | None = None, *, newest: State | None = None) -> GcResult:
-    """Remove what no state committed inside the window (nor the newest) needs."""
+async def collect(
+    remote: ObjectStorage,
+    window: timedelta | None = None,
+    *,
+    newest: State | None = None,
+    dry_run: bool = False,
+    snapshots: bool = True,
+) -> GcResult:
+    """Remove what no state committed inside the window (nor the newest) needs, and the ``versions/``
+    snapshots the retention policy lets go (unless not `snapshots`); with `dry_run`, only say what."""
     span = seconds(window) if window is not None else await configured_window(remote)
     newest = await latest_state(remote, newest)
     if newest is None or newest.seq == 0 or newest.origin is not Origin.JOURNAL:
-        return await _with_old(remote, GcResult())  # nothing here yet (a store in the old layout: not moved)
+        return await _with_old(remote, GcResult(dry_run=dry_run), dry_run)  # nothing here yet (old layout)
     newest.check_can_write("gc", remote.uri)
-    now = clock()
+    now, policy = clock(), persisted_policy(newest.ext)
     inventory = Inventory.of(await remote.stat(JOURNAL_DIR))
-    return await _with_old(remote, await _collect(remote, newest, inventory, now - span, now - SLOT_GRACE))
+    cutoff = now - journal_span(span, policy)
+    plan = await _plan(remote, newest, inventory, cutoff, now - SLOT_GRACE)
+    versions = await snapshot_removal(remote, newest, policy, now, now - span) if snapshots else {}
+    if not dry_run:
+        await _remove(remote, newest, plan, versions)
+    return await _with_old(remote, _result(plan, versions, dry_run), dry_run)
 
 
-async def _collect(
+async def _plan(
     remote: ObjectStorage, newest: State, inventory: Inventory, cutoff: float, slot_cutoff: float
-) -> GcResult:
+) -> Removal:
     kept = kept_commits(inventory, newest.seq, cutoff)
     # the newest record too (a pinned open of the newest commit is built from it, not from a later
     # checkpoint), and commits that landed since we read the newest: their blobs are not orphans
@@ -97,15 +119,25 @@ async def _collect(
     checkpoints = {seq: await read_checkpoint(remote, seq) for seq in sorted(wanted)}
     checkpoints[newest.checkpoint.seq] = newest.checkpoint
     parts = await read_all_parts(remote, checkpoints.values())  # O(files): the blobs they name are kept
-    plan = removal(inventory, newest.seq, needs(newest, kept, records, checkpoints, parts), cutoff, slot_cutoff)
-    if plan.empty:
-        return GcResult()
-    await remote.write_many({HEAD_NAME: encode(Head(seq=newest.seq, checkpoint=newest.checkpoint.seq))})
-    await remote.write_many({log_name(s): TOMBSTONE for s in plan.tombstone})
-    for step in _deletion_steps(plan.delete):
-        await remote.remove_all(step)
-    removed = sum(plan.delete.values()) + sum(plan.tombstone.values())
-    return GcResult(len(plan.delete) + len(plan.tombstone), removed, plan.commits)
+    return removal(inventory, newest.seq, needs(newest, kept, records, checkpoints, parts), cutoff, slot_cutoff)
+
+
+async def _remove(remote: ObjectStorage, newest: State, plan: Removal, versions: dict[str, int]) -> None:
+    """Journal objects first (head hint, then tombstones, then deletions in `_deletion_steps` order), then
+    snapshots: a crash anywhere leaves what a live state needs, and a second gc finishes the job."""
+    if not plan.empty:
+        await remote.write_many({HEAD_NAME: encode(Head(seq=newest.seq, checkpoint=newest.checkpoint.seq))})
+        await remote.write_many({log_name(s): TOMBSTONE for s in plan.tombstone})
+        for step in _deletion_steps(plan.delete):
+            await remote.remove_all(step)
+    if versions:
+        await remote.remove_all(sorted(versions))
+
+
+def _result(plan: Removal, versions: dict[str, int], dry_run: bool) -> GcResult:
+    objects = len(plan.delete) + len(plan.tombstone) + len(versions)
+    size = sum(plan.delete.values()) + sum(plan.tombstone.values()) + sum(versions.values())
+    return GcResult(objects, size, plan.commits, len(versions), dry_run=dry_run)
 
 
 def _deletion_steps(names: Iterable[str]) -> list[list[str]]:
@@ -129,11 +161,11 @@ async def _read_records(remote: ObjectStorage, seqs: list[int]) -> dict[int, Com
     return records
 
 
-async def _with_old(remote: ObjectStorage, result: GcResult) -> GcResult:
-    if not remote.journal_moved:
+async def _with_old(remote: ObjectStorage, result: GcResult, dry_run: bool = False) -> GcResult:
+    if not remote.journal_moved or dry_run:
         return result
     objects, size = await clean_old_journal(remote, clock())
-    return GcResult(result.objects + objects, result.bytes + size, result.commits)
+    return replace(result, objects=result.objects + objects, bytes=result.bytes + size)
 
 
 async def collect_quietly(remote: ObjectStorage, newest: State) -> None:
@@ -149,6 +181,6 @@ async def collect_quietly(remote: ObjectStorage, newest: State) -> None:
             if s < oldest_kept and (found.size >= TOMBSTONE_MAX_BYTES or found.modified < now - SLOT_GRACE)
         ]
         if removable:
-            await collect(remote, timedelta(seconds=span), newest=newest)
+            await collect(remote, timedelta(seconds=span), newest=newest, snapshots=False)
     except (MemoryStoreError, OSError) as exc:
         logger.warning("gc() after a checkpoint of %s failed (the next one retries): %s", remote.uri, exc)

@@ -7,11 +7,14 @@ window every handle of the store uses, stored in the journal beside it.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
+from . import _gc
 from ._admission import Access, PathAdmission
-from ._arguments import check_window
+from ._arguments import check_flag, check_window
+from ._expiry import expire_files
 from ._gc import GcResult, collect, set_window
 from ._layout import versions_dir_name
 from ._mirror import remove_tree
@@ -29,20 +32,37 @@ class MaintenanceAPI:
     _admission: PathAdmission
     messages: list[dict[str, Any]]
     audit: bool
+    keep_versions: bool
     delete: Any
     save: Any
 
     @syncify
-    async def gc(self, window: timedelta | None = None) -> GcResult:
+    async def gc(self, window: timedelta | None = None, *, dry_run: bool = False) -> GcResult:
         """Remove commit records, checkpoints, audit segments and blobs that no state committed inside the
-        retention window needs, and orphan blobs older than it; never what the newest state needs.
+        retention window needs, and orphan blobs older than it; never what the newest state needs. Apply
+        the store's retention policy (`set_retention`) to ``versions/`` snapshots, and delete files whose
+        ttl ran out (one audited commit, op ``expired``; `GcResult.expired` names them).
 
-        `window` defaults to the store's (`set_gc_window`), else 24 hours. ``timedelta(0)`` keeps only the
-        newest state: overwritten and deleted content is gone from storage (with a save running at the
-        same moment, use a window longer than that save). Handles pinned to a removed commit get
-        `StateCollected` when they need it. Saves run this on their own after each checkpoint.
+        `window` defaults to the store's (`set_gc_window`), else 24 hours; a policy's ``max_age``, if
+        longer, extends it. ``timedelta(0)`` keeps only the newest state: overwritten and deleted content
+        is gone from storage (with a save running at the same moment, use a window longer than that save).
+        Handles pinned to a removed commit get `StateCollected` when they need it. With `dry_run`, nothing
+        is removed or committed: the result says what would be. Saves run gc on their own after each
+        checkpoint (without snapshots or expiry).
         """
-        return await collect(self._session.remote(), check_window(window))
+        span = check_window(window)
+        check_flag("dry_run", dry_run)
+        remote = self._session.remote()
+        expiry = await expire_files(remote.uri, _gc.clock(), keep_versions=self.keep_versions, dry_run=dry_run)
+        result = await collect(remote, span, dry_run=dry_run)
+        gone = len(expiry.snapshots)
+        return replace(
+            result,
+            objects=result.objects + gone,
+            bytes=result.bytes + sum(expiry.snapshots.values()),
+            versions=result.versions + gone,
+            expired=expiry.paths,
+        )
 
     @syncify
     async def purge(self, rel_path: str, *, actor: str = "agent", reason: str = "") -> PurgeResult:

@@ -30,6 +30,7 @@ from ._search_index import Hit, Updates
 from ._search_text import Doc, make_doc, searchable_text, snippet, tokenize
 from ._session import Session
 from ._syncify import syncify
+from ._view import View
 
 __all__ = ["Embed", "SearchAPI", "SearchHit"]
 
@@ -97,7 +98,17 @@ class SearchAPI:
         hits = corpus.search(terms, shadow, accept, pool)
         if embed is not None:
             hits = await _fused(embed, query, hits, _fill(corpus.paths(), shadow, hits, accept, corpus, pool))
+        hits = await self._session.look(self, lambda view: _live(view, hits), paths=_file_paths(hits))
         return [_hit(path, score, doc, terms) for path, score, doc in hits[:count]]
+
+
+def _file_paths(hits: list[Hit]) -> list[str]:
+    return [path for path, _, _ in hits if not path.startswith(MESSAGES_PATH + "#")]
+
+
+def _live(view: View, hits: list[Hit]) -> list[Hit]:
+    """`hits` without files whose ttl ran out since the index was written (see `_ttl`)."""
+    return [hit for hit in hits if hit[0].startswith(MESSAGES_PATH + "#") or view.entry(hit[0]) is not None]
 
 
 def _check_query(query: object) -> str:

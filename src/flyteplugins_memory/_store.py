@@ -20,12 +20,13 @@ import pathlib
 import tempfile
 import weakref
 from collections.abc import Mapping, Sequence
+from datetime import timedelta
 from typing import Any
 
 from flyte.ai.agents import MemoryStore as UpstreamMemoryStore
 from flyte.io import Dir
 
-from . import _metadata_update, _payload
+from . import _gc, _metadata_update, _payload
 from ._admission import Access, PathAdmission
 from ._arguments import check_flag, check_int, check_optional_str, check_prefixes
 from ._binary import BinaryAPI
@@ -48,6 +49,7 @@ from ._reading import ReadAPI
 from ._record_codec import check_not_segment
 from ._records import PendingRecords, RecordLog, save_pending
 from ._report import ReportAPI
+from ._retention_settings import RetentionAPI
 from ._scopes import ScopedStore
 from ._search import SearchAPI
 from ._session import Session
@@ -56,6 +58,7 @@ from ._syncify import syncify
 from ._time_travel import TimeTravelAPI
 from ._transcript import check_messages
 from ._transcript_reads import TranscriptReadAPI
+from ._ttl import check_ttl, expiry_ext
 from ._writes import ChangeOptions, text_content
 
 
@@ -72,6 +75,7 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
     MaintenanceAPI,
     ReportAPI,
     ReadOnlySettingsAPI,
+    RetentionAPI,
     SearchAPI,
     HistoryAPI,
     TimeTravelAPI,
@@ -306,6 +310,7 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
         reason: str = "",
         expected_sha: str | None = None,
         metadata: Mapping[str, Scalar] | None = None,
+        ttl: timedelta | None = None,
     ) -> MemoryMeta:
         """Write `content` to `rel_path` locally, with metadata, an audit event and (optionally) a version.
 
@@ -313,12 +318,16 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
         file), here and again against the committed state at `save`; otherwise `ConcurrencyError`.
         `metadata` (str keys to str, int, float or bool; see `list_paths`' ``where``) replaces the file's
         metadata: a write without it leaves the file with none. It lives in the journal, not the sidecar.
+        With `ttl` (a positive timedelta), the file expires that long after this call: every handle then
+        reads it as missing, and the next ``gc()`` deletes it (audited, op ``expired``). A write without
+        `ttl` makes the file permanent again.
         """
         rel = self._admission.admit(rel_path, Access.WRITE)
         check_not_segment(rel)
         text = text_content(content)  # bytes go through write_bytes
+        expiry = expiry_ext(check_ttl(ttl), _gc.clock())
         options = self._change_options(actor, reason, expected_sha, metadata)
-        return await self._session.write(self, rel, text, options)
+        return await self._session.write(self, rel, text, options, expiry)
 
     @syncify
     async def write_json(
@@ -330,12 +339,15 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
         reason: str = "",
         expected_sha: str | None = None,
         metadata: Mapping[str, Scalar] | None = None,
+        ttl: timedelta | None = None,
     ) -> MemoryMeta:
-        """JSON-encode `obj` (sorted keys, indent 2) and write it with `write_text` (`metadata` as there)."""
+        """JSON-encode `obj` (sorted keys, indent 2) and write it with `write_text` (`metadata`, `ttl` as
+        there)."""
         check_metadata(metadata)  # before encoding `obj`: nothing is done with bad input
+        check_ttl(ttl)
         content = json.dumps(obj, indent=2, sort_keys=True, default=str)
         return await self.write_text.aio(
-            rel_path, content, actor=actor, reason=reason, expected_sha=expected_sha, metadata=metadata
+            rel_path, content, actor=actor, reason=reason, expected_sha=expected_sha, metadata=metadata, ttl=ttl
         )
 
     @syncify

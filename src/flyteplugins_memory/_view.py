@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
+from . import _gc
 from ._codecs import MemoryMeta, sha256_bytes
 from ._contents import fetch_contents
 from ._contract import ObjectStorage
@@ -29,6 +30,8 @@ from ._merge import Changes, entry_name
 from ._mirror import RootWriter, cache_committed, forget, record_change
 from ._paths import parent_dirs
 from ._state import State
+from ._ttl import AUDIT_OP as EXPIRED_OP
+from ._ttl import is_expired
 from ._workdir import WorkDir
 from ._writes import ChangeOptions, WritePlan, plan_delete, plan_write_off_loop
 
@@ -72,14 +75,17 @@ class View:
         await self.base.files.need_under(prefix)
 
     def entry(self, rel: str) -> FileEntry | None:
-        return self.changes.files[rel] if rel in self.changes.files else self.base.files.get(rel)
+        """The live entry of `rel` (None: no such file, or its ttl ran out: see `_ttl`)."""
+        found = self.changes.files[rel] if rel in self.changes.files else self.base.files.get(rel)
+        return None if is_expired(found, _gc.clock()) else found
 
     def paths(self, prefix: str = "") -> list[str]:
-        """Sorted live paths under directory `prefix` (after `need_under(prefix)`)."""
+        """Sorted live paths under directory `prefix` (after `need_under(prefix)`); expired ones left out."""
         lo, hi = range_under(prefix)
-        changes = self.changes.files
+        changes, now = self.changes.files, _gc.clock()
         paths = {p for p in self.base.files.under(prefix) if p not in changes}
-        paths |= {p for p, r in changes.items() if r is not None and inside(p, lo, hi)}
+        paths = {p for p in paths if not is_expired(self.base.files.get(p), now)}
+        paths |= {p for p, r in changes.items() if r is not None and inside(p, lo, hi) and not is_expired(r, now)}
         return sorted(paths)
 
     def has_file_or_dir(self, rel: str) -> bool:
@@ -192,6 +198,20 @@ class View:
         await self._mirror_change(plan)
         self._record(plan, guarded=options.expected_sha is not None)
         self.cached.pop(rel, None)
+        return True
+
+    async def expire(self, rel: str, options: ChangeOptions, now: float) -> bool:
+        """Record the deletion of `rel` if its ttl ran out by `now`, audited as op ``expired``; False if it
+        did not (or there is no such file). Callers hold `lock`."""
+        await self.need([rel])
+        current = self.changes.files[rel] if rel in self.changes.files else self.base.files.get(rel)
+        if current is None or not is_expired(current, now):
+            return False
+        plan = plan_delete(current, rel, options, self.versions)
+        if plan.event is not None:
+            plan = dataclasses.replace(plan, event={**plan.event, "op": EXPIRED_OP})
+        await self._mirror_change(plan)
+        self._record(plan, guarded=False)
         return True
 
     def _check_fits_tree(self, rel: str) -> None:

@@ -1,0 +1,323 @@
+"""Issue 12, part B: the store's retention policy (`set_retention`, `retention`), gc applying it to
+journal blobs and ``versions/`` snapshots (also as a dry run), and files with a ttl. Local disk and S3
+(moto); what landed is checked in storage through the backend's own filesystem."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import timedelta
+
+import pytest
+
+from flyteplugins_memory import (
+    ConcurrencyError,
+    GcResult,
+    InvalidArgument,
+    InvalidRetention,
+    MemoryStore,
+    RetentionPolicy,
+    _gc,
+)
+from flyteplugins_memory._layout import versions_dir_name
+from flyteplugins_memory._versions import version_order
+
+HOURS = 3600.0
+
+
+@pytest.fixture(params=["local_backend", "s3_backend"])
+def backend(request):
+    return request.getfixturevalue(request.param)
+
+
+def later(monkeypatch, hours: float) -> None:
+    """Every handle's clock (reads of a ttl, gc) runs `hours` ahead of the real one."""
+    monkeypatch.setattr(_gc, "clock", lambda: time.time() + hours * HOURS)
+
+
+def snapshots(backend, key: str, path: str) -> list[str]:
+    """The ``versions/`` snapshots of `path` in storage (read through the backend), oldest first."""
+    directory = versions_dir_name(path) + "/"
+    return sorted((n for n in backend.objects(key) if n.startswith(directory)), key=version_order)
+
+
+def anywhere(backend, key: str, needle: bytes) -> list[str]:
+    return [n for n, d in backend.stored(key).items() if needle in d]
+
+
+def newest_record(backend, key: str) -> dict:
+    journal = backend.journal(key)
+    logs = sorted((n for n in journal if n.startswith("meta/.journal/log/")), key=lambda n: int(n[19:-5]))
+    return json.loads(journal[logs[-1]])
+
+
+def versioned(key: str, n: int) -> MemoryStore:
+    """A store (``keep_versions``) where ``doc.txt`` was written `n` times, one save each, and ``gone.txt``
+    written then deleted."""
+    store = MemoryStore.create(key=key, keep_versions=True)
+    store.write_text("gone.txt", "short-lived")
+    for i in range(n):
+        store.write_text("doc.txt", f"draft {i}")
+        store.save()
+    store.delete("gone.txt")
+    store.save()
+    return store
+
+
+# -- the policy ------------------------------------------------------------------------------------------
+
+
+def test_set_retention_is_persisted_audited_and_seen_by_every_handle(backend, key):
+    store = MemoryStore.create(key=key)
+    assert store.retention == RetentionPolicy()  # none: every snapshot kept
+    other = MemoryStore.get_or_create(key=key)
+    policy = store.set_retention(keep_last=3, max_age=timedelta(days=7), actor="ops", reason="bound history")
+    assert policy == RetentionPolicy(3, timedelta(days=7))
+    assert MemoryStore.get_or_create(key=key).retention == policy
+    assert other.retention == RetentionPolicy()  # as of its loaded state, until it refreshes
+    other.refresh()
+    assert other.retention == policy
+    assert newest_record(backend, key)["ext"]["retention"] == {"keep_last": 3, "max_age_seconds": 7 * 24 * HOURS}
+    event = MemoryStore.get_or_create(key=key).audit_tail(1)[0]
+    assert event["op"] == "set_retention" and event["actor"] == "ops" and event["reason"] == "bound history"
+    assert event["retention"]["keep_last"] == 3 and event["previous"] == {"keep_last": None, "max_age_seconds": None}
+    assert store.log(limit=1)[0].kind == "settings"
+    store.set_retention(None, None, actor="ops", reason="keep everything again")
+    assert MemoryStore.get_or_create(key=key).retention == RetentionPolicy()
+
+
+@pytest.mark.parametrize(
+    "keep_last, max_age",
+    [
+        (0, None),
+        (-1, None),
+        (True, None),
+        (2.5, None),
+        ("3", None),
+        (None, timedelta(0)),
+        (None, timedelta(-1)),
+        (None, 3600),
+    ],
+)
+def test_bad_policy_is_refused_before_anything_changes(backend, key, keep_last, max_age):
+    store = MemoryStore.create(key=key)
+    before = backend.journal(key)
+    with pytest.raises(InvalidRetention) as raised:
+        store.set_retention(keep_last, max_age)
+    assert isinstance(raised.value, InvalidArgument) and isinstance(raised.value, ValueError)
+    assert backend.journal(key) == before
+
+
+def test_concurrent_policy_changes_are_a_compare_and_swap(backend, key):
+    MemoryStore.create(key=key)
+    first, second = MemoryStore.get_or_create(key=key), MemoryStore.get_or_create(key=key)
+    first.set_retention(keep_last=2)
+    with pytest.raises(ConcurrencyError):
+        second.set_retention(keep_last=5)
+    assert MemoryStore.get_or_create(key=key).retention == RetentionPolicy(keep_last=2)
+    second.refresh()
+    assert second.set_retention(keep_last=5) == MemoryStore.get_or_create(key=key).retention
+
+
+def test_a_policy_change_merges_with_a_concurrent_save(backend, key):
+    MemoryStore.create(key=key)
+    writer, admin = MemoryStore.get_or_create(key=key), MemoryStore.get_or_create(key=key)
+    writer.write_text("a.txt", "a")
+    writer.save()
+    admin.set_retention(keep_last=1)
+    reopened = MemoryStore.get_or_create(key=key)
+    assert reopened.read_text("a.txt") == "a" and reopened.retention.keep_last == 1
+
+
+# -- gc applies it -----------------------------------------------------------------------------------------
+
+
+def test_gc_keeps_the_last_n_snapshots_of_each_path(backend, key):
+    store = versioned(key, 5)
+    assert len(snapshots(backend, key, "doc.txt")) == 5
+    assert store.gc(window=timedelta(0)).versions == 0  # no policy: every snapshot stays
+    store.set_retention(keep_last=2)
+    assert store.gc().versions == 0  # every snapshot is younger than the default window (24 hours)
+
+    result = store.gc(window=timedelta(0))
+
+    kept = snapshots(backend, key, "doc.txt")
+    assert len(kept) == 2 and result.versions == 3 + 0  # gone.txt holds 2 (its write, its tombstone)
+    assert [backend.objects(key)[n].decode() for n in kept] == ["draft 3", "draft 4"]
+    assert len(snapshots(backend, key, "gone.txt")) == 2
+    assert result.objects >= result.versions and result.bytes > 0
+    reopened = MemoryStore.get_or_create(key=key)
+    assert reopened.read_text("doc.txt") == "draft 4"
+    assert [reopened.read_version(v) for v in reopened.list_versions("doc.txt")] == ["draft 3", "draft 4"]
+    assert not anywhere(backend, key, b"draft 0")  # neither a snapshot nor a journal blob holds it
+
+
+def test_keep_last_one_keeps_the_live_content_and_nothing_else(backend, key):
+    store = versioned(key, 3)
+    store.set_retention(keep_last=1)
+    store.gc(window=timedelta(0))
+    assert [backend.objects(key)[n] for n in snapshots(backend, key, "doc.txt")] == [b"draft 2"]
+    assert len(snapshots(backend, key, "gone.txt")) == 1  # the deleted path's newest: its tombstone
+
+
+def test_max_age_removes_old_snapshots_but_never_the_live_content(backend, key, monkeypatch):
+    store = versioned(key, 3)
+    store.set_retention(max_age=timedelta(hours=1))
+    assert store.gc(window=timedelta(0)).versions == 0  # all younger than an hour
+    later(monkeypatch, 2)
+    result = store.gc(window=timedelta(0))
+    assert [backend.objects(key)[n] for n in snapshots(backend, key, "doc.txt")] == [b"draft 2"]
+    assert snapshots(backend, key, "gone.txt") == []  # not live: nothing of it is younger than max_age
+    assert result.versions == 2 + 2
+    assert MemoryStore.get_or_create(key=key).read_text("doc.txt") == "draft 2"
+
+
+def test_max_age_longer_than_the_window_keeps_the_journal_states_it_covers(backend, key, monkeypatch):
+    store = MemoryStore.create(key=key)
+    for i in range(3):
+        store.write_text("doc.txt", f"journal draft {i}")
+        store.save()
+    pinned = store.log(limit=3)[-1].seq
+    store.set_retention(max_age=timedelta(hours=3))
+    later(monkeypatch, 2)
+    assert store.gc(window=timedelta(0)).commits == ()  # max_age supersedes the window: all kept
+    assert anywhere(backend, key, b"journal draft 0")
+    later(monkeypatch, 4)
+    result = store.gc(window=timedelta(0))
+    assert pinned in result.commits and not anywhere(backend, key, b"journal draft 0")
+    assert MemoryStore.get_or_create(key=key).read_text("doc.txt") == "journal draft 2"
+
+
+def test_a_dry_run_reports_what_gc_removes_and_removes_nothing(backend, key):
+    store = versioned(key, 4)
+    store.set_retention(keep_last=1)
+    before = backend.stored(key)
+    planned = store.gc(window=timedelta(0), dry_run=True)
+    assert backend.stored(key) == before
+    assert planned.dry_run and planned.versions == 3 + 1 and planned.objects > planned.versions
+    done = store.gc(window=timedelta(0))
+    assert (done.objects, done.bytes, done.versions, done.commits) == (
+        planned.objects,
+        planned.bytes,
+        planned.versions,
+        planned.commits,
+    )
+    assert not done.dry_run and set(backend.stored(key)) < set(before)
+    with pytest.raises(InvalidArgument):
+        store.gc(dry_run="yes")  # type: ignore[arg-type]
+
+
+def test_gc_costs_requests_in_what_it_removes_not_in_history(backend, key, io_counter):
+    store = MemoryStore.create(key=key)
+    counts = {}
+    for rounds in (5, 40):
+        for i in range(rounds):
+            store.write_text("doc.txt", f"round {rounds} draft {i}")
+            store.save()
+        store.gc(window=timedelta(0))  # the history so far is collected
+        store.write_text("doc.txt", f"after {rounds}")
+        store.save()
+        io_counter.reset()
+        result = store.gc(window=timedelta(0))
+        counts[rounds] = (io_counter.count(), result.objects)
+    assert counts[5] == counts[40]  # the same removal after 5 or 40 commits: the same requests
+
+
+# -- ttl ---------------------------------------------------------------------------------------------------
+
+
+def test_an_expired_file_reads_as_missing_on_every_handle(backend, key, monkeypatch):
+    store = MemoryStore.create(key=key)
+    store.write_text("scratch/note.txt", "for an hour", ttl=timedelta(hours=1))
+    store.write_json("scratch/plan.json", {"step": 1}, ttl=timedelta(hours=3))
+    store.write_bytes("scratch/blob.bin", b"\x00\x01", ttl=timedelta(hours=1))
+    store.write_text("keep.txt", "kept")
+    store.save()
+    entry = newest_record(backend, key)["delta"]["files"]["scratch/note.txt"]
+    assert entry["ext"]["expires_at"] > time.time() + 0.9 * HOURS
+    second = MemoryStore.get_or_create(key=key)
+    assert second.read_text("scratch/note.txt") == "for an hour"
+    assert [hit.path for hit in second.search("hour")] == ["scratch/note.txt"]
+    later(monkeypatch, 2)
+    for handle in (store, second, MemoryStore.get_or_create(key=key)):
+        assert handle.read_text("scratch/note.txt") == "" == handle.read_text("never-written.txt")
+        assert handle.read_text("scratch/note.txt", default="gone") == "gone"
+        assert handle.read_bytes("scratch/blob.bin") is None and handle.get_meta("scratch/note.txt") is None
+        assert not handle.exists("scratch/note.txt")
+        assert handle.list_paths() == ["keep.txt", "scratch/plan.json"]
+        assert handle.read_json("scratch/plan.json") == {"step": 1}
+    assert [hit.path for hit in MemoryStore.get_or_create(key=key).search("hour")] == []
+    # the bytes are still in upstream's layout until gc
+    assert "scratch/note.txt" in backend.upstream_view(key)
+
+
+def test_gc_deletes_expired_files_audited_and_removes_their_bytes(backend, key, monkeypatch):
+    store = MemoryStore.create(key=key, keep_versions=False)
+    store.write_text("scratch/note.txt", "secret for an hour", ttl=timedelta(hours=1))
+    store.write_text("keep.txt", "kept")
+    store.save()
+    later(monkeypatch, 2)
+    planned = store.gc(window=timedelta(0), dry_run=True)
+    assert planned.expired == ("scratch/note.txt",) and "scratch/note.txt" in backend.upstream_view(key)
+
+    result = store.gc(window=timedelta(0))
+
+    assert result.expired == ("scratch/note.txt",)
+    view = backend.upstream_view(key)
+    assert "scratch/note.txt" not in view and "meta/scratch%2Fnote.txt.json" not in view
+    events = MemoryStore.get_or_create(key=key).audit_tail(0)
+    assert [(e["op"], e["path"], e["actor"]) for e in events if e["op"] == "expired"] == [
+        ("expired", "scratch/note.txt", "gc")
+    ]
+    assert "scratch/note.txt" not in newest_state_paths(key)
+    store.gc(window=timedelta(0))  # the expiry commit is the newest now: the earlier states go
+    assert not anywhere(backend, key, b"secret for an hour")
+    assert store.gc(window=timedelta(0)).expired == ()
+    assert MemoryStore.get_or_create(key=key).read_text("keep.txt") == "kept"
+
+
+def newest_state_paths(key: str) -> list[str]:
+    """What a new handle lists with the clock put back (expiry not applied by reading)."""
+    return MemoryStore.get_or_create(key=key).list_paths()
+
+
+def test_a_rewrite_without_ttl_makes_the_file_permanent(backend, key, monkeypatch):
+    store = MemoryStore.create(key=key)
+    store.write_text("a.txt", "temporary", ttl=timedelta(minutes=5))
+    store.save()
+    second = MemoryStore.get_or_create(key=key)
+    second.write_text("a.txt", "permanent")
+    second.save()
+    assert "ext" not in newest_record(backend, key)["delta"]["files"]["a.txt"]
+    later(monkeypatch, 1)
+    assert MemoryStore.get_or_create(key=key).read_text("a.txt") == "permanent"
+    assert store.gc(window=timedelta(0)).expired == ()
+
+
+def test_a_file_rewritten_after_it_expired_lives_again(backend, key, monkeypatch):
+    store = MemoryStore.create(key=key)
+    store.write_text("a.txt", "old", ttl=timedelta(minutes=5))
+    store.save()
+    later(monkeypatch, 1)
+    assert not store.exists("a.txt")
+    store.write_text("a.txt", "new", expected_sha="")  # missing: a create
+    store.save()
+    assert MemoryStore.get_or_create(key=key).read_text("a.txt") == "new"
+    assert store.gc(window=timedelta(0)).expired == ()
+
+
+@pytest.mark.parametrize("ttl", [timedelta(0), timedelta(seconds=-1), 60, "1h"])
+def test_a_bad_ttl_is_refused_before_anything_is_written(backend, key, ttl):
+    store = MemoryStore.create(key=key)
+    for write in (
+        lambda: store.write_text("a.txt", "x", ttl=ttl),
+        lambda: store.write_json("a.json", {"x": 1}, ttl=ttl),
+        lambda: store.write_bytes("a.bin", b"x", ttl=ttl),
+    ):
+        with pytest.raises(InvalidRetention):
+            write()
+    assert not store.has_unsaved_changes() and store.list_paths() == []
+
+
+def test_gc_result_keeps_its_fields():
+    assert GcResult() == GcResult(0, 0, (), 0, (), False)  # positional order of the old fields kept
