@@ -13,6 +13,7 @@ from ._contract import Capabilities, ObjectStorage
 from ._conversations import Conversation
 from ._errors import (
     AccessDenied,
+    ArchiveNotFound,
     BlockingCallOnLoop,
     ConcurrencyError,
     ContentPurged,
@@ -40,11 +41,13 @@ from ._errors import (
     StoreDeleted,
     StoreFormatTooNew,
     StoreNotFound,
+    UnsafeArchive,
     UnsafeStoreContent,
     UnsavedChanges,
     UnsupportedBackend,
     VersionNotFound,
 )
+from ._export import ExportResult
 from ._flyte_type import MemoryStoreTransformer, register_memory_store_type
 from ._fs_options import set_storage_options
 from ._gc import GcResult
@@ -70,6 +73,7 @@ from ._version import READER_REVISION
 
 __all__ = [
     "AccessDenied",
+    "ArchiveNotFound",
     "AssistantMessage",
     "BlockingCallOnLoop",
     "Capabilities",
@@ -80,6 +84,7 @@ __all__ = [
     "ContextError",
     "Conversation",
     "CorruptStore",
+    "ExportResult",
     "FunctionCall",
     "GcResult",
     "InvalidArgument",
@@ -123,6 +128,7 @@ __all__ = [
     "ToolCall",
     "ToolMessage",
     "UNVERIFIED_BACKENDS_ENV",
+    "UnsafeArchive",
     "UnsafeStoreContent",
     "UnsavedChanges",
     "UnsupportedBackend",

@@ -22,13 +22,15 @@ work as well::
     │   └── NotText (also CorruptStore)             read_text of binary content (not UTF-8): read_bytes
     ├── InvalidRecord (ValueError)                  a record of a log that is not a storable JSON value
     ├── InvalidArgument (ValueError)                a count, window, flag or option of the wrong type or range
-    │   └── InvalidMetadata                         file metadata or a filter that is not a small map of scalars
+    │   ├── InvalidMetadata                         file metadata or a filter that is not a small map of scalars
+    │   └── UnsafeArchive                           an archive import_store refuses (`reason` says which rule)
     ├── UnsavedChanges                              a store that cannot be saved for you has unsaved changes
     ├── BlockingCallOnLoop (RuntimeError)           a sync call made on the package's own event loop
     ├── UnsupportedBackend (ValueError)             a backend whose create-only writes are not known atomic
     ├── StoreNotFound (FileNotFoundError)           no store at the key's remote path
     │   └── StoreDeleted                            delete_store removed it (a save after that, a re-create)
     ├── VersionNotFound (FileNotFoundError)         no such version snapshot
+    ├── ArchiveNotFound (FileNotFoundError)         import_store of an archive that is not there
     ├── StateCollected (FileNotFoundError)          a pinned commit or version that gc() removed
     │   └── ContentPurged                           content that purge() removed
     ├── StoreAlreadyExists (FileExistsError)        create() of a key that is already there
@@ -46,6 +48,7 @@ from flyte.ai.agents import memory as _upstream
 
 __all__ = [
     "AccessDenied",
+    "ArchiveNotFound",
     "BlockingCallOnLoop",
     "ConcurrencyError",
     "ContentPurged",
@@ -73,6 +76,7 @@ __all__ = [
     "StoreDeleted",
     "StoreFormatTooNew",
     "StoreNotFound",
+    "UnsafeArchive",
     "UnsafeStoreContent",
     "UnsavedChanges",
     "UnsupportedBackend",
@@ -175,6 +179,17 @@ class InvalidMetadata(InvalidArgument):
     int, float or bool values; refused before anything changes."""
 
 
+class UnsafeArchive(InvalidArgument):
+    """An archive ``import_store`` refuses before writing anything. `reason` names the rule: ``not_archive``
+    (not a gzip'd tar), ``absolute_path``, ``parent_path``, ``unsafe_path``, ``unknown_member``, ``link``,
+    ``special_file``, ``duplicate``, ``unlisted_member``, ``missing_member``, ``checksum``,
+    ``member_too_large``, ``total_too_large``, ``bad_manifest``, ``unknown_format``."""
+
+    def __init__(self, message: str, *, reason: str):
+        super().__init__(message)
+        self.reason = reason
+
+
 class UnsavedChanges(MemoryStoreError):
     """A store with unsaved changes is handed on where it cannot be saved for you (for example nested
     in a dataclass task output); call ``save()`` first."""
@@ -209,6 +224,10 @@ class StoreDeleted(StoreNotFound):
 
 class VersionNotFound(MemoryStoreError, FileNotFoundError):
     """A version snapshot named by ``read_version`` does not exist."""
+
+
+class ArchiveNotFound(MemoryStoreError, FileNotFoundError):
+    """``import_store`` was given an archive path or URI where there is nothing."""
 
 
 class StoreAlreadyExists(MemoryStoreError, FileExistsError):

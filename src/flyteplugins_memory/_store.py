@@ -36,6 +36,8 @@ from ._commit_log import Commit, read_log
 from ._compaction import CompactionAPI
 from ._compat import unavailable, upstream_awaitable
 from ._conversations import Conversation, conversation_log
+from ._export import ExportAPI
+from ._import_archive import ImportAPI
 from ._keyed import KeyedAPI
 from ._maintenance import MaintenanceAPI
 from ._messages import MessageModel, admit, admit_all
@@ -71,6 +73,8 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
     ReportAPI,
     ReadOnlySettingsAPI,
     SearchAPI,
+    ExportAPI,
+    ImportAPI,
     UpstreamMemoryStore,
 ):
     """Conversation transcript plus path-addressed files, persisted under a deterministic keyed path.
