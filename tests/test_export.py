@@ -191,7 +191,7 @@ def test_concurrent_imports_of_one_key_exactly_one_wins(local_backend, key, tmp_
     def run() -> None:
         try:
             outcomes.append(MemoryStore.import_store(tmp_path / "a.tar.gz", key="copy"))
-        except Exception as exc:  # noqa: BLE001 - the assertions below say which kinds are expected
+        except Exception as exc:
             outcomes.append(exc)
 
     # each thread runs in a copy of this context: it holds the raw-data path the key resolves under
@@ -234,3 +234,26 @@ async def test_export_and_import_have_aio_forms(local_backend, key, tmp_path):
     copy = await MemoryStore.import_store.aio(str(tmp_path / "a.tar.gz"), key="copy")
     assert await copy.read_text.aio("a.md") == "a"
     assert io.BytesIO(local_backend.objects("copy")["a.md"]).read() == b"a"
+
+
+def test_an_import_that_fails_while_storing_removes_what_it_stored(local_backend, key, tmp_path, monkeypatch):
+    from flyteplugins_memory import StorageError
+    from flyteplugins_memory._storage import RemoteStore
+
+    populated(key)
+    MemoryStore.open(key=key).export(tmp_path / "a.tar.gz")
+    original, calls = RemoteStore.write_many, []
+
+    async def failing(self, objects):
+        calls.append(len(objects))
+        if len(calls) == 3:
+            raise StorageError("injected")
+        await original(self, objects)
+
+    monkeypatch.setattr(RemoteStore, "write_many", failing)
+    with pytest.raises(StorageError, match="injected"):
+        MemoryStore.import_store(tmp_path / "a.tar.gz", key="copy")
+    assert local_backend.stored("copy") == {}
+    monkeypatch.setattr(RemoteStore, "write_many", original)
+    MemoryStore.import_store(tmp_path / "a.tar.gz", key="copy")  # the key is free again
+    assert_same_store(local_backend, key, local_backend, "copy")

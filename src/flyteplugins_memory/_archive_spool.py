@@ -134,7 +134,9 @@ def _copy_out(tar: tarfile.TarFile, info: tarfile.TarInfo, path: pathlib.Path, l
         while chunk := source.read(CHUNK):
             size += len(chunk)
             if size > limits.member:
-                raise UnsafeArchive(f"Archive member {info.name!r} is over {limits.member} bytes", reason="member_too_large")
+                raise UnsafeArchive(
+                    f"Archive member {info.name!r} is over {limits.member} bytes", reason="member_too_large"
+                )
             digest.update(chunk)
             out.write(chunk)
     return digest.hexdigest(), size

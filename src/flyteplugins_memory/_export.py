@@ -95,6 +95,8 @@ class ExportAPI:
 
     _session: Session
     key: str
+    messages: list[dict[str, Any]]
+    audit: bool
     has_unsaved_changes: Any
 
     @syncify
@@ -115,8 +117,8 @@ class ExportAPI:
         remote = self._session.remote()
         names = await _names(remote)
         fs = filesystem_for(target)
-        path = fs._strip_protocol(target)
-        raw = await asyncio.to_thread(fs.open, path, "wb")
+        path = str(fs._strip_protocol(target))
+        raw: Any = await asyncio.to_thread(fs.open, path, "wb")  # fsspec types its files loosely
         try:
             writer = await asyncio.to_thread(_Writer, raw)
             await _write_all(remote, names, writer)
@@ -191,5 +193,5 @@ def _abandon(fs: Any, raw: IO[bytes], path: str) -> None:
         raw.close()
         if fs.exists(path):
             fs.rm_file(path)
-    except Exception:  # noqa: BLE001, S110 - the original failure is what the caller must see
+    except Exception:
         pass

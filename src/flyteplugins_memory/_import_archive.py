@@ -113,7 +113,7 @@ def _limits(max_member_bytes: int, max_total_bytes: int) -> Limits:
 def _spool_from(source: str, into: pathlib.Path, limits: Limits) -> Spooled:
     fs = filesystem_for(source)
     try:
-        raw = fs.open(fs._strip_protocol(source), "rb")
+        raw: Any = fs.open(str(fs._strip_protocol(source)), "rb")  # fsspec types its files loosely
     except FileNotFoundError:
         raise ArchiveNotFound(f"No archive at {source}") from None
     except OSError as exc:
