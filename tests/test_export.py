@@ -25,6 +25,7 @@ from flyteplugins_memory import (
     StoreNotFound,
     UnsavedChanges,
 )
+from released import ISSUE_9_RELEASE, released_source, run_released
 
 JOURNAL = "meta/.journal"
 PNG = bytes(range(256)) * 4
@@ -257,3 +258,32 @@ def test_an_import_that_fails_while_storing_removes_what_it_stored(local_backend
     monkeypatch.setattr(RemoteStore, "write_many", original)
     MemoryStore.import_store(tmp_path / "a.tar.gz", key="copy")  # the key is free again
     assert_same_store(local_backend, key, local_backend, "copy")
+
+
+def test_the_previous_release_reads_and_saves_an_imported_store(local_backend, key, tmp_path):
+    populated(key)
+    MemoryStore.open(key=key).export(tmp_path / "a.tar.gz")
+    MemoryStore.import_store(tmp_path / "a.tar.gz", key="copy")
+    previous = released_source(ISSUE_9_RELEASE, tmp_path / "previous")
+    config = {"key": "copy", "raw": local_backend.raw_data_path, "endpoint": None}
+    wrote = run_released(previous, "write", config | {"writes": {"by-previous.md": "old"}})
+    assert "notes/plan.md" in wrote["files"] and "by-previous.md" in wrote["files"]
+    again = MemoryStore.open(key="copy")
+    assert again.read_text("by-previous.md") == "old" and again.read_bytes("images/chart.png") == PNG
+    assert [p.content for p in again.proposals()] == ["likes green tea"]
+
+
+def test_a_store_at_a_bucket_root_moves_its_journal_on_the_first_save_after_import(s3_backend, key, tmp_path):
+    """A store whose journal is inside its prefix (a bucket root has no outside) is exported as it is; the
+    imported store reads that journal and moves it out on its first save, as any store of that layout."""
+    bucket = f"s3://{s3_backend.raw_data_path.split('/')[2]}"
+    root = MemoryStore(key="root", remote_path=bucket)
+    root.write_text("a.md", "at the root")
+    root.append({"role": "user", "content": "hi"})
+    root.save(reason="root store")
+    result = root.export(tmp_path / "root.tar.gz")
+    assert result.counts.get("journal", 0) == 0 and result.counts["old_journal"] > 0
+    copy = MemoryStore.import_store(tmp_path / "root.tar.gz", key="copy")
+    assert copy.read_text("a.md") == "at the root" and copy.messages == [{"role": "user", "content": "hi"}]
+    assert any(n.startswith(f"{JOURNAL}/log/") for n in s3_backend.journal("copy"))  # moved out by the import commit
+    assert [c.reason for c in MemoryStore.open(key="copy").log()][-1] == "root store"
