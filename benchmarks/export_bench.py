@@ -113,11 +113,15 @@ def row(result: dict) -> str:
 
 def report(results: list[dict], args: Any) -> str:
     lines = [
-        f"Export + import of a {args.files:,}-file store (1 KiB files, two saves) vs fsspec get + put of the "
-        f"same objects; median of {args.repeats} runs, seconds.",
+        (
+            f"Export + import of a {args.files:,}-file store (1 KiB files, two saves) vs fsspec get + put of the "
+            f"same objects; median of {args.repeats} runs, seconds."
+        ),
         "",
-        "| backend | objects | export | import | fs.get | fs.put | ours / fsspec total | ratio | requests "
-        "ours / fsspec | archive |",
+        (
+            "| backend | objects | export | import | fs.get | fs.put | ours / fsspec total | ratio | requests "
+            "ours / fsspec | archive |"
+        ),
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
         *[row(r) for r in results],
     ]
