@@ -297,6 +297,7 @@ SLOW_ITEMS = {
     "test_a_bulk_save_costs_at_most_two_requests_per_file[s3_backend]",
     "test_a_move_that_dies_at_any_step_leaves_an_openable_store[s3_backend]",
     "test_benchmark_prints_a_side_by_side_table",
+    "test_export_benchmark_prints_its_table",
     # gc over long histories: the other backends' runs stay
     "test_gc_costs_what_it_removes_not_the_history[gcs]",
     "test_gc_with_an_empty_window_keeps_only_the_newest_state[s3]",

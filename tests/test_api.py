@@ -38,6 +38,7 @@ IO_METHODS = [
     "read_version_bytes",
     "delete_prefix",
     "delete_store",
+    "export",
 ]
 
 
@@ -74,7 +75,7 @@ def test_every_io_method_is_sync_with_an_aio_twin(tmp_path):
     for name in IO_METHODS:
         method = getattr(store, name)
         assert callable(method) and callable(method.aio), name
-    for name in ("create", "get_or_create", "exists"):
+    for name in ("create", "get_or_create", "exists", "import_store"):
         assert callable(getattr(MemoryStore, name).aio), name
 
 

@@ -61,3 +61,14 @@ def test_search_benchmark_prints_its_table(tmp_path):
     table = out.read_text()
     assert "Search over 20 entries" in table and "| local disk | ours: warm search (median) |" in table
     assert "naive scan" in table and "upstream" in table and "per one-file save" in table
+
+
+def test_export_benchmark_prints_its_table(tmp_path):
+    out = tmp_path / "export.md"
+    script = SCRIPT.parent / "export_bench.py"
+    args = [sys.executable, str(script), "--files", "20", "--repeats", "1", "--out", str(out)]
+    done = subprocess.run(args, capture_output=True, check=False, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    table = out.read_text()
+    assert "Export + import of a 20-file store" in table
+    assert "| local disk |" in table and "| S3 (moto) |" in table

@@ -13,6 +13,7 @@ from ._contract import Capabilities, ObjectStorage
 from ._conversations import Conversation
 from ._errors import (
     AccessDenied,
+    ArchiveNotFound,
     BlockingCallOnLoop,
     CommitNotFound,
     ConcurrencyError,
@@ -43,11 +44,13 @@ from ._errors import (
     StoreDeleted,
     StoreFormatTooNew,
     StoreNotFound,
+    UnsafeArchive,
     UnsafeStoreContent,
     UnsavedChanges,
     UnsupportedBackend,
     VersionNotFound,
 )
+from ._export import ExportResult
 from ._flyte_type import MemoryStoreTransformer, register_memory_store_type
 from ._fs_options import set_storage_options
 from ._gc import GcResult
@@ -76,6 +79,7 @@ from ._version import READER_REVISION
 
 __all__ = [
     "AccessDenied",
+    "ArchiveNotFound",
     "AssistantMessage",
     "BlockingCallOnLoop",
     "Capabilities",
@@ -87,6 +91,7 @@ __all__ = [
     "ContextError",
     "Conversation",
     "CorruptStore",
+    "ExportResult",
     "FunctionCall",
     "GcResult",
     "HistoryEntry",
@@ -135,6 +140,7 @@ __all__ = [
     "ToolCall",
     "ToolMessage",
     "UNVERIFIED_BACKENDS_ENV",
+    "UnsafeArchive",
     "UnsafeStoreContent",
     "UnsavedChanges",
     "UnsupportedBackend",

@@ -24,7 +24,8 @@ work as well::
     ├── InvalidRecord (ValueError)                  a record of a log that is not a storable JSON value
     ├── InvalidArgument (ValueError)                a count, window, flag or option of the wrong type or range
     │   ├── InvalidMetadata                         file metadata or a filter that is not a small map of scalars
-    │   └── InvalidRetention                        a retention policy or a ttl of the wrong type or range
+    │   ├── InvalidRetention                        a retention policy or a ttl of the wrong type or range
+    │   └── UnsafeArchive                           an archive import_store refuses (`reason` says which rule)
     ├── UnsavedChanges                              a store that cannot be saved for you has unsaved changes
     ├── BlockingCallOnLoop (RuntimeError)           a sync call made on the package's own event loop
     ├── UnsupportedBackend (ValueError)             a backend whose create-only writes are not known atomic
@@ -32,6 +33,8 @@ work as well::
     │   └── StoreDeleted                            delete_store removed it (a save after that, a re-create)
     ├── VersionNotFound (FileNotFoundError)         no such version snapshot, or version id of a path
     ├── CommitNotFound (LookupError)                a commit `store.at()` cannot show (never made, or collected)
+
+    ├── ArchiveNotFound (FileNotFoundError)         import_store of an archive that is not there
     ├── StateCollected (FileNotFoundError)          a pinned commit or version that gc() removed
     │   └── ContentPurged                           content that purge() removed
     ├── StoreAlreadyExists (FileExistsError)        create() of a key that is already there
@@ -49,6 +52,7 @@ from flyte.ai.agents import memory as _upstream
 
 __all__ = [
     "AccessDenied",
+    "ArchiveNotFound",
     "BlockingCallOnLoop",
     "CommitNotFound",
     "ConcurrencyError",
@@ -79,6 +83,7 @@ __all__ = [
     "StoreDeleted",
     "StoreFormatTooNew",
     "StoreNotFound",
+    "UnsafeArchive",
     "UnsafeStoreContent",
     "UnsavedChanges",
     "UnsupportedBackend",
@@ -186,6 +191,17 @@ class InvalidRetention(InvalidArgument):
     (a positive timedelta) of the wrong type or range; refused before anything changes."""
 
 
+class UnsafeArchive(InvalidArgument):
+    """An archive ``import_store`` refuses before writing anything. `reason` names the rule: ``not_archive``
+    (not a gzip'd tar), ``absolute_path``, ``parent_path``, ``unsafe_path``, ``unknown_member``, ``link``,
+    ``special_file``, ``duplicate``, ``unlisted_member``, ``missing_member``, ``checksum``,
+    ``member_too_large``, ``total_too_large``, ``bad_manifest``, ``unknown_format``."""
+
+    def __init__(self, message: str, *, reason: str):
+        super().__init__(message)
+        self.reason = reason
+
+
 class UnsavedChanges(MemoryStoreError):
     """A store with unsaved changes is handed on where it cannot be saved for you (for example nested
     in a dataclass task output); call ``save()`` first."""
@@ -229,6 +245,10 @@ class CommitNotFound(MemoryStoreError, LookupError):
 
 class ReadOnlySnapshot(AccessDenied):
     """A write, delete or save through a view of the store's past (``store.at(commit)``)."""
+
+
+class ArchiveNotFound(MemoryStoreError, FileNotFoundError):
+    """``import_store`` was given an archive path or URI where there is nothing."""
 
 
 class StoreAlreadyExists(MemoryStoreError, FileExistsError):

@@ -37,7 +37,9 @@ from ._commit_log import Commit, read_log
 from ._compaction import CompactionAPI
 from ._compat import unavailable, upstream_awaitable
 from ._conversations import Conversation, conversation_log
+from ._export import ExportAPI
 from ._history_api import HistoryAPI
+from ._import_archive import ImportAPI
 from ._keyed import KeyedAPI
 from ._maintenance import MaintenanceAPI
 from ._messages import MessageModel, admit, admit_all
@@ -79,6 +81,8 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
     SearchAPI,
     HistoryAPI,
     TimeTravelAPI,
+    ExportAPI,
+    ImportAPI,
     UpstreamMemoryStore,
 ):
     """Conversation transcript plus path-addressed files, persisted under a deterministic keyed path.

@@ -1,0 +1,158 @@
+"""Reading an export archive into a local spool directory, checking everything before a byte is stored.
+
+An archive is untrusted input. `spool` reads it once, as a stream (gzip, then tar), and copies each
+member into a numbered file of a local directory, counting and hashing as it goes; then it checks the
+members against the manifest. Any rule broken raises `UnsafeArchive` with the rule's `reason`, and since
+nothing has been written to storage yet, a refused import leaves nothing behind there.
+
+Sizes are counted as the bytes come out of the decompressor, not as headers declare them: the whole
+decompressed stream (headers included) may not pass the total limit plus `HEADER_ALLOWANCE`, so a
+compression bomb stops there whatever its tar headers claim. Everything here blocks: run it in a thread.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import pathlib
+import tarfile
+import zlib
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from ._archive import MANIFEST_NAME, MAX_MANIFEST_BYTES, Manifest, Target, member_target, parse_manifest
+from ._errors import UnsafeArchive
+
+#: Decompressed bytes allowed beyond the members' data: tar headers, padding, the end marker.
+HEADER_ALLOWANCE = 4 << 20
+CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The most decompressed bytes one member, and all of them together, may hold."""
+
+    member: int
+    total: int
+
+
+@dataclass
+class Spooled:
+    """A checked archive: its manifest, each member's target and spool file, and the archive's sha256."""
+
+    manifest: Manifest
+    members: dict[str, tuple[Target, pathlib.Path]] = field(default_factory=dict)
+    sha256: str = ""
+
+
+class _Hashing:
+    """Reads through to `raw`, hashing the compressed bytes (the archive's own checksum)."""
+
+    def __init__(self, raw: IO[bytes]):
+        self.raw, self.hash = raw, hashlib.sha256()
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.raw.read(size)
+        self.hash.update(data)
+        return data
+
+
+class _Bounded:
+    """Reads through to the decompressed stream, refusing once it has yielded more than `limit` bytes."""
+
+    def __init__(self, stream: IO[bytes], limit: int):
+        self.stream, self.limit, self.count = stream, limit, 0
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.stream.read(size if size >= 0 else CHUNK)
+        self.count += len(data)
+        if self.count > self.limit:
+            raise UnsafeArchive(
+                f"The archive decompresses to more than {self.limit} bytes (a compression bomb?)",
+                reason="total_too_large",
+            )
+        return data
+
+
+def spool(raw: IO[bytes], into: pathlib.Path, limits: Limits) -> Spooled:
+    """Read the archive in `raw` into directory `into` and check it (see the module docstring)."""
+    hashing = _Hashing(raw)
+    try:
+        stream = _Bounded(gzip.GzipFile(fileobj=hashing, mode="rb"), limits.total + HEADER_ALLOWANCE)  # type: ignore[arg-type]
+        with tarfile.open(fileobj=stream, mode="r|") as tar:  # type: ignore[call-overload]
+            found, manifest = _read_members(tar, into, limits)
+    except (tarfile.TarError, gzip.BadGzipFile, EOFError, zlib.error) as exc:
+        raise UnsafeArchive(f"Not a gzip-compressed tar archive: {exc}", reason="not_archive") from exc
+    checked = _check_against(manifest, found)
+    return Spooled(manifest, checked, hashing.hash.hexdigest())
+
+
+def _read_members(tar: tarfile.TarFile, into: pathlib.Path, limits: Limits) -> tuple[dict[str, Any], Manifest]:
+    found: dict[str, Any] = {}
+    manifest: bytes | None = None
+    total = 0
+    for index, info in enumerate(tar):
+        if manifest is not None:
+            raise UnsafeArchive(f"Archive member {info.name!r} follows the manifest", reason="unlisted_member")
+        target = _admit(info, found, limits, total)
+        total += info.size
+        spooled = into / f"{index:08d}"
+        sha, size = _copy_out(tar, info, spooled, limits)
+        if target is None:
+            manifest = spooled.read_bytes()
+        else:
+            found[info.name] = (target, spooled, sha, size)
+    if manifest is None:
+        raise UnsafeArchive("The archive has no manifest.json at its end", reason="bad_manifest")
+    return found, parse_manifest(manifest)
+
+
+def _admit(info: tarfile.TarInfo, found: dict[str, Any], limits: Limits, total: int) -> Target | None:
+    """The target of member `info` (None for the manifest), if its name, type and size pass the rules."""
+    name = info.name
+    target = None if name == MANIFEST_NAME else member_target(name)
+    if info.issym() or info.islnk():
+        raise UnsafeArchive(f"Archive member {name!r} is a link", reason="link")
+    if not info.isreg():
+        raise UnsafeArchive(f"Archive member {name!r} is not a regular file", reason="special_file")
+    if name in found:
+        raise UnsafeArchive(f"Archive member {name!r} appears twice", reason="duplicate")
+    cap = MAX_MANIFEST_BYTES if target is None else limits.member
+    if info.size > cap:
+        raise UnsafeArchive(f"Archive member {name!r} holds {info.size} bytes, over {cap}", reason="member_too_large")
+    if total + info.size > limits.total:
+        raise UnsafeArchive(f"The archive holds more than {limits.total} bytes", reason="total_too_large")
+    return target
+
+
+def _copy_out(tar: tarfile.TarFile, info: tarfile.TarInfo, path: pathlib.Path, limits: Limits) -> tuple[str, int]:
+    """Copy member `info` to `path`, returning its sha256 and the bytes actually read."""
+    source = tar.extractfile(info)
+    assert source is not None  # a regular file always has data
+    digest, size = hashlib.sha256(), 0
+    with path.open("wb") as out:
+        while chunk := source.read(CHUNK):
+            size += len(chunk)
+            if size > limits.member:
+                raise UnsafeArchive(
+                    f"Archive member {info.name!r} is over {limits.member} bytes", reason="member_too_large"
+                )
+            digest.update(chunk)
+            out.write(chunk)
+    return digest.hexdigest(), size
+
+
+def _check_against(manifest: Manifest, found: dict[str, Any]) -> dict[str, tuple[Target, pathlib.Path]]:
+    """The members, once each one is listed in the manifest with its size and sha256, and each listed one
+    is there."""
+    unlisted = sorted(set(found) - set(manifest.members))
+    if unlisted:
+        raise UnsafeArchive(f"Archive member {unlisted[0]!r} is not in the manifest", reason="unlisted_member")
+    missing = sorted(set(manifest.members) - set(found))
+    if missing:
+        raise UnsafeArchive(f"The manifest lists {missing[0]!r}, which the archive lacks", reason="missing_member")
+    for name, (_, _, sha, size) in found.items():
+        entry = manifest.members[name]
+        if entry["sha256"] != sha or entry["size"] != size:
+            raise UnsafeArchive(f"Archive member {name!r} does not match its checksum", reason="checksum")
+    return {name: (target, path) for name, (target, path, _, _) in found.items()}

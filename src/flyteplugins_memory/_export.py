@@ -1,0 +1,197 @@
+"""`store.export(dest)`: the whole store as one ``.tar.gz`` (format: `_archive`).
+
+The archive holds every stored object as it is: the store prefix (files, transcript, sidecars, audit
+log, ``versions/``, and an old journal's fences) and the journal outside it (records, checkpoints, parts,
+blobs, audit segments, settings, the head hint), so the history gc() has not collected travels with the
+store, and ``import_store`` makes the same store elsewhere. It streams: objects are read in batches of
+at most `BATCH_BYTES`, each added to the archive (hashed as it goes) on a thread, and the archive is
+written straight to `dest` (a multipart upload on S3); the manifest comes last.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tarfile
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import IO, Any
+
+from ._archive import MANIFEST_NAME, Manifest, count_kinds, journal_member, store_member
+from ._codecs import sha256_bytes
+from ._contract import ObjectStorage
+from ._errors import StoreDeleted, StoreNotFound, UnsavedChanges
+from ._layout import JOURNAL_DIR
+from ._relocate import old_view
+from ._session import Session
+from ._storage import filesystem_for
+from ._store_deletion import is_deleted
+from ._syncify import syncify
+from ._version import WRITER
+
+__all__ = ["ExportAPI", "ExportResult"]
+
+#: Bytes of objects read from storage at once (the most the export holds in memory, beside one object).
+BATCH_BYTES = 32 << 20
+BATCH_OBJECTS = 64
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    """What `MemoryStore.export` wrote.
+
+    Attributes:
+        path: Where the archive is (the `dest` given).
+        members: Objects in the archive (the manifest not counted).
+        bytes: Size of the archive (compressed).
+        data_bytes: Bytes of the objects it holds (uncompressed).
+        counts: Objects by kind (``file``, ``sidecar``, ``version``, ``audit_log``, ``messages``,
+            ``journal``, ...).
+    """
+
+    path: str
+    members: int
+    bytes: int
+    data_bytes: int
+    counts: dict[str, int]
+
+
+class _Writer:
+    """A tar.gz stream to an open file: members in order, each hashed for the manifest (blocking)."""
+
+    def __init__(self, raw: IO[bytes]):
+        self.tar = tarfile.open(fileobj=raw, mode="w|gz")  # noqa: SIM115 - closed by `close`
+        self.members: dict[str, dict[str, Any]] = {}
+        self.mtime = time.time()
+
+    def add(self, name: str, data: bytes) -> None:
+        info = tarfile.TarInfo(name)
+        info.size, info.mtime, info.mode = len(data), self.mtime, 0o644
+        self.tar.addfile(info, _Reader(data))
+        if name != MANIFEST_NAME:
+            self.members[name] = {"sha256": sha256_bytes(data), "size": len(data)}
+
+    def add_batch(self, batch: list[tuple[str, bytes]]) -> None:
+        for name, data in batch:
+            self.add(name, data)
+
+
+class _Reader:
+    """A file-like view of bytes without a copy (``io.BytesIO`` would copy a large object)."""
+
+    def __init__(self, data: bytes):
+        self.view, self.at = memoryview(data), 0
+
+    def read(self, size: int = -1) -> bytes:
+        end = len(self.view) if size < 0 else self.at + size
+        chunk = self.view[self.at : end].tobytes()
+        self.at += len(chunk)
+        return chunk
+
+
+class ExportAPI:
+    """Mixed into `MemoryStore`; relies on its `_session`, `key` and `has_unsaved_changes`."""
+
+    _session: Session
+    key: str
+    messages: list[dict[str, Any]]
+    audit: bool
+    has_unsaved_changes: Any
+
+    @syncify
+    async def export(self, dest: str | os.PathLike[str]) -> ExportResult:
+        """Write the whole store, as committed, to one ``.tar.gz`` at `dest` (a local path or an fsspec URI
+        such as ``s3://bucket/backups/agent.tar.gz``): every file (text and binary), the transcript, the
+        sidecars, the audit trail, ``versions/`` snapshots, record logs, metadata, proposals and settings,
+        and the journal's history that gc() has not collected, with a ``manifest.json`` of checksums.
+        `MemoryStore.import_store` makes a new store of it. Streams (memory bounded by a batch of objects).
+
+        Raises `UnsavedChanges` if this handle holds changes (``save()`` first: only committed state is
+        exported), `StoreNotFound` if the store was never saved, `StoreDeleted` if it was deleted.
+        """
+        target = os.fspath(dest)
+        if self.has_unsaved_changes():
+            raise UnsavedChanges(f"MemoryStore {self.key!r} has unsaved changes: save() before export()")
+        await self._session.ready(self)
+        remote = self._session.remote()
+        names = await _names(remote)
+        fs = filesystem_for(target)
+        path = str(fs._strip_protocol(target))
+        raw: Any = await asyncio.to_thread(fs.open, path, "wb")  # fsspec types its files loosely
+        try:
+            writer = await asyncio.to_thread(_Writer, raw)
+            await _write_all(remote, names, writer)
+            manifest = _manifest(self.key, remote.uri, writer)
+            await asyncio.to_thread(_finish, writer, raw, manifest)
+        except BaseException:
+            await asyncio.to_thread(_abandon, fs, raw, path)
+            raise
+        size = await asyncio.to_thread(fs.size, path)
+        data = sum(m["size"] for m in writer.members.values())
+        return ExportResult(target, len(writer.members), int(size or 0), data, manifest.counts)
+
+
+#: An object to archive: whether it is in the journal (else under the prefix), its name, its listed size.
+Source = tuple[bool, str, int]
+
+
+async def _names(remote: ObjectStorage) -> dict[str, Source]:
+    """Every object to archive, by member name."""
+    if await is_deleted(remote):
+        raise StoreDeleted(f"MemoryStore at {remote.uri} was deleted")
+    # through the old view, names under meta/.journal/ in the prefix are that old journal's, as stored
+    found = {store_member(n): (False, n, s) for n, s in (await old_view(remote).list()).items()}
+    if remote.journal_moved:
+        listed = await remote.list(under=JOURNAL_DIR)
+        found.update({journal_member(n): (True, n, s) for n, s in listed.items()})
+    if not found:
+        raise StoreNotFound(f"No MemoryStore at {remote.uri} (never saved?)")
+    return dict(sorted(found.items()))
+
+
+async def _write_all(remote: ObjectStorage, names: dict[str, Source], writer: _Writer) -> None:
+    views = {False: old_view(remote), True: remote}
+    for batch in _batches(names):
+        read: dict[tuple[bool, str], bytes] = {}
+        for in_journal, view in views.items():
+            wanted = [names[m][1] for m in batch if names[m][0] is in_journal]
+            read.update({(in_journal, n): d for n, d in (await view.read_many(wanted)).items()})
+        # an object listed but gone by now (a concurrent gc) is left out, and so out of the manifest
+        ready = [(m, read[names[m][:2]]) for m in batch if names[m][:2] in read]
+        await asyncio.to_thread(writer.add_batch, ready)
+
+
+def _batches(names: dict[str, Source]) -> list[list[str]]:
+    """Member names in batches of at most `BATCH_OBJECTS` objects and about `BATCH_BYTES` bytes."""
+    batches: list[list[str]] = [[]]
+    size = 0
+    for member, (_, _, listed) in names.items():
+        if batches[-1] and (size + listed > BATCH_BYTES or len(batches[-1]) >= BATCH_OBJECTS):
+            batches.append([])
+            size = 0
+        batches[-1].append(member)
+        size += listed
+    return [b for b in batches if b]
+
+
+def _manifest(key: str, source: str, writer: _Writer) -> Manifest:
+    at = datetime.now(UTC).isoformat(timespec="milliseconds")
+    counts = count_kinds(list(writer.members))
+    return Manifest(key, source, at, WRITER, dict(writer.members), counts)
+
+
+def _finish(writer: _Writer, raw: IO[bytes], manifest: Manifest) -> None:
+    writer.add(MANIFEST_NAME, manifest.encode())
+    writer.tar.close()
+    raw.close()
+
+
+def _abandon(fs: Any, raw: IO[bytes], path: str) -> None:
+    """Best effort after a failure: no half-written archive stays at `dest`."""
+    try:
+        raw.close()
+        if fs.exists(path):
+            fs.rm_file(path)
+    except Exception:
+        pass

@@ -1,0 +1,194 @@
+"""`MemoryStore.import_store(src, key=...)`: a new store made from an export archive (format: `_archive`).
+
+    1. spool     read the archive once into a local temp directory, checking every rule
+                 (`_archive_spool`): a refused archive has written nothing to storage
+    2. free      refuse (`StoreAlreadyExists`, `StoreDeleted`) a key that holds a store or its deletion
+    3. claim     create-only ``log/1`` of the new journal with a tombstone: of concurrent creators
+                 (``create``, another import), exactly one gets the slot, and the others'
+                 ``create`` fails as for any existing store
+    4. copy      the prefix's objects (``messages.json`` last: upstream's sign that a store exists), then
+                 the journal's, then its ``log/1`` over the claim (or the claim removed, if the archive's
+                 history starts later), then ``head.json``
+    5. record    open the new store and commit the import as an audited commit (op ``import``)
+
+A failure in 4 removes what it wrote (the claim last), so the key is free again. The journal's objects
+name nothing of where they live, so they are copied as they are: the imported store has the source's
+commits, log, versions and settings, and continues from its newest commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pathlib
+import shutil
+import tempfile
+from typing import Any, Self
+
+from ._archive import DEFAULT_MAX_MEMBER_BYTES, DEFAULT_MAX_TOTAL_BYTES, Target, logical_name
+from ._archive_spool import Limits, Spooled, spool
+from ._arguments import check_int
+from ._codecs import utc_timestamp, write_event
+from ._contract import ObjectStorage
+from ._errors import ArchiveNotFound, InvalidArgument, StorageError, StoreAlreadyExists, StoreDeleted
+from ._layout import HEAD_NAME, log_name
+from ._markers import TOMBSTONE
+from ._paths import MESSAGES_PATH
+from ._relocate import old_view
+from ._special_commits import Settings
+from ._storage import RemoteStore, filesystem_for
+from ._store_deletion import is_deleted
+from ._syncify import syncify
+from ._writes import ChangeOptions
+
+__all__ = ["ImportAPI"]
+
+#: The audit op of an import.
+IMPORT_OP = "import"
+#: Bytes of objects written to storage at once.
+BATCH_BYTES = 32 << 20
+BATCH_OBJECTS = 64
+FIRST = log_name(1)
+
+
+class ImportAPI:
+    """Mixed into `MemoryStore`: its `import_store` classmethod."""
+
+    remote_path_for_key: Any
+    open: Any
+    _remote_store_exists: Any
+
+    @syncify
+    @classmethod
+    async def import_store(
+        cls,
+        src: str | os.PathLike[str],
+        *,
+        key: str,
+        org: str | None = None,
+        project: str | None = None,
+        domain: str | None = None,
+        max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES,
+        max_total_bytes: int = DEFAULT_MAX_TOTAL_BYTES,
+        actor: str = "agent",
+        reason: str = "",
+    ) -> Self:
+        """Create a new store for `key` (resolved like `create`) from an archive `export` wrote at `src`
+        (a local path or an fsspec URI), and return a handle of it. Exclusive like `create`: a key that
+        holds a store raises `StoreAlreadyExists` (`StoreDeleted` while a deletion record stands).
+
+        The archive is untrusted: it is read and checked in full before anything is stored, and refused with
+        `UnsafeArchive` (its ``reason`` says which rule) if a member has an absolute path or ``..``, is a
+        link, a device or a fifo, appears twice, is not in the manifest (or a listed one is missing), fails
+        its checksum, holds more than `max_member_bytes`, or if all of them (counted as they decompress, so a
+        compression bomb stops there) pass `max_total_bytes`; also if it is not a gzip'd tar or its manifest
+        has an unknown format. A refused import leaves nothing in storage. `ArchiveNotFound` if there is
+        nothing at `src`. The import is an audited commit (op ``import``, by `actor`, for `reason`).
+        """
+        source = os.fspath(src)
+        limits = _limits(max_member_bytes, max_total_bytes)
+        ChangeOptions(actor, reason, None, False, True)  # checks actor and reason
+        remote_path = cls.remote_path_for_key(key=key, org=org, project=project, domain=domain)
+        spool_dir = pathlib.Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="flyte_memory_import_"))
+        try:
+            archive = await asyncio.to_thread(_spool_from, source, spool_dir, limits)
+            remote = RemoteStore(remote_path)
+            await _refuse_taken(cls, remote)
+            await _copy_claimed(remote, archive)
+        finally:
+            await asyncio.to_thread(shutil.rmtree, spool_dir, True)
+        store = await cls.open.aio(remote_path=remote_path)
+        await _record(store, source, archive, actor, reason)
+        return store
+
+
+def _limits(max_member_bytes: int, max_total_bytes: int) -> Limits:
+    for name, value in (("max_member_bytes", max_member_bytes), ("max_total_bytes", max_total_bytes)):
+        check_int(name, value)
+        if value < 1:
+            raise InvalidArgument(f"{name} must be at least 1, got {value}")
+    return Limits(max_member_bytes, max_total_bytes)
+
+
+def _spool_from(source: str, into: pathlib.Path, limits: Limits) -> Spooled:
+    fs = filesystem_for(source)
+    try:
+        raw: Any = fs.open(str(fs._strip_protocol(source)), "rb")  # fsspec types its files loosely
+    except FileNotFoundError:
+        raise ArchiveNotFound(f"No archive at {source}") from None
+    except OSError as exc:
+        raise StorageError(f"Could not read the archive at {source}: {exc}") from exc
+    with raw:
+        return spool(raw, into, limits)
+
+
+async def _refuse_taken(cls: Any, remote: RemoteStore) -> None:
+    if await is_deleted(remote):
+        raise StoreDeleted(f"MemoryStore at {remote.uri} was deleted; its deletion record stands")
+    if await cls._remote_store_exists(remote.uri):
+        raise StoreAlreadyExists(f"MemoryStore already exists at {remote.uri}")
+
+
+async def _copy_claimed(remote: RemoteStore, archive: Spooled) -> None:
+    """Steps 3 and 4 of the module docstring."""
+    if not await remote.create_exclusive(FIRST, TOMBSTONE):
+        raise StoreAlreadyExists(f"MemoryStore already exists at {remote.uri}")
+    written: list[tuple[bool, str]] = []
+    try:
+        for group in _in_order(archive):
+            await _write(remote, group, written)
+        if not any(t.in_journal and logical_name(t) == FIRST for t, _ in archive.members.values()):
+            await remote.remove_many([FIRST])
+    except BaseException:
+        await _undo(remote, written)
+        raise
+
+
+def _in_order(archive: Spooled) -> list[list[tuple[Target, pathlib.Path]]]:
+    """The members in the order they are stored: the prefix (transcript last), the journal, then its first
+    record and head, which make the new journal visible."""
+    members = sorted(archive.members.values(), key=lambda m: (m[0].in_journal, m[0].name))
+    last = {(False, MESSAGES_PATH), (True, FIRST), (True, HEAD_NAME)}
+    keyed = [(m, (m[0].in_journal, logical_name(m[0]))) for m in members]
+    return [
+        [m for m, k in keyed if k not in last],
+        [m for m, k in keyed if k == (False, MESSAGES_PATH)],
+        [m for m, k in keyed if k == (True, FIRST)],
+        [m for m, k in keyed if k == (True, HEAD_NAME)],
+    ]
+
+
+async def _write(remote: RemoteStore, members: list[tuple[Target, pathlib.Path]], written: list) -> None:
+    """Store `members` in batches of bounded bytes, noting each one written."""
+    views: dict[bool, ObjectStorage] = {False: old_view(remote), True: remote}
+    for start in range(0, len(members), BATCH_OBJECTS):
+        batch = members[start : start + BATCH_OBJECTS]
+        loaded = await asyncio.to_thread(_load, batch)
+        for in_journal, view in views.items():
+            objects = {logical_name(t): d for t, d in loaded if t.in_journal is in_journal}
+            written.extend((in_journal, n) for n in objects)
+            await view.write_many(objects)
+
+
+def _load(batch: list[tuple[Target, pathlib.Path]]) -> list[tuple[Target, bytes]]:
+    return [(target, path.read_bytes()) for target, path in batch]
+
+
+async def _undo(remote: RemoteStore, written: list[tuple[bool, str]]) -> None:
+    """Best effort: remove what a failed import wrote, then its claim."""
+    try:
+        await old_view(remote).remove_all([n for j, n in written if not j])
+        await remote.remove_all([n for j, n in written if j and n != FIRST])
+        await remote.remove_many([FIRST])
+    except StorageError:
+        pass  # the original failure is what the caller must see
+
+
+async def _record(store: Any, source: str, archive: Spooled, actor: str, reason: str) -> None:
+    """Commit the import as one audited commit on the imported history."""
+    event = write_event(
+        op=IMPORT_OP, path="", old_sha="", new_sha="", actor=actor, reason=reason, ts=utc_timestamp(), version_file=""
+    )
+    event.update(source=source, archive_sha256=archive.sha256, from_key=archive.manifest.key)
+    event["members"] = len(archive.members)
+    await store._session.change_settings(store, lambda _base: Settings({}, [event]), actor=actor, reason=reason)

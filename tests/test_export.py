@@ -1,0 +1,289 @@
+"""`export` and `import_store`: a whole store (files, transcript, sidecars, audit, versions, record logs,
+metadata, proposals, settings, journal history) moves as one .tar.gz between local disk and S3 (moto) and
+is the same store there; the import is exclusive, audited, and the imported store saves and merges like
+any other and opens in upstream's `MemoryStore`. Hostile archives: see test_export_hostile.py."""
+
+from __future__ import annotations
+
+import contextvars
+import gzip
+import io
+import json
+import tarfile
+import threading
+
+import pytest
+from flyte.ai.agents import MemoryStore as UpstreamStore
+
+from flyteplugins_memory import (
+    ArchiveNotFound,
+    ExportResult,
+    InvalidArgument,
+    MemoryStore,
+    StoreAlreadyExists,
+    StoreDeleted,
+    StoreNotFound,
+    UnsavedChanges,
+)
+from released import ISSUE_9_RELEASE, released_source, run_released
+
+JOURNAL = "meta/.journal"
+PNG = bytes(range(256)) * 4
+
+
+def populated(key: str) -> MemoryStore:
+    """A store with every kind of content, over several commits (one compacted), a delete and a proposal."""
+    store = MemoryStore.create(key=key, keep_versions=True, read_only_prefixes=("policy",))
+    store.write_text("notes/plan.md", "step 1", actor="planner", reason="first plan", metadata={"v": 1})
+    store.write_bytes("images/chart.png", PNG, actor="plotter", reason="chart")
+    store.write_json("data/facts.json", {"tea": "green"})
+    store.write_text("old.md", "to delete")
+    store.append({"role": "user", "content": "hello"})
+    store.records("events").append({"n": 1})
+    store.save(actor="agent-1", reason="first")
+    store.write_text("notes/plan.md", "step 2", actor="planner", reason="second plan", metadata={"v": 2})
+    store.delete("old.md", reason="stale")
+    store.append({"role": "assistant", "content": "hi"})
+    store.records("events").append({"n": 2})
+    store.propose("memory/tea.md", "likes green tea", actor="agent-2", reason="heard it")
+    store.compact()
+    store.write_text("notes/later.md", "after the checkpoint")
+    store.save(actor="agent-1", reason="third")
+    return store
+
+
+def prefix_names(backend, key: str) -> dict[str, bytes]:
+    return backend.upstream_view(key)
+
+
+def assert_same_store(src_backend, src_key: str, dst_backend, dst_key: str) -> None:
+    """Everything of the source, read from storage directly and through a new handle, is in the copy."""
+    source, copy = prefix_names(src_backend, src_key), prefix_names(dst_backend, dst_key)
+    for name, data in source.items():
+        if name != "audit/log.jsonl":  # brought up to date at checkpoints; compared through audit_tail
+            assert copy[name] == data, name
+    journal, copied = src_backend.journal(src_key), dst_backend.journal(dst_key)
+    missing = [n for n in journal if n != f"{JOURNAL}/head.json" and copied.get(n) != journal[n]]
+    assert missing == []
+    old = MemoryStore.open(remote_path=src_backend.store_uri(src_key))
+    new = MemoryStore.open(remote_path=dst_backend.store_uri(dst_key))
+    assert new.list_paths() == old.list_paths()
+    for path in old.list_paths():
+        assert new.read_bytes(path) == old.read_bytes(path)
+        assert new.get_meta(path) == old.get_meta(path)
+        assert new.list_versions(path) == old.list_versions(path)
+    assert [new.read_version(v) for v in new.list_versions("notes/plan.md")] == ["step 1", "step 2"]
+    assert new.list_versions("old.md") == old.list_versions("old.md") != []
+    assert new.messages == old.messages
+    assert new.records("events").read() == old.records("events").read() == [{"n": 1}, {"n": 2}]
+    assert [p.content for p in new.proposals()] == ["likes green tea"]
+    assert new.persisted_read_only_prefixes() == ("policy",)
+    events = new.audit_tail(100)
+    assert events[:-1] == old.audit_tail(100)
+    assert events[-1]["op"] == "import" and events[-1]["from_key"] == src_key
+    old_log = [(c.seq, c.kind, c.actor, c.reason) for c in old.log(limit=50)]
+    assert [(c.seq, c.kind, c.actor, c.reason) for c in new.log(limit=50)][1:] == old_log
+
+
+@pytest.fixture
+def both(local_backend, s3_backend, raw_data_context):
+    """Local disk and S3, and a function that makes one of them the Flyte context's raw-data path."""
+
+    def use(backend):
+        raw_data_context(backend.raw_data_path)
+        return backend
+
+    return local_backend, s3_backend, use
+
+
+@pytest.mark.parametrize("direction", ["local_to_s3", "s3_to_local"])
+def test_round_trip_keeps_every_file_message_sidecar_audit_event_version_and_commit(both, key, tmp_path, direction):
+    local, s3, use = both
+    source, target = (local, s3) if direction == "local_to_s3" else (s3, local)
+    use(source)
+    populated(key)
+    # the archive lives on the source's side: a local file, or an object in the bucket
+    dest = str(tmp_path / "store.tar.gz") if source is local else f"s3://{s3.raw_data_path.split('/')[2]}/x/a.tar.gz"
+    result = MemoryStore.open(key=key).export(dest)
+    assert isinstance(result, ExportResult) and result.path == dest
+    assert result.bytes == source.fs.size(dest) if source is s3 else (tmp_path / "store.tar.gz").stat().st_size
+    assert result.counts["file"] == 6 and result.counts["journal"] > 0  # records/events count as files
+    use(target)
+    imported = MemoryStore.import_store(dest, key="copy", actor="ops", reason="move buckets")
+    assert imported.list_paths() == MemoryStore.open(remote_path=source.store_uri(key)).list_paths()
+    assert_same_store(source, key, target, "copy")
+    assert imported.log(limit=1)[0].actor == "ops" and imported.log(limit=1)[0].reason == "move buckets"
+
+
+def test_manifest_lists_every_member_with_its_checksum_and_the_archive_streams_members(local_backend, key, tmp_path):
+    populated(key)
+    dest = tmp_path / "a.tar.gz"
+    result = MemoryStore.open(key=key).export(dest)
+    with tarfile.open(dest, "r:gz") as tar:
+        names = tar.getnames()
+        manifest = json.loads(tar.extractfile("manifest.json").read())  # type: ignore[union-attr]
+        data = {n: tar.extractfile(n).read() for n in names if n != "manifest.json"}  # type: ignore[union-attr]
+    assert names[-1] == "manifest.json" and len(names) == result.members + 1
+    assert manifest["format"] == 1 and manifest["key"] == key
+    assert set(manifest["members"]) == set(data)
+    stored = {f"store/{n}": d for n, d in local_backend.objects(key).items()}
+    stored |= {f"journal/{n[len(JOURNAL) + 1 :]}": d for n, d in local_backend.journal(key).items()}
+    assert data == stored  # every object of the store, as stored
+    import hashlib
+
+    for name, body in data.items():
+        assert manifest["members"][name] == {"sha256": hashlib.sha256(body).hexdigest(), "size": len(body)}
+
+
+def test_imported_store_saves_and_merges_concurrent_saves_like_any_other(local_backend, key, tmp_path):
+    populated(key)
+    MemoryStore.open(key=key).export(tmp_path / "a.tar.gz")
+    MemoryStore.import_store(tmp_path / "a.tar.gz", key="copy")
+    a, b = MemoryStore.open(key="copy"), MemoryStore.open(key="copy")
+    a.write_text("from-a.md", "a")
+    a.append({"role": "user", "content": "from a"})
+    b.write_text("from-b.md", "b")
+    b.append({"role": "user", "content": "from b"})
+    threads = [threading.Thread(target=s.save) for s in (a, b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    again = MemoryStore.open(key="copy")
+    assert {"from-a.md", "from-b.md", "notes/plan.md"} <= set(again.list_paths())
+    assert [m["content"] for m in again.messages[-2:]] in (["from a", "from b"], ["from b", "from a"])
+    assert local_backend.objects("copy")["from-a.md"] == b"a"
+    assert MemoryStore.open(key=key).list_paths() == sorted(set(MemoryStore.open(key=key).list_paths()))
+    assert "from-a.md" not in MemoryStore.open(key=key).list_paths()  # the source is untouched
+
+
+def test_upstream_memory_store_opens_the_imported_store(local_backend, key, tmp_path):
+    populated(key)
+    MemoryStore.open(key=key).export(tmp_path / "a.tar.gz")
+    MemoryStore.import_store(tmp_path / "a.tar.gz", key="copy")
+    theirs = UpstreamStore.get_or_create(key="copy")
+    assert sorted(theirs.list_paths()) == sorted(MemoryStore.open(key="copy").list_paths())
+    assert theirs.read_text("notes/plan.md") == "step 2"
+    assert [m["content"] for m in theirs.messages] == ["hello", "hi"]
+    versions = [n for n in local_backend.objects("copy") if n.startswith("versions/notes%2Fplan.md/")]
+    assert len(versions) == 2  # upstream reads snapshots from there (it has no listing call)
+
+
+def test_import_is_exclusive_and_refuses_a_taken_or_deleted_key(local_backend, key, tmp_path):
+    populated(key)
+    MemoryStore.open(key=key).export(tmp_path / "a.tar.gz")
+    before = local_backend.stored(key)
+    with pytest.raises(StoreAlreadyExists):
+        MemoryStore.import_store(tmp_path / "a.tar.gz", key=key)
+    assert local_backend.stored(key) == before
+    MemoryStore.import_store(tmp_path / "a.tar.gz", key="copy")
+    with pytest.raises(StoreAlreadyExists):
+        MemoryStore.create(key="copy")
+    MemoryStore.delete_store(key="copy", trusted=True)
+    with pytest.raises(StoreDeleted):
+        MemoryStore.import_store(tmp_path / "a.tar.gz", key="copy")
+
+
+def test_concurrent_imports_of_one_key_exactly_one_wins(local_backend, key, tmp_path):
+    populated(key)
+    MemoryStore.open(key=key).export(tmp_path / "a.tar.gz")
+    outcomes: list[object] = []
+
+    def run() -> None:
+        try:
+            outcomes.append(MemoryStore.import_store(tmp_path / "a.tar.gz", key="copy"))
+        except Exception as exc:
+            outcomes.append(exc)
+
+    # each thread runs in a copy of this context: it holds the raw-data path the key resolves under
+    threads = [threading.Thread(target=contextvars.copy_context().run, args=(run,)) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(isinstance(o, MemoryStore) for o in outcomes) == 1, outcomes
+    assert sum(isinstance(o, StoreAlreadyExists) for o in outcomes) == 2
+    assert_same_store(local_backend, key, local_backend, "copy")
+
+
+def test_export_refuses_unsaved_changes_and_a_store_never_saved(local_backend, key, tmp_path):
+    store = MemoryStore.create(key=key)
+    store.write_text("a.md", "unsaved")
+    with pytest.raises(UnsavedChanges):
+        store.export(tmp_path / "a.tar.gz")
+    assert not (tmp_path / "a.tar.gz").exists()
+    with pytest.raises(StoreNotFound):
+        MemoryStore(key="never", remote_path=local_backend.store_uri("never")).export(tmp_path / "b.tar.gz")
+
+
+def test_import_of_nothing_or_with_bad_limits_is_a_typed_error(local_backend, tmp_path):
+    with pytest.raises(ArchiveNotFound):
+        MemoryStore.import_store(tmp_path / "none.tar.gz", key="copy")
+    (tmp_path / "x.tar.gz").write_bytes(gzip.compress(b""))
+    for bad in ({"max_member_bytes": 0}, {"max_total_bytes": -1}, {"max_total_bytes": "1"}):
+        with pytest.raises(InvalidArgument):
+            MemoryStore.import_store(tmp_path / "x.tar.gz", key="copy", **bad)  # type: ignore[arg-type]
+    assert local_backend.stored("copy") == {}
+
+
+async def test_export_and_import_have_aio_forms(local_backend, key, tmp_path):
+    store = await MemoryStore.create.aio(key=key)
+    store.write_text("a.md", "a")
+    await store.save.aio()
+    result = await store.export.aio(tmp_path / "a.tar.gz")
+    assert result.members > 0
+    copy = await MemoryStore.import_store.aio(str(tmp_path / "a.tar.gz"), key="copy")
+    assert await copy.read_text.aio("a.md") == "a"
+    assert io.BytesIO(local_backend.objects("copy")["a.md"]).read() == b"a"
+
+
+def test_an_import_that_fails_while_storing_removes_what_it_stored(local_backend, key, tmp_path, monkeypatch):
+    from flyteplugins_memory import StorageError
+    from flyteplugins_memory._storage import RemoteStore
+
+    populated(key)
+    MemoryStore.open(key=key).export(tmp_path / "a.tar.gz")
+    original, calls = RemoteStore.write_many, []
+
+    async def failing(self, objects):
+        calls.append(len(objects))
+        if len(calls) == 3:
+            raise StorageError("injected")
+        await original(self, objects)
+
+    monkeypatch.setattr(RemoteStore, "write_many", failing)
+    with pytest.raises(StorageError, match="injected"):
+        MemoryStore.import_store(tmp_path / "a.tar.gz", key="copy")
+    assert local_backend.stored("copy") == {}
+    monkeypatch.setattr(RemoteStore, "write_many", original)
+    MemoryStore.import_store(tmp_path / "a.tar.gz", key="copy")  # the key is free again
+    assert_same_store(local_backend, key, local_backend, "copy")
+
+
+def test_the_previous_release_reads_and_saves_an_imported_store(local_backend, key, tmp_path):
+    populated(key)
+    MemoryStore.open(key=key).export(tmp_path / "a.tar.gz")
+    MemoryStore.import_store(tmp_path / "a.tar.gz", key="copy")
+    previous = released_source(ISSUE_9_RELEASE, tmp_path / "previous")
+    config = {"key": "copy", "raw": local_backend.raw_data_path, "endpoint": None}
+    wrote = run_released(previous, "write", config | {"writes": {"by-previous.md": "old"}})
+    assert "notes/plan.md" in wrote["files"] and "by-previous.md" in wrote["files"]
+    again = MemoryStore.open(key="copy")
+    assert again.read_text("by-previous.md") == "old" and again.read_bytes("images/chart.png") == PNG
+    assert [p.content for p in again.proposals()] == ["likes green tea"]
+
+
+def test_a_store_at_a_bucket_root_moves_its_journal_on_the_first_save_after_import(s3_backend, key, tmp_path):
+    """A store whose journal is inside its prefix (a bucket root has no outside) is exported as it is; the
+    imported store reads that journal and moves it out on its first save, as any store of that layout."""
+    bucket = f"s3://{s3_backend.raw_data_path.split('/')[2]}"
+    root = MemoryStore(key="root", remote_path=bucket)
+    root.write_text("a.md", "at the root")
+    root.append({"role": "user", "content": "hi"})
+    root.save(reason="root store")
+    result = root.export(tmp_path / "root.tar.gz")
+    assert result.counts.get("journal", 0) == 0 and result.counts["old_journal"] > 0
+    copy = MemoryStore.import_store(tmp_path / "root.tar.gz", key="copy")
+    assert copy.read_text("a.md") == "at the root" and copy.messages == [{"role": "user", "content": "hi"}]
+    assert any(n.startswith(f"{JOURNAL}/log/") for n in s3_backend.journal("copy"))  # moved out by the import commit
+    assert [c.reason for c in MemoryStore.open(key="copy").log()][-1] == "root store"

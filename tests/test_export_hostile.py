@@ -1,0 +1,243 @@
+"""`import_store` refuses every kind of hostile archive with `UnsafeArchive` (its `reason` names the rule)
+and leaves nothing in storage: absolute paths, '..', symlinks, hardlinks, devices, fifos, duplicates,
+members not in the manifest and listed ones missing, checksum mismatches, an oversized member, a total
+over the limit, a compression bomb (stopped as it decompresses), not a gzip/tar, an unknown manifest
+format. Each archive is built here with `tarfile` from a real export; local disk, the important ones on
+S3 (moto) too, with the archive in the bucket."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import tarfile
+from collections.abc import Callable
+
+import pytest
+
+from flyteplugins_memory import InvalidArgument, MemoryStore, MemoryStoreError, UnsafeArchive, _archive_spool
+
+Entry = tuple[tarfile.TarInfo, bytes | None]
+
+
+def exported(key: str, tmp_path) -> tuple[list[tuple[str, bytes]], dict]:
+    """The members (manifest aside) and the manifest of a real export of a small store."""
+    store = MemoryStore.create(key=key)
+    store.write_text("notes/a.md", "a")
+    store.save()
+    store.export(tmp_path / "real.tar.gz")
+    with tarfile.open(tmp_path / "real.tar.gz", "r:gz") as tar:
+        read = [(m.name, tar.extractfile(m).read()) for m in tar.getmembers()]  # type: ignore[union-attr]
+    manifest = json.loads(dict(read)["manifest.json"])
+    return [(n, d) for n, d in read if n != "manifest.json"], manifest
+
+
+def regular(name: str, data: bytes) -> Entry:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    return info, data
+
+
+def special(name: str, kind: bytes, linkname: str = "") -> Entry:
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname = kind, linkname
+    return info, None
+
+
+def listed(manifest: dict, name: str, data: bytes) -> None:
+    manifest["members"][name] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+
+
+def build(entries: list[Entry], manifest: dict | None) -> bytes:
+    """A gzip'd tar of `entries`, then `manifest` (unless None) as its last member."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w:gz") as tar:
+        for info, data in entries:
+            tar.addfile(info, io.BytesIO(data) if data is not None else None)
+        if manifest is not None:
+            body = json.dumps(manifest).encode()
+            info, _ = regular("manifest.json", body)
+            tar.addfile(info, io.BytesIO(body))
+    return raw.getvalue()
+
+
+def hostile(kind: str, members: list[tuple[str, bytes]], manifest: dict) -> tuple[bytes, str, dict]:
+    """Archive of hostile `kind`, the reason it must be refused for, and the import's extra arguments."""
+    entries = [regular(n, d) for n, d in members]
+    evil = b"owned"
+    limits: dict = {}
+    if kind in ("absolute_path", "parent_path", "unknown_member", "unsafe_path"):
+        name = {
+            "absolute_path": "/etc/evil",
+            "parent_path": "store/../../evil",
+            "unknown_member": "elsewhere/evil",
+            "unsafe_path": "store/a//b",
+        }[kind]
+        entries.append(regular(name, evil))
+        listed(manifest, name, evil)
+    elif kind in ("symlink", "hardlink"):
+        entries.append(special("store/link", tarfile.SYMTYPE if kind == "symlink" else tarfile.LNKTYPE, "/etc/passwd"))
+        return build(entries, manifest), "link", limits
+    elif kind in ("device", "fifo", "directory"):
+        kinds = {"device": tarfile.CHRTYPE, "fifo": tarfile.FIFOTYPE, "directory": tarfile.DIRTYPE}
+        entries.append(special("store/dev", kinds[kind]))
+        return build(entries, manifest), "special_file", limits
+    elif kind == "duplicate":
+        entries.append(regular(*members[0]))
+    elif kind == "unlisted_member":
+        entries.append(regular("store/extra.md", evil))
+    elif kind == "missing_member":
+        listed(manifest, "store/gone.md", evil)
+    elif kind == "checksum":
+        name, data = members[-1]
+        entries[-1] = regular(name, data[:-1] + bytes([data[-1] ^ 1]))
+    elif kind == "member_too_large":
+        limits = {"max_member_bytes": max(len(d) for _, d in members) - 1}
+    elif kind == "total_too_large":
+        limits = {"max_total_bytes": sum(len(d) for _, d in members) - 1}
+    elif kind == "unknown_format":
+        manifest = {**manifest, "format": 99}
+    elif kind == "no_manifest":
+        return build(entries, None), "bad_manifest", limits
+    return build(entries, manifest), kind, limits
+
+
+KINDS = [
+    "absolute_path",
+    "parent_path",
+    "unknown_member",
+    "unsafe_path",
+    "symlink",
+    "hardlink",
+    "device",
+    "fifo",
+    "directory",
+    "duplicate",
+    "unlisted_member",
+    "missing_member",
+    "checksum",
+    "member_too_large",
+    "total_too_large",
+    "unknown_format",
+    "no_manifest",
+]
+#: the ones also run on S3, with the archive in the bucket
+ON_S3 = ["parent_path", "symlink", "duplicate", "checksum", "total_too_large"]
+
+
+def refused(backend, put: Callable[[bytes], str], data: bytes, reason: str, **limits) -> UnsafeArchive:
+    """Import `data` as key ``copy``: refused for `reason`, nothing stored, and the key still free."""
+    with pytest.raises(UnsafeArchive) as caught:
+        MemoryStore.import_store(put(data), key="copy", **limits)
+    assert caught.value.reason == reason, caught.value
+    assert isinstance(caught.value, InvalidArgument) and isinstance(caught.value, ValueError)
+    assert backend.stored("copy") == {}
+    assert not MemoryStore.exists(key="copy")
+    return caught.value
+
+
+def local_put(tmp_path) -> Callable[[bytes], str]:
+    def put(data: bytes) -> str:
+        (tmp_path / "evil.tar.gz").write_bytes(data)
+        return str(tmp_path / "evil.tar.gz")
+
+    return put
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_hostile_archive_is_refused_on_local_disk_and_leaves_nothing(local_backend, key, tmp_path, kind):
+    members, manifest = exported(key, tmp_path)
+    data, reason, limits = hostile(kind, members, manifest)
+    refused(local_backend, local_put(tmp_path), data, reason, **limits)
+
+
+@pytest.mark.parametrize("kind", ON_S3)
+def test_hostile_archive_is_refused_on_s3_and_leaves_nothing(s3_backend, key, tmp_path, kind):
+    members, manifest = exported(key, tmp_path)
+    data, reason, limits = hostile(kind, members, manifest)
+    bucket = s3_backend.raw_data_path.split("/")[2]
+
+    def put(body: bytes) -> str:
+        s3_backend.fs.pipe_file(f"{bucket}/evil.tar.gz", body)
+        return f"s3://{bucket}/evil.tar.gz"
+
+    refused(s3_backend, put, data, reason, **limits)
+
+
+def test_a_compression_bomb_stops_at_the_limit_as_it_decompresses(local_backend, tmp_path, monkeypatch):
+    """64 MiB of zeros in one member compress to about 64 KiB; with a 1 MiB limit the import reads no
+    more than the limit plus the header allowance out of the decompressor, whatever the header says."""
+    seen: list[int] = []
+    original = _archive_spool._Bounded.read
+
+    def counted(self, size: int = -1) -> bytes:
+        try:
+            return original(self, size)
+        finally:
+            seen.append(self.count)
+
+    monkeypatch.setattr(_archive_spool._Bounded, "read", counted)
+    zeros = 64 << 20
+    raw = io.BytesIO()
+    with gzip.GzipFile(fileobj=raw, mode="wb") as gz:
+        info = tarfile.TarInfo("store/bomb.bin")
+        info.size = zeros
+        gz.write(info.tobuf())
+        for _ in range(zeros // (1 << 20)):
+            gz.write(bytes(1 << 20))
+    assert len(raw.getvalue()) < zeros // 100
+    limit = 1 << 20
+    error = refused(
+        local_backend,
+        local_put(tmp_path),
+        raw.getvalue(),
+        "member_too_large",
+        max_member_bytes=limit,
+        max_total_bytes=limit,
+    )
+    assert "bomb.bin" in str(error)
+    assert max(seen) <= 512 + _archive_spool.CHUNK  # refused from its header, before its data
+
+
+def test_a_bomb_whose_members_each_pass_stops_at_the_total(local_backend, tmp_path, monkeypatch):
+    """Many members of 256 KiB of zeros, each under the member limit: stopped once the total passes."""
+    entries = [regular(f"store/z{i}.bin", bytes(256 << 10)) for i in range(64)]
+    data = build(entries, None)
+    error = refused(local_backend, local_put(tmp_path), data, "total_too_large", max_total_bytes=1 << 20)
+    assert "1048576" in str(error)
+
+
+def test_decompressed_stream_is_bounded_beyond_member_data(local_backend, tmp_path, monkeypatch):
+    """Bytes that are no member's data (here a 2 MiB pax header before a 1-byte member, which tarfile would
+    read into memory) count too: the bound on the decompressed stream itself refuses them."""
+    monkeypatch.setattr(_archive_spool, "HEADER_ALLOWANCE", 0)
+    info = tarfile.TarInfo("store/a.md")
+    info.size = 1
+    info.pax_headers = {"comment": "x" * (2 << 20)}
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
+        tar.addfile(info, io.BytesIO(b"a"))
+    error = refused(local_backend, local_put(tmp_path), raw.getvalue(), "total_too_large", max_total_bytes=1 << 20)
+    assert "decompresses to more than" in str(error)
+
+
+@pytest.mark.parametrize("junk", [b"not an archive at all", gzip.compress(b"gzip, but not a tar"), b""])
+def test_not_a_gzip_tar_is_refused(local_backend, tmp_path, junk):
+    refused(local_backend, local_put(tmp_path), junk, "not_archive")
+
+
+def test_a_manifest_that_is_not_json_or_not_ours_is_refused(local_backend, key, tmp_path):
+    members, _ = exported(key, tmp_path)
+    entries = [regular(n, d) for n, d in members]
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w:gz") as tar:
+        for info, data in [*entries, regular("manifest.json", b"{not json")]:
+            tar.addfile(info, io.BytesIO(data or b""))
+    refused(local_backend, local_put(tmp_path), raw.getvalue(), "bad_manifest")
+    refused(local_backend, local_put(tmp_path), build(entries, {"kind": "other", "format": 1}), "bad_manifest")
+
+
+def test_unsafe_archive_is_a_typed_memory_store_error():
+    error = UnsafeArchive("x", reason="link")
+    assert isinstance(error, MemoryStoreError) and isinstance(error, ValueError) and error.reason == "link"
