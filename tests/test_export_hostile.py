@@ -222,7 +222,11 @@ def test_decompressed_stream_is_bounded_beyond_member_data(local_backend, tmp_pa
     assert "decompresses to more than" in str(error)
 
 
-@pytest.mark.parametrize("junk", [b"not an archive at all", gzip.compress(b"gzip, but not a tar"), b""])
+@pytest.mark.parametrize(
+    "junk",
+    [b"not an archive at all", gzip.compress(b"gzip, but not a tar", mtime=0), b""],
+    ids=["not_gzip", "gzip_not_tar", "empty"],  # stable ids: xdist workers must collect the same tests
+)
 def test_not_a_gzip_tar_is_refused(local_backend, tmp_path, junk):
     refused(local_backend, local_put(tmp_path), junk, "not_archive")
 
