@@ -9,6 +9,7 @@ be inspected afterwards; one run starts its own moto server, as ``--s3`` alone d
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import importlib.util
 import json
 import pathlib
@@ -47,6 +48,8 @@ RUNS = {
     "subagents-s3": ("03_parallel_subagents.py", "s3", ("--n", "4")),
     "sleep-local": ("04_sleep_cycle.py", "local", ()),
     "sleep-s3": ("04_sleep_cycle.py", "s3", ()),
+    "history-local": ("05_history_and_restore.py", "local", ()),
+    "history-s3": ("05_history_and_restore.py", "s3", ()),
 }
 
 
@@ -99,6 +102,12 @@ class Where:
     def read(self, key: str, path: str) -> str:
         return self.fs.cat_file(f"{self.root}/{STORES}/v0/local/default/development/{key}/{path}").decode()
 
+    def blob(self, key: str, sha256: str) -> bytes:
+        """The journal's stored content of that sha256 (what every version with it reads)."""
+        return self.fs.cat_file(
+            f"{self.root}/{STORES}/.journal/v0/local/default/development/{key}/blobs/{sha256[:2]}/{sha256}"
+        )
+
     def reopen(self, key: str) -> MemoryStore:
         assert MemoryStore.exists(key=key, **NAMESPACE)
         return MemoryStore.get_or_create(key=key, **NAMESPACE)
@@ -142,6 +151,7 @@ def test_the_numbered_workflows():
         "02_agent_chat.py",
         "03_parallel_subagents.py",
         "04_sleep_cycle.py",
+        "05_history_and_restore.py",
     ]
 
 
@@ -223,6 +233,60 @@ def test_sleep_cycle_promotes_reviewed_proposals_and_the_next_run_recalls_them(w
     accepts = [e for e in store.audit_tail(0) if e["op"] == "accept"]
     assert len(accepts) == 2 and {e["actor"] for e in accepts} == {"reviewer"}
     assert store.search("vegetarian", prefix="memory")[0].path == "memory/food/diet.md"
+
+
+GOOD_PLAN = """# Plan: launch the docs site
+- [x] write the outline
+- [x] draft the pages
+- [ ] review with the team
+- [ ] set up the domain
+- [ ] announce the launch
+"""
+BAD_PLAN = "- [x] write the outline\n- [x] draft the pages\n"  # what the buggy tidy tool left
+
+
+def test_history_diff_and_restore_undo_a_bad_edit_that_stays_in_history(where, runs):
+    key, out = runs.keys[f"history-{where.target}"], runs.output(f"history-{where.target}")
+    assert "day 3: c4 by planner: pages drafted; plan the announcement (5 steps, 152 bytes)" in out
+    assert "day 4: c5 by planner/tidy-tool: tidy: drop finished steps (2 steps, 46 bytes)" in out
+    audited = out.split("=== The auditor")[1].split("=== Time travel")[0]
+    assert re.search(r"c5 .* planner/tidy-tool .*<- the heading is gone", audited)
+    assert audited.count("<- ") == 1, "only the bad edit is flagged"
+    assert "last good version: c4; the edit that broke it: c5" in audited
+    diff = audited.split("changed:\n")[1].split("\nrestored ")[0]
+    assert diff.startswith("--- plan.md@c4\n+++ plan.md@c5\n@@ -1,6 +1,2 @@\n-# Plan: launch the docs site\n")
+    assert " - [x] draft the pages\n-- [ ] review with the team\n" in diff
+    assert "restored c4 as c6 by auditor: 'undo c5 by planner/tidy-tool: the heading is gone'" in audited
+    assert "c5 is still there: True" in audited and "plan.md now has the content of c4: True" in audited
+    travelled = out.split("=== Time travel")[1]
+    assert "as of #5 (planner/tidy-tool): 2 steps, 4 message(s), the heading is gone" in travelled
+    assert "as of #6 (auditor): 5 steps, 4 message(s), good" in travelled
+    assert "writing to the view as of #2 is refused: ReadOnlySnapshot" in travelled
+
+    assert where.read(key, "plan.md") == GOOD_PLAN
+    good, bad = hashlib.sha256(GOOD_PLAN.encode()).hexdigest(), hashlib.sha256(BAD_PLAN.encode()).hexdigest()
+    sidecar = json.loads(where.read(key, "meta/plan.md.json"))
+    assert (sidecar["sha256"], sidecar["updated_by"]) == (good, "auditor")
+    assert where.blob(key, bad) == BAD_PLAN.encode(), "the bad version's content is still stored"
+
+    store = where.reopen(key)
+    versions = store.history("plan.md")
+    assert [(v.version_id, v.actor) for v in versions] == [
+        ("c6", "auditor"),
+        ("c5", "planner/tidy-tool"),
+        ("c4", "planner"),
+        ("c3", "planner"),
+        ("c2", "planner"),
+    ]
+    assert [v.sha256 for v in versions[:3]] == [good, bad, good] and not any(v.deleted for v in versions)
+    assert versions[0].reason == "undo c5 by planner/tidy-tool: the heading is gone"
+    assert store.read_version("plan.md", "c5") == BAD_PLAN and store.diff("plan.md", "c4") == ""
+    assert store.at(5).read_text("plan.md") == BAD_PLAN and store.at(4).read_text("plan.md") == GOOD_PLAN
+    assert [(c.seq, c.actor) for c in store.log(path="plan.md")][:2] == [(6, "auditor"), (5, "planner/tidy-tool")]
+    events = [(e["actor"], e["op"], e["old_sha"], e["new_sha"]) for e in store.audit_tail(0)]
+    assert events[-2:] == [("planner/tidy-tool", "update", good, bad), ("auditor", "update", bad, good)]
+    assert [e[0] for e in events] == ["planner", "planner", "planner", "planner/tidy-tool", "auditor"]
+    assert [m["name"] for m in store.messages] == ["planner", "planner", "planner", "planner/tidy-tool"]
 
 
 def test_s3_alone_runs_its_own_moto_server(runs):
