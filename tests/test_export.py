@@ -287,3 +287,77 @@ def test_a_store_at_a_bucket_root_moves_its_journal_on_the_first_save_after_impo
     assert copy.read_text("a.md") == "at the root" and copy.messages == [{"role": "user", "content": "hi"}]
     assert any(n.startswith(f"{JOURNAL}/log/") for n in s3_backend.journal("copy"))  # moved out by the import commit
     assert [c.reason for c in MemoryStore.open(key="copy").log()][-1] == "root store"
+
+
+# -- progress ---------------------------------------------------------------------------------------------------
+
+
+class Recorder:
+    """A `ProgressCallback` that keeps every call, and fails on the first call of phase `fail_in` if asked."""
+
+    def __init__(self, fail_in: str | None = None):
+        self.calls: list[tuple[str, int, int]] = []
+        self.fail_in = fail_in
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        self.calls.append((phase, done, total))
+        if phase == self.fail_in:
+            raise RuntimeError("the user pressed stop")
+
+    def phase(self, name: str) -> list[tuple[int, int]]:
+        return [(done, total) for phase, done, total in self.calls if phase == name]
+
+
+@pytest.mark.parametrize("backend_name", ["local_backend", "s3_backend"])
+def test_progress_counts_every_byte_of_export_and_import(request, backend_name, raw_data_context, key, tmp_path):
+    backend = request.getfixturevalue(backend_name)
+    raw_data_context(backend.raw_data_path)
+    populated(key)
+    archive = str(tmp_path / "a.tar.gz")
+    exporting = Recorder()
+    result = MemoryStore.open(key=key).export(archive, progress=exporting)
+    export = exporting.phase("export")
+    assert export[0] == (0, export[0][1]) and export[-1] == (result.data_bytes, result.data_bytes)
+    assert [done for done, _ in export] == sorted(done for done, _ in export)
+    importing = Recorder()
+    copy = MemoryStore.import_store(archive, key=f"{key}-copy", progress=importing)
+    check, store = importing.phase("check"), importing.phase("store")
+    assert [phase for phase, _, _ in importing.calls] == ["check"] * len(check) + ["store"] * len(store)
+    archive_size = (tmp_path / "a.tar.gz").stat().st_size
+    assert check[-1] == (archive_size, archive_size)
+    assert store[0] == (0, result.data_bytes) and store[-1] == (result.data_bytes, result.data_bytes)
+    assert copy.list_paths() == MemoryStore.open(key=key).list_paths()
+
+
+def test_a_failing_progress_callback_aborts_cleanly(local_backend, raw_data_context, key, tmp_path):
+    """The callback's exception aborts: no archive is left at dest, and an import stores nothing."""
+    raw_data_context(local_backend.raw_data_path)
+    populated(key)
+    with pytest.raises(RuntimeError, match="pressed stop"):
+        MemoryStore.open(key=key).export(tmp_path / "half.tar.gz", progress=Recorder(fail_in="export"))
+    assert not (tmp_path / "half.tar.gz").exists()
+    MemoryStore.open(key=key).export(tmp_path / "a.tar.gz")
+    for phase in ("check", "store"):  # while checking the archive, and once storing began
+        with pytest.raises(RuntimeError, match="pressed stop"):
+            MemoryStore.import_store(tmp_path / "a.tar.gz", key=f"{key}-copy", progress=Recorder(fail_in=phase))
+        assert local_backend.upstream_view(f"{key}-copy") == {} and local_backend.journal(f"{key}-copy") == {}
+    MemoryStore.import_store(tmp_path / "a.tar.gz", key=f"{key}-copy")  # the key is free again
+
+
+def test_import_store_by_root_or_remote_path(local_backend, key, tmp_path):
+    store = MemoryStore("src", remote_path=local_backend.store_uri(key))
+    store.write_text("a.md", "alpha")
+    store.save()
+    store.export(tmp_path / "a.tar.gz")
+    at = local_backend.store_uri(f"{key}-at")
+    assert MemoryStore.import_store(tmp_path / "a.tar.gz", remote_path=at).read_text("a.md") == "alpha"
+    assert MemoryStore.open(remote_path=at).read_text("a.md") == "alpha"
+    rooted = MemoryStore.import_store(
+        tmp_path / "a.tar.gz", key="rooted", org="o", project="p", domain="d", root=str(tmp_path / "elsewhere")
+    )
+    assert rooted.remote_path == f"{tmp_path}/elsewhere/agents/memory-store/v0/o/p/d/rooted"
+    assert (tmp_path / "elsewhere/agents/memory-store/v0/o/p/d/rooted/a.md").read_text() == "alpha"
+    with pytest.raises(InvalidArgument, match="exactly one"):
+        MemoryStore.import_store(tmp_path / "a.tar.gz")
+    with pytest.raises(InvalidArgument, match="exactly one"):
+        MemoryStore.import_store(tmp_path / "a.tar.gz", key="k", remote_path=at)

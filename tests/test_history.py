@@ -324,3 +324,29 @@ def test_every_history_call_has_an_aio_form(local_backend, key):
     assert patch.endswith("-v1\n+v2\n") and restored is not None
     store.save()
     assert local_backend.objects(key)["plan.md"] == b"v1\n"
+
+
+def test_writes_through_an_at_view_are_refused_through_aio_too(local_backend, key):
+    """Async code calls the handle's writes with `.aio`: a past view refuses them the same way."""
+    store = MemoryStore.get_or_create(key=key)
+    _versions(store, "plan.md", ["v1\n", "v2\n"])
+    past = store.at(store.log()[-1])
+
+    async def attempt(name: str, *args: object) -> None:
+        await getattr(past, name).aio(*args)
+
+    writes = [
+        ("write_text", "plan.md", "x"),
+        ("write_bytes", "plan.md", b"x"),
+        ("write_json", "a.json", {}),
+        ("delete", "plan.md"),
+        ("set_metadata", "plan.md", {"k": 1}),
+        ("restore", "plan.md", "c2"),
+        ("save",),
+    ]
+    for name, *args in writes:
+        with pytest.raises(ReadOnlySnapshot, match=name):
+            asyncio.run(attempt(name, *args))
+        with pytest.raises(ReadOnlySnapshot, match=name):
+            getattr(past, name)(*args)
+    assert local_backend.objects(key)["plan.md"] == b"v2\n"

@@ -55,6 +55,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "_fold",
             "_diff",
             "_archive",
+            "_progress",
         },
     ),
     (

@@ -166,7 +166,7 @@ async def look_back(key: str) -> str:
     lines = [await as_of(memory, commit) for commit in reversed(commits)]  # oldest first, as the story went
     first = await memory.at.aio(commits[-1])
     try:  # the past is read-only: a view of a commit has no working copy to save
-        first.write_text(PLAN, "rewrite the past")
+        await first.write_text.aio(PLAN, "rewrite the past")
     except ReadOnlySnapshot as refused:
         lines.append(f"writing to the view as of #{first.seq} is refused: ReadOnlySnapshot: {refused}")
     return "\n".join(lines)
@@ -190,7 +190,7 @@ def main() -> None:
         print(target.run(audit, key=target.key)[0])
         print(f"\n=== Time travel: the whole store as of each commit of {PLAN} ===")
         print(target.run(look_back, key=target.key)[0])
-        print(target.look_inside(f"log --path {PLAN}", f"cat {PLAN}", "audit --tail 10"))
+        print(target.look_inside(f"history {PLAN}", f"log --path {PLAN}", "audit --tail 10"))
 
 
 if __name__ == "__main__":

@@ -66,6 +66,7 @@ from ._messages import (
     UserMessage,
 )
 from ._paths import MESSAGES_PATH
+from ._progress import ProgressCallback
 from ._proposals import Proposal, ProposalStatus
 from ._purge import PurgeResult
 from ._records import RecordLog
@@ -115,6 +116,7 @@ __all__ = [
     "NotTrusted",
     "ObjectStorage",
     "PathEscapesRoot",
+    "ProgressCallback",
     "Proposal",
     "ProposalConflict",
     "ProposalNotFound",

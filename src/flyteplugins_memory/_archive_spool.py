@@ -22,6 +22,7 @@ from typing import IO, Any
 
 from ._archive import MANIFEST_NAME, MAX_MANIFEST_BYTES, Manifest, Target, member_target, parse_manifest
 from ._errors import UnsafeArchive
+from ._progress import Readable
 
 #: Decompressed bytes allowed beyond the members' data: tar headers, padding, the end marker.
 HEADER_ALLOWANCE = 4 << 20
@@ -48,7 +49,7 @@ class Spooled:
 class _Hashing:
     """Reads through to `raw`, hashing the compressed bytes (the archive's own checksum)."""
 
-    def __init__(self, raw: IO[bytes]):
+    def __init__(self, raw: Readable):
         self.raw, self.hash = raw, hashlib.sha256()
 
     def read(self, size: int = -1) -> bytes:
@@ -74,7 +75,7 @@ class _Bounded:
         return data
 
 
-def spool(raw: IO[bytes], into: pathlib.Path, limits: Limits) -> Spooled:
+def spool(raw: Readable, into: pathlib.Path, limits: Limits) -> Spooled:
     """Read the archive in `raw` into directory `into` and check it (see the module docstring)."""
     hashing = _Hashing(raw)
     try:

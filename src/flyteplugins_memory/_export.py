@@ -23,6 +23,7 @@ from ._codecs import sha256_bytes
 from ._contract import ObjectStorage
 from ._errors import StoreDeleted, StoreNotFound, UnsavedChanges
 from ._layout import JOURNAL_DIR
+from ._progress import ProgressCallback
 from ._relocate import old_view
 from ._session import Session
 from ._storage import filesystem_for
@@ -100,12 +101,14 @@ class ExportAPI:
     has_unsaved_changes: Any
 
     @syncify
-    async def export(self, dest: str | os.PathLike[str]) -> ExportResult:
+    async def export(self, dest: str | os.PathLike[str], *, progress: ProgressCallback | None = None) -> ExportResult:
         """Write the whole store, as committed, to one ``.tar.gz`` at `dest` (a local path or an fsspec URI
         such as ``s3://bucket/backups/agent.tar.gz``): every file (text and binary), the transcript, the
         sidecars, the audit trail, ``versions/`` snapshots, record logs, metadata, proposals and settings,
         and the journal's history that gc() has not collected, with a ``manifest.json`` of checksums.
         `MemoryStore.import_store` makes a new store of it. Streams (memory bounded by a batch of objects).
+        `progress`, if given, is called as ``progress("export", bytes_done, bytes_total)`` as objects are
+        archived (see `ProgressCallback`).
 
         Raises `UnsavedChanges` if this handle holds changes (``save()`` first: only committed state is
         exported), `StoreNotFound` if the store was never saved, `StoreDeleted` if it was deleted.
@@ -119,13 +122,14 @@ class ExportAPI:
         fs = filesystem_for(target)
         path = str(fs._strip_protocol(target))
         raw: Any = await asyncio.to_thread(fs.open, path, "wb")  # fsspec types its files loosely
+        writer: _Writer | None = None
         try:
             writer = await asyncio.to_thread(_Writer, raw)
-            await _write_all(remote, names, writer)
+            await _write_all(remote, names, writer, progress or _silent)
             manifest = _manifest(self.key, remote.uri, writer)
             await asyncio.to_thread(_finish, writer, raw, manifest)
         except BaseException:
-            await asyncio.to_thread(_abandon, fs, raw, path)
+            await asyncio.to_thread(_abandon, fs, raw, path, writer)
             raise
         size = await asyncio.to_thread(fs.size, path)
         data = sum(m["size"] for m in writer.members.values())
@@ -150,8 +154,12 @@ async def _names(remote: ObjectStorage) -> dict[str, Source]:
     return dict(sorted(found.items()))
 
 
-async def _write_all(remote: ObjectStorage, names: dict[str, Source], writer: _Writer) -> None:
+async def _write_all(
+    remote: ObjectStorage, names: dict[str, Source], writer: _Writer, progress: ProgressCallback
+) -> None:
     views = {False: old_view(remote), True: remote}
+    total, done = sum(size for _, _, size in names.values()), 0
+    progress("export", done, total)
     for batch in _batches(names):
         read: dict[tuple[bool, str], bytes] = {}
         for in_journal, view in views.items():
@@ -160,6 +168,13 @@ async def _write_all(remote: ObjectStorage, names: dict[str, Source], writer: _W
         # an object listed but gone by now (a concurrent gc) is left out, and so out of the manifest
         ready = [(m, read[names[m][:2]]) for m in batch if names[m][:2] in read]
         await asyncio.to_thread(writer.add_batch, ready)
+        done += sum(len(data) for _, data in ready)
+        # an object may have grown since it was listed: the total grows with it, never below what is done
+        progress("export", done, max(done, total))
+
+
+def _silent(phase: str, done: int, total: int) -> None:
+    """The progress callback of a caller who gave none."""
 
 
 def _batches(names: dict[str, Source]) -> list[list[str]]:
@@ -187,9 +202,11 @@ def _finish(writer: _Writer, raw: IO[bytes], manifest: Manifest) -> None:
     raw.close()
 
 
-def _abandon(fs: Any, raw: IO[bytes], path: str) -> None:
+def _abandon(fs: Any, raw: IO[bytes], path: str, writer: _Writer | None) -> None:
     """Best effort after a failure: no half-written archive stays at `dest`."""
     try:
+        if writer is not None:  # closed now, else its stream flushes into the closed file when collected
+            writer.tar.close()
         raw.close()
         if fs.exists(path):
             fs.rm_file(path)

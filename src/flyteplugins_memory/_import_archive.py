@@ -25,15 +25,17 @@ import shutil
 import tempfile
 from typing import Any, Self
 
+from . import _location as location
 from ._archive import DEFAULT_MAX_MEMBER_BYTES, DEFAULT_MAX_TOTAL_BYTES, Target, logical_name
 from ._archive_spool import Limits, Spooled, spool
-from ._arguments import check_int
+from ._arguments import check_int, check_optional_str
 from ._codecs import utc_timestamp, write_event
 from ._contract import ObjectStorage
 from ._errors import ArchiveNotFound, InvalidArgument, StorageError, StoreAlreadyExists, StoreDeleted
 from ._layout import HEAD_NAME, log_name
 from ._markers import TOMBSTONE
 from ._paths import MESSAGES_PATH
+from ._progress import CountingReader, ProgressCallback
 from ._relocate import old_view
 from ._special_commits import Settings
 from ._storage import RemoteStore, filesystem_for
@@ -64,17 +66,21 @@ class ImportAPI:
         cls,
         src: str | os.PathLike[str],
         *,
-        key: str,
+        key: str | None = None,
         org: str | None = None,
         project: str | None = None,
         domain: str | None = None,
+        root: str | None = None,
+        remote_path: str | None = None,
         max_member_bytes: int = DEFAULT_MAX_MEMBER_BYTES,
         max_total_bytes: int = DEFAULT_MAX_TOTAL_BYTES,
         actor: str = "agent",
         reason: str = "",
+        progress: ProgressCallback | None = None,
     ) -> Self:
-        """Create a new store for `key` (resolved like `create`) from an archive `export` wrote at `src`
-        (a local path or an fsspec URI), and return a handle of it. Exclusive like `create`: a key that
+        """Create a new store for `key` (resolved like `create`; `root`, a storage root or raw-data path,
+        instead of the context's), or at `remote_path`, from an archive `export` wrote at `src` (a local path
+        or an fsspec URI), and return a handle of it. Exclusive like `create`: a key that
         holds a store raises `StoreAlreadyExists` (`StoreDeleted` while a deletion record stands).
 
         The archive is untrusted: it is read and checked in full before anything is stored, and refused with
@@ -84,22 +90,38 @@ class ImportAPI:
         compression bomb stops there) pass `max_total_bytes`; also if it is not a gzip'd tar or its manifest
         has an unknown format. A refused import leaves nothing in storage. `ArchiveNotFound` if there is
         nothing at `src`. The import is an audited commit (op ``import``, by `actor`, for `reason`).
+        `progress`, if given, is called as ``progress(phase, bytes_done, bytes_total)``: phase ``"check"``
+        while the archive is read and checked, then ``"store"`` while its members are stored (see
+        `ProgressCallback`).
         """
         source = os.fspath(src)
         limits = _limits(max_member_bytes, max_total_bytes)
+        report = progress or _silent
         ChangeOptions(actor, reason, None, False, True)  # checks actor and reason
-        remote_path = cls.remote_path_for_key(key=key, org=org, project=project, domain=domain)
+        remote_path = _destination(key, org, project, domain, root, remote_path)
         spool_dir = pathlib.Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="flyte_memory_import_"))
         try:
-            archive = await asyncio.to_thread(_spool_from, source, spool_dir, limits)
+            archive = await asyncio.to_thread(_spool_from, source, spool_dir, limits, report)
             remote = RemoteStore(remote_path)
             await _refuse_taken(cls, remote)
-            await _copy_claimed(remote, archive)
+            await _copy_claimed(remote, archive, report)
         finally:
             await asyncio.to_thread(shutil.rmtree, spool_dir, True)
         store = await cls.open.aio(remote_path=remote_path)
         await _record(store, source, archive, actor, reason)
         return store
+
+
+def _destination(
+    key: str | None, org: str | None, project: str | None, domain: str | None, root: str | None, remote_path: str | None
+) -> str:
+    """Where the new store goes: `remote_path` as given, else `key` resolved like `MemoryStore.open`."""
+    if (key is None) == (remote_path is None):
+        raise InvalidArgument("MemoryStore.import_store needs exactly one of key=... or remote_path=...")
+    check_optional_str("root", root)
+    if remote_path is not None:
+        return check_optional_str("remote_path", remote_path) or ""
+    return location.remote_path_for_key(key or "", org, project, domain, root)
 
 
 def _limits(max_member_bytes: int, max_total_bytes: int) -> Limits:
@@ -110,7 +132,11 @@ def _limits(max_member_bytes: int, max_total_bytes: int) -> Limits:
     return Limits(max_member_bytes, max_total_bytes)
 
 
-def _spool_from(source: str, into: pathlib.Path, limits: Limits) -> Spooled:
+def _silent(phase: str, done: int, total: int) -> None:
+    """The progress callback of a caller who gave none."""
+
+
+def _spool_from(source: str, into: pathlib.Path, limits: Limits, progress: ProgressCallback) -> Spooled:
     fs = filesystem_for(source)
     try:
         raw: Any = fs.open(str(fs._strip_protocol(source)), "rb")  # fsspec types its files loosely
@@ -119,7 +145,8 @@ def _spool_from(source: str, into: pathlib.Path, limits: Limits) -> Spooled:
     except OSError as exc:
         raise StorageError(f"Could not read the archive at {source}: {exc}") from exc
     with raw:
-        return spool(raw, into, limits)
+        size = getattr(raw, "size", None)  # fsspec's files know it; 0 says unknown
+        return spool(CountingReader(raw, "check", size if isinstance(size, int) else 0, progress), into, limits)
 
 
 async def _refuse_taken(cls: Any, remote: RemoteStore) -> None:
@@ -129,14 +156,16 @@ async def _refuse_taken(cls: Any, remote: RemoteStore) -> None:
         raise StoreAlreadyExists(f"MemoryStore already exists at {remote.uri}")
 
 
-async def _copy_claimed(remote: RemoteStore, archive: Spooled) -> None:
+async def _copy_claimed(remote: RemoteStore, archive: Spooled, progress: ProgressCallback) -> None:
     """Steps 3 and 4 of the module docstring."""
     if not await remote.create_exclusive(FIRST, TOMBSTONE):
         raise StoreAlreadyExists(f"MemoryStore already exists at {remote.uri}")
     written: list[tuple[bool, str]] = []
     try:
+        # the sizes were checked against every member as it was spooled
+        counter = _StoreProgress(progress, sum(int(entry["size"]) for entry in archive.manifest.members.values()))
         for group in _in_order(archive):
-            await _write(remote, group, written)
+            await _write(remote, group, written, counter)
         if not any(t.in_journal and logical_name(t) == FIRST for t, _ in archive.members.values()):
             await remote.remove_many([FIRST])
     except BaseException:
@@ -158,7 +187,21 @@ def _in_order(archive: Spooled) -> list[list[tuple[Target, pathlib.Path]]]:
     ]
 
 
-async def _write(remote: RemoteStore, members: list[tuple[Target, pathlib.Path]], written: list) -> None:
+class _StoreProgress:
+    """Bytes stored so far of an import's members, reported under phase ``"store"``."""
+
+    def __init__(self, progress: ProgressCallback, total: int):
+        self.progress, self.total, self.done = progress, total, 0
+        progress("store", 0, total)
+
+    def add(self, stored: int) -> None:
+        self.done += stored
+        self.progress("store", self.done, self.total)
+
+
+async def _write(
+    remote: RemoteStore, members: list[tuple[Target, pathlib.Path]], written: list, counter: _StoreProgress
+) -> None:
     """Store `members` in batches of bounded bytes, noting each one written."""
     views: dict[bool, ObjectStorage] = {False: old_view(remote), True: remote}
     for start in range(0, len(members), BATCH_OBJECTS):
@@ -168,6 +211,7 @@ async def _write(remote: RemoteStore, members: list[tuple[Target, pathlib.Path]]
             objects = {logical_name(t): d for t, d in loaded if t.in_journal is in_journal}
             written.extend((in_journal, n) for n in objects)
             await view.write_many(objects)
+        counter.add(sum(len(data) for _, data in loaded))
 
 
 def _load(batch: list[tuple[Target, pathlib.Path]]) -> list[tuple[Target, bytes]]:

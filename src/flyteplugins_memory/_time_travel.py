@@ -108,24 +108,30 @@ class StoreAt:
         entry = await self._entry(rel)
         return "" if entry is None else entry.sha256
 
-    # -- every write is refused ----------------------------------------------------------------------------
+    # -- every write is refused (the handle's I/O writes with their `.aio`, so async code fails alike) ----------
 
-    def write_text(self, *args: Any, **kwargs: Any) -> NoReturn:
+    @syncify
+    async def write_text(self, *args: Any, **kwargs: Any) -> NoReturn:
         self._refuse("write_text")
 
-    def write_bytes(self, *args: Any, **kwargs: Any) -> NoReturn:
+    @syncify
+    async def write_bytes(self, *args: Any, **kwargs: Any) -> NoReturn:
         self._refuse("write_bytes")
 
-    def write_json(self, *args: Any, **kwargs: Any) -> NoReturn:
+    @syncify
+    async def write_json(self, *args: Any, **kwargs: Any) -> NoReturn:
         self._refuse("write_json")
 
-    def delete(self, *args: Any, **kwargs: Any) -> NoReturn:
+    @syncify
+    async def delete(self, *args: Any, **kwargs: Any) -> NoReturn:
         self._refuse("delete")
 
-    def set_metadata(self, *args: Any, **kwargs: Any) -> NoReturn:
+    @syncify
+    async def set_metadata(self, *args: Any, **kwargs: Any) -> NoReturn:
         self._refuse("set_metadata")
 
-    def restore(self, *args: Any, **kwargs: Any) -> NoReturn:
+    @syncify
+    async def restore(self, *args: Any, **kwargs: Any) -> NoReturn:
         self._refuse("restore")
 
     def append(self, *args: Any, **kwargs: Any) -> NoReturn:
@@ -134,7 +140,8 @@ class StoreAt:
     def extend(self, *args: Any, **kwargs: Any) -> NoReturn:
         self._refuse("extend")
 
-    def save(self, *args: Any, **kwargs: Any) -> NoReturn:
+    @syncify
+    async def save(self, *args: Any, **kwargs: Any) -> NoReturn:
         self._refuse("save")
 
     # -- internals ------------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 Usage: ``flyte-memory <verb> [ARGS] [--key KEY [--org O] [--project P] [--domain D] [--root ROOT] | --uri URI]
 [--json]`` with the verbs ``ls``, ``cat``, ``meta``, ``messages``, ``log``, ``audit``, ``rm``, ``gc``,
-``purge``, ``keys``, ``report``, ``search``, ``proposals``, ``accept`` and ``discard``. `memory` is the
+``purge``, ``keys``, ``report``, ``search``, ``proposals``, ``accept``, ``discard``, ``history``, ``diff``,
+``restore``, ``export`` and ``import``. `memory` is the
 rich-click group (registered with flyte's CLI through the ``flyte.plugins.cli.commands`` entry point);
 `main` runs it as the console script. Built on the public API only: one module per verb family registers
 its commands on `memory`.
@@ -10,13 +11,13 @@ its commands on `memory`.
 
 from __future__ import annotations
 
-from . import _files, _history, _reporting, _search, _staged, _upkeep
+from . import _archives, _files, _history, _reporting, _search, _staged, _upkeep, _versions
 from ._app import memory
 
 __all__ = ["main", "memory"]
 
 # imported for their commands, registered on `memory`
-_VERB_MODULES = (_files, _history, _upkeep, _reporting, _search, _staged)
+_VERB_MODULES = (_files, _history, _versions, _upkeep, _reporting, _search, _staged, _archives)
 
 
 def main() -> None:

@@ -2,8 +2,9 @@
 place where failures become a single ``error: ...`` line on stderr and an exit code.
 
 Exit codes: 0 success; 1 the command could not be done (no such store or file, corrupt store, storage
-failure, conflict, declined confirmation); 2 the command line itself is wrong (a usage error, an invalid
-key or path, a reserved or read-only path, an out-of-range option, a namespace that cannot be resolved).
+failure, conflict, declined confirmation, an archive `import` refuses); 2 the command line itself is wrong
+(a usage error, an invalid key or path, a reserved or read-only path, an out-of-range option, a namespace
+that cannot be resolved).
 Verb modules register on `memory` with ``@memory.command()``; a new verb is one module imported by the
 package's ``__init__``.
 """
@@ -23,12 +24,15 @@ from flyteplugins_memory import (
     InvalidKey,
     InvalidPath,
     MemoryStoreError,
+    UnsafeArchive,
 )
 
 from ._render import printable
 from ._target import Target
 
 F = TypeVar("F", bound=Callable[..., Any])
+#: who a command that changes a store records, unless ``--actor`` says
+DEFAULT_ACTOR = "flyte-memory"
 
 #: failures caused by what was typed: exit code 2, as click's usage errors
 BAD_INPUT = (click.UsageError, InvalidKey, InvalidPath, InvalidArgument, AccessDenied, ContextError)
@@ -42,7 +46,9 @@ def describe(exc: BaseException) -> tuple[str, int]:
         return "aborted, nothing changed", 1
     text = exc.format_message() if isinstance(exc, click.ClickException) else str(exc)
     # messages quote stored names and paths: their control characters are shown, never run
-    return printable(" ".join(text.split())) or type(exc).__name__, 2 if isinstance(exc, BAD_INPUT) else 1
+    # a refused archive is bad input, but not of the command line: the archive named is wrong
+    typed_wrong = isinstance(exc, BAD_INPUT) and not isinstance(exc, UnsafeArchive)
+    return printable(" ".join(text.split())) or type(exc).__name__, 2 if typed_wrong else 1
 
 
 class MemoryGroup(click.RichGroup):
@@ -66,6 +72,17 @@ def memory() -> None:
     local defaults of a local `flyte.run`) or with `--uri URI`. Reading commands never create a store;
     `--json` prints machine-readable JSON only.
     """
+
+
+def actor_options(func: F) -> F:
+    """``--actor`` and ``--reason``: who changes the store and why (recorded in the commit and audit trail)."""
+    func = click.option("--reason", default="", help="Why (recorded in the commit and audit trail).")(func)
+    return click.option("--actor", default=DEFAULT_ACTOR, show_default=True, help="Who (recorded).")(func)
+
+
+def yes_option(func: F) -> F:
+    """``--yes``/``-y``: do not ask before a change that cannot be undone."""
+    return click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")(func)
 
 
 def json_option(func: F) -> F:

@@ -1,4 +1,5 @@
-"""A progress bar on stderr for long work, shown only to a person watching a terminal.
+"""Progress bars on stderr for long work, shown only to a person watching a terminal: a pulsing one
+(`working`) where the store reports no fraction done, a bar of bytes (`bytes_bar`) where it does.
 
 Off with ``--json`` and whenever stderr is not a TTY, so scripts and logs see no animation frames.
 """
@@ -10,7 +11,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    SpinnerColumn,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TransferSpeedColumn,
+)
+
+from flyteplugins_memory import ProgressCallback
 
 
 def wanted(json_output: bool) -> bool:
@@ -28,3 +40,32 @@ def working(description: str, *, enabled: bool) -> Iterator[None]:
     with Progress(*columns, console=Console(file=sys.stderr), transient=True) as progress:
         progress.add_task(description, total=None)
         yield
+
+
+#: what each phase of a `ProgressCallback` is called on the bar
+_PHASES = {"export": "archiving", "check": "checking the archive", "store": "storing"}
+
+
+@contextmanager
+def bytes_bar(*, enabled: bool) -> Iterator[ProgressCallback | None]:
+    """A bar of bytes done out of the total, fed by the `ProgressCallback` it yields (None when not
+    `enabled`); each phase the operation reports gets its own line."""
+    if not enabled:
+        yield None
+        return
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=Console(file=sys.stderr), transient=True) as progress:
+        tasks: dict[str, TaskID] = {}
+
+        def report(phase: str, done: int, total: int) -> None:
+            if phase not in tasks:
+                tasks[phase] = progress.add_task(_PHASES.get(phase, phase), total=total or None)
+            progress.update(tasks[phase], completed=done, total=total or None)
+
+        yield report

@@ -36,7 +36,7 @@ class Target:
 
     def open(self, *, trusted: bool = False) -> MemoryStore:
         """The named store at its newest commit (`StoreNotFound` if there is none; never created)."""
-        self._check_store_naming()
+        self.check_store_naming()
         if self.uri is not None:
             return MemoryStore.open(remote_path=self.uri.rstrip("/"), trusted=trusted)
         full = self.with_config()
@@ -44,7 +44,8 @@ class Target:
             key=self.key, org=full.org, project=full.project, domain=full.domain, root=self.root, trusted=trusted
         )
 
-    def _check_store_naming(self) -> None:
+    def check_store_naming(self) -> None:
+        """Refuse a command line that names no store, or names one twice (`click.UsageError`)."""
         if self.uri is None and self.key is None:
             raise click.UsageError("name a store with --key KEY (or --uri URI)")
         if self.uri is not None and any((self.key, self.org, self.project, self.domain, self.root)):

@@ -1,41 +1,28 @@
 """Verbs that change a store: ``rm`` (a saved, audited delete), ``purge`` (every stored copy of a path's
-content), ``gc`` (what no committed state in the retention window needs). ``rm`` and ``purge`` ask first
-unless ``--yes``; a declined prompt changes nothing (exit code 1)."""
+content), ``gc`` (what no committed state in the retention window needs; ``--dry-run`` only says what).
+``rm`` and ``purge`` ask first unless ``--yes``; a declined prompt changes nothing (exit code 1)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, TypeVar
 
 import rich_click as click
 
 from flyteplugins_memory import MemoryStore, StoreNotFound
 
 from . import _progress, _render
-from ._app import json_option, memory, store_options
+from ._app import actor_options, json_option, memory, store_options, yes_option
 from ._target import Target, open_store
 
-F = TypeVar("F", bound=Callable[..., Any])
-DEFAULT_ACTOR = "flyte-memory"
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
-def _actor_option(func: F) -> F:
-    func = click.option("--reason", default="", help="Why (recorded in the commit and audit trail).")(func)
-    return click.option("--actor", default=DEFAULT_ACTOR, show_default=True, help="Who (recorded).")(func)
-
-
-def _yes_option(func: F) -> F:
-    return click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")(func)
-
-
 @memory.command("rm")
 @click.argument("path")
-@_yes_option
-@_actor_option
+@yes_option
+@actor_options
 @store_options
 @json_option
 def rm(path: str, yes: bool, actor: str, reason: str, target: Target, json_output: bool) -> None:
@@ -57,8 +44,8 @@ def rm(path: str, yes: bool, actor: str, reason: str, target: Target, json_outpu
 
 @memory.command("purge")
 @click.argument("path")
-@_yes_option
-@_actor_option
+@yes_option
+@actor_options
 @store_options
 @json_option
 def purge(path: str, yes: bool, actor: str, reason: str, target: Target, json_output: bool) -> None:
@@ -84,20 +71,24 @@ def purge(path: str, yes: bool, actor: str, reason: str, target: Target, json_ou
 
 @memory.command("gc")
 @click.option("--window", help="Retention window, e.g. 0, 90m, 24h, 7d (default: the store's, else 24h).")
+@click.option("--dry-run", is_flag=True, help="Only say what would be removed; remove and commit nothing.")
 @store_options
 @json_option
-def gc(window: str | None, target: Target, json_output: bool) -> None:
-    """Remove commits, checkpoints and content that no state committed inside the retention window needs."""
+def gc(window: str | None, dry_run: bool, target: Target, json_output: bool) -> None:
+    """Remove commits, checkpoints and content that no state committed inside the retention window needs,
+    ``versions/`` snapshots the store's retention policy lets go, and files whose ttl ran out."""
     store = open_store(target)
     keep = None if window is None else parse_window(window)
-    with _progress.working(f"collecting {store.remote_path}", enabled=_progress.wanted(json_output)):
-        result = store.gc(keep)
+    with _progress.working(f"collecting {_name(store)}", enabled=_progress.wanted(json_output)):
+        result = store.gc(keep, dry_run=dry_run)
     if json_output:
         _render.emit_json(result)
         return
-    rows = [("objects removed", result.objects), ("bytes removed", _render.human_size(result.bytes))]
-    rows.append(("commits no longer openable", len(result.commits)))
-    _render.show(f"gc of {_name(store)}", _render.table(("result", "value"), rows))
+    rows = [("objects", result.objects), ("bytes", _render.human_size(result.bytes))]
+    rows += [("of them versions/ snapshots", result.versions), ("commits no longer openable", len(result.commits))]
+    rows.append(("expired files deleted", "\n".join(result.expired) or "none"))
+    heading = f"gc --dry-run of {_name(store)}: would remove" if dry_run else f"gc of {_name(store)}: removed"
+    _render.show(heading, _render.table(("result", "value"), rows))
 
 
 def parse_window(text: str) -> timedelta:
