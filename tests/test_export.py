@@ -5,8 +5,10 @@ any other and opens in upstream's `MemoryStore`. Hostile archives: see test_expo
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import gzip
+import hashlib
 import io
 import json
 import tarfile
@@ -361,3 +363,85 @@ def test_import_store_by_root_or_remote_path(local_backend, key, tmp_path):
         MemoryStore.import_store(tmp_path / "a.tar.gz")
     with pytest.raises(InvalidArgument, match="exactly one"):
         MemoryStore.import_store(tmp_path / "a.tar.gz", key="k", remote_path=at)
+
+
+# -- one committed state, whatever saves run meanwhile -------------------------------------------------------
+
+
+@pytest.fixture(params=["local_backend", "s3_backend"])
+def any_backend(request, raw_data_context):
+    backend = request.getfixturevalue(request.param)
+    raw_data_context(backend.raw_data_path)
+    return backend
+
+
+@pytest.mark.parametrize("when", ["before_listing", "after_listing"])
+def test_an_export_archives_the_state_it_started_from_while_a_save_rewrites_the_store(
+    any_backend, key, tmp_path, monkeypatch, when
+):
+    """A save by another handle lands after the export pinned its state: before it lists the objects
+    (the listing then holds the save's commit record, its new file and sidecars), or after it (the
+    reads then see the rewritten file, the deleted one gone, the new transcript). Either way the
+    archive is the pinned state: ours and upstream's `MemoryStore` read the same old content in the
+    imported store, the later commit and its new file are not there, sidecars name what is there."""
+    from flyteplugins_memory import _export
+
+    store = MemoryStore.create(key=key)
+    store.write_text("a.md", "old content")
+    store.write_text("b.md", "bee")
+    store.append({"role": "user", "content": "before"})
+    store.save()
+    pinned_seq = store.log(limit=1)[0].seq
+    other = MemoryStore.open(key=key)
+    other.list_paths("")
+    original = _export._names
+
+    def rewrite() -> None:
+        other.write_text("a.md", "NEW content")
+        other.delete("b.md")
+        other.write_text("c.md", "a later file")
+        other.append({"role": "user", "content": "after"})
+        other.save()
+
+    async def racing(remote):
+        if when == "before_listing":
+            await asyncio.to_thread(rewrite)
+            return await original(remote)
+        names = await original(remote)
+        await asyncio.to_thread(rewrite)
+        return names
+
+    monkeypatch.setattr(_export, "_names", racing)
+    store.export(tmp_path / "backup.tar.gz")
+    monkeypatch.setattr(_export, "_names", original)
+
+    with tarfile.open(tmp_path / "backup.tar.gz", "r:gz") as tar:
+        names = tar.getnames()
+        head = json.loads(tar.extractfile("journal/head.json").read())  # type: ignore[union-attr]
+    assert f"journal/log/{pinned_seq + 1:020d}.json" not in names and "store/c.md" not in names
+    assert head["seq"] == pinned_seq
+    copy = MemoryStore.import_store(str(tmp_path / "backup.tar.gz"), key=key + "-copy")
+    fresh = MemoryStore.open(key=copy.key)
+    assert fresh.list_paths() == ["a.md", "b.md"]
+    assert (fresh.read_text("a.md"), fresh.read_text("b.md")) == ("old content", "bee")
+    assert [m["content"] for m in fresh.messages] == ["before"]
+    objects = any_backend.objects(copy.key)
+    assert objects["a.md"] == b"old content" and objects["b.md"] == b"bee" and "c.md" not in objects
+    sidecar = json.loads(objects["meta/a.md.json"])
+    assert sidecar["sha256"] == hashlib.sha256(b"old content").hexdigest()
+    assert "meta/c.md.json" not in objects
+    assert [m["content"] for m in json.loads(objects["messages.json"])] == ["before"]
+    theirs = UpstreamStore.get_or_create(key=copy.key)
+    assert sorted(theirs.list_paths()) == ["a.md", "b.md"] and theirs.read_text("a.md") == "old content"
+    assert [c.seq for c in fresh.log()][1:] == list(range(pinned_seq, 0, -1))  # the import's commit first
+    assert MemoryStore.open(key=key).read_text("a.md") == "NEW content"  # the source is untouched
+
+
+def test_an_export_of_an_unchanged_store_archives_every_object_as_stored(local_backend, key, tmp_path):
+    """Pinning changes nothing when nothing runs meanwhile: sidecars, transcript and head go byte for byte."""
+    populated(key)
+    MemoryStore.open(key=key).export(tmp_path / "a.tar.gz")
+    with tarfile.open(tmp_path / "a.tar.gz", "r:gz") as tar:
+        data = {n: tar.extractfile(n).read() for n in tar.getnames() if n != "manifest.json"}  # type: ignore[union-attr]
+    assert data["journal/head.json"] == local_backend.journal(key)[f"{JOURNAL}/head.json"]
+    assert {n[len("store/") :]: d for n, d in data.items() if n.startswith("store/")} == local_backend.objects(key)

@@ -81,6 +81,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "_relocate",
             "_preserve",
             "_contents",
+            "_export_state",
             "_gc",
             "_purge",
             "_audit",

@@ -5,7 +5,9 @@ log, ``versions/``, and an old journal's fences) and the journal outside it (rec
 blobs, audit segments, settings, the head hint), so the history gc() has not collected travels with the
 store, and ``import_store`` makes the same store elsewhere. It streams: objects are read in batches of
 at most `BATCH_BYTES`, each added to the archive (hashed as it goes) on a thread, and the archive is
-written straight to `dest` (a multipart upload on S3); the manifest comes last.
+written straight to `dest` (a multipart upload on S3); the manifest comes last. It is one committed
+state: the newest when the export starts, pinned before anything is listed, whatever saves land while it
+reads (`_export_state`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from ._archive import MANIFEST_NAME, Manifest, count_kinds, journal_member, stor
 from ._codecs import sha256_bytes
 from ._contract import ObjectStorage
 from ._errors import StoreDeleted, StoreNotFound, UnsavedChanges
+from ._export_state import Pinned, Read, Source, pin, settle
 from ._layout import JOURNAL_DIR
 from ._progress import ProgressCallback
 from ._relocate import old_view
@@ -66,16 +69,18 @@ class _Writer:
         self.members: dict[str, dict[str, Any]] = {}
         self.mtime = time.time()
 
-    def add(self, name: str, data: bytes) -> None:
+    def add(self, name: str, data: bytes, sha: str = "") -> None:
+        """Add member `name` (`sha`: its sha256, if already known)."""
         info = tarfile.TarInfo(name)
         info.size, info.mtime, info.mode = len(data), self.mtime, 0o644
         self.tar.addfile(info, _Reader(data))
         if name != MANIFEST_NAME:
-            self.members[name] = {"sha256": sha256_bytes(data), "size": len(data)}
+            self.members[name] = {"sha256": sha or sha256_bytes(data), "size": len(data)}
 
-    def add_batch(self, batch: list[tuple[str, bytes]]) -> None:
-        for name, data in batch:
-            self.add(name, data)
+    def add_batch(self, batch: list[Read]) -> None:
+        for name, _, data, sha in batch:
+            assert data is not None  # `settle` leaves out what was gone
+            self.add(name, data, sha)
 
 
 class _Reader:
@@ -118,14 +123,16 @@ class ExportAPI:
             raise UnsavedChanges(f"MemoryStore {self.key!r} has unsaved changes: save() before export()")
         await self._session.ready(self)
         remote = self._session.remote()
+        pinned = await pin(remote)  # before listing: what the listing adds of later states is left out
         names = await _names(remote)
+        names = pinned.select(names) if pinned is not None else names
         fs = filesystem_for(target)
         path = str(fs._strip_protocol(target))
         raw: Any = await asyncio.to_thread(fs.open, path, "wb")  # fsspec types its files loosely
         writer: _Writer | None = None
         try:
             writer = await asyncio.to_thread(_Writer, raw)
-            await _write_all(remote, names, writer, progress or _silent)
+            await _write_all(remote, names, writer, pinned, progress or _silent)
             manifest = _manifest(self.key, remote.uri, writer)
             await asyncio.to_thread(_finish, writer, raw, manifest)
         except BaseException:
@@ -134,10 +141,6 @@ class ExportAPI:
         size = await asyncio.to_thread(fs.size, path)
         data = sum(m["size"] for m in writer.members.values())
         return ExportResult(target, len(writer.members), int(size or 0), data, manifest.counts)
-
-
-#: An object to archive: whether it is in the journal (else under the prefix), its name, its listed size.
-Source = tuple[bool, str, int]
 
 
 async def _names(remote: ObjectStorage) -> dict[str, Source]:
@@ -155,7 +158,11 @@ async def _names(remote: ObjectStorage) -> dict[str, Source]:
 
 
 async def _write_all(
-    remote: ObjectStorage, names: dict[str, Source], writer: _Writer, progress: ProgressCallback
+    remote: ObjectStorage,
+    names: dict[str, Source],
+    writer: _Writer,
+    pinned: Pinned | None,
+    progress: ProgressCallback,
 ) -> None:
     views = {False: old_view(remote), True: remote}
     total, done = sum(size for _, _, size in names.values()), 0
@@ -165,10 +172,9 @@ async def _write_all(
         for in_journal, view in views.items():
             wanted = [names[m][1] for m in batch if names[m][0] is in_journal]
             read.update({(in_journal, n): d for n, d in (await view.read_many(wanted)).items()})
-        # an object listed but gone by now (a concurrent gc) is left out, and so out of the manifest
-        ready = [(m, read[names[m][:2]]) for m in batch if names[m][:2] in read]
+        ready = await settle(pinned, [(m, names[m], read.get(names[m][:2]), "") for m in batch])
         await asyncio.to_thread(writer.add_batch, ready)
-        done += sum(len(data) for _, data in ready)
+        done += sum(len(data or b"") for _, _, data, _ in ready)
         # an object may have grown since it was listed: the total grows with it, never below what is done
         progress("export", done, max(done, total))
 
