@@ -445,3 +445,31 @@ def test_an_export_of_an_unchanged_store_archives_every_object_as_stored(local_b
         data = {n: tar.extractfile(n).read() for n in tar.getnames() if n != "manifest.json"}  # type: ignore[union-attr]
     assert data["journal/head.json"] == local_backend.journal(key)[f"{JOURNAL}/head.json"]
     assert {n[len("store/") :]: d for n, d in data.items() if n.startswith("store/")} == local_backend.objects(key)
+
+
+@pytest.mark.parametrize("step", ["before_commit", "after_commit"])
+def test_an_import_failing_after_its_copy_removes_the_store_and_frees_the_key(
+    any_backend, key, tmp_path, monkeypatch, step
+):
+    """Opening the copied store and committing the import are part of the import: a failure there (the
+    import's own commit already landed, for `after_commit`) removes every object stored, the claim last.
+    (A journal that does not open: test_review_history12.)"""
+    from flyteplugins_memory import StorageError, _import_archive
+
+    populated(key)
+    MemoryStore.open(key=key).export(tmp_path / "a.tar.gz")
+    original = _import_archive._record
+
+    async def failing(store, *args):
+        if step == "after_commit":
+            await original(store, *args)
+        raise StorageError("injected")
+
+    monkeypatch.setattr(_import_archive, "_record", failing)
+    with pytest.raises(StorageError, match="injected"):
+        MemoryStore.import_store(tmp_path / "a.tar.gz", key="copy")
+    assert any_backend.stored("copy") == {}
+    assert not MemoryStore.exists(key="copy")
+    monkeypatch.setattr(_import_archive, "_record", original)
+    MemoryStore.import_store(tmp_path / "a.tar.gz", key="copy")  # the key is free again
+    assert_same_store(any_backend, key, any_backend, "copy")

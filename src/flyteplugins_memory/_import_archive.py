@@ -11,7 +11,8 @@
                  history starts later), then ``head.json``
     5. record    open the new store and commit the import as an audited commit (op ``import``)
 
-A failure in 4 removes what it wrote (the claim last), so the key is free again. The journal's objects
+A failure in 4 or 5 removes what it wrote (the claim last), so the key is free again: an archive whose
+journal passes every check of the spool but does not open is refused with nothing left behind. The journal's objects
 name nothing of where they live, so they are copied as they are: the imported store has the source's
 commits, log, versions and settings, and continues from its newest commit.
 """
@@ -32,7 +33,7 @@ from ._arguments import check_int, check_optional_str
 from ._codecs import utc_timestamp, write_event
 from ._contract import ObjectStorage
 from ._errors import ArchiveNotFound, InvalidArgument, StorageError, StoreAlreadyExists, StoreDeleted
-from ._layout import HEAD_NAME, log_name
+from ._layout import HEAD_NAME, JOURNAL_DIR, log_name
 from ._markers import TOMBSTONE
 from ._paths import MESSAGES_PATH
 from ._progress import CountingReader, ProgressCallback
@@ -104,11 +105,17 @@ class ImportAPI:
             archive = await asyncio.to_thread(_spool_from, source, spool_dir, limits, report)
             remote = RemoteStore(remote_path)
             await _refuse_taken(cls, remote)
-            await _copy_claimed(remote, archive, report)
+            await _claim(remote)
+            written: list[tuple[bool, str]] = []
+            try:
+                await _copy(remote, archive, written, report)
+                store = await cls.open.aio(remote_path=remote_path)
+                await _record(store, source, archive, actor, reason)
+            except BaseException:  # opening and recording too: a store that does not open is no import
+                await _undo(remote, written)
+                raise
         finally:
             await asyncio.to_thread(shutil.rmtree, spool_dir, True)
-        store = await cls.open.aio(remote_path=remote_path)
-        await _record(store, source, archive, actor, reason)
         return store
 
 
@@ -156,21 +163,20 @@ async def _refuse_taken(cls: Any, remote: RemoteStore) -> None:
         raise StoreAlreadyExists(f"MemoryStore already exists at {remote.uri}")
 
 
-async def _copy_claimed(remote: RemoteStore, archive: Spooled, progress: ProgressCallback) -> None:
-    """Steps 3 and 4 of the module docstring."""
+async def _claim(remote: RemoteStore) -> None:
+    """Step 3 of the module docstring."""
     if not await remote.create_exclusive(FIRST, TOMBSTONE):
         raise StoreAlreadyExists(f"MemoryStore already exists at {remote.uri}")
-    written: list[tuple[bool, str]] = []
-    try:
-        # the sizes were checked against every member as it was spooled
-        counter = _StoreProgress(progress, sum(int(entry["size"]) for entry in archive.manifest.members.values()))
-        for group in _in_order(archive):
-            await _write(remote, group, written, counter)
-        if not any(t.in_journal and logical_name(t) == FIRST for t, _ in archive.members.values()):
-            await remote.remove_many([FIRST])
-    except BaseException:
-        await _undo(remote, written)
-        raise
+
+
+async def _copy(remote: RemoteStore, archive: Spooled, written: list, progress: ProgressCallback) -> None:
+    """Step 4 of the module docstring, noting in `written` each object written."""
+    # the sizes were checked against every member as it was spooled
+    counter = _StoreProgress(progress, sum(int(entry["size"]) for entry in archive.manifest.members.values()))
+    for group in _in_order(archive):
+        await _write(remote, group, written, counter)
+    if not any(t.in_journal and logical_name(t) == FIRST for t, _ in archive.members.values()):
+        await remote.remove_many([FIRST])
 
 
 def _in_order(archive: Spooled) -> list[list[tuple[Target, pathlib.Path]]]:
@@ -219,10 +225,12 @@ def _load(batch: list[tuple[Target, pathlib.Path]]) -> list[tuple[Target, bytes]
 
 
 async def _undo(remote: RemoteStore, written: list[tuple[bool, str]]) -> None:
-    """Best effort: remove what a failed import wrote, then its claim."""
+    """Best effort: remove what a failed import wrote, then its claim. The whole journal goes: the claim
+    made it ours, and the import's own commit (a record, perhaps a checkpoint) may have landed in it."""
     try:
         await old_view(remote).remove_all([n for j, n in written if not j])
-        await remote.remove_all([n for j, n in written if j and n != FIRST])
+        journal = {n for j, n in written if j} | set(await remote.list(under=JOURNAL_DIR))
+        await remote.remove_all(sorted(journal - {FIRST}))
         await remote.remove_many([FIRST])
     except StorageError:
         pass  # the original failure is what the caller must see
