@@ -350,3 +350,14 @@ def test_writes_through_an_at_view_are_refused_through_aio_too(local_backend, ke
         with pytest.raises(ReadOnlySnapshot, match=name):
             getattr(past, name)(*args)
     assert local_backend.objects(key)["plan.md"] == b"v2\n"
+
+
+def test_diff_splits_lines_at_newline_only_so_it_applies_as_a_patch(local_backend, key):
+    """Review of issue 12 (#11): ``\\r\\n`` and a lone ``\\r`` stay inside their line (as patch and git read
+    them), and only a text without a final newline gets the marker, once, at its end."""
+    store = MemoryStore.get_or_create(key=key)
+    _versions(store, "win.md", ["a\r\nb\rc\n", "a\r\nB\rc"])
+    assert store.diff("win.md", "c2", "c3") == (
+        "--- win.md@c2\n+++ win.md@c3\n@@ -1,2 +1,2 @@\n a\r\n-b\rc\n+B\rc\n\\ No newline at end of file\n"
+    )  # fmt: skip
+    assert store.diff("win.md", "c2", "c2") == ""

@@ -1,6 +1,8 @@
 """Pure: the unified diff `MemoryStore.diff` returns, of two versions' contents (either may be absent).
 
-Text is compared line by line (`difflib.unified_diff`); binary content (not UTF-8) is not diffed: one
+Text is compared line by line (`difflib.unified_diff`), lines ending at ``\n`` only, as patch and git
+split them (`str.splitlines` also breaks at ``\r``, form feed, NEL, U+2028...: a "line" it cuts there has
+no ``\n`` and would get a "No newline" marker mid-file); binary content (not UTF-8) is not diffed: one
 line says whether the two differ, so a caller printing a diff of an image gets a sentence, not an error.
 An absent side (a deletion, or no file now) is empty content labelled ``/dev/null``, as git shows it.
 """
@@ -25,12 +27,19 @@ def unified_diff(a: Side, b: Side) -> str:
     if text_a is None or text_b is None:
         return _binary(a, b)
     lines = difflib.unified_diff(
-        text_a.splitlines(keepends=True),
-        text_b.splitlines(keepends=True),
+        _lines(text_a),
+        _lines(text_b),
         fromfile=_label(a),
         tofile=_label(b),
     )
     return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+
+
+def _lines(text: str) -> list[str]:
+    """`text` split after each ``\n`` (the last line without one, if the text does not end in one)."""
+    lines = [line + "\n" for line in text.split("\n")]
+    lines[-1] = lines[-1][:-1]
+    return lines if lines[-1] else lines[:-1]
 
 
 def _text(data: bytes | None) -> str | None:
