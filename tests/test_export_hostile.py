@@ -83,6 +83,11 @@ def hostile(kind: str, members: list[tuple[str, bytes]], manifest: dict) -> tupl
         kinds = {"device": tarfile.CHRTYPE, "fifo": tarfile.FIFOTYPE, "directory": tarfile.DIRTYPE}
         entries.append(special("store/dev", kinds[kind]))
         return build(entries, manifest), "special_file", limits
+    elif kind in CLASHES:  # a name that is a file and also a directory of another one
+        name = CLASHES[kind]
+        entries.append(regular(name, evil))
+        listed(manifest, name, evil)
+        return build(entries, manifest), "file_and_directory", limits
     elif kind == "duplicate":
         entries.append(regular(*members[0]))
     elif kind == "unlisted_member":
@@ -103,6 +108,12 @@ def hostile(kind: str, members: list[tuple[str, bytes]], manifest: dict) -> tupl
     return build(entries, manifest), kind, limits
 
 
+#: beside the exported ``store/notes/a.md`` and ``journal/head.json``
+CLASHES = {
+    "file_over_file": "store/notes/a.md/evil.md",
+    "file_over_directory": "store/notes",
+    "file_over_journal_file": "journal/head.json/evil",
+}
 KINDS = [
     "absolute_path",
     "parent_path",
@@ -121,9 +132,10 @@ KINDS = [
     "total_too_large",
     "unknown_format",
     "no_manifest",
+    *CLASHES,
 ]
 #: the ones also run on S3, with the archive in the bucket
-ON_S3 = ["parent_path", "symlink", "duplicate", "checksum", "total_too_large"]
+ON_S3 = ["parent_path", "symlink", "duplicate", "checksum", "total_too_large", "file_over_file", "file_over_directory"]
 
 
 def refused(backend, put: Callable[[bytes], str], data: bytes, reason: str, **limits) -> UnsafeArchive:

@@ -20,8 +20,17 @@ import zlib
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from ._archive import MANIFEST_NAME, MAX_MANIFEST_BYTES, Manifest, Target, member_target, parse_manifest
+from ._archive import (
+    MANIFEST_NAME,
+    MAX_MANIFEST_BYTES,
+    Manifest,
+    Target,
+    logical_name,
+    member_target,
+    parse_manifest,
+)
 from ._errors import UnsafeArchive
+from ._paths import file_dir_clashes
 from ._progress import Readable
 
 #: Decompressed bytes allowed beyond the members' data: tar headers, padding, the end marker.
@@ -85,6 +94,7 @@ def spool(raw: Readable, into: pathlib.Path, limits: Limits) -> Spooled:
     except (tarfile.TarError, gzip.BadGzipFile, EOFError, zlib.error) as exc:
         raise UnsafeArchive(f"Not a gzip-compressed tar archive: {exc}", reason="not_archive") from exc
     checked = _check_against(manifest, found)
+    _refuse_clashes(checked)
     return Spooled(manifest, checked, hashing.hash.hexdigest())
 
 
@@ -141,6 +151,17 @@ def _copy_out(tar: tarfile.TarFile, info: tarfile.TarInfo, path: pathlib.Path, l
             digest.update(chunk)
             out.write(chunk)
     return digest.hexdigest(), size
+
+
+def _refuse_clashes(members: dict[str, tuple[Target, pathlib.Path]]) -> None:
+    """Refuse a name that is a file and also a directory of another (``store/a.md`` beside
+    ``store/a.md/evil.md``): no filesystem holds both, and an object store that does makes a store that
+    upstream cannot download. Names as stored, journal ones included: at a bucket root they share a tree."""
+    clashes = file_dir_clashes(logical_name(target) for target, _ in members.values())
+    if clashes:
+        raise UnsafeArchive(
+            f"The archive holds {clashes[0]!r} both as a file and as a directory", reason="file_and_directory"
+        )
 
 
 def _check_against(manifest: Manifest, found: dict[str, Any]) -> dict[str, tuple[Target, pathlib.Path]]:

@@ -195,7 +195,8 @@ class UnsafeArchive(InvalidArgument):
     """An archive ``import_store`` refuses before writing anything. `reason` names the rule: ``not_archive``
     (not a gzip'd tar), ``absolute_path``, ``parent_path``, ``unsafe_path``, ``unknown_member``, ``link``,
     ``special_file``, ``duplicate``, ``unlisted_member``, ``missing_member``, ``checksum``,
-    ``member_too_large``, ``total_too_large``, ``bad_manifest``, ``unknown_format``."""
+    ``member_too_large``, ``total_too_large``, ``bad_manifest``, ``unknown_format``, ``file_and_directory``
+    (one name both a file and a directory of others)."""
 
     def __init__(self, message: str, *, reason: str):
         super().__init__(message)

@@ -86,11 +86,12 @@ class ImportAPI:
 
         The archive is untrusted: it is read and checked in full before anything is stored, and refused with
         `UnsafeArchive` (its ``reason`` says which rule) if a member has an absolute path or ``..``, is a
-        link, a device or a fifo, appears twice, is not in the manifest (or a listed one is missing), fails
-        its checksum, holds more than `max_member_bytes`, or if all of them (counted as they decompress, so a
-        compression bomb stops there) pass `max_total_bytes`; also if it is not a gzip'd tar or its manifest
-        has an unknown format. A refused import leaves nothing in storage. `ArchiveNotFound` if there is
-        nothing at `src`. The import is an audited commit (op ``import``, by `actor`, for `reason`).
+        link, a device or a fifo, appears twice, is a file and also a directory of another, is not in the
+        manifest (or a listed one is missing), fails its checksum, holds more than `max_member_bytes`, or if
+        all of them (counted as they decompress, so a compression bomb stops there) pass `max_total_bytes`;
+        also if it is not a gzip'd tar or its manifest has an unknown format. A refused import leaves nothing
+        in storage. `ArchiveNotFound` if there is nothing at `src`. The import is an audited commit (op
+        ``import``, by `actor`, for `reason`).
         `progress`, if given, is called as ``progress(phase, bytes_done, bytes_total)``: phase ``"check"``
         while the archive is read and checked, then ``"store"`` while its members are stored (see
         `ProgressCallback`).
