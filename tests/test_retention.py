@@ -20,6 +20,7 @@ from flyteplugins_memory import (
     _gc,
 )
 from flyteplugins_memory._layout import versions_dir_name
+from flyteplugins_memory._retention_policy import persisted_policy
 from flyteplugins_memory._versions import version_order
 
 HOURS = 3600.0
@@ -77,13 +78,48 @@ def test_set_retention_is_persisted_audited_and_seen_by_every_handle(backend, ke
     assert other.retention == RetentionPolicy()  # as of its loaded state, until it refreshes
     other.refresh()
     assert other.retention == policy
-    assert newest_record(backend, key)["ext"]["retention"] == {"keep_last": 3, "max_age_seconds": 7 * 24 * HOURS}
+    assert newest_record(backend, key)["ext"]["retention"] == {
+        "keep_last": 3,
+        "max_age_seconds": 7 * 24 * HOURS,
+        "max_age": {"days": 7, "seconds": 0, "microseconds": 0},
+    }
     event = MemoryStore.get_or_create(key=key).audit_tail(1)[0]
     assert event["op"] == "set_retention" and event["actor"] == "ops" and event["reason"] == "bound history"
-    assert event["retention"]["keep_last"] == 3 and event["previous"] == {"keep_last": None, "max_age_seconds": None}
+    assert event["retention"]["keep_last"] == 3
+    assert event["previous"] == {"keep_last": None, "max_age_seconds": None, "max_age": None}
     assert store.log(limit=1)[0].kind == "settings"
     store.set_retention(None, None, actor="ops", reason="keep everything again")
     assert MemoryStore.get_or_create(key=key).retention == RetentionPolicy()
+
+
+@pytest.mark.parametrize(
+    "max_age", [timedelta.max, timedelta(days=999_999_999, microseconds=1), timedelta(days=40_000, microseconds=7)]
+)
+def test_a_long_max_age_is_persisted_exactly_and_stays_readable_by_earlier_releases(backend, key, max_age):
+    """Review of issue 12 (#8): float seconds round ``timedelta.max`` past timedelta's range; the exact
+    form round-trips, and the seconds field (all an earlier release reads) still converts."""
+    store = MemoryStore.create(key=key)
+    store.set_retention(keep_last=1, max_age=max_age)
+    assert MemoryStore.open(key=key).retention == RetentionPolicy(1, max_age)
+    stored = newest_record(backend, key)["ext"]["retention"]
+    assert timedelta(seconds=stored["max_age_seconds"]) - max_age < timedelta(seconds=1)  # an earlier reader's rule
+    assert persisted_policy({"retention": {"keep_last": 1, "max_age_seconds": stored["max_age_seconds"]}}).max_age
+
+
+@pytest.mark.parametrize(
+    "stored, expected",
+    [
+        ({"max_age_seconds": timedelta.max.total_seconds()}, timedelta.max),  # as this release first stored it
+        ({"max_age_seconds": 1e300}, timedelta.max),
+        ({"max_age_seconds": 60.0, "max_age": {"days": 0, "seconds": 60, "microseconds": 5}}, timedelta(0, 60, 5)),
+        ({"max_age_seconds": 60.0, "max_age": {"days": "0", "seconds": 60, "microseconds": 0}}, timedelta(0, 60)),
+        ({"max_age_seconds": 60.0, "max_age": {"days": 10**10, "seconds": 0, "microseconds": 0}}, timedelta(0, 60)),
+        ({"max_age_seconds": None, "max_age": {"days": -1, "seconds": 0, "microseconds": 0}}, None),
+        ({"max_age_seconds": float("nan")}, None),
+    ],
+)
+def test_a_persisted_max_age_is_read_leniently_and_never_as_a_shorter_rule(stored, expected):
+    assert persisted_policy({"retention": stored}).max_age == expected
 
 
 @pytest.mark.parametrize(

@@ -1,14 +1,20 @@
 """Pure: the store's retention policy: how many versions of each path, and how old, gc keeps.
 
-It lives in the store-level extensions of the journal (``State.ext["retention"]``: ``keep_last`` and
-``max_age_seconds``), which every record and checkpoint carries forward, the previous release's (issue 9)
-included: that release keeps the setting when it saves, but its gc does not apply it. A change is a
+It lives in the store-level extensions of the journal (``State.ext["retention"]``: ``keep_last``,
+``max_age_seconds`` and ``max_age``), which every record and checkpoint carries forward, the previous
+release's (issue 9) included: that release keeps the setting when it saves, but its gc does not apply it. A change is a
 commit, so two concurrent changes are a compare-and-swap (the second raises `ConcurrencyError`).
 
 A version is kept if any rule keeps it (as ``restic forget --keep-last --keep-within`` does): it is one of
 the newest ``keep_last`` of its path, or younger than ``max_age``, or younger than the gc window (which
 protects in-flight readers), or it is the current content of a live path. No policy (both None) keeps
 every ``versions/`` snapshot, as before. See docs/decisions.md, "Retention policy".
+
+``max_age`` is stored twice: ``max_age_seconds`` (a float, what every earlier release reads) and, exactly,
+``max_age`` (timedelta's own ``days``, ``seconds``, ``microseconds``): a float holds 15-16 digits, so a long
+age with microseconds (``timedelta.max``) came back rounded past timedelta's range, and was dropped. Readers
+take the exact form when it is well formed, else the seconds; seconds beyond timedelta's range (as this
+release's first version stored ``timedelta.max``) read as `timedelta.max` (a rule that keeps more, never none).
 """
 
 from __future__ import annotations
@@ -43,8 +49,23 @@ class RetentionPolicy:
         return self.keep_last is None and self.max_age is None
 
     def as_ext(self) -> dict[str, Any]:
-        age = None if self.max_age is None else self.max_age.total_seconds()
-        return {"keep_last": self.keep_last, "max_age_seconds": age}
+        age = self.max_age
+        if age is None:
+            return {"keep_last": self.keep_last, "max_age_seconds": None, "max_age": None}
+        exact = {"days": age.days, "seconds": age.seconds, "microseconds": age.microseconds}
+        return {"keep_last": self.keep_last, "max_age_seconds": _readable_seconds(age), "max_age": exact}
+
+
+def _readable_seconds(age: timedelta) -> float:
+    """`age` in seconds as a float that turns back into a timedelta: rounded to whole seconds when the exact
+    float rounds past timedelta's range (``timedelta.max``), so an earlier release, which reads only this
+    field and drops an age it cannot convert, still applies (almost) the same rule."""
+    seconds = age.total_seconds()
+    try:
+        timedelta(seconds=seconds)
+    except OverflowError:
+        return float(age.days * 86400 + age.seconds)
+    return seconds
 
 
 def checked_policy(keep_last: object, max_age: object) -> RetentionPolicy:
@@ -64,7 +85,21 @@ def persisted_policy(ext: Mapping[str, Any]) -> RetentionPolicy:
         return RetentionPolicy()
     keep, age = value.get("keep_last"), value.get("max_age_seconds")
     keep_last = keep if isinstance(keep, int) and not isinstance(keep, bool) and keep >= 1 else None
-    return RetentionPolicy(keep_last, _positive_seconds(age))
+    return RetentionPolicy(keep_last, _exact_age(value.get("max_age")) or _positive_seconds(age))
+
+
+def _exact_age(value: object) -> timedelta | None:
+    """The exact ``max_age`` (``days``, ``seconds``, ``microseconds``: all ints), if well formed and positive."""
+    if not isinstance(value, dict):
+        return None
+    fields = [value.get(name) for name in ("days", "seconds", "microseconds")]
+    if any(isinstance(f, bool) or not isinstance(f, int) for f in fields):
+        return None
+    try:
+        age = timedelta(days=fields[0], seconds=fields[1], microseconds=fields[2])
+    except OverflowError:
+        return None  # then the seconds decide
+    return age if age > timedelta(0) else None
 
 
 def _positive_seconds(value: object) -> timedelta | None:
@@ -72,8 +107,8 @@ def _positive_seconds(value: object) -> timedelta | None:
         return None
     try:
         return timedelta(seconds=value)
-    except OverflowError:  # beyond timedelta's range: no age rule
-        return None
+    except OverflowError:  # beyond timedelta's range (or rounded past it, as timedelta.max is): the longest
+        return timedelta.max
 
 
 def audit_event(before: RetentionPolicy, after: RetentionPolicy, actor: str, reason: str, ts: str) -> dict[str, Any]:
