@@ -93,10 +93,11 @@ def _exact_age(value: object) -> timedelta | None:
     if not isinstance(value, dict):
         return None
     fields = [value.get(name) for name in ("days", "seconds", "microseconds")]
-    if any(isinstance(f, bool) or not isinstance(f, int) for f in fields):
+    ints = [f for f in fields if isinstance(f, int) and not isinstance(f, bool)]
+    if len(ints) != len(fields):
         return None
     try:
-        age = timedelta(days=fields[0], seconds=fields[1], microseconds=fields[2])
+        age = timedelta(days=ints[0], seconds=ints[1], microseconds=ints[2])
     except OverflowError:
         return None  # then the seconds decide
     return age if age > timedelta(0) else None
