@@ -221,17 +221,81 @@ def test_a_bomb_whose_members_each_pass_stops_at_the_total(local_backend, tmp_pa
 
 
 def test_decompressed_stream_is_bounded_beyond_member_data(local_backend, tmp_path, monkeypatch):
-    """Bytes that are no member's data (here a 2 MiB pax header before a 1-byte member, which tarfile would
-    read into memory) count too: the bound on the decompressed stream itself refuses them."""
+    """Bytes that are no member's data (here 40 pax headers of 60 KiB, each under the header cap, before
+    1-byte members) count too: the bound on the decompressed stream itself refuses them."""
     monkeypatch.setattr(_archive_spool, "HEADER_ALLOWANCE", 0)
-    info = tarfile.TarInfo("store/a.md")
-    info.size = 1
-    info.pax_headers = {"comment": "x" * (2 << 20)}
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
-        tar.addfile(info, io.BytesIO(b"a"))
+        for i in range(40):
+            info = tarfile.TarInfo(f"store/{i}.md")
+            info.size = 1
+            info.pax_headers = {"comment": "x" * (60 << 10)}
+            tar.addfile(info, io.BytesIO(b"a"))
     error = refused(local_backend, local_put(tmp_path), raw.getvalue(), "total_too_large", max_total_bytes=1 << 20)
     assert "decompresses to more than" in str(error)
+
+
+def gzipped_headers(*headers: bytes, tail: int = 0) -> bytes:
+    """A gzip stream of raw tar header blocks, then `tail` zero bytes (a declared record's body)."""
+    raw = io.BytesIO()
+    with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz:
+        for header in headers:
+            gz.write(header)
+        for _ in range(tail >> 20):
+            gz.write(bytes(1 << 20))
+    return raw.getvalue()
+
+
+def extension(kind: bytes, size: int) -> bytes:
+    info = tarfile.TarInfo("././@LongLink" if kind in (tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK) else "pax")
+    info.type, info.size = kind, size
+    return info.tobuf(format=tarfile.GNU_FORMAT)
+
+
+@pytest.mark.parametrize(
+    "kind", [tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE, tarfile.XGLTYPE], ids=str
+)
+def test_a_huge_header_record_is_refused_before_tarfile_reads_it(local_backend, tmp_path, monkeypatch, kind):
+    """A long-name or pax record declaring 16 MiB is refused from its header: the stream is read no
+    further than the record's first bytes (tarfile would read it whole into memory)."""
+    seen: list[int] = []
+    original = _archive_spool._Bounded.read
+
+    def counted(self, size: int = -1) -> bytes:
+        try:
+            return original(self, size)
+        finally:
+            seen.append(self.count)
+
+    monkeypatch.setattr(_archive_spool._Bounded, "read", counted)
+    data = gzipped_headers(extension(kind, 16 << 20), tail=16 << 20)
+    error = refused(local_backend, local_put(tmp_path), data, "header_too_large")
+    assert str(16 << 20) in str(error)
+    assert max(seen) <= _archive_spool.CHUNK
+
+
+def test_a_chain_of_small_header_records_is_refused_as_one(local_backend, tmp_path):
+    """Header records each under the cap, chained before one member (tarfile reads each recursively):
+    counted together, refused before the recursion or the memory grows."""
+    chain = [extension(tarfile.GNUTYPE_LONGNAME, 8 << 10) + bytes(8 << 10) for _ in range(2000)]
+    refused(local_backend, local_put(tmp_path), gzipped_headers(*chain), "header_too_large")
+
+
+def test_a_sparse_member_is_refused(local_backend, tmp_path):
+    info = tarfile.TarInfo("store/sparse.bin")
+    info.type, info.size = tarfile.GNUTYPE_SPARSE, 0
+    refused(local_backend, local_put(tmp_path), gzipped_headers(info.tobuf(format=tarfile.GNU_FORMAT)), "special_file")
+
+
+def test_long_member_names_still_round_trip(local_backend, key, tmp_path):
+    """What export writes for a long path (a pax record) passes the header cap."""
+    path = "/".join(["d" * 30] * 5) + "/note.md"  # over the 100 bytes of a plain tar name
+    store = MemoryStore.create(key=key)
+    store.write_text(path, "deep")
+    store.save()
+    store.export(tmp_path / "a.tar.gz")
+    copy = MemoryStore.import_store(tmp_path / "a.tar.gz", key="copy")
+    assert MemoryStore.open(key=copy.key).read_text(path) == "deep"
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,10 @@ nothing has been written to storage yet, a refused import leaves nothing behind 
 
 Sizes are counted as the bytes come out of the decompressor, not as headers declare them: the whole
 decompressed stream (headers included) may not pass the total limit plus `HEADER_ALLOWANCE`, so a
-compression bomb stops there whatever its tar headers claim. Everything here blocks: run it in a thread.
+compression bomb stops there whatever its tar headers claim. Header records that tarfile reads whole into
+memory (GNU long names, pax) are bounded far tighter, from their declared size before they are read
+(`MAX_HEADER_BYTES`): memory stays small whatever the total limit. Everything here blocks: run it in a
+thread.
 """
 
 from __future__ import annotations
@@ -36,6 +39,16 @@ from ._progress import Readable
 #: Decompressed bytes allowed beyond the members' data: tar headers, padding, the end marker.
 HEADER_ALLOWANCE = 4 << 20
 CHUNK = 1 << 20
+#: The most bytes of header records one member may carry (GNU long names and links, pax records, 512 per
+#: header block counted too): tarfile reads each record whole into memory, and a name is a few KiB at most.
+MAX_HEADER_BYTES = 64 << 10
+_EXTENSIONS = (
+    tarfile.GNUTYPE_LONGNAME,
+    tarfile.GNUTYPE_LONGLINK,
+    tarfile.XHDTYPE,
+    tarfile.XGLTYPE,
+    tarfile.SOLARIS_XHDTYPE,
+)
 
 
 @dataclass(frozen=True)
@@ -67,6 +80,41 @@ class _Hashing:
         return data
 
 
+class _CheckedHeader(tarfile.TarInfo):
+    """A member header whose extension records are refused, before tarfile reads them, once they pass
+    `MAX_HEADER_BYTES` for one member (`_Tar.header_bytes` counts a chain of them), and which refuses sparse
+    members (an export writes none; their maps are read block by block without a bound).
+
+    Hooks tarfile's private ``_proc_member`` (and the two sparse readers): the only place a header's
+    declared size is known before its record is read. Were it renamed, `_Bounded` still stops the stream."""
+
+    def _proc_member(self, tar: _Tar) -> tarfile.TarInfo:
+        if self.type not in _EXTENSIONS:
+            tar.header_bytes = 0  # the member a chain of extension records belongs to
+        else:
+            tar.header_bytes += tarfile.BLOCKSIZE + self.size
+            if tar.header_bytes > MAX_HEADER_BYTES:
+                raise UnsafeArchive(
+                    f"The archive has a tar header record of {self.size} bytes, over {MAX_HEADER_BYTES}",
+                    reason="header_too_large",
+                )
+        return super()._proc_member(tar)  # pyright: ignore[reportAttributeAccessIssue]
+
+    def _proc_sparse(self, tar: _Tar) -> tarfile.TarInfo:
+        raise UnsafeArchive(f"Archive member {self.name!r} is a sparse file", reason="special_file")
+
+    def _proc_gnusparse_10(self, *_: object) -> None:
+        raise UnsafeArchive(f"Archive member {self.name!r} is a sparse file", reason="special_file")
+
+
+class _Tar(tarfile.TarFile):
+    """A tar stream read with `_CheckedHeader`s."""
+
+    tarinfo = _CheckedHeader
+    #: bytes of the extension records read so far for the member whose header comes next
+    header_bytes = 0
+
+
 class _Bounded:
     """Reads through to the decompressed stream, refusing once it has yielded more than `limit` bytes."""
 
@@ -89,7 +137,7 @@ def spool(raw: Readable, into: pathlib.Path, limits: Limits) -> Spooled:
     hashing = _Hashing(raw)
     try:
         stream = _Bounded(gzip.GzipFile(fileobj=hashing, mode="rb"), limits.total + HEADER_ALLOWANCE)  # type: ignore[arg-type]
-        with tarfile.open(fileobj=stream, mode="r|") as tar:  # type: ignore[call-overload]
+        with _Tar.open(fileobj=stream, mode="r|") as tar:  # type: ignore[call-overload]
             found, manifest = _read_members(tar, into, limits)
     except (tarfile.TarError, gzip.BadGzipFile, EOFError, zlib.error) as exc:
         raise UnsafeArchive(f"Not a gzip-compressed tar archive: {exc}", reason="not_archive") from exc

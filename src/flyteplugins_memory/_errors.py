@@ -196,7 +196,8 @@ class UnsafeArchive(InvalidArgument):
     (not a gzip'd tar), ``absolute_path``, ``parent_path``, ``unsafe_path``, ``unknown_member``, ``link``,
     ``special_file``, ``duplicate``, ``unlisted_member``, ``missing_member``, ``checksum``,
     ``member_too_large``, ``total_too_large``, ``bad_manifest``, ``unknown_format``, ``file_and_directory``
-    (one name both a file and a directory of others)."""
+    (one name both a file and a directory of others), ``header_too_large`` (tar header records, such as
+    long names, over 64 KiB for one member)."""
 
     def __init__(self, message: str, *, reason: str):
         super().__init__(message)
