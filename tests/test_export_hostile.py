@@ -321,3 +321,28 @@ def test_a_manifest_that_is_not_json_or_not_ours_is_refused(local_backend, key, 
 def test_unsafe_archive_is_a_typed_memory_store_error():
     error = UnsafeArchive("x", reason="link")
     assert isinstance(error, MemoryStoreError) and isinstance(error, ValueError) and error.reason == "link"
+
+
+@pytest.mark.parametrize(
+    "after",
+    [b"JUNK" * 4096, gzip.compress(b"more data in a second gzip member", mtime=0), bytes(2 << 20)],
+    ids=["junk", "second_member", "long_zero_padding"],
+)
+def test_bytes_after_the_archive_are_refused(local_backend, key, tmp_path, after):
+    """Whatever follows the tar's end must be the rest of its gzip stream: junk (not gzip), a further gzip
+    member holding data, or zero padding past `TRAILER_BYTES` (gzip skips it a byte at a time)."""
+    members, manifest = exported(key, tmp_path)
+    data = build([regular(n, d) for n, d in members], manifest) + after
+    refused(local_backend, local_put(tmp_path), data, "not_archive")
+
+
+def test_an_import_audits_the_archives_own_sha256(s3_backend, key, tmp_path):
+    """Read from the bucket, with the gzip's zero padding (which gzip allows) after it: the audited
+    ``archive_sha256`` is the sha256 of the whole object, every byte read."""
+    members, manifest = exported(key, tmp_path)
+    data = build([regular(n, d) for n, d in members], manifest) + bytes(100)
+    bucket = s3_backend.raw_data_path.split("/")[2]
+    s3_backend.fs.pipe_file(f"{bucket}/a.tar.gz", data)
+    copy = MemoryStore.import_store(f"s3://{bucket}/a.tar.gz", key="copy")
+    event = MemoryStore.open(key=copy.key).audit_tail(1)[-1]
+    assert event["op"] == "import" and event["archive_sha256"] == hashlib.sha256(data).hexdigest()

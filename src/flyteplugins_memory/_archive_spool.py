@@ -39,6 +39,8 @@ from ._progress import Readable
 #: Decompressed bytes allowed beyond the members' data: tar headers, padding, the end marker.
 HEADER_ALLOWANCE = 4 << 20
 CHUNK = 1 << 20
+#: Compressed bytes read after the tar's end marker (the rest of the gzip stream: its padding, trailer).
+TRAILER_BYTES = 1 << 20
 #: The most bytes of header records one member may carry (GNU long names and links, pax records, 512 per
 #: header block counted too): tarfile reads each record whole into memory, and a name is a few KiB at most.
 MAX_HEADER_BYTES = 64 << 10
@@ -69,14 +71,19 @@ class Spooled:
 
 
 class _Hashing:
-    """Reads through to `raw`, hashing the compressed bytes (the archive's own checksum)."""
+    """Reads through to `raw`, hashing the compressed bytes (the archive's own checksum), refusing once
+    `limit` (if set) bytes have been read."""
 
     def __init__(self, raw: Readable):
-        self.raw, self.hash = raw, hashlib.sha256()
+        self.raw, self.hash, self.count = raw, hashlib.sha256(), 0
+        self.limit: int | None = None
 
     def read(self, size: int = -1) -> bytes:
         data = self.raw.read(size)
         self.hash.update(data)
+        self.count += len(data)
+        if self.limit is not None and self.count > self.limit:
+            raise UnsafeArchive(f"The archive goes on over {TRAILER_BYTES} bytes after its end", reason="not_archive")
         return data
 
 
@@ -139,11 +146,24 @@ def spool(raw: Readable, into: pathlib.Path, limits: Limits) -> Spooled:
         stream = _Bounded(gzip.GzipFile(fileobj=hashing, mode="rb"), limits.total + HEADER_ALLOWANCE)  # type: ignore[arg-type]
         with _Tar.open(fileobj=stream, mode="r|") as tar:  # type: ignore[call-overload]
             found, manifest = _read_members(tar, into, limits)
+        _drain(hashing, stream)
     except (tarfile.TarError, gzip.BadGzipFile, EOFError, zlib.error) as exc:
         raise UnsafeArchive(f"Not a gzip-compressed tar archive: {exc}", reason="not_archive") from exc
     checked = _check_against(manifest, found)
     _refuse_clashes(checked)
     return Spooled(manifest, checked, hashing.hash.hexdigest())
+
+
+def _drain(hashing: _Hashing, stream: _Bounded) -> None:
+    """Read on from the tar's end to the archive's, so that its sha256 is the whole file's: only the tar's
+    zero padding may follow, and only gzip (which refuses anything else: `BadGzipFile`), within
+    `TRAILER_BYTES` of compressed input (gzip skips zero padding a byte at a time)."""
+    hashing.limit = hashing.count + TRAILER_BYTES
+    while chunk := stream.read(CHUNK):
+        if chunk.strip(b"\0"):
+            raise UnsafeArchive("The archive holds data after the end of its tar", reason="not_archive")
+    if hashing.read(1):  # gzip reads its input to the end; anything it left is not part of the archive
+        raise UnsafeArchive("The archive holds data after the end of its gzip stream", reason="not_archive")
 
 
 def _read_members(tar: tarfile.TarFile, into: pathlib.Path, limits: Limits) -> tuple[dict[str, Any], Manifest]:
