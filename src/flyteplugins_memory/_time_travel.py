@@ -6,6 +6,10 @@ existence and metadata from its file index, contents fetched on demand from thei
 sha256. It has no working copy: every write raises `ReadOnlySnapshot`. A commit the store never made, or
 one gc() collected, raises `CommitNotFound` when the view is asked for; content gc() collected while the
 view is in use raises `StateCollected` on read, as for any handle pinned to collected state.
+
+A file whose ttl has run out reads as missing here too, judged at now (`_gc.clock`) as a handle judges it,
+not at the commit's time: an expired file (scratch, a secret) never comes back through time travel, and
+the view of the newest commit agrees with the handle.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, NoReturn
 
+from . import _gc
 from ._admission import Access, PathAdmission
 from ._arguments import check_int
 from ._codecs import MemoryMeta
@@ -28,6 +33,7 @@ from ._open import latest_state, read_checkpoint, state_at
 from ._session import Session
 from ._state import State
 from ._syncify import syncify
+from ._ttl import is_expired
 from ._versions import decode_text
 
 
@@ -86,13 +92,14 @@ class StoreAt:
         wanted = check_where(where)
         files = self._state.files
         await files.need_under(rel)
-        return [p for p in files.under(rel) if not wanted or matches(_metadata(files.get(p), p), wanted)]
+        live = self._live(files.under(rel))
+        return [p for p in live if not wanted or matches(_metadata(files.get(p), p), wanted)]
 
     @syncify
     async def exists(self, rel_path: str) -> bool:
         """Whether `rel_path` was a file, or a directory holding one, as of the commit."""
         rel = self._admission.admit(rel_path, Access.READ)
-        return await self._entry(rel) is not None or self._state.files.has_under(rel)
+        return await self._entry(rel) is not None or bool(self._live(self._state.files.under(rel)))
 
     @syncify
     async def get_meta(self, rel_path: str) -> MemoryMeta | None:
@@ -150,8 +157,16 @@ class StoreAt:
         raise ReadOnlySnapshot(f"{operation}: the store as of commit {self.seq} is read-only (write to the store)")
 
     async def _entry(self, rel: str) -> FileEntry | None:
+        """`rel`'s entry as of the commit (None: no such file then, or its ttl has run out by now); the
+        parts around `rel` are loaded (`exists` looks under it)."""
         await self._state.files.need([rel])
-        return self._state.files.get(rel)
+        entry = self._state.files.get(rel)
+        return None if is_expired(entry, _gc.clock()) else entry
+
+    def _live(self, paths: list[str]) -> list[str]:
+        """Those of `paths` (loaded) whose ttl has not run out by now."""
+        files, now = self._state.files, _gc.clock()
+        return [p for p in paths if not is_expired(files.get(p), now)]
 
 
 def _metadata(entry: FileEntry | None, path: str) -> Mapping[str, Scalar]:
