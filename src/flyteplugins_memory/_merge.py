@@ -15,14 +15,15 @@ from typing import Any
 from ._commit_info import About, commit_info, stamp
 from ._errors import ConcurrencyError
 from ._fold import Fold
-from ._index import Files
+from ._index import Files, range_under
 from ._journal import FileEntry
 from ._metadata import EXT_KEY as METADATA
-from ._paths import MESSAGES_PATH, parent_dirs
+from ._paths import MESSAGES_PATH, directories_of, parent_dirs
 from ._read_only import SETTING as READ_ONLY
 from ._read_only import refuse_concurrent_change, refuse_read_only
 from ._state import State
 from ._transcript import as_committed, committed_form, concatenated, fingerprints, merged
+from ._ttl import EXPIRES_AT
 
 #: A save that says nothing about itself: actor and reason come from its writes.
 PLAIN_SAVE = About()
@@ -80,10 +81,13 @@ def with_entries(ext: dict[str, Any], entries: dict[tuple[str, str], Any]) -> di
 
 
 def _same_content(a: FileEntry | None, b: FileEntry | None) -> bool:
-    """Same bytes and same user metadata (two handles relabelling one file differently conflict too)."""
+    """Same bytes, same user metadata (two handles relabelling one file differently conflict too) and
+    same expiry: a rewrite of the same bytes that drops or moves a ttl keeps the file alive, so gc's
+    deletion of it as expired, committed from before that rewrite, must conflict, not merge over it."""
     if a is None or b is None:
         return a is b
-    return a.sha256 == b.sha256 and a.ext.get(METADATA) == b.ext.get(METADATA)
+    same_expiry = a.ext.get(EXPIRES_AT) == b.ext.get(EXPIRES_AT)
+    return a.sha256 == b.sha256 and a.ext.get(METADATA) == b.ext.get(METADATA) and same_expiry
 
 
 def merged_transcript(
@@ -136,8 +140,9 @@ def conflicts(
         if not _same_content(base.files.get(path), latest.files.get(path))
         and (path in changes.guarded or not _same_content(latest.files.get(path), ours))
     ]
-    if latest is not base:
-        paths += _clashes_with(changes, latest.files.with_changes(changes.files))
+    # every commit, not only one onto a concurrent save: a state holding `x` and `x/y` can never be opened
+    # again, so no way of making changes (an expired file the handle hid, a refresh) may commit one
+    paths += _clashes_with(changes, latest.files.with_changes(changes.files))
     if merged_transcript(base.messages, latest.messages, messages, fold) is None:
         paths.append(MESSAGES_PATH)
     paths += [entry_name(*k) for k in changes.entries if ext_item(base, *k) != ext_item(latest, *k)]
@@ -146,9 +151,20 @@ def conflicts(
 
 def _clashes_with(changes: Changes, files: Files) -> list[str]:
     """Paths we write that, merged with a concurrent save, are a file and a directory at once (the parts
-    around each written path are loaded: `Files.need`)."""
+    around each written path are loaded: `Files.need`). O(changes x depth) lookups: the directories of
+    every changed file are found once, not searched again for each written path."""
     written = [p for p, r in changes.files.items() if r is not None]
-    return sorted(p for p in written if files.has_under(p) or any(d in files for d in parent_dirs(p)))
+    changed_dirs = directories_of(p for p, e in files.changes.items() if e is not None)
+    return sorted(
+        p
+        for p in written
+        if p in changed_dirs or _checkpoint_has_under(files, p) or any(d in files for d in parent_dirs(p))
+    )
+
+
+def _checkpoint_has_under(files: Files, prefix: str) -> bool:
+    """Whether a file of the checkpoint that no change deleted or replaced lies under directory `prefix`."""
+    return any(p not in files.changes for p in files.base.paths_in(*range_under(prefix)))
 
 
 def _ext_after(base: State, latest: State, updates: dict[str, Any]) -> dict[str, Any]:

@@ -13,8 +13,10 @@ from ._journal import FileEntry
 
 #: The key of a file entry's expiry in its ``ext``.
 EXPIRES_AT = "expires_at"
-#: The audit ``op`` of the deletion gc commits for an expired file.
+#: The audit ``op`` and ``reason`` of the deletion of an expired file (by gc, or by a write it was in the
+#: way of).
 AUDIT_OP = "expired"
+EXPIRED_REASON = "ttl expired"
 
 
 def check_ttl(ttl: object) -> timedelta | None:

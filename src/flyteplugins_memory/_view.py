@@ -31,7 +31,7 @@ from ._mirror import RootWriter, cache_committed, forget, record_change
 from ._paths import parent_dirs
 from ._state import State
 from ._ttl import AUDIT_OP as EXPIRED_OP
-from ._ttl import is_expired
+from ._ttl import EXPIRED_REASON, is_expired
 from ._workdir import WorkDir
 from ._writes import ChangeOptions, WritePlan, plan_delete, plan_write_off_loop
 
@@ -76,7 +76,7 @@ class View:
 
     def entry(self, rel: str) -> FileEntry | None:
         """The live entry of `rel` (None: no such file, or its ttl ran out: see `_ttl`)."""
-        found = self.changes.files[rel] if rel in self.changes.files else self.base.files.get(rel)
+        found = self._recorded(rel)
         return None if is_expired(found, _gc.clock()) else found
 
     def paths(self, prefix: str = "") -> list[str]:
@@ -176,10 +176,13 @@ class View:
         if not self.private:
             await self.check_inside_root(rel)
         await self.need([rel])
-        self._check_fits_tree(rel)
+        now = _gc.clock()
+        in_the_way = self._check_fits_tree(rel, now)
         plan = await plan_write_off_loop(self.entry(rel), rel, content, options, self.versions)
         if ext and plan.record is not None:
             plan = dataclasses.replace(plan, record=plan.record.model_copy(update={"ext": {**plan.record.ext, **ext}}))
+        for path in in_the_way:  # first: the root cannot hold `x/y` while it holds the file `x`
+            await self.expire(path, dataclasses.replace(options, expected_sha=None, reason=EXPIRED_REASON), now)
         await self._mirror_change(plan)
         self._record(plan, guarded=options.expected_sha is not None)
         self.cached[rel] = plan.meta.sha256 if plan.meta else ""
@@ -204,7 +207,7 @@ class View:
         """Record the deletion of `rel` if its ttl ran out by `now`, audited as op ``expired``; False if it
         did not (or there is no such file). Callers hold `lock`."""
         await self.need([rel])
-        current = self.changes.files[rel] if rel in self.changes.files else self.base.files.get(rel)
+        current = self._recorded(rel)
         if current is None or not is_expired(current, now):
             return False
         plan = plan_delete(current, rel, options, self.versions)
@@ -214,18 +217,38 @@ class View:
         self._record(plan, guarded=False)
         return True
 
-    def _check_fits_tree(self, rel: str) -> None:
-        """A path cannot be a file and a directory at once (no filesystem holds both). Costs O(depth)
-        lookups and a search of the base's loaded parts for paths under `rel`."""
-        for parent in parent_dirs(rel):
-            if self.entry(parent) is not None:
-                raise InvalidPath(f"Cannot write {rel!r}: {parent!r} is a file")
-        if self.entry(rel) is not None:
-            return  # a file already, so not a directory
+    def _check_fits_tree(self, rel: str, now: float) -> list[str]:
+        """A path cannot be a file and a directory at once (no filesystem holds both): `InvalidPath` if a
+        live file is in the way of writing `rel`. Returns the expired files in the way, which the write
+        deletes: an expired file reads as missing, so it cannot refuse a write, and it must not stay
+        beside it either (a commit holding ``x`` and ``x/y`` can never be opened). Costs O(depth) lookups
+        and a search of the base's loaded parts for paths under `rel`."""
+        live_parent = next((d for d in parent_dirs(rel) if not self._expired_or_absent(d, now)), None)
+        if live_parent is not None:
+            raise InvalidPath(f"Cannot write {rel!r}: {live_parent!r} is a file")
+        parents = [d for d in parent_dirs(rel) if self._recorded(d) is not None]
+        if parents or self._recorded(rel) is not None:
+            return parents  # `rel` is a file already (or its parents are), so not a directory
+        under = self._recorded_under(rel)
+        if any(not is_expired(self._recorded(p), now) for p in under):
+            raise InvalidPath(f"Cannot write {rel!r}: it is a directory")
+        return under
+
+    def _recorded(self, rel: str) -> FileEntry | None:
+        """`rel`'s entry, live or expired (None: no such file)."""
+        return self.changes.files[rel] if rel in self.changes.files else self.base.files.get(rel)
+
+    def _expired_or_absent(self, rel: str, now: float) -> bool:
+        found = self._recorded(rel)
+        return found is None or is_expired(found, now)
+
+    def _recorded_under(self, rel: str) -> list[str]:
+        """The files under directory `rel`, live or expired (unsaved writes only searched when there are)."""
+        found = [p for p in self.base.files.under(rel) if self._recorded(p) is not None]  # not deleted since
         if self._written_dirs[rel]:
-            raise InvalidPath(f"Cannot write {rel!r}: it is a directory")
-        if any(self.entry(p) is not None for p in self.base.files.under(rel)):  # not deleted since
-            raise InvalidPath(f"Cannot write {rel!r}: it is a directory")
+            lo, hi = range_under(rel)
+            found += [p for p, r in self.changes.files.items() if r is not None and inside(p, lo, hi)]
+        return sorted(set(found))
 
     def _set_change(self, path: str, record: FileEntry | None, *, keep: bool = True) -> None:
         """Record `path`'s change (or forget it, without `keep`), tracking the directories of writes."""
