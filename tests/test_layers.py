@@ -95,6 +95,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "_search_store",
             "_history",
             "_snapshot_retention",
+            "_expiry_pending",
         },
     ),
     ("the handle", {"_mirror", "_view", "_special_commits", "_session", "_search_view"}),

@@ -33,7 +33,7 @@ from ._open import LOG_DIR, latest_state, read_checkpoint
 from ._relocate import clean_old_journal
 from ._retention import SLOT_GRACE, Inventory, Removal, kept_commits, needs, removal
 from ._retention_policy import journal_span, persisted_policy
-from ._snapshot_retention import snapshot_removal
+from ._snapshot_retention import Expired, snapshot_removal
 from ._state import State
 
 logger = logging.getLogger(__name__)
@@ -89,9 +89,11 @@ async def collect(
     newest: State | None = None,
     dry_run: bool = False,
     snapshots: bool = True,
+    expired: Expired | None = None,
 ) -> GcResult:
     """Remove what no state committed inside the window (nor the newest) needs, and the ``versions/``
-    snapshots the retention policy lets go (unless not `snapshots`); with `dry_run`, only say what."""
+    snapshots the retention policy lets go (unless not `snapshots`); with `dry_run`, only say what.
+    `expired`: what a dry run's expiry pass would have done under ``versions/`` by now (a real one did it)."""
     span = seconds(window) if window is not None else await configured_window(remote)
     newest = await latest_state(remote, newest)
     if newest is None or newest.seq == 0 or newest.origin is not Origin.JOURNAL:
@@ -101,7 +103,7 @@ async def collect(
     inventory = Inventory.of(await remote.stat(JOURNAL_DIR))
     cutoff = now - journal_span(span, policy)
     plan = await _plan(remote, newest, inventory, cutoff, now - SLOT_GRACE)
-    versions = await snapshot_removal(remote, newest, policy, now, now - span) if snapshots else {}
+    versions = await snapshot_removal(remote, newest, policy, now, now - span, expired) if snapshots else {}
     if not dry_run:
         await _remove(remote, newest, plan, versions)
     return await _with_old(remote, _result(plan, versions, dry_run), dry_run)

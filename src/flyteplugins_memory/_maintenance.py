@@ -54,7 +54,9 @@ class MaintenanceAPI:
         check_flag("dry_run", dry_run)
         remote = self._session.remote()
         expiry = await expire_files(remote.uri, _gc.clock(), keep_versions=self.keep_versions, dry_run=dry_run)
-        result = await collect(remote, span, dry_run=dry_run)
+        # a real expiry pass is done by now; a dry run's policy pass is told what it would have done
+        done = expiry.as_policy_sees_it() if dry_run else None
+        result = await collect(remote, span, dry_run=dry_run, expired=done)
         gone = len(expiry.snapshots)
         return replace(
             result,

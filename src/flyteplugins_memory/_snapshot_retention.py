@@ -4,6 +4,8 @@ themselves are in `_retention_policy`."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from ._contract import Listed, ObjectStorage
 from ._errors import UnsafeStoreContent
 from ._journal import FileEntry
@@ -13,22 +15,46 @@ from ._state import State
 from ._versions import version_order
 
 
+@dataclass(frozen=True)
+class Expired:
+    """What gc's expiry pass does under ``versions/`` before the policy runs: the files it deletes, the
+    snapshots it removes, and the tombstones (name -> when written) its commit adds. A real gc's policy
+    pass finds all of it done; a dry run's must be told (`snapshot_removal`), or it counts the removed
+    snapshots twice and ranks the rest as if the files still lived."""
+
+    paths: frozenset[str] = frozenset()
+    removed: frozenset[str] = frozenset()
+    tombstones: dict[str, float] = field(default_factory=dict)
+
+
 async def snapshot_removal(
-    remote: ObjectStorage, newest: State, policy: RetentionPolicy, now: float, floor: float
+    remote: ObjectStorage,
+    newest: State,
+    policy: RetentionPolicy,
+    now: float,
+    floor: float,
+    expired: Expired | None = None,
 ) -> dict[str, int]:
     """The snapshots no rule of `policy` keeps (name -> size); never the live content's newest one, nor
-    one written at or after `floor`."""
+    one written at or after `floor`. `expired`: what an expiry pass not run yet (a dry run's) will have done."""
     if policy.keeps_everything:
         return {}
-    by_path = _by_path(await remote.stat(VERSIONS_DIR))
+    expired = expired or Expired()
+    by_path = _by_path(_after(await remote.stat(VERSIONS_DIR), expired))
     await newest.files.need(by_path)
     removed: dict[str, int] = {}
     for path, found in by_path.items():
         ordered = sorted(found, key=version_order, reverse=True)
-        current = _current(ordered, newest.files.get(path))
+        current = _current(ordered, None if path in expired.paths else newest.files.get(path))
         versions = [(name, found[name].modified) for name in ordered]
         removed.update({name: found[name].size for name in doomed(versions, policy, now, floor, current)})
     return removed
+
+
+def _after(listing: dict[str, Listed], expired: Expired) -> dict[str, Listed]:
+    """`listing` as it will be once `expired` is done (its tombstones are not stored yet: size 0)."""
+    kept = {name: found for name, found in listing.items() if name not in expired.removed}
+    return {**kept, **{name: Listed(0, when) for name, when in expired.tombstones.items()}}
 
 
 def _by_path(listing: dict[str, Listed]) -> dict[str, dict[str, Listed]]:
