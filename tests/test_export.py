@@ -473,3 +473,34 @@ def test_an_import_failing_after_its_copy_removes_the_store_and_frees_the_key(
     monkeypatch.setattr(_import_archive, "_record", original)
     MemoryStore.import_store(tmp_path / "a.tar.gz", key="copy")  # the key is free again
     assert_same_store(any_backend, key, any_backend, "copy")
+
+
+@pytest.mark.parametrize("where", ["prefix", "journal", "prefix_by_symlink"])
+def test_an_export_into_the_stores_own_storage_is_refused_and_writes_nothing(local_backend, key, tmp_path, where):
+    """Under the prefix (upstream would list the archive as a file), in the journal outside it, or into the
+    prefix through a symlinked directory: `InvalidArgument`, and the store's objects are as they were."""
+    store = MemoryStore.create(key=key)
+    store.write_text("a.md", "a")
+    store.save()
+    before = local_backend.stored(key)
+    if where == "prefix_by_symlink":
+        (tmp_path / "link").symlink_to(local_backend.prefix(key), target_is_directory=True)
+        dest = str(tmp_path / "link" / "backup.tar.gz")
+    else:
+        dest = (local_backend.prefix if where == "prefix" else local_backend.journal_prefix)(key) + "/x/b.tar.gz"
+    with pytest.raises(InvalidArgument, match="its own storage"):
+        store.export(dest)
+    assert local_backend.stored(key) == before
+    sibling = local_backend.prefix(key) + "-backup.tar.gz"  # beside the prefix, sharing its name's start
+    assert store.export(sibling).members > 0
+
+
+def test_an_export_into_the_stores_own_prefix_on_s3_is_refused(s3_backend, key):
+    store = MemoryStore.create(key=key)
+    store.write_text("a.md", "a")
+    store.save()
+    before = s3_backend.stored(key)
+    with pytest.raises(InvalidArgument):
+        store.export(f"s3://{s3_backend.prefix(key)}/backup.tar.gz")
+    assert s3_backend.stored(key) == before
+    assert store.export(f"s3://{s3_backend.prefix(key)}-backup.tar.gz").members > 0

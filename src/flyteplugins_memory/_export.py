@@ -20,16 +20,18 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import IO, Any
 
+from fsspec.implementations.local import LocalFileSystem
+
 from ._archive import MANIFEST_NAME, Manifest, count_kinds, journal_member, store_member
 from ._codecs import sha256_bytes
 from ._contract import ObjectStorage
-from ._errors import StoreDeleted, StoreNotFound, UnsavedChanges
+from ._errors import InvalidArgument, StoreDeleted, StoreNotFound, UnsavedChanges
 from ._export_state import Pinned, Read, Source, pin, settle
 from ._layout import JOURNAL_DIR
 from ._progress import ProgressCallback
 from ._relocate import old_view
 from ._session import Session
-from ._storage import filesystem_for
+from ._storage import RemoteStore, filesystem_for
 from ._store_deletion import is_deleted
 from ._syncify import syncify
 from ._version import WRITER
@@ -116,7 +118,8 @@ class ExportAPI:
         archived (see `ProgressCallback`).
 
         Raises `UnsavedChanges` if this handle holds changes (``save()`` first: only committed state is
-        exported), `StoreNotFound` if the store was never saved, `StoreDeleted` if it was deleted.
+        exported), `StoreNotFound` if the store was never saved, `StoreDeleted` if it was deleted,
+        `InvalidArgument` if `dest` is inside the store's own prefix or journal.
         """
         target = os.fspath(dest)
         if self.has_unsaved_changes():
@@ -128,6 +131,7 @@ class ExportAPI:
         names = pinned.select(names) if pinned is not None else names
         fs = filesystem_for(target)
         path = str(fs._strip_protocol(target))
+        _refuse_inside(remote, fs, path, target)
         raw: Any = await asyncio.to_thread(fs.open, path, "wb")  # fsspec types its files loosely
         writer: _Writer | None = None
         try:
@@ -141,6 +145,23 @@ class ExportAPI:
         size = await asyncio.to_thread(fs.size, path)
         data = sum(m["size"] for m in writer.members.values())
         return ExportResult(target, len(writer.members), int(size or 0), data, manifest.counts)
+
+
+def _refuse_inside(remote: RemoteStore, fs: Any, path: str, target: str) -> None:
+    """Refuse a `dest` in the store's own prefix or journal: written there behind the store's back, the
+    archive would be a file to upstream (not to ours) and be archived by the next export."""
+    if type(fs) is not type(remote.fs):
+        return  # another backend: none of its paths is this store's
+    for root in (remote.prefix, remote.journal_root):
+        if _within(fs, path, root):
+            raise InvalidArgument(f"Cannot export MemoryStore {remote.uri} into its own storage: {target}")
+
+
+def _within(fs: Any, path: str, root: str) -> bool:
+    if isinstance(fs, LocalFileSystem):  # through symlinks and relative parts, as the disk resolves them
+        path, root = os.path.realpath(path), os.path.realpath(root)
+    path, root = path.rstrip("/"), root.rstrip("/")
+    return path == root or path.startswith(root + "/")
 
 
 async def _names(remote: ObjectStorage) -> dict[str, Source]:
