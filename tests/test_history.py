@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from datetime import timedelta
 
 import pytest
@@ -19,6 +20,7 @@ from flyteplugins_memory import (
     ReadOnlySnapshot,
     StoreAt,
     VersionNotFound,
+    _gc,
 )
 from flyteplugins_memory._codecs import sha256_bytes
 from flyteplugins_memory._layout import blob_name
@@ -361,3 +363,24 @@ def test_diff_splits_lines_at_newline_only_so_it_applies_as_a_patch(local_backen
         "--- win.md@c2\n+++ win.md@c3\n@@ -1,2 +1,2 @@\n a\r\n-b\rc\n+B\rc\n\\ No newline at end of file\n"
     )  # fmt: skip
     assert store.diff("win.md", "c2", "c2") == ""
+
+
+def test_at_any_commit_hides_files_whose_ttl_ran_out_by_now(backend, key, monkeypatch):
+    """Review of issue 12 (#10): expiry is judged at now, as a handle judges it, whichever commit the view
+    shows: the secret written with a ttl does not come back through an older commit either, and a directory
+    holding only expired files does not exist. Storage still holds it until gc (nothing was deleted)."""
+    store = MemoryStore.create(key=key)
+    store.write_text("scratch/secret.md", "secret", ttl=timedelta(hours=1), metadata={"k": "x"})
+    store.write_text("plan.md", "v1", metadata={"k": "x"})
+    store.save()
+    first = store.log(1)[0]
+    store.write_text("plan.md", "v2")
+    store.save()
+    assert store.at(first).read_text("scratch/secret.md") == "secret"  # not expired yet
+    monkeypatch.setattr(_gc, "clock", lambda: time.time() + 2 * 3600)
+    for past in (store.at(first), store.at(store.log(1)[0])):
+        assert past.list_paths() == ["plan.md"] and "scratch/secret.md" not in past.list_paths(where={"k": "x"})
+        assert not past.exists("scratch") and not past.exists("scratch/secret.md")
+        assert past.read_bytes("scratch/secret.md") is None and past.get_meta("scratch/secret.md") is None
+        assert past.current_sha("scratch/secret.md") == "" and past.read_json("scratch/secret.md", 7) == 7
+    assert backend.objects(key)["scratch/secret.md"] == b"secret"

@@ -4,19 +4,24 @@ journal blobs and ``versions/`` snapshots (also as a dry run), and files with a 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from datetime import timedelta
 
 import pytest
+from flyte.ai.agents import MemoryStore as UpstreamStore
 
 from flyteplugins_memory import (
     ConcurrencyError,
     GcResult,
     InvalidArgument,
+    InvalidPath,
     InvalidRetention,
     MemoryStore,
     RetentionPolicy,
+    StorageError,
+    _expiry,
     _gc,
 )
 from flyteplugins_memory._layout import versions_dir_name
@@ -357,3 +362,212 @@ def test_a_bad_ttl_is_refused_before_anything_is_written(backend, key, ttl):
 
 def test_gc_result_keeps_its_fields():
     assert GcResult() == GcResult(0, 0, (), 0, (), False)  # positional order of the old fields kept
+
+
+# -- review of issue 12: writes beside expired files, gc's expiry order, dry runs ---------------------------
+
+
+def test_a_write_beside_expired_files_deletes_them_in_its_commit(backend, key, monkeypatch):
+    """#1: expired ``x`` (a file) and ``d/a``, ``d/b`` (a directory's only files) are in the way of ``x/y``
+    and ``d``: the writes delete them in the same commit (op ``expired``), and storage holds no clash."""
+    store = MemoryStore.create(key=key, keep_versions=True)
+    store.write_text("x", "scratch", ttl=timedelta(hours=1))
+    store.write_text("d/a", "a", ttl=timedelta(hours=1))
+    store.write_text("d/b", "b", ttl=timedelta(hours=1))
+    store.save()
+    later(monkeypatch, 2)
+    writer = MemoryStore.open(key=key, keep_versions=True)
+    writer.write_text("x/y", "hello", reason="new notes")
+    writer.write_text("d", "now a file")
+    assert (writer.root / "x" / "y").read_text() == "hello" and (writer.root / "d").read_text() == "now a file"
+    writer.save()
+
+    fresh = MemoryStore.open(key=key)
+    assert fresh.list_paths() == ["d", "x/y"]
+    objects = backend.upstream_view(key)
+    assert objects["x/y"] == b"hello" and objects["d"] == b"now a file"
+    assert not {"x", "d/a", "d/b", "meta/x.json", "meta/d%2Fa.json"} & set(objects)
+    expired = [(e["op"], e["path"], e["reason"]) for e in fresh.audit_tail(0) if e["op"] == "expired"]
+    assert sorted(expired) == [("expired", p, "ttl expired") for p in ("d/a", "d/b", "x")]
+    assert fresh.gc(window=timedelta(0)).expired == ()
+
+
+def test_a_write_beside_a_live_file_is_still_refused_even_with_expired_ones_there(backend, key, monkeypatch):
+    store = MemoryStore.create(key=key)
+    store.write_text("d/old", "o", ttl=timedelta(hours=1))
+    store.write_text("d/live", "l")
+    store.write_text("f", "live file")
+    store.save()
+    later(monkeypatch, 2)
+    writer = MemoryStore.open(key=key)
+    for path in ("d", "f/y"):
+        with pytest.raises(InvalidPath):
+            writer.write_text(path, "x")
+    assert not writer.has_unsaved_changes()
+
+
+def test_two_handles_writing_a_file_and_a_directory_of_one_name_conflict(backend, key):
+    """#1, the merge path: ``x`` and ``x/y`` written by two handles from one base; the second save
+    conflicts (the store never commits both) and keeps its change for a retry."""
+    MemoryStore.create(key=key).save()
+    first, second = MemoryStore.open(key=key), MemoryStore.open(key=key)
+    first.write_text("x", "file")
+    second.write_text("x/y", "under")
+    first.save()
+    with pytest.raises(ConcurrencyError) as raised:
+        second.save()
+    assert "x/y" in raised.value.paths and second.has_unsaved_changes()
+    assert MemoryStore.open(key=key).list_paths() == ["x"]
+    assert "x/y" not in backend.upstream_view(key)  # on S3, created in place before the commit; removed
+    assert UpstreamStore.get_or_create(key=key).list_paths() == ["x"]
+
+
+def test_a_file_that_expired_under_a_handle_that_never_saw_it_conflicts_then_writes(backend, key, monkeypatch):
+    """#1: a handle opened before ``x`` existed writes ``x/y`` after ``x`` (another handle's, with a ttl)
+    expired: the save conflicts rather than commit both; after a refresh the write deletes ``x``."""
+    store = MemoryStore.create(key=key)
+    store.save()
+    stale = MemoryStore.open(key=key)
+    stale.list_paths()
+    store.write_text("x", "scratch", ttl=timedelta(hours=1))
+    store.save()
+    later(monkeypatch, 2)
+    stale.write_text("x/y", "hello")
+    with pytest.raises(ConcurrencyError):
+        stale.save()
+    assert stale.refresh() == ["x/y"]
+    stale.write_text("x/y", "hello")
+    stale.save()
+    assert MemoryStore.open(key=key).list_paths() == ["x/y"]
+    assert "x" not in backend.upstream_view(key)
+
+
+def test_a_commit_is_refused_a_file_and_directory_clash_whatever_made_the_changes(local_backend, key):
+    """The merge guard runs on a commit onto the handle's own base too, not only onto a concurrent save."""
+    store = MemoryStore.create(key=key)
+    store.write_text("x", "file")
+    store.save()
+    store.write_text("y/z", "z")
+    view = store._session.view
+    view.changes.files["x/y"] = view.changes.files["y/z"]  # a change no admission would have let through
+    view.unsaved["x/y"] = b"z"
+    with pytest.raises(ConcurrencyError):
+        store.save()
+    assert MemoryStore.open(key=key).list_paths() == ["x"]
+
+
+def test_a_gc_dying_after_its_expiry_commit_is_finished_by_the_next(backend, key, monkeypatch):
+    """#3: the upstream copies go after the commit; a gc killed in between leaves its pending-expiry marker
+    in the journal, and the next gc removes the file, sidecar and snapshots, then the marker."""
+    store = MemoryStore.create(key=key, keep_versions=True)
+    store.write_text("x.md", "expired secret", ttl=timedelta(hours=1))
+    store.write_text("keep.md", "kept")
+    store.save()
+    later(monkeypatch, 2)
+
+    async def dies(*args, **kwargs):
+        raise StorageError("killed")
+
+    real = _expiry._finish
+    monkeypatch.setattr(_expiry, "_finish", dies)
+    with pytest.raises(StorageError):
+        MemoryStore.open(key=key).gc()
+    monkeypatch.setattr(_expiry, "_finish", real)
+    assert MemoryStore.open(key=key).list_paths() == ["keep.md"]  # committed
+    assert [n for n in backend.journal(key) if "/expiring/" in n] and snapshots(backend, key, "x.md")
+    backend.put(key, "x.md", b"expired secret")  # as if the commit's own projection had not run either
+    backend.put(key, "meta/x.md.json", b"{}")
+
+    assert MemoryStore.open(key=key).gc().expired == ()
+    view = backend.upstream_view(key)
+    assert "x.md" not in view and "meta/x.md.json" not in view and snapshots(backend, key, "x.md") == []
+    assert not [n for n in backend.journal(key) if "/expiring/" in n]
+    assert view["keep.md"] == b"kept"
+
+
+def test_gc_loses_to_a_rewrite_of_the_same_bytes_without_a_ttl(backend, key, monkeypatch):
+    """#3: a rewrite that only drops the ttl keeps the file; gc's expiry commit, planned before it, must
+    conflict (not merge over it) and remove nothing."""
+    store = MemoryStore.create(key=key, keep_versions=True)
+    store.write_text("x.md", "same bytes", ttl=timedelta(hours=1))
+    store.save()
+    later(monkeypatch, 2)
+    original = _expiry.expired_snapshots
+
+    async def racing(remote, shas):
+        if shas:
+
+            def rewrite() -> None:
+                writer = MemoryStore.open(key=key)
+                writer.write_text("x.md", "same bytes")
+                writer.save()
+
+            await asyncio.to_thread(rewrite)
+        return await original(remote, shas)
+
+    monkeypatch.setattr(_expiry, "expired_snapshots", racing)
+    assert MemoryStore.open(key=key).gc().expired == ()
+    monkeypatch.setattr(_expiry, "expired_snapshots", original)
+    assert MemoryStore.open(key=key).read_text("x.md") == "same bytes"
+    view = backend.upstream_view(key)
+    assert view["x.md"] == b"same bytes" and "meta/x.md.json" in view and snapshots(backend, key, "x.md")
+    assert not [n for n in backend.journal(key) if "/expiring/" in n]
+
+
+@pytest.mark.parametrize(
+    "marker",
+    [
+        {"format": 1, "paths": {"../orphan.md": "0" * 64}},
+        {"format": 1, "paths": {"orphan.md": "not a sha"}},
+        {"format": 2, "paths": {"orphan.md": "0" * 64}},
+        {"format": 1, "min_reader": 99, "paths": {"orphan.md": "0" * 64}},
+        "not json",
+    ],
+)
+def test_a_pending_expiry_gc_cannot_read_removes_nothing(local_backend, key, marker):
+    """A marker from a newer version, or a malformed or hostile one, is left where it is and removes
+    nothing (here: ``orphan.md``, an object the newest state does not hold, which a readable one would)."""
+    store = MemoryStore.create(key=key)
+    store.write_text("keep.md", "kept")
+    store.save()
+    name = "meta/.journal/expiring/planted.json"
+    local_backend.put(key, name, marker.encode() if isinstance(marker, str) else json.dumps(marker).encode())
+    local_backend.put(key, "orphan.md", b"behind the store's back")
+    store.gc()
+    assert {"keep.md", "orphan.md"} <= set(local_backend.upstream_view(key))
+    assert name in local_backend.journal(key)
+
+
+def test_a_readable_pending_expiry_of_a_path_the_store_holds_removes_nothing_of_it(local_backend, key):
+    """A marker whose path the newest state holds (its commit never landed, or a later save wrote the
+    path) leaves that path's copies alone; the marker goes once nothing is expired."""
+    store = MemoryStore.create(key=key, keep_versions=True)
+    store.write_text("keep.md", "kept")
+    store.save()
+    sha = store.current_sha("keep.md")
+    name = "meta/.journal/expiring/planted.json"
+    local_backend.put(key, name, json.dumps({"format": 1, "paths": {"keep.md": sha}}).encode())
+    store.gc()
+    view = local_backend.upstream_view(key)
+    assert view["keep.md"] == b"kept" and "meta/keep.md.json" in view and snapshots(local_backend, key, "keep.md")
+    assert name not in local_backend.journal(key)
+
+
+@pytest.mark.parametrize("keep_versions", [False, True])
+def test_a_dry_run_counts_what_the_real_gc_removes_beside_an_expiry(backend, key, monkeypatch, keep_versions):
+    """#9: with and without the tombstone snapshot the expiry commit writes (which ranks first)."""
+    store = MemoryStore.create(key=key, keep_versions=True)
+    for i, content in enumerate(["b", "c", "d", "b"]):
+        store.write_text("x.md", content, ttl=timedelta(hours=1) if i == 3 else None)
+        store.write_text("y.md", f"y{i}")
+        store.save()
+    store.set_retention(keep_last=2)
+    later(monkeypatch, 48)
+    before = set(backend.upstream_view(key))
+    dry = MemoryStore.open(key=key, keep_versions=keep_versions).gc(dry_run=True)
+    assert set(backend.upstream_view(key)) == before
+    real = MemoryStore.open(key=key, keep_versions=keep_versions).gc()
+    removed = before - set(backend.upstream_view(key))
+    removed_snapshots = {n for n in removed if n.startswith("versions/")}
+    assert dry.versions == real.versions == len(removed_snapshots)
+    assert dry.expired == real.expired == ("x.md",)

@@ -26,7 +26,7 @@ from ._checkpoints import checkpoint_of
 from ._codecs import encode_audit_event, encode_messages, encode_meta, lines_holding
 from ._commit_info import About
 from ._contract import ObjectStorage
-from ._errors import ReadOnlyPath, StorageError, StoreAlreadyExists, StoreDeleted
+from ._errors import ConcurrencyError, ReadOnlyPath, StorageError, StoreAlreadyExists, StoreDeleted
 from ._fold import Fold
 from ._gc import collect_quietly, configured_window
 from ._inplace import committed_changes, upload_in_place
@@ -43,7 +43,7 @@ from ._layout import (
 )
 from ._merge import Changes, rebase
 from ._open import landed_state, latest_state, read_record, state_at
-from ._paths import MESSAGES_PATH
+from ._paths import MESSAGES_PATH, parent_dirs
 from ._preserve import preserve_legacy
 from ._read_only import refuse_read_only
 from ._relocate import adopt, clean_after_move, persist_import
@@ -176,7 +176,13 @@ async def _commit(remote: ObjectStorage, job: SaveJob, latest: State) -> tuple[S
     docs = await updates_of(job.changes.files, job.contents)  # the search index's share of this save
     for attempt in range(MAX_ATTEMPTS):
         await latest.files.need(changes.files)
-        new = rebase(job.base, latest, changes, job.messages, job.commit_id, job.about(), job.fold, trusted=job.trusted)
+        try:
+            new = rebase(
+                job.base, latest, changes, job.messages, job.commit_id, job.about(), job.fold, trusted=job.trusted
+            )
+        except ConcurrencyError:
+            await remote.remove_all(clashing_strays(latest, job.placed))
+            raise
         await extend(remote, latest, new, docs, job.search_repairs)
         record = encode(new.record())
         job.attempted.append(new.seq)
@@ -189,6 +195,14 @@ async def _commit(remote: ObjectStorage, job: SaveJob, latest: State) -> tuple[S
             raise StoreAlreadyExists(f"MemoryStore already exists at {remote.uri}")
         await asyncio.sleep(random.uniform(0, min(0.002 * 2**attempt, 0.25)))
     raise StorageError(f"Could not commit to {remote.uri} after {MAX_ATTEMPTS} attempts")
+
+
+def clashing_strays(latest: State, placed: set[str]) -> list[str]:
+    """Files this save created in place (`_inplace`) that `latest` makes a file and a directory of one
+    name (``x/y`` under its file ``x``, or ``x`` over its ``x/y``): a conflicting save leaves its in-place
+    files behind, but these no save can commit while `latest` stands, and upstream's download of the
+    store trips over them (an object store holds both; no filesystem does)."""
+    return sorted(p for p in placed if latest.files.has_under(p) or any(d in latest.files for d in parent_dirs(p)))
 
 
 async def _create_or_find_landed(remote: ObjectStorage, job: SaveJob, seq: int, record: bytes) -> bool:
