@@ -336,6 +336,42 @@ def test_bytes_after_the_archive_are_refused(local_backend, key, tmp_path, after
     refused(local_backend, local_put(tmp_path), data, "not_archive")
 
 
+def with_junk_in_its_tar(data: bytes, block: int, *, cut: bool = False) -> bytes:
+    """`data` (a gzip'd tar) with ``JUNK`` written `block` blocks after its last member's data (`cut`: the
+    tar ends right after the junk, a header cut short)."""
+    plain = bytearray(gzip.decompress(data))
+    with tarfile.open(fileobj=io.BytesIO(bytes(plain))) as tar:
+        last = tar.getmembers()[-1]
+    at = last.offset_data + -(-last.size // tarfile.BLOCKSIZE) * tarfile.BLOCKSIZE + block * tarfile.BLOCKSIZE
+    plain[at : at + 4] = b"JUNK"
+    return gzip.compress(bytes(plain[: at + 4] if cut else plain), mtime=0)
+
+
+@pytest.mark.parametrize(
+    ("block", "cut"),
+    [(0, False), (1, False), (5, False), (0, True)],
+    ids=["end_header", "second_end_block", "record_padding", "cut_header"],
+)
+def test_bytes_inside_the_tar_after_its_end_are_refused(local_backend, key, tmp_path, block, cut):
+    """Inside the gzip stream, after the last member: tarfile stops at the first block it cannot parse (and
+    at a header cut short) as if it were the end, and has read its record's padding ahead; none of it may
+    hold anything but zeros. (`record_padding` also pins `_read_ahead` to tarfile's buffer.)"""
+    members, manifest = exported(key, tmp_path)
+    data = with_junk_in_its_tar(build([regular(n, d) for n, d in members], manifest), block, cut=cut)
+    refused(local_backend, local_put(tmp_path), data, "not_archive")
+
+
+def test_an_archive_padded_with_zeros_inside_and_after_its_gzip_is_imported(local_backend, key, tmp_path):
+    """What the rules allow after the tar's end: its zero padding, an empty gzip member, zeros after it."""
+    members, manifest = exported(key, tmp_path)
+    plain = gzip.decompress(build([regular(n, d) for n, d in members], manifest)) + bytes(1 << 16)
+    data = gzip.compress(plain, mtime=0) + gzip.compress(b"", mtime=0) + bytes(64)
+    (tmp_path / "padded.tar.gz").write_bytes(data)
+    copy = MemoryStore.import_store(tmp_path / "padded.tar.gz", key="copy")
+    assert MemoryStore.open(key=copy.key).read_text("notes/a.md") == "a"
+    assert copy.audit_tail(1)[-1]["archive_sha256"] == hashlib.sha256(data).hexdigest()
+
+
 def test_an_import_audits_the_archives_own_sha256(s3_backend, key, tmp_path):
     """Read from the bucket, with the gzip's zero padding (which gzip allows) after it: the audited
     ``archive_sha256`` is the sha256 of the whole object, every byte read."""

@@ -9,8 +9,10 @@ Sizes are counted as the bytes come out of the decompressor, not as headers decl
 decompressed stream (headers included) may not pass the total limit plus `HEADER_ALLOWANCE`, so a
 compression bomb stops there whatever its tar headers claim. Header records that tarfile reads whole into
 memory (GNU long names, pax) are bounded far tighter, from their declared size before they are read
-(`MAX_HEADER_BYTES`): memory stays small whatever the total limit. Everything here blocks: run it in a
-thread.
+(`MAX_HEADER_BYTES`): memory stays small whatever the total limit. The archive is read to its last byte:
+a header tarfile cannot parse is refused (tarfile would take it for the end), and after the end only zero
+padding and the rest of the gzip stream may follow (`_drain`), so the sha256 is the whole file's. Everything
+here blocks: run it in a thread.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import pathlib
 import tarfile
 import zlib
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, Any, Self
 
 from ._archive import (
     MANIFEST_NAME,
@@ -107,6 +109,17 @@ class _CheckedHeader(tarfile.TarInfo):
                 )
         return super()._proc_member(tar)  # pyright: ignore[reportAttributeAccessIssue]
 
+    @classmethod
+    def frombuf(cls, buf: bytes | bytearray, encoding: str, errors: str) -> Self:
+        try:
+            return super().frombuf(buf, encoding, errors)
+        except tarfile.HeaderError as exc:
+            # past the first member tarfile takes any header it cannot parse (or one cut short) for the
+            # archive's end and reads no further: only the stream's end or a zero block may be that
+            if buf and buf != bytes(tarfile.BLOCKSIZE):
+                raise UnsafeArchive(f"The archive holds a malformed tar header: {exc}", reason="not_archive") from exc
+            raise
+
     def _proc_sparse(self, tar: _Tar) -> tarfile.TarInfo:
         raise UnsafeArchive(f"Archive member {self.name!r} is a sparse file", reason="special_file")
 
@@ -146,7 +159,8 @@ def spool(raw: Readable, into: pathlib.Path, limits: Limits) -> Spooled:
         stream = _Bounded(gzip.GzipFile(fileobj=hashing, mode="rb"), limits.total + HEADER_ALLOWANCE)  # type: ignore[arg-type]
         with _Tar.open(fileobj=stream, mode="r|") as tar:  # type: ignore[call-overload]
             found, manifest = _read_members(tar, into, limits)
-        _drain(hashing, stream)
+            read_ahead = _read_ahead(tar)
+        _drain(hashing, stream, read_ahead)
     except (tarfile.TarError, gzip.BadGzipFile, EOFError, zlib.error) as exc:
         raise UnsafeArchive(f"Not a gzip-compressed tar archive: {exc}", reason="not_archive") from exc
     checked = _check_against(manifest, found)
@@ -154,14 +168,24 @@ def spool(raw: Readable, into: pathlib.Path, limits: Limits) -> Spooled:
     return Spooled(manifest, checked, hashing.hash.hexdigest())
 
 
-def _drain(hashing: _Hashing, stream: _Bounded) -> None:
+def _read_ahead(tar: tarfile.TarFile) -> bytes:
+    """The bytes after the tar's end-of-archive block that tarfile already read from the stream (its
+    record buffer: private, hence the getattr; a test pins it)."""
+    read = getattr(tar.fileobj, "buf", b"")
+    return read if isinstance(read, bytes) else b""
+
+
+def _drain(hashing: _Hashing, stream: _Bounded, read_ahead: bytes) -> None:
     """Read on from the tar's end to the archive's, so that its sha256 is the whole file's: only the tar's
-    zero padding may follow, and only gzip (which refuses anything else: `BadGzipFile`), within
-    `TRAILER_BYTES` of compressed input (gzip skips zero padding a byte at a time)."""
+    zero padding may follow (`read_ahead`, then the rest of the decompressed stream), and only gzip (which
+    refuses anything else: `BadGzipFile`), within `TRAILER_BYTES` of compressed input (gzip skips zero
+    padding a byte at a time)."""
     hashing.limit = hashing.count + TRAILER_BYTES
-    while chunk := stream.read(CHUNK):
+    chunk = read_ahead or stream.read(CHUNK)
+    while chunk:
         if chunk.strip(b"\0"):
             raise UnsafeArchive("The archive holds data after the end of its tar", reason="not_archive")
+        chunk = stream.read(CHUNK)
     if hashing.read(1):  # gzip reads its input to the end; anything it left is not part of the archive
         raise UnsafeArchive("The archive holds data after the end of its gzip stream", reason="not_archive")
 
