@@ -495,12 +495,15 @@ def test_an_export_into_the_stores_own_storage_is_refused_and_writes_nothing(loc
     assert store.export(sibling).members > 0
 
 
-def test_an_export_into_the_stores_own_prefix_on_s3_is_refused(s3_backend, key):
+@pytest.mark.parametrize("where", ["prefix", "journal"])
+def test_an_export_into_the_stores_own_storage_on_s3_is_refused(s3_backend, key, where):
     store = MemoryStore.create(key=key)
     store.write_text("a.md", "a")
     store.save()
     before = s3_backend.stored(key)
-    with pytest.raises(InvalidArgument):
-        store.export(f"s3://{s3_backend.prefix(key)}/backup.tar.gz")
+    inside = (s3_backend.prefix if where == "prefix" else s3_backend.journal_prefix)(key)
+    with pytest.raises(InvalidArgument, match="its own storage"):
+        store.export(f"s3://{inside}/backup.tar.gz")
     assert s3_backend.stored(key) == before
+    assert not s3_backend.fs.exists(f"{inside}/backup.tar.gz")
     assert store.export(f"s3://{s3_backend.prefix(key)}-backup.tar.gz").members > 0

@@ -126,12 +126,12 @@ class ExportAPI:
             raise UnsavedChanges(f"MemoryStore {self.key!r} has unsaved changes: save() before export()")
         await self._session.ready(self)
         remote = self._session.remote()
-        pinned = await pin(remote)  # before listing: what the listing adds of later states is left out
-        names = await _names(remote)
-        names = pinned.select(names) if pinned is not None else names
         fs = filesystem_for(target)
         path = str(fs._strip_protocol(target))
         _refuse_inside(remote, fs, path, target)
+        pinned = await pin(remote)  # before listing: what the listing adds of later states is left out
+        names = await _names(remote)
+        names = pinned.select(names) if pinned is not None else names
         raw: Any = await asyncio.to_thread(fs.open, path, "wb")  # fsspec types its files loosely
         writer: _Writer | None = None
         try:
