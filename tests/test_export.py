@@ -18,10 +18,13 @@ import pytest
 from flyte.ai.agents import MemoryStore as UpstreamStore
 
 from flyteplugins_memory import (
+    ArchiveExists,
     ArchiveNotFound,
     ExportResult,
     InvalidArgument,
+    InvalidKey,
     MemoryStore,
+    StorageError,
     StoreAlreadyExists,
     StoreDeleted,
     StoreNotFound,
@@ -507,3 +510,94 @@ def test_an_export_into_the_stores_own_storage_on_s3_is_refused(s3_backend, key,
     assert s3_backend.stored(key) == before
     assert not s3_backend.fs.exists(f"{inside}/backup.tar.gz")
     assert store.export(f"s3://{s3_backend.prefix(key)}-backup.tar.gz").members > 0
+
+
+# -- the archive file: what dest held, and backend failures ------------------------------------------------------
+
+
+def test_a_failed_export_leaves_what_dest_held(local_backend, key, tmp_path):
+    """Yesterday's backup stays until today's is complete, and for good if today's fails."""
+    store = MemoryStore("src", remote_path=local_backend.store_uri(key))
+    store.write_text("a.md", "alpha")
+    store.save()
+    dest = tmp_path / "backup.tar.gz"
+    store.export(dest)
+    yesterday = dest.read_bytes()
+    store.write_text("b.md", "beta")
+    store.save()
+    with pytest.raises(RuntimeError, match="pressed stop"):
+        store.export(dest, progress=Recorder(fail_in="export"))
+    assert dest.read_bytes() == yesterday and list(tmp_path.glob("backup.tar.gz?*")) == []  # no partial left
+    with pytest.raises(ArchiveExists):
+        store.export(dest, overwrite=False)
+    assert dest.read_bytes() == yesterday
+    store.export(dest)  # overwrite=True (the default) replaces it, once complete
+    copy = MemoryStore.import_store(dest, remote_path=local_backend.store_uri(f"{key}-copy"))
+    assert copy.read_text("b.md") == "beta"
+
+
+def test_a_failed_export_to_s3_leaves_the_object_that_was_there(s3_backend, key):
+    store = MemoryStore("src", remote_path=s3_backend.store_uri(key))
+    store.write_text("a.md", "alpha")
+    store.save()
+    bucket = s3_backend.raw_data_path.split("/")[2]
+    dest = f"s3://{bucket}/backups/{key}.tar.gz"
+    store.export(dest)
+    yesterday = s3_backend.fs.cat(dest)
+    with pytest.raises(RuntimeError, match="pressed stop"):
+        store.export(dest, progress=Recorder(fail_in="export"))
+    assert s3_backend.fs.cat(dest) == yesterday
+
+
+def test_a_backend_failure_of_the_archive_is_a_storage_error(local_backend, key, tmp_path, monkeypatch):
+    """botocore's NoCredentialsError and its like are not OSErrors: they arrive as `StorageError`."""
+    import fsspec.implementations.local as local
+
+    store = MemoryStore("src", remote_path=local_backend.store_uri(key))
+    store.write_text("a.md", "alpha")
+    store.save()
+    store.export(tmp_path / "a.tar.gz")
+
+    class NoCredentials(Exception):
+        pass
+
+    def refuse(*args, **kwargs):
+        raise NoCredentials("Unable to locate credentials")
+
+    monkeypatch.setattr(local.LocalFileSystem, "open", refuse)
+    with pytest.raises(StorageError, match="Unable to locate credentials"):
+        store.export(tmp_path / "b.tar.gz")
+    with pytest.raises(StorageError, match="Unable to locate credentials"):
+        MemoryStore.import_store(tmp_path / "a.tar.gz", remote_path=local_backend.store_uri(f"{key}-copy"))
+
+
+def test_import_store_refuses_a_remote_path_that_names_no_store_before_storing(local_backend, tmp_path, monkeypatch):
+    store = MemoryStore("src", remote_path=str(tmp_path / "raw" / "src"))
+    store.write_text("a.md", "alpha")
+    store.save()
+    store.export(tmp_path / "a.tar.gz")
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    for bad in ("", "/", "x/.", "x/.."):
+        progress = Recorder()
+        with pytest.raises(InvalidKey):
+            MemoryStore.import_store(tmp_path / "a.tar.gz", remote_path=bad, progress=progress)
+        assert progress.calls == [] and list(cwd.rglob("*")) == []
+
+
+def test_a_failed_export_to_fsspecs_memory_filesystem_leaves_what_was_there(local_backend, key):
+    """A filesystem that publishes on close with no way to abort (memory://) gets the archive beside
+    `dest`, moved over it once complete."""
+    import fsspec
+
+    store = MemoryStore("src", remote_path=local_backend.store_uri(key))
+    store.write_text("a.md", "alpha")
+    store.save()
+    dest = f"memory://exports-{key}/a.tar.gz"
+    store.export(dest)
+    memory = fsspec.filesystem("memory")
+    yesterday = memory.cat(dest)
+    with pytest.raises(RuntimeError, match="pressed stop"):
+        store.export(dest, progress=Recorder(fail_in="export"))
+    assert memory.cat(dest) == yesterday and memory.ls(f"/exports-{key}", detail=False) == [f"/exports-{key}/a.tar.gz"]

@@ -70,6 +70,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "_storage",
             "_s3_writes",
             "_archive_spool",
+            "_archive_file",
         },
     ),
     (

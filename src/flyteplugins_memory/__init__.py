@@ -13,6 +13,7 @@ from ._contract import Capabilities, ObjectStorage
 from ._conversations import Conversation
 from ._errors import (
     AccessDenied,
+    ArchiveExists,
     ArchiveNotFound,
     BlockingCallOnLoop,
     CommitNotFound,
@@ -80,6 +81,7 @@ from ._version import READER_REVISION
 
 __all__ = [
     "AccessDenied",
+    "ArchiveExists",
     "ArchiveNotFound",
     "AssistantMessage",
     "BlockingCallOnLoop",

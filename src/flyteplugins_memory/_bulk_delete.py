@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
 from typing import Any
 
 from . import _location
@@ -17,6 +15,7 @@ from ._session import Session
 from ._storage import RemoteStore
 from ._store_deletion import delete_stored
 from ._syncify import syncify
+from ._workdir import remove_empty_tree
 from ._writes import ChangeOptions
 
 
@@ -79,12 +78,5 @@ class BulkDeleteAPI:
         if not await delete_stored(remote, trusted=trusted, actor=actor, reason=reason):
             return False
         if remote.capabilities.symlinks:  # local disk keeps empty directories, which list_keys would list
-            await asyncio.to_thread(_remove_empty_dir, remote.prefix)
+            await asyncio.to_thread(remove_empty_tree, remote.prefix)
         return True
-
-
-def _remove_empty_dir(path: str) -> None:
-    """Remove `path` and the empty directories under it, bottom up (files are never touched)."""
-    for directory, _, _ in os.walk(path, topdown=False):
-        with contextlib.suppress(OSError):  # not empty after all (a racing projection): it stays, harmless
-            os.rmdir(directory)

@@ -38,6 +38,7 @@ work as well::
     ├── StateCollected (FileNotFoundError)          a pinned commit or version that gc() removed
     │   └── ContentPurged                           content that purge() removed
     ├── StoreAlreadyExists (FileExistsError)        create() of a key that is already there
+    ├── ArchiveExists (FileExistsError)             export(dest, overwrite=False) where dest is taken
     ├── CorruptStore (ValueError)                   a transcript, sidecar or object is malformed
     │   └── UnsafeStoreContent                      remote content that would escape or collide
     ├── ContextError (LookupError)                  org/project/domain/raw-data path unavailable
@@ -52,6 +53,7 @@ from flyte.ai.agents import memory as _upstream
 
 __all__ = [
     "AccessDenied",
+    "ArchiveExists",
     "ArchiveNotFound",
     "BlockingCallOnLoop",
     "CommitNotFound",
@@ -251,6 +253,10 @@ class ReadOnlySnapshot(AccessDenied):
 
 class ArchiveNotFound(MemoryStoreError, FileNotFoundError):
     """``import_store`` was given an archive path or URI where there is nothing."""
+
+
+class ArchiveExists(MemoryStoreError, FileExistsError):
+    """``export(dest, overwrite=False)`` where something is already at `dest`."""
 
 
 class StoreAlreadyExists(MemoryStoreError, FileExistsError):

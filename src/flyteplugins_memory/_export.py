@@ -18,11 +18,13 @@ import tarfile
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import IO, Any
+from typing import Any
 
 from fsspec.implementations.local import LocalFileSystem
 
 from ._archive import MANIFEST_NAME, Manifest, count_kinds, journal_member, store_member
+from ._archive_file import ArchiveOut
+from ._arguments import check_flag
 from ._codecs import sha256_bytes
 from ._contract import ObjectStorage
 from ._errors import InvalidArgument, StoreDeleted, StoreNotFound, UnsavedChanges
@@ -66,8 +68,9 @@ class ExportResult:
 class _Writer:
     """A tar.gz stream to an open file: members in order, each hashed for the manifest (blocking)."""
 
-    def __init__(self, raw: IO[bytes]):
-        self.tar = tarfile.open(fileobj=raw, mode="w|gz")  # noqa: SIM115 - closed by `close`
+    def __init__(self, raw: ArchiveOut):
+        # tarfile types its stream loosely: writing ("w|gz") needs only `write`
+        self.tar = tarfile.open(fileobj=raw, mode="w|gz")  # type: ignore[call-overload]  # noqa: SIM115 - closed by `close`
         self.members: dict[str, dict[str, Any]] = {}
         self.mtime = time.time()
 
@@ -108,18 +111,22 @@ class ExportAPI:
     has_unsaved_changes: Any
 
     @syncify
-    async def export(self, dest: str | os.PathLike[str], *, progress: ProgressCallback | None = None) -> ExportResult:
+    async def export(
+        self, dest: str | os.PathLike[str], *, overwrite: bool = True, progress: ProgressCallback | None = None
+    ) -> ExportResult:
         """Write the whole store, as committed, to one ``.tar.gz`` at `dest` (a local path or an fsspec URI
         such as ``s3://bucket/backups/agent.tar.gz``): every file (text and binary), the transcript, the
         sidecars, the audit trail, ``versions/`` snapshots, record logs, metadata, proposals and settings,
         and the journal's history that gc() has not collected, with a ``manifest.json`` of checksums.
         `MemoryStore.import_store` makes a new store of it. Streams (memory bounded by a batch of objects).
         `progress`, if given, is called as ``progress("export", bytes_done, bytes_total)`` as objects are
-        archived (see `ProgressCallback`).
+        archived (see `ProgressCallback`). Whatever `dest` held stays until the archive is complete, and
+        stays for good if the export fails; with ``overwrite=False`` a taken `dest` raises `ArchiveExists`.
 
         Raises `UnsavedChanges` if this handle holds changes (``save()`` first: only committed state is
         exported), `StoreNotFound` if the store was never saved, `StoreDeleted` if it was deleted,
-        `InvalidArgument` if `dest` is inside the store's own prefix or journal.
+        `InvalidArgument` if `dest` is inside the store's own prefix or journal, `StorageError` if the
+        archive cannot be written there.
         """
         target = os.fspath(dest)
         if self.has_unsaved_changes():
@@ -132,19 +139,18 @@ class ExportAPI:
         pinned = await pin(remote)  # before listing: what the listing adds of later states is left out
         names = await _names(remote)
         names = pinned.select(names) if pinned is not None else names
-        raw: Any = await asyncio.to_thread(fs.open, path, "wb")  # fsspec types its files loosely
+        archive = await asyncio.to_thread(ArchiveOut, target, fs, overwrite=check_flag("overwrite", overwrite))
         writer: _Writer | None = None
         try:
-            writer = await asyncio.to_thread(_Writer, raw)
+            writer = await asyncio.to_thread(_Writer, archive)
             await _write_all(remote, names, writer, pinned, progress or _silent)
             manifest = _manifest(self.key, remote.uri, writer)
-            await asyncio.to_thread(_finish, writer, raw, manifest)
+            size = await asyncio.to_thread(_finish, writer, archive, manifest)
         except BaseException:
-            await asyncio.to_thread(_abandon, fs, raw, path, writer)
+            await asyncio.to_thread(_abandon, archive, writer)
             raise
-        size = await asyncio.to_thread(fs.size, path)
         data = sum(m["size"] for m in writer.members.values())
-        return ExportResult(target, len(writer.members), int(size or 0), data, manifest.counts)
+        return ExportResult(target, len(writer.members), size, data, manifest.counts)
 
 
 def _refuse_inside(remote: RemoteStore, fs: Any, path: str, target: str) -> None:
@@ -223,19 +229,18 @@ def _manifest(key: str, source: str, writer: _Writer) -> Manifest:
     return Manifest(key, source, at, WRITER, dict(writer.members), counts)
 
 
-def _finish(writer: _Writer, raw: IO[bytes], manifest: Manifest) -> None:
+def _finish(writer: _Writer, archive: ArchiveOut, manifest: Manifest) -> int:
+    """Add the manifest, end the tar and publish the archive at its destination; its size."""
     writer.add(MANIFEST_NAME, manifest.encode())
     writer.tar.close()
-    raw.close()
+    return archive.publish()
 
 
-def _abandon(fs: Any, raw: IO[bytes], path: str, writer: _Writer | None) -> None:
-    """Best effort after a failure: no half-written archive stays at `dest`."""
+def _abandon(archive: ArchiveOut, writer: _Writer | None) -> None:
+    """Best effort after a failure: nothing half-written is published, and `dest` keeps what it held."""
     try:
-        if writer is not None:  # closed now, else its stream flushes into the closed file when collected
+        if writer is not None:  # closed now, else its stream flushes into the abandoned file when collected
             writer.tar.close()
-        raw.close()
-        if fs.exists(path):
-            fs.rm_file(path)
     except Exception:
         pass
+    archive.abandon()

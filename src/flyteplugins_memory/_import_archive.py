@@ -28,20 +28,22 @@ from typing import Any, Self
 
 from . import _location as location
 from ._archive import DEFAULT_MAX_MEMBER_BYTES, DEFAULT_MAX_TOTAL_BYTES, Target, logical_name
+from ._archive_file import open_archive
 from ._archive_spool import Limits, Spooled, spool
 from ._arguments import check_int, check_optional_str
 from ._codecs import utc_timestamp, write_event
 from ._contract import ObjectStorage
-from ._errors import ArchiveNotFound, InvalidArgument, StorageError, StoreAlreadyExists, StoreDeleted
+from ._errors import InvalidArgument, StorageError, StoreAlreadyExists, StoreDeleted
 from ._layout import HEAD_NAME, JOURNAL_DIR, log_name
 from ._markers import TOMBSTONE
-from ._paths import MESSAGES_PATH
+from ._paths import MESSAGES_PATH, validate_segment
 from ._progress import CountingReader, ProgressCallback
 from ._relocate import old_view
 from ._special_commits import Settings
 from ._storage import RemoteStore, filesystem_for
 from ._store_deletion import is_deleted
 from ._syncify import syncify
+from ._workdir import remove_empty_tree
 from ._writes import ChangeOptions
 
 __all__ = ["ImportAPI"]
@@ -128,7 +130,10 @@ def _destination(
         raise InvalidArgument("MemoryStore.import_store needs exactly one of key=... or remote_path=...")
     check_optional_str("root", root)
     if remote_path is not None:
-        return check_optional_str("remote_path", remote_path) or ""
+        check_optional_str("remote_path", remote_path)
+        # its last segment names the store, as `open` reads it: "", "/" or "x/." name none
+        validate_segment(remote_path.rstrip("/").rsplit("/", 1)[-1], name="key")
+        return remote_path
     return location.remote_path_for_key(key or "", org, project, domain, root)
 
 
@@ -145,16 +150,11 @@ def _silent(phase: str, done: int, total: int) -> None:
 
 
 def _spool_from(source: str, into: pathlib.Path, limits: Limits, progress: ProgressCallback) -> Spooled:
-    fs = filesystem_for(source)
+    archive = open_archive(source, filesystem_for(source))
     try:
-        raw: Any = fs.open(str(fs._strip_protocol(source)), "rb")  # fsspec types its files loosely
-    except FileNotFoundError:
-        raise ArchiveNotFound(f"No archive at {source}") from None
-    except OSError as exc:
-        raise StorageError(f"Could not read the archive at {source}: {exc}") from exc
-    with raw:
-        size = getattr(raw, "size", None)  # fsspec's files know it; 0 says unknown
-        return spool(CountingReader(raw, "check", size if isinstance(size, int) else 0, progress), into, limits)
+        return spool(CountingReader(archive, "check", archive.size, progress), into, limits)
+    finally:
+        archive.close()
 
 
 async def _refuse_taken(cls: Any, remote: RemoteStore) -> None:
@@ -233,6 +233,9 @@ async def _undo(remote: RemoteStore, written: list[tuple[bool, str]]) -> None:
         journal = {n for j, n in written if j} | set(await remote.list(under=JOURNAL_DIR))
         await remote.remove_all(sorted(journal - {FIRST}))
         await remote.remove_many([FIRST])
+        if remote.capabilities.symlinks:  # local disk: no empty directories left to look like a store
+            for root in (remote.prefix, remote.journal_root):
+                await asyncio.to_thread(remove_empty_tree, root)
     except StorageError:
         pass  # the original failure is what the caller must see
 

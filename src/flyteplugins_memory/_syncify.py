@@ -123,9 +123,11 @@ def run_sync(fn: Callable[P, Coroutine[Any, Any, R]], *args: P.args, **kwargs: P
             f"{name}() was called synchronously on the {LOOP_THREAD_NAME} event loop, where it would wait "
             f"for itself forever; await {name}.aio() there instead"
         )
-    future = asyncio.run_coroutine_threadsafe(fn(*args, **kwargs), _LOOP.get())
+    future = asyncio.run_coroutine_threadsafe(_contained(fn(*args, **kwargs)), _LOOP.get())
     try:
         return future.result()
+    except _Escaped as escaped:
+        raise escaped.original from None
     except BaseException:  # KeyboardInterrupt and the like: do not leave the coroutine running
         future.cancel()
         raise
@@ -137,7 +139,27 @@ async def run_async(coro: Coroutine[Any, Any, R]) -> R:
     if asyncio.get_running_loop() is loop:
         return await coro
     # cancelling the awaiter cancels the wrapped future, which cancels the task on our loop
-    return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
+    try:
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(_contained(coro), loop))
+    except _Escaped as escaped:
+        raise escaped.original from None
+
+
+class _Escaped(Exception):
+    """A `KeyboardInterrupt` or `SystemExit` raised inside a coroutine on our loop (a user's progress
+    callback, say), carried to the caller as an ordinary exception and raised again there. asyncio lets
+    those two out of ``run_forever``: the loop thread would die and every caller wait forever."""
+
+    def __init__(self, original: BaseException):
+        super().__init__(repr(original))
+        self.original = original
+
+
+async def _contained(coro: Coroutine[Any, Any, R]) -> R:
+    try:
+        return await coro
+    except (KeyboardInterrupt, SystemExit) as exc:
+        raise _Escaped(exc) from None
 
 
 class SyncCallable(Generic[P, R]):

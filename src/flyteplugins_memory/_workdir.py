@@ -128,3 +128,11 @@ def remove_empty_parents(path: str, root: str) -> None:
         except OSError:  # not empty, or already gone: stop
             return
         parent = os.path.dirname(parent)
+
+
+def remove_empty_tree(path: str) -> None:
+    """Remove `path` and the empty directories under it, bottom up (files are never touched): local disk
+    keeps the directories of a store whose objects are gone, which `list_keys` would list as a store."""
+    for directory, _, _ in os.walk(path, topdown=False):
+        with contextlib.suppress(OSError):  # not empty after all (a racing projection): it stays, harmless
+            os.rmdir(directory)

@@ -4,7 +4,7 @@ place where failures become a single ``error: ...`` line on stderr and an exit c
 Exit codes: 0 success; 1 the command could not be done (no such store or file, corrupt store, storage
 failure, conflict, declined confirmation, an archive `import` refuses); 2 the command line itself is wrong
 (a usage error, an invalid key or path, a reserved or read-only path, an out-of-range option, a namespace
-that cannot be resolved).
+that cannot be resolved, an export over an existing file without --force).
 Verb modules register on `memory` with ``@memory.command()``; a new verb is one module imported by the
 package's ``__init__``.
 """
@@ -19,6 +19,7 @@ import rich_click as click
 
 from flyteplugins_memory import (
     AccessDenied,
+    ArchiveExists,
     ContextError,
     InvalidArgument,
     InvalidKey,
@@ -35,7 +36,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_ACTOR = "flyte-memory"
 
 #: failures caused by what was typed: exit code 2, as click's usage errors
-BAD_INPUT = (click.UsageError, InvalidKey, InvalidPath, InvalidArgument, AccessDenied, ContextError)
+BAD_INPUT = (click.UsageError, InvalidKey, InvalidPath, InvalidArgument, AccessDenied, ContextError, ArchiveExists)
 #: failures mapped to one line; anything else is a bug and keeps its traceback
 EXPECTED = (click.UsageError, click.Abort, MemoryStoreError, OSError)
 

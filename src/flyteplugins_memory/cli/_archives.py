@@ -19,15 +19,17 @@ _SIZE = click.IntRange(min=1)
 
 @memory.command("export")
 @click.argument("dest")
+@click.option("--force", "-f", is_flag=True, help="Replace what is at DEST (kept until the archive is complete).")
 @store_options
 @json_option
-def export(dest: str, target: Target, json_output: bool) -> None:
+def export(dest: str, force: bool, target: Target, json_output: bool) -> None:
     """Write the whole store, as committed, to one .tar.gz at DEST (a local path or a URI such as
     s3://bucket/backups/agent.tar.gz): files, transcript, sidecars, audit trail, versions and the history
-    gc() has not collected, with a manifest of checksums. `import` makes a new store of it."""
+    gc() has not collected, with a manifest of checksums. `import` makes a new store of it. An existing
+    DEST is replaced only with --force, and only once the new archive is complete."""
     store = open_store(target)
     with _progress.bytes_bar(enabled=_progress.wanted(json_output)) as progress:
-        result = store.export(dest, progress=progress)
+        result = store.export(dest, overwrite=force, progress=progress)
     if json_output:
         _render.emit_json(result)
         return

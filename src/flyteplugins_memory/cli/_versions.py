@@ -74,11 +74,13 @@ def restore(path: str, version: str, actor: str, reason: str, target: Target, js
     file brings it back; restoring a deletion deletes the file."""
     store = open_store(target)
     meta = store.restore(path, version, actor=actor, reason=reason)
-    store.save(actor=actor, reason=reason or f"restore {path} to {version}")
-    commit = store.log(1)[0].seq
+    commit = None  # restoring a deletion of a file already gone changes nothing: no commit to name
+    if store.has_unsaved_changes():
+        store.save(actor=actor, reason=reason or f"restore {path} to {version}")
+        commit = store.log(1)[0].seq
     result = {"path": path, "version": version, "sha256": meta.sha256 if meta else "", "commit": commit}
     if json_output:
         _render.emit_json({**result, "deleted": meta is None})
         return
     done = f"deleted {path}" if meta is None else f"restored {path} to {version}"
-    _render.show(None, f"{done} (commit {commit})")
+    _render.show(None, f"{done} (commit {commit})" if commit else f"{path} is already deleted: nothing changed")
