@@ -134,6 +134,7 @@ LAYERS: list[tuple[str, set[str]]] = [
         },
     ),
     ("conformance kit", {"testing"}),
+    ("framework adapters (public API only)", {"adapters"}),
     ("command line", {"cli"}),
 ]
 
