@@ -1,0 +1,278 @@
+"""A Definable memory store (``definable.memory.store.base.MemoryStore``) kept in a flyteplugins-memory store.
+
+Definable's store protocol is async and works on ``MemoryEntry`` objects (``definable.memory.types``).
+Definable itself needs Python >= 3.12 and is never imported at module import: the real ``MemoryEntry``
+is used when importable, otherwise any object with the same fields works (duck typing) and entries come
+back as `MemoryEntry`, the small dataclass below.
+
+Layout (one JSON object per entry, never a whole-table file, so concurrent tasks writing one key merge)::
+
+    <prefix>/users/<user>/sessions/<session>/<created_ns>-<memory_id>.json
+
+with metadata ``{"memory_id", "user_id", "session_id"}`` so `get_entry`, `delete` and `delete_session`
+find files through a metadata listing (no content is read). Ids that are not plain lowercase names
+(``[a-z0-9][a-z0-9_-]*``, at most 64 characters) are encoded as ``_`` + base32, or ``__`` + sha256 when
+long: an id with ``/``, ``..``, ``%`` or control characters never leaves its directory or meets another's.
+
+Durability: every mutating call (`add`, `update`, `delete`, `delete_session`) is one commit, so a task
+that dies loses nothing it was told was stored. Reads first move the handle to the newest commit, so
+entries other tasks saved are seen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import dataclasses
+import hashlib
+import re
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from .._errors import ConcurrencyError, InvalidArgument
+from .._store import MemoryStore
+
+#: the fields of Definable's protocol; the real class has more (semantic fields), kept through its to_dict
+ENTRY_FIELDS = ("session_id", "memory_id", "user_id", "role", "content", "message_data", "created_at", "updated_at")
+FORMAT = 1
+_PLAIN_ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+_SAVE_ATTEMPTS = 8
+
+
+@dataclasses.dataclass
+class MemoryEntry:
+    """Definable's ``MemoryEntry`` fields, for callers without Definable installed."""
+
+    session_id: str
+    memory_id: str | None = None
+    user_id: str = "default"
+    role: str = "user"
+    content: str = ""
+    message_data: dict[str, Any] | None = None
+    created_at: float | None = None
+    updated_at: float | None = None
+
+    def __post_init__(self) -> None:
+        now = time.time()
+        self.memory_id = self.memory_id if self.memory_id is not None else str(uuid.uuid4())
+        self.created_at = self.created_at if self.created_at is not None else now
+        self.updated_at = self.updated_at if self.updated_at is not None else now
+
+
+class DuplicateMemoryId(InvalidArgument):
+    """`add` of an entry whose memory_id is already stored (Definable's SQLite store refuses it too)."""
+
+
+def default_entry_class() -> type:
+    """Definable's ``MemoryEntry`` when importable, else ours."""
+    try:
+        from definable.memory.types import MemoryEntry as Real  # pyright: ignore[reportMissingImports]
+    except ImportError:
+        return MemoryEntry
+    return Real
+
+
+def encode_id(value: str) -> str:
+    """One safe path segment per id, distinct ids to distinct segments."""
+    if not isinstance(value, str):
+        raise InvalidArgument(f"ids are strings, got {type(value).__name__}")
+    if _PLAIN_ID.fullmatch(value):
+        return value
+    raw = value.encode("utf-8", "surrogatepass")
+    encoded = base64.b32encode(raw).decode("ascii").rstrip("=").lower()
+    return "_" + encoded if len(encoded) <= 120 else "__" + hashlib.sha256(raw).hexdigest()
+
+
+def entry_fields(entry: Any) -> dict[str, Any]:
+    """The entry as a JSON-ready dict: the real class's ``to_dict`` (semantic fields too), else our fields."""
+    to_dict: Any = getattr(entry, "to_dict", None)
+    fields: dict[str, Any] = (
+        dict(to_dict()) if callable(to_dict) else {name: getattr(entry, name) for name in ENTRY_FIELDS}
+    )
+    if not fields.get("memory_id"):
+        raise InvalidArgument("an entry needs a memory_id")
+    if not isinstance(fields.get("session_id"), str) or not isinstance(fields.get("user_id"), str):
+        raise InvalidArgument("an entry's session_id and user_id are strings")
+    fields["created_at"] = fields.get("created_at") if fields.get("created_at") is not None else time.time()
+    return fields
+
+
+def entry_of(cls: type, fields: dict[str, Any]) -> Any:
+    """An instance of `cls` from stored fields (``from_dict`` when it has one)."""
+    from_dict = getattr(cls, "from_dict", None)
+    if callable(from_dict):
+        return from_dict(fields)
+    known = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set(ENTRY_FIELDS)
+    return cls(**{name: value for name, value in fields.items() if name in known})
+
+
+class DefinableMemoryStore:
+    """Definable's async ``MemoryStore`` protocol over a flyteplugins-memory store.
+
+    Args:
+        store: An open `MemoryStore` handle, or the key of one (opened with ``get_or_create`` by
+            `initialize`, or by the first call).
+        prefix: The store directory the entries live under.
+        entry_class: The class entries are returned as; by default the class of the last entry this
+            adapter was given, else Definable's ``MemoryEntry`` when importable, else `MemoryEntry`.
+        actor: Recorded as the actor of every commit.
+
+    `update` matches by memory_id and, like Definable's SQLite store, replaces everything but the
+    entry's session, user and created_at (an entry never moves); an unknown memory_id is a no-op, as
+    in Definable's stores. `delete` of an unknown id is a no-op. `delete_session` without a user
+    deletes the session of every user, as Definable's stores do.
+    """
+
+    def __init__(
+        self,
+        store: MemoryStore | str,
+        *,
+        prefix: str = "definable",
+        entry_class: type | None = None,
+        actor: str = "definable",
+    ) -> None:
+        self._store = store if isinstance(store, MemoryStore) else None
+        self._key = store if isinstance(store, str) else None
+        if self._store is None and self._key is None:
+            raise InvalidArgument("store is a MemoryStore or a key")
+        self.prefix = prefix
+        self.actor = actor
+        self._entry_class = entry_class
+        self._seen_class: type | None = None
+        self._lock = asyncio.Lock()
+        self._last_added_ns = 0
+
+    @property
+    def store(self) -> MemoryStore:
+        if self._store is None:
+            raise InvalidArgument("call initialize() first")
+        return self._store
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+
+    async def initialize(self) -> None:
+        if self._store is None:
+            assert self._key is not None
+            self._store = await MemoryStore.get_or_create.aio(key=self._key)
+
+    async def close(self) -> None:
+        """Save anything unsaved (every mutating call already committed)."""
+        if self._store is not None and self._store.has_unsaved_changes():
+            await self._store.save.aio(actor=self.actor)
+
+    # -- writes ---------------------------------------------------------------------------------------
+
+    async def add(self, entry: Any) -> None:
+        fields = entry_fields(entry)
+        self._seen_class = type(entry)
+        added_ns = self._next_added_ns()
+
+        async def write() -> bool:
+            if await self._path_of(fields["memory_id"]) is not None:
+                raise DuplicateMemoryId(f"memory_id {fields['memory_id']!r} is already stored")
+            await self._write(self._path_for(fields), fields, added_ns)
+            return True
+
+        await self._commit(write, "add")
+
+    async def update(self, entry: Any) -> None:
+        fields = entry_fields(entry)
+        self._seen_class = type(entry)
+
+        async def write() -> bool:
+            path = await self._path_of(fields["memory_id"])
+            if path is None:
+                return False
+            stored = await self.store.read_json.aio(path)
+            kept = {name: stored["entry"].get(name) for name in ("session_id", "user_id", "created_at")}
+            await self._write(path, {**fields, **kept}, stored["added_ns"])
+            return True
+
+        await self._commit(write, "update")
+
+    async def delete(self, memory_id: str) -> None:
+        async def remove() -> bool:
+            path = await self._path_of(memory_id)
+            return path is not None and await self.store.delete.aio(path, actor=self.actor)
+
+        await self._commit(remove, "delete")
+
+    async def delete_session(self, session_id: str, user_id: str | None = None) -> None:
+        async def remove() -> bool:
+            paths = await self._session_paths(session_id, user_id)
+            for path in paths:
+                await self.store.delete.aio(path, actor=self.actor)
+            return bool(paths)
+
+        await self._commit(remove, "delete_session")
+
+    # -- reads ----------------------------------------------------------------------------------------
+
+    async def get_entries(self, session_id: str, user_id: str = "default", limit: int | None = None) -> list[Any]:
+        await self._refresh()
+        stored = [await self.store.read_json.aio(p) for p in await self._session_paths(session_id, user_id)]
+        stored.sort(key=lambda s: (s["entry"].get("created_at") or 0.0, s["added_ns"]))
+        chosen = stored if limit is None else stored[: max(limit, 0)]
+        return [entry_of(self.entry_class, s["entry"]) for s in chosen]
+
+    async def get_entry(self, memory_id: str) -> Any | None:
+        await self._refresh()
+        path = await self._path_of(memory_id)
+        return None if path is None else entry_of(self.entry_class, (await self.store.read_json.aio(path))["entry"])
+
+    async def count(self, session_id: str, user_id: str = "default") -> int:
+        await self._refresh()
+        return len(await self._session_paths(session_id, user_id))
+
+    @property
+    def entry_class(self) -> type:
+        return self._entry_class or self._seen_class or default_entry_class()
+
+    # -- internals ------------------------------------------------------------------------------------
+
+    def _path_for(self, fields: dict[str, Any]) -> str:
+        user, session = encode_id(fields["user_id"]), encode_id(fields["session_id"])
+        created_ns = max(int(float(fields["created_at"]) * 1e9), 0)
+        return f"{self.prefix}/users/{user}/sessions/{session}/{created_ns:020d}-{encode_id(fields['memory_id'])}.json"
+
+    async def _write(self, path: str, fields: dict[str, Any], added_ns: int) -> None:
+        labels = {"memory_id": fields["memory_id"], "user_id": fields["user_id"], "session_id": fields["session_id"]}
+        body = {"format": FORMAT, "added_ns": added_ns, "entry": fields}
+        await self.store.write_json.aio(path, body, actor=self.actor, metadata=labels)
+
+    async def _path_of(self, memory_id: str) -> str | None:
+        if not isinstance(memory_id, str):
+            return None
+        paths = await self.store.list_paths.aio(self.prefix, where={"memory_id": memory_id})
+        return paths[0] if paths else None
+
+    async def _session_paths(self, session_id: str, user_id: str | None) -> list[str]:
+        where = {"session_id": session_id} if user_id is None else {"session_id": session_id, "user_id": user_id}
+        under = self.prefix if user_id is None else f"{self.prefix}/users/{encode_id(user_id)}"
+        return await self.store.list_paths.aio(under, where=where)
+
+    def _next_added_ns(self) -> int:
+        """Insertion order within this process, even when the clock does not move between adds."""
+        self._last_added_ns = max(time.time_ns(), self._last_added_ns + 1)
+        return self._last_added_ns
+
+    async def _refresh(self) -> None:
+        await self.initialize()
+        await self.store.refresh.aio()
+
+    async def _commit(self, change: Callable[[], Awaitable[bool]], reason: str) -> None:
+        """Apply `change` to the newest state and save it as one commit; on a conflicting concurrent save
+        (the same entry changed elsewhere), drop ours and apply it again to the newer state."""
+        async with self._lock:
+            for attempt in range(_SAVE_ATTEMPTS):
+                await self._refresh()
+                if not await change():
+                    return
+                try:
+                    await self.store.save.aio(actor=self.actor, reason=f"definable {reason}")
+                    return
+                except ConcurrencyError:
+                    if attempt == _SAVE_ATTEMPTS - 1:
+                        raise
