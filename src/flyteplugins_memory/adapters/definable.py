@@ -11,8 +11,10 @@ Layout (one JSON object per entry, never a whole-table file, so concurrent tasks
 
 with metadata ``{"memory_id", "user_id", "session_id"}`` so `get_entry`, `delete` and `delete_session`
 find files through a metadata listing (no content is read). Ids that are not plain lowercase names
-(``[a-z0-9][a-z0-9_-]*``, at most 64 characters) are encoded as ``_`` + base32, or ``__`` + sha256 when
-long: an id with ``/``, ``..``, ``%`` or control characters never leaves its directory or meets another's.
+(``[a-z0-9][a-z0-9_-]*``, at most 40 characters) are encoded as ``_`` + base32, or ``__`` + 128 bits of
+sha256 when long (a path must fit one file name): an id with ``/``, ``..``, ``%`` or control characters
+never leaves its directory or meets another's. Ids are also kept as metadata labels, so together they are
+limited to the 4 KiB of a file's metadata (`InvalidMetadata` beyond).
 
 Durability: every mutating call (`add`, `update`, `delete`, `delete_session`) is one commit, so a task
 that dies loses nothing it was told was stored. Reads first move the handle to the newest commit, so
@@ -37,7 +39,7 @@ from .._store import MemoryStore
 #: the fields of Definable's protocol; the real class has more (semantic fields), kept through its to_dict
 ENTRY_FIELDS = ("session_id", "memory_id", "user_id", "role", "content", "message_data", "created_at", "updated_at")
 FORMAT = 1
-_PLAIN_ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+_PLAIN_ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
 _SAVE_ATTEMPTS = 8
 
 
@@ -82,15 +84,18 @@ def encode_id(value: str) -> str:
         return value
     raw = value.encode("utf-8", "surrogatepass")
     encoded = base64.b32encode(raw).decode("ascii").rstrip("=").lower()
-    return "_" + encoded if len(encoded) <= 120 else "__" + hashlib.sha256(raw).hexdigest()
+    # a whole path (three ids) must fit one file name in the journal's sidecars: 255 bytes
+    return "_" + encoded if len(encoded) <= 39 else "__" + hashlib.sha256(raw).hexdigest()[:32]
 
 
 def entry_fields(entry: Any) -> dict[str, Any]:
     """The entry as a JSON-ready dict: the real class's ``to_dict`` (semantic fields too), else our fields."""
     to_dict: Any = getattr(entry, "to_dict", None)
-    fields: dict[str, Any] = (
-        dict(to_dict()) if callable(to_dict) else {name: getattr(entry, name) for name in ENTRY_FIELDS}
-    )
+    if callable(to_dict):
+        data: Any = to_dict()
+        fields: dict[str, Any] = {str(name): value for name, value in data.items()}
+    else:
+        fields = {name: getattr(entry, name) for name in ENTRY_FIELDS}
     if not fields.get("memory_id"):
         raise InvalidArgument("an entry needs a memory_id")
     if not isinstance(fields.get("session_id"), str) or not isinstance(fields.get("user_id"), str):

@@ -1,0 +1,314 @@
+"""The Definable memory-store adapter (``adapters.definable``), on local disk and moto S3, without Definable
+installed (duck-typed entries): the protocol as Definable documents it, what lands in storage (checked
+through a new handle and the backend itself), user and session isolation, hostile ids, and two processes
+adding to one key at once. The real framework drives the adapter in the slow test at the end, in a
+Python 3.12 virtualenv (`.venv-definable/`, made once)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from flyteplugins_memory import InvalidArgument, MemoryStore
+from flyteplugins_memory.adapters.definable import (
+    DefinableMemoryStore,
+    DuplicateMemoryId,
+    MemoryEntry,
+    encode_id,
+)
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+HOSTILE_IDS = ["../bob", "a/b", "..", ".", "", "%2e%2e", "x\x00y", "ALICE", "alice\u2024", " ", "a" * 300, "~/x"]
+
+
+@pytest.fixture(params=["local_backend", "s3_backend"])
+def adapter_backend(request, moto_endpoint):
+    chosen = request.getfixturevalue(request.param)
+    return chosen, (moto_endpoint if chosen.name == "s3" else None)
+
+
+@dataclasses.dataclass
+class CallerEntry:
+    """A caller's own entry type with Definable's fields (duck typing)."""
+
+    session_id: str
+    memory_id: str | None = None
+    user_id: str = "default"
+    role: str = "user"
+    content: str = ""
+    message_data: dict | None = None
+    created_at: float | None = None
+    updated_at: float | None = None
+
+
+async def opened(key: str, **kwargs) -> DefinableMemoryStore:
+    adapter = DefinableMemoryStore(key, **kwargs)
+    await adapter.initialize()
+    return adapter
+
+
+def entry_files(backend, key: str) -> dict[str, dict]:
+    """The adapter's entry files as the backend itself holds them."""
+    return {n: json.loads(d) for n, d in backend.objects(key).items() if n.startswith("definable/")}
+
+
+async def test_the_protocol_end_to_end_and_what_lands_in_storage(adapter_backend, key):
+    backend, _ = adapter_backend
+    adapter = await opened(key)
+    assert await adapter.get_entries("s1") == [] and await adapter.count("s1") == 0
+    assert await adapter.get_entry("nope") is None
+    await adapter.add(MemoryEntry(session_id="s1", memory_id="m3", content="third", created_at=30.0))
+    await adapter.add(MemoryEntry(session_id="s1", memory_id="m1", content="first", created_at=10.0))
+    await adapter.add(MemoryEntry(session_id="s1", memory_id="m2", content="tie-a", created_at=20.0))
+    await adapter.add(MemoryEntry(session_id="s1", memory_id="m0", content="tie-b", created_at=20.0))
+    await adapter.add(
+        MemoryEntry(session_id="s1", memory_id="m4", role="assistant", content="x", message_data={"tool_calls": [1]})
+    )
+    assert not adapter.store.has_unsaved_changes()  # every call committed
+
+    fresh = await opened(key)  # a new handle sees exactly what was stored
+    entries = await fresh.get_entries("s1")
+    assert [e.memory_id for e in entries] == ["m1", "m2", "m0", "m3", "m4"]  # created_at, ties by insertion
+    assert all(isinstance(e, MemoryEntry) for e in entries)
+    assert entries[-1].role == "assistant" and entries[-1].message_data == {"tool_calls": [1]}
+    assert [e.memory_id for e in await fresh.get_entries("s1", limit=2)] == ["m1", "m2"]
+    assert await fresh.count("s1") == 5
+    assert (await fresh.get_entry("m1")).content == "first"
+
+    files = entry_files(backend, key)
+    assert len(files) == 5
+    assert all(n.startswith("definable/users/default/sessions/s1/") for n in files)
+    assert {f["entry"]["memory_id"] for f in files.values()} == {"m0", "m1", "m2", "m3", "m4"}
+
+    await fresh.update(MemoryEntry(session_id="elsewhere", memory_id="m1", content="edited", created_at=99.0))
+    got = await (await opened(key)).get_entry("m1")
+    assert (got.content, got.session_id, got.created_at) == ("edited", "s1", 10.0)  # never moves
+    await fresh.delete("m3")
+    await adapter.delete("m3")  # missing: no-op
+    await adapter.update(MemoryEntry(session_id="s1", memory_id="ghost", content="?"))  # missing: no-op
+    assert await adapter.get_entry("ghost") is None and await adapter.get_entry("m3") is None
+    assert [e.memory_id for e in await adapter.get_entries("s1")] == ["m1", "m2", "m0", "m4"]
+    await adapter.delete_session("s1")
+    await adapter.close()
+    assert await (await opened(key)).count("s1") == 0 and entry_files(backend, key) == {}
+
+
+async def test_users_and_sessions_are_isolated(adapter_backend, key):
+    backend, _ = adapter_backend
+    adapter = await opened(key)
+    for user in ("alice", "bob"):
+        for session in ("s1", "s2"):
+            await adapter.add(MemoryEntry(session_id=session, user_id=user, content=f"{user}:{session}"))
+    fresh = await opened(key)
+    assert [e.content for e in await fresh.get_entries("s1", "alice")] == ["alice:s1"]
+    assert [e.content for e in await fresh.get_entries("s2", "bob")] == ["bob:s2"]
+    assert await fresh.get_entries("s1") == [] and await fresh.count("s1", "carol") == 0
+    await fresh.delete_session("s1", "alice")
+    assert await fresh.count("s1", "alice") == 0 and await fresh.count("s1", "bob") == 1
+    await fresh.delete_session("s2")  # no user: every user's s2, as Definable's stores
+    assert await fresh.count("s2", "alice") == 0 and await fresh.count("s2", "bob") == 0
+    assert [n.split("/")[2:5] for n in entry_files(backend, key)] == [["bob", "sessions", "s1"]]
+
+
+async def test_hostile_ids_stay_in_their_own_directory(adapter_backend, key):
+    backend, _ = adapter_backend
+    adapter = await opened(key)
+    for i, hostile in enumerate(HOSTILE_IDS):
+        await adapter.add(MemoryEntry(session_id=hostile, user_id=hostile, memory_id=f"{hostile}#{i}", content=str(i)))
+    await adapter.add(MemoryEntry(session_id="bob", user_id="bob", content="plain"))
+    fresh = await opened(key)
+    for i, hostile in enumerate(HOSTILE_IDS):
+        assert [e.content for e in await fresh.get_entries(hostile, hostile)] == [str(i)]
+        assert (await fresh.get_entry(f"{hostile}#{i}")).user_id == hostile
+    assert [e.content for e in await fresh.get_entries("bob", "bob")] == ["plain"]
+    names = list(entry_files(backend, key))
+    assert len(names) == len(HOSTILE_IDS) + 1
+    assert all(n.startswith("definable/users/") and ".." not in n.split("/") for n in names)
+    assert len({n.split("/")[2] for n in names}) == len(names)  # no two ids share a user directory
+    assert len({encode_id(h) for h in HOSTILE_IDS}) == len(HOSTILE_IDS)
+
+
+async def test_duck_typed_entries_come_back_as_the_callers_type(local_backend, key):
+    adapter = await opened(key)
+    await adapter.add(CallerEntry(session_id="s", memory_id="m", content="hi", created_at=1.0, updated_at=1.0))
+    got = await adapter.get_entries("s")
+    assert got == [CallerEntry(session_id="s", memory_id="m", content="hi", created_at=1.0, updated_at=1.0)]
+    assert isinstance(await (await opened(key)).get_entry("m"), MemoryEntry)  # a new adapter: ours
+    assert isinstance(await (await opened(key, entry_class=CallerEntry)).get_entry("m"), CallerEntry)
+
+
+async def test_bad_input_changes_nothing(local_backend, key):
+    adapter = await opened(key)
+    await adapter.add(MemoryEntry(session_id="s", memory_id="m"))
+    with pytest.raises(DuplicateMemoryId):
+        await adapter.add(MemoryEntry(session_id="other", memory_id="m"))
+    with pytest.raises(InvalidArgument):
+        await adapter.add(CallerEntry(session_id=None, memory_id="n"))  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument):
+        DefinableMemoryStore(42)  # type: ignore[arg-type]
+    assert await adapter.count("s") == 1 and await adapter.count("other") == 0
+    assert not adapter.store.has_unsaved_changes()
+
+
+async def test_an_adapter_over_an_open_handle(local_backend, key):
+    store = await MemoryStore.get_or_create.aio(key=key)
+    adapter = DefinableMemoryStore(store)
+    await adapter.initialize()
+    await adapter.add(MemoryEntry(session_id="s", content="x"))
+    assert adapter.store is store
+    assert (await MemoryStore.open.aio(key=key)).list_paths("definable")[0].startswith("definable/users/default/")
+
+
+ADD_WORKER = textwrap.dedent(
+    """
+    import asyncio, json, os, sys, time
+    sys.path.insert(0, {tests!r})
+    from workers import setup
+    config = json.loads(sys.argv[1])
+    setup(config)
+    from flyteplugins_memory.adapters.definable import DefinableMemoryStore, MemoryEntry
+
+    async def main():
+        adapter = DefinableMemoryStore(config["key"])
+        await adapter.initialize()
+        while not os.path.exists(config["go"]):
+            time.sleep(0.01)
+        for i in range(config["n"]):
+            user = "alice" if i % 2 else "bob"
+            await adapter.add(MemoryEntry(session_id="shared", user_id=user, content=f"{{config['worker']}}:{{i}}"))
+        await adapter.close()
+
+    asyncio.run(main())
+    """
+)
+
+
+def test_two_processes_adding_to_one_key_lose_nothing(adapter_backend, key, tmp_path):
+    backend, endpoint = adapter_backend
+    MemoryStore.create(key=key)
+    go = tmp_path / "go"
+    script = ADD_WORKER.format(tests=str(REPO / "tests"))
+    config = {"raw": backend.raw_data_path, "endpoint": endpoint, "key": key, "go": str(go), "n": 6}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, json.dumps({**config, "worker": w})],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for w in range(2)
+    ]
+    go.touch()
+    for proc in procs:
+        _, err = proc.communicate(timeout=240)
+        assert proc.returncode == 0, err[-3000:]
+    store = MemoryStore.open(key=key)
+    adapter = DefinableMemoryStore(store)
+    both = asyncio.run(_contents(adapter))
+    assert sorted(both) == sorted(f"{w}:{i}" for w in range(2) for i in range(6))
+    assert len(entry_files(backend, key)) == 12
+
+
+async def _contents(adapter: DefinableMemoryStore) -> list[str]:
+    return [e.content for user in ("alice", "bob") for e in await adapter.get_entries("shared", user)]
+
+
+# -- the real framework, in a Python 3.12 virtualenv ----------------------------------------------------
+
+VENV = REPO / ".venv-definable"
+REAL_SCRIPT = textwrap.dedent(
+    """
+    import asyncio, json, sys
+    import flyte
+    from flyte._context import internal_ctx
+    from flyte.models import RawDataPath
+    from definable.memory import Memory, MemoryEntry
+    from definable.memory.store.base import MemoryStore as Protocol
+    from flyteplugins_memory.adapters.definable import DefinableMemoryStore
+
+    config = json.loads(sys.argv[1])
+    flyte.init(org="acme", project="research", domain="development")
+    internal_ctx().new_raw_data_path(RawDataPath(path=config["raw"])).__enter__()
+
+    async def main():
+        store = DefinableMemoryStore(config["key"])
+        assert isinstance(store, Protocol)
+        memory = Memory(store=store)
+        await store.initialize()
+        await store.add(MemoryEntry(session_id="s", user_id="alice", content="b", created_at=2.0, memory_id="m2"))
+        await store.add(MemoryEntry(session_id="s", user_id="alice", content="a", created_at=1.0, memory_id="m1",
+                                    keywords=["tea"], importance=0.9))
+        await store.add(MemoryEntry(session_id="s", user_id="bob", content="bob's", memory_id="m3"))
+        entries = await memory.get_entries("s", "alice")
+        assert [type(e) for e in entries] == [MemoryEntry, MemoryEntry], entries
+        assert [e.content for e in entries] == ["a", "b"] and entries[0].keywords == ["tea"]
+        assert entries[0].importance == 0.9
+        await memory.update("m2", "b edited")
+        assert (await store.get_entry("m2")).content == "b edited"
+        assert await store.count("s", "alice") == 2 and await store.count("s", "bob") == 1
+        await memory.delete("m1")
+        assert await store.get_entry("m1") is None
+        await store.add(MemoryEntry(session_id="gone", user_id="carol", content="x"))
+        await memory.clear("gone")
+        assert await store.count("gone", "carol") == 0
+        await memory.close()
+
+    asyncio.run(main())
+    print("ok")
+    """
+)
+
+
+def _python312() -> str:
+    found = shutil.which("python3.12") or next(
+        (str(p) for p in pathlib.Path("/root/.pyenv/versions").glob("3.12*/bin/python3.12") if p.exists()), None
+    )
+    if found is None:
+        pytest.fail(
+            "the Definable test needs Python 3.12 (definable>=0.8 requires it): put python3.12 on PATH "
+            "(e.g. `pyenv install 3.12` or `uv python install 3.12`) and run again"
+        )
+    return found
+
+
+def _definable_venv() -> pathlib.Path:
+    """`.venv-definable/` with definable>=0.8 and this package (editable), made once and reused."""
+    python = VENV / "bin" / "python"
+    ready = VENV / ".ready"
+    if not ready.exists():
+        subprocess.run([_python312(), "-m", "venv", "--clear", str(VENV)], check=True)
+        pip = [str(python), "-m", "pip", "install", "-q"]
+        subprocess.run([*pip, "definable>=0.8", "-e", str(REPO)], check=True, timeout=1200)
+        ready.touch()
+    return python
+
+
+@pytest.mark.slow
+def test_the_real_definable_memory_drives_the_adapter(local_backend, key):
+    python = _definable_venv()
+    config = {"raw": local_backend.raw_data_path, "key": key}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    done = subprocess.run(
+        [str(python), "-c", REAL_SCRIPT, json.dumps(config)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
+
+    files = entry_files(local_backend, key)  # the 3.11 side reads what Definable stored
+    assert sorted(n.split("/")[2] for n in files) == ["alice", "bob"]
+    entries = {f["entry"]["memory_id"]: f["entry"] for f in files.values()}
+    assert entries["m2"]["content"] == "b edited" and entries["m3"]["user_id"] == "bob"
+    assert MemoryStore.open(key=key).log(limit=50)[0].actor == "definable"
