@@ -269,15 +269,18 @@ REAL_SCRIPT = textwrap.dedent(
 
 
 def _python312() -> str:
-    found = shutil.which("python3.12") or next(
-        (str(p) for p in pathlib.Path("/root/.pyenv/versions").glob("3.12*/bin/python3.12") if p.exists()), None
+    """A working Python 3.12: $DEFINABLE_PYTHON, python3.12 on PATH, or a pyenv install (a pyenv shim
+    on PATH may not run, so each candidate is tried)."""
+    candidates = [os.environ.get("DEFINABLE_PYTHON"), shutil.which("python3.12")]
+    candidates += sorted(str(p) for p in pathlib.Path.home().glob(".pyenv/versions/3.12*/bin/python3.12"))
+    check = "import sys; assert sys.version_info[:2] == (3, 12)"
+    for candidate in filter(None, candidates):
+        if subprocess.run([candidate, "-c", check], capture_output=True, check=False).returncode == 0:
+            return candidate
+    pytest.fail(
+        "the Definable test needs Python 3.12 (definable>=0.8 requires it): put python3.12 on PATH, or set "
+        "DEFINABLE_PYTHON to one (e.g. `pyenv install 3.12` or `uv python install 3.12`), and run again"
     )
-    if found is None:
-        pytest.fail(
-            "the Definable test needs Python 3.12 (definable>=0.8 requires it): put python3.12 on PATH "
-            "(e.g. `pyenv install 3.12` or `uv python install 3.12`) and run again"
-        )
-    return found
 
 
 def _definable_venv() -> pathlib.Path:
