@@ -33,8 +33,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .._errors import ConcurrencyError, InvalidArgument
-from .._store import MemoryStore
+from .. import ConcurrencyError, InvalidArgument, MemoryStore
 
 #: the fields of Definable's protocol; the real class has more (semantic fields), kept through its to_dict
 ENTRY_FIELDS = ("session_id", "memory_id", "user_id", "role", "content", "message_data", "created_at", "updated_at")
@@ -217,7 +216,10 @@ class DefinableMemoryStore:
 
     async def get_entries(self, session_id: str, user_id: str = "default", limit: int | None = None) -> list[Any]:
         await self._refresh()
-        stored = [await self.store.read_json.aio(p) for p in await self._session_paths(session_id, user_id)]
+        paths = await self._session_paths(session_id, user_id)
+        if paths:  # one batch of parallel fetches, not one round trip per entry
+            await self.store.prefetch.aio(paths[0].rsplit("/", 1)[0])
+        stored = [await self.store.read_json.aio(p) for p in paths]
         stored.sort(key=lambda s: (s["entry"].get("created_at") or 0.0, s["added_ns"]))
         chosen = stored if limit is None else stored[: max(limit, 0)]
         return [entry_of(self.entry_class, s["entry"]) for s in chosen]
