@@ -1,0 +1,429 @@
+"""Orbiter's memory protocol (``orbiter.memory.base.MemoryStore``) over a flyteplugins-memory store.
+
+Orbiter is not on PyPI, so this module also defines minimal equivalents of its data types (`MemoryStatus`,
+`MemoryMetadata`, `MemoryItem` and the System/Human/AI/Tool subtypes, `MemoryError`) as its documentation
+describes them. The adapter takes any objects of the same shape (a pydantic ``model_dump``); it loads items
+back as ``orbiter.memory.base`` classes when that package is importable (imported lazily, never a
+dependency), else as the ones here.
+
+Layout: one JSON file per item, ``orbiter/<user>/<session>/<agent>/<task>/<id>.json``, labelled with file
+metadata (``orbiter_id``, ``memory_type``, ``status``, the scope ids, ``created_at``) that `search`, `get`
+and `clear` filter on with ``list_paths(where=...)``. A scope id that is unset is the segment ``_``; one of
+letters, digits and ``_.-`` (starting with a letter or digit, at most 40 characters) is itself; any other
+is ``~`` and 32 hex digits of its sha256. Different users and sessions therefore never share a directory,
+and filters match the exact ids kept in the metadata, never the segments. Concurrent tasks adding items to
+one key write different files, so their saves merge instead of conflicting.
+
+Durability: with ``autosave=True`` (the default) every `add`, `transition` and `clear` commits at once
+(one atomic save per call), so an item added in one Flyte task is there for the next even if the task
+dies right after. ``autosave=False`` keeps `add` in the handle until `flush()` (many adds, one commit);
+`transition` and `clear` always commit. A commit that meets a real conflict (another task changed the
+same item) refreshes and re-applies the call to the newest state, so the status machine is checked
+against what is committed. Reads see this handle's state; `get` of an id it does not know refreshes once,
+and `refresh()` picks up everything other tasks saved.
+
+Search: a non-empty ``query`` ranks by our BM25 `store.search` (over the item's JSON: its field values
+such as ``"human"`` are words too), best first; an empty one lists newest first by ``created_at``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+import importlib
+import json
+import re
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from flyteplugins_memory import ConcurrencyError, MemoryStore
+
+__all__ = [
+    "AIMemory",
+    "HumanMemory",
+    "InvalidMemoryInput",
+    "InvalidStatusTransition",
+    "ItemNotFound",
+    "MemoryError",
+    "MemoryItem",
+    "MemoryMetadata",
+    "MemoryStatus",
+    "OrbiterMemoryStore",
+    "SystemMemory",
+    "ToolMemory",
+]
+
+ROOT = "orbiter"
+SCOPE_FIELDS = ("user_id", "session_id", "agent_id", "task_id")  # the order of the path segments
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,47}")
+_SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,39}")
+_MAX_SCOPE_ID = 256  # file metadata holds 4 KiB in all
+_ATTEMPTS = 5
+T = TypeVar("T")
+
+
+# -- Orbiter's data types, as its documentation describes them --------------------------------------------
+
+
+class MemoryError(Exception):  # Orbiter's name (shadows the builtin here only)
+    """Base exception for memory operations."""
+
+
+class InvalidMemoryInput(MemoryError, ValueError):
+    """An item, id or argument the adapter cannot store or use (the message says which and why)."""
+
+
+class InvalidStatusTransition(MemoryError, ValueError):
+    """A status change the lifecycle does not allow (draft -> accepted | discard, accepted -> discard)."""
+
+
+class ItemNotFound(InvalidMemoryInput, KeyError):
+    """`transition` of an id the store does not hold."""
+
+
+class MemoryStatus(StrEnum):
+    DRAFT = "draft"
+    ACCEPTED = "accepted"
+    DISCARD = "discard"
+
+
+ALLOWED: dict[str, frozenset[str]] = {
+    "draft": frozenset({"accepted", "discard"}),
+    "accepted": frozenset({"discard"}),
+    "discard": frozenset(),
+}
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+class MemoryMetadata(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    user_id: str | None = None
+    session_id: str | None = None
+    task_id: str | None = None
+    agent_id: str | None = None
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+
+class MemoryItem(BaseModel):
+    id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    content: str
+    memory_type: str
+    status: MemoryStatus = MemoryStatus.ACCEPTED
+    metadata: MemoryMetadata = Field(default_factory=MemoryMetadata)
+    created_at: str = Field(default_factory=_now)
+    updated_at: str = Field(default_factory=_now)
+
+    def transition(self, new_status: MemoryStatus) -> None:
+        """Move to `new_status` and stamp `updated_at`; `InvalidStatusTransition` if not allowed."""
+        check_transition(str(self.status), str(new_status))
+        self.status = MemoryStatus(new_status)
+        self.updated_at = _now()
+
+
+class SystemMemory(MemoryItem):
+    memory_type: str = "system"
+
+
+class HumanMemory(MemoryItem):
+    memory_type: str = "human"
+
+
+class AIMemory(MemoryItem):
+    memory_type: str = "ai"
+    tool_calls: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class ToolMemory(MemoryItem):
+    memory_type: str = "tool"
+    tool_call_id: str = ""
+    tool_name: str = ""
+    is_error: bool = False
+
+
+def check_transition(old: str, new: str) -> None:
+    if new not in ALLOWED:
+        raise InvalidMemoryInput(f"unknown status {new!r}; one of {sorted(ALLOWED)}")
+    if new not in ALLOWED.get(old, frozenset()):
+        raise InvalidStatusTransition(f"cannot move a memory from {old!r} to {new!r}")
+
+
+@functools.cache
+def item_classes() -> tuple[type[Any], dict[str, type[Any]]]:
+    """The base item class and the subtypes by ``memory_type``: Orbiter's if importable, else ours."""
+    try:
+        base = importlib.import_module("orbiter.memory.base")
+    except ImportError:
+        base = None
+    names = ("MemoryItem", "SystemMemory", "HumanMemory", "AIMemory", "ToolMemory")
+    found = [getattr(base, n, None) for n in names] if base else []
+    classes: list[type[Any]] = [c for c in found if isinstance(c, type)]
+    if len(classes) != len(names):
+        classes = [MemoryItem, SystemMemory, HumanMemory, AIMemory, ToolMemory]
+    subtypes: dict[str, type[Any]] = dict(zip(("system", "human", "ai", "tool"), classes[1:], strict=True))
+    return classes[0], subtypes
+
+
+# -- pure rules: validation, paths, labels ----------------------------------------------------------------
+
+
+def check_id(item_id: object) -> str:
+    if not isinstance(item_id, str) or not _ID.fullmatch(item_id):
+        raise InvalidMemoryInput(
+            f"memory id must be 1-48 letters, digits or '_.-' starting with a letter or digit, got {item_id!r}"
+        )
+    return item_id
+
+
+def scope_of(metadata: object, what: str) -> dict[str, Any]:
+    """The scope fields and ``extra`` of a `MemoryMetadata`-shaped object (None: no scope)."""
+    if metadata is None:
+        return {**dict.fromkeys(SCOPE_FIELDS), "extra": {}}
+    fields = {f: getattr(metadata, f, None) for f in SCOPE_FIELDS}
+    extra = getattr(metadata, "extra", {})
+    if not all(v is None or (isinstance(v, str) and 0 < len(v) <= _MAX_SCOPE_ID) for v in fields.values()):
+        raise InvalidMemoryInput(f"{what}: scope ids must be None or non-empty str of at most 256 characters")
+    if not isinstance(extra, dict):
+        raise InvalidMemoryInput(f"{what}: metadata.extra must be a dict, got {type(extra).__name__}")
+    return {**fields, "extra": extra}
+
+
+def segment(value: str | None) -> str:
+    if value is None:
+        return "_"
+    return value if _SEGMENT.fullmatch(value) else "~" + hashlib.sha256(value.encode()).hexdigest()[:32]
+
+
+def dump_item(item: object) -> dict[str, Any]:
+    """The item as a JSON object, after checking every field the adapter relies on."""
+    if isinstance(item, type) or not callable(getattr(item, "model_dump", None)):
+        raise InvalidMemoryInput(f"expected a memory item (a pydantic model), got {type(item).__name__}")
+    try:
+        data = item.model_dump(mode="json")  # type: ignore[attr-defined]
+    except ValueError as err:  # pydantic's serialization errors are ValueErrors
+        raise InvalidMemoryInput(f"memory item is not JSON-serializable: {err}") from None
+    if not isinstance(data, dict):
+        raise InvalidMemoryInput(f"memory item dumps to {type(data).__name__}, not an object")
+    check_id(data.get("id"))
+    for name in ("content", "memory_type", "created_at", "updated_at"):
+        if not isinstance(data.get(name), str) or not data[name].strip():
+            raise InvalidMemoryInput(f"memory item {name} must be a non-empty str, got {data.get(name)!r}")
+    if data.get("status") not in ALLOWED:
+        raise InvalidMemoryInput(f"memory item status must be one of {sorted(ALLOWED)}, got {data.get('status')!r}")
+    scope_of(MemoryMetadata.model_construct(**(data.get("metadata") or {})), "memory item")
+    try:
+        json.dumps(data, allow_nan=False)
+    except (TypeError, ValueError) as err:
+        raise InvalidMemoryInput(f"memory item is not JSON-serializable: {err}") from None
+    return data
+
+
+def path_of(data: dict[str, Any]) -> str:
+    meta = data.get("metadata") or {}
+    return "/".join([ROOT, *(segment(meta.get(f)) for f in SCOPE_FIELDS), data["id"] + ".json"])
+
+
+def labels_of(data: dict[str, Any]) -> dict[str, str]:
+    meta = data.get("metadata") or {}
+    scope = {f: meta[f] for f in SCOPE_FIELDS if meta.get(f) is not None}
+    fixed = {"orbiter_id": data["id"], "memory_type": data["memory_type"], "status": data["status"]}
+    return {**fixed, **scope, "created_at": data["created_at"]}
+
+
+def filter_of(metadata: object, memory_type: object, status: object) -> tuple[str, dict[str, str], dict[str, Any]]:
+    """Directory, exact `where` labels and ``extra`` pairs that a search or clear filters on."""
+    scope = scope_of(metadata, "metadata filter")
+    where = {f: scope[f] for f in SCOPE_FIELDS if scope[f] is not None}
+    if memory_type is not None:
+        if not isinstance(memory_type, str) or not memory_type:
+            raise InvalidMemoryInput(f"memory_type must be None or a non-empty str, got {memory_type!r}")
+        where["memory_type"] = memory_type
+    if status is not None:
+        if not isinstance(status, str) or status not in ALLOWED:
+            raise InvalidMemoryInput(f"status must be None or one of {sorted(ALLOWED)}, got {status!r}")
+        where["status"] = str(status)
+    leading = []
+    for f in SCOPE_FIELDS:  # the directory of the leading scope ids that are set
+        if scope[f] is None:
+            break
+        leading.append(segment(scope[f]))
+    return "/".join([ROOT, *leading]), where, scope["extra"]
+
+
+def matches_extra(data: dict[str, Any], extra: dict[str, Any]) -> bool:
+    held = (data.get("metadata") or {}).get("extra") or {}
+    return all(k in held and held[k] == v for k, v in extra.items())
+
+
+def load_item(data: dict[str, Any]) -> Any:
+    base, subtypes = item_classes()
+    return subtypes.get(data.get("memory_type", ""), base).model_validate(data)
+
+
+# -- the adapter ------------------------------------------------------------------------------------------
+
+
+class OrbiterMemoryStore:
+    """Orbiter's ``MemoryStore`` protocol (async `add`, `get`, `search`, `clear`) over one store key.
+
+    `store` is an open `MemoryStore` handle, or a key opened with ``MemoryStore.get_or_create`` on first use.
+    """
+
+    def __init__(self, store: MemoryStore | str, *, autosave: bool = True, actor: str = "orbiter") -> None:
+        if not isinstance(store, MemoryStore | str) or not isinstance(autosave, bool):
+            raise InvalidMemoryInput("OrbiterMemoryStore needs a MemoryStore or a key, and autosave a bool")
+        self._store = store if isinstance(store, MemoryStore) else None
+        self._key = store if isinstance(store, str) else None
+        self._autosave, self._actor = autosave, actor
+        self._lock = asyncio.Lock()
+
+    async def handle(self) -> MemoryStore:
+        """The underlying `MemoryStore` (opened on first use when given a key)."""
+        if self._store is None:
+            self._store = await MemoryStore.get_or_create.aio(key=self._key or "")
+        return self._store
+
+    async def add(self, item: Any) -> None:
+        """Store `item` (replacing an item of the same id, wherever its scope put it)."""
+        data = dump_item(item)
+
+        async def apply(store: MemoryStore) -> None:
+            await self._write(store, data, reason="add")
+
+        if self._autosave:
+            await self._commit(apply)
+        else:
+            async with self._lock:
+                await apply(await self.handle())
+
+    async def get(self, item_id: str) -> Any | None:
+        """The item with `item_id`, or None if there is none (refreshing once before saying so)."""
+        check_id(item_id)
+        store = await self.handle()
+        path = await self._path_of_id(store, item_id)
+        if path is None:
+            await store.refresh.aio()
+            path = await self._path_of_id(store, item_id)
+        return None if path is None else load_item(await store.read_json.aio(path))
+
+    async def search(
+        self,
+        *,
+        query: str = "",
+        metadata: Any = None,
+        memory_type: str | None = None,
+        status: MemoryStatus | str | None = None,
+        limit: int = 10,
+    ) -> list[Any]:
+        """Items matching every filter: by BM25 score for a `query`, newest first without one."""
+        if not isinstance(query, str):
+            raise InvalidMemoryInput(f"query must be a str, got {type(query).__name__}")
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InvalidMemoryInput(f"limit must be a positive int, got {limit!r}")
+        prefix, where, extra = filter_of(metadata, memory_type, status)
+        store = await self.handle()
+        paths = await self._ranked(store, query.strip(), prefix, where, limit if not extra else None)
+        found: list[Any] = []
+        for path in paths:
+            data = await store.read_json.aio(path)
+            if matches_extra(data, extra):
+                found.append(load_item(data))
+            if len(found) == limit:
+                break
+        return found
+
+    async def clear(self, *, metadata: Any = None) -> int:
+        """Delete the adapter's items in scope `metadata` (all of them for None); how many were deleted."""
+        prefix, where, extra = filter_of(metadata, None, None)
+
+        async def apply(store: MemoryStore) -> int:
+            doomed = await self._listed(store, prefix, where)
+            if extra:
+                doomed = [p for p in doomed if matches_extra(await store.read_json.aio(p), extra)]
+            for path in doomed:
+                await store.delete.aio(path, actor=self._actor, reason="clear")
+            return len(doomed)
+
+        await (await self.handle()).refresh.aio()
+        return await self._commit(apply)
+
+    async def transition(self, item_id: str, new_status: MemoryStatus | str) -> Any:
+        """Load the item, move it to `new_status` (`InvalidStatusTransition` if the lifecycle forbids it),
+        save it at once and return it. `KeyError` (an `InvalidMemoryInput` too) if there is no such item."""
+        check_id(item_id)
+        if not isinstance(new_status, str) or new_status not in ALLOWED:
+            raise InvalidMemoryInput(f"new_status must be one of {sorted(ALLOWED)}, got {new_status!r}")
+
+        async def apply(store: MemoryStore) -> Any:
+            path = await self._path_of_id(store, item_id)
+            if path is None:
+                raise ItemNotFound(f"no memory with id {item_id!r}")
+            data = await store.read_json.aio(path)
+            check_transition(data["status"], str(new_status))
+            item = load_item({**data, "status": str(new_status), "updated_at": _now()})
+            await self._write(store, dump_item(item), reason=f"status {data['status']} -> {new_status}")
+            return item
+
+        await (await self.handle()).refresh.aio()
+        return await self._commit(apply)
+
+    async def flush(self) -> None:
+        """Commit what `add` kept in the handle (``autosave=False``); a no-op when there is nothing."""
+        await self._commit(lambda store: asyncio.sleep(0))
+
+    async def refresh(self) -> None:
+        """Pick up what other tasks saved to the key since this handle loaded."""
+        await (await self.handle()).refresh.aio()
+
+    # -- helpers ------------------------------------------------------------------------------------------
+
+    async def _commit(self, apply: Callable[[MemoryStore], Awaitable[T]]) -> T:
+        """Stage `apply`'s changes and save; on a conflict, refresh and re-apply to the newest state."""
+        store = await self.handle()
+        async with self._lock:
+            for attempt in range(_ATTEMPTS):
+                result = await apply(store)
+                try:
+                    await store.save.aio(actor=self._actor)
+                    return result
+                except ConcurrencyError:
+                    if attempt == _ATTEMPTS - 1:
+                        raise
+                    await store.refresh.aio()
+        raise AssertionError("unreachable")
+
+    async def _write(self, store: MemoryStore, data: dict[str, Any], *, reason: str) -> None:
+        path = path_of(data)
+        for old in await self._listed(store, ROOT, {"orbiter_id": data["id"]}):
+            if old != path:  # the same id under another scope: it moves
+                await store.delete.aio(old, actor=self._actor, reason=reason)
+        await store.write_json.aio(path, data, actor=self._actor, reason=reason, metadata=labels_of(data))
+
+    async def _listed(self, store: MemoryStore, prefix: str, where: dict[str, str]) -> list[str]:
+        return await store.list_paths.aio(prefix, where=where or None)
+
+    async def _path_of_id(self, store: MemoryStore, item_id: str) -> str | None:
+        paths = await self._listed(store, ROOT, {"orbiter_id": item_id})
+        return paths[0] if paths else None
+
+    async def _ranked(
+        self, store: MemoryStore, query: str, prefix: str, where: dict[str, str], limit: int | None
+    ) -> list[str]:
+        """Candidate paths in result order: by score for a query, else newest ``created_at`` first."""
+        listed = await self._listed(store, prefix, where)
+        if not listed:
+            return []
+        if query:
+            hits = await store.search.aio(query, prefix=prefix, limit=limit or len(listed), where=where or None)
+            return [h.path for h in hits]
+        metas = {p: await store.get_meta.aio(p) for p in listed}
+        created = {p: str(m.metadata.get("created_at", "")) if m else "" for p, m in metas.items()}
+        return sorted(listed, key=lambda p: (created[p], p), reverse=True)

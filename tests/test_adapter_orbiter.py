@@ -1,0 +1,289 @@
+"""The Orbiter adapter (`flyteplugins_memory.adapters.orbiter`): Orbiter's memory protocol on local disk and
+moto S3, checked through fresh handles and the backend's own object listing: round trips of every subtype,
+filters, ranking, scoping, clear, the status machine, bad input, and processes adding to one key at once."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import pydantic
+import pytest
+
+from flyteplugins_memory import MemoryStore
+from flyteplugins_memory.adapters.orbiter import (
+    AIMemory,
+    HumanMemory,
+    InvalidMemoryInput,
+    InvalidStatusTransition,
+    ItemNotFound,
+    MemoryError,
+    MemoryItem,
+    MemoryMetadata,
+    MemoryStatus,
+    OrbiterMemoryStore,
+    SystemMemory,
+    ToolMemory,
+    path_of,
+)
+
+TESTS = str(pathlib.Path(__file__).parent)
+ALICE = MemoryMetadata(user_id="alice", session_id="s1")
+BOB = MemoryMetadata(user_id="bob", session_id="s1")
+
+
+@pytest.fixture(params=["local_backend", "s3_backend"])
+def backend(request):
+    return request.getfixturevalue(request.param)
+
+
+def items_in_storage(backend, key: str) -> dict[str, dict]:
+    """The adapter's objects as the backend itself lists them, decoded."""
+    return {n: json.loads(d) for n, d in backend.objects(key).items() if n.startswith("orbiter/")}
+
+
+async def fresh(key: str) -> OrbiterMemoryStore:
+    return OrbiterMemoryStore(await MemoryStore.get_or_create.aio(key=key))
+
+
+async def test_every_subtype_round_trips_through_storage(backend, key):
+    memory = OrbiterMemoryStore(key)
+    items = [
+        SystemMemory(content="You are a helpful bot.", metadata=ALICE),
+        HumanMemory(content="What is Python?", metadata=ALICE),
+        AIMemory(content="A language.", metadata=ALICE, tool_calls=[{"id": "c1", "name": "search", "n": 2}]),
+        ToolMemory(content="no results", metadata=ALICE, tool_call_id="c1", tool_name="search", is_error=True),
+        HumanMemory(content="draft", status=MemoryStatus.DRAFT, metadata=MemoryMetadata(extra={"k": [1, "x"]})),
+    ]
+    for item in items:
+        await memory.add(item)
+
+    reader = await fresh(key)
+    for item in items:
+        back = await reader.get(item.id)
+        assert type(back) is type(item) and back == item
+    stored = items_in_storage(backend, key)
+    assert set(stored) == {path_of(i.model_dump(mode="json")) for i in items}  # one object per item
+    assert stored[f"orbiter/alice/s1/_/_/{items[3].id}.json"]["tool_name"] == "search"
+    assert await reader.get("0123456789abcdef") is None
+
+
+async def test_search_filters_limit_order_and_ranking(backend, key):
+    memory = OrbiterMemoryStore(key)
+    await memory.add(HumanMemory(id="h1", content="I like green tea", metadata=ALICE, created_at="2026-01-01"))
+    await memory.add(AIMemory(id="a1", content="green tea is nice, tea tea", metadata=ALICE, created_at="2026-01-02"))
+    await memory.add(HumanMemory(id="h2", content="coffee please", metadata=ALICE, created_at="2026-01-03"))
+    await memory.add(HumanMemory(id="d1", content="tea?", status="draft", metadata=ALICE, created_at="2026-01-04"))
+    await memory.add(
+        HumanMemory(id="x1", content="tea", metadata=MemoryMetadata(user_id="alice", extra={"topic": "x"}))
+    )
+
+    reader = await fresh(key)
+    ids = lambda found: [i.id for i in found]  # noqa: E731
+    assert ids(await reader.search(metadata=ALICE)) == ["d1", "h2", "a1", "h1"]  # newest first
+    assert ids(await reader.search(metadata=ALICE, limit=2)) == ["d1", "h2"]
+    assert ids(await reader.search(metadata=ALICE, memory_type="ai")) == ["a1"]
+    assert ids(await reader.search(metadata=ALICE, status=MemoryStatus.DRAFT)) == ["d1"]
+    ranked = ids(await reader.search(query="tea", metadata=ALICE))
+    assert ranked[0] == "a1" and set(ranked) == {"a1", "h1", "d1"}  # by score; coffee never matches
+    assert ids(await reader.search(query="tea", metadata=ALICE, limit=1)) == ["a1"]
+    assert ids(await reader.search(query="coffee")) == ["h2"]
+    assert ids(await reader.search(metadata=MemoryMetadata(extra={"topic": "x"}))) == ["x1"]
+    assert ids(await reader.search(query="tea", metadata=MemoryMetadata(extra={"topic": "x"}))) == ["x1"]
+    assert await reader.search(query="zeppelin") == []
+
+
+async def test_users_and_sessions_never_mix(backend, key):
+    memory = OrbiterMemoryStore(key)
+    await memory.add(HumanMemory(id="a", content="alice secret", metadata=ALICE))
+    await memory.add(HumanMemory(id="b", content="bob secret", metadata=BOB))
+    alice_s2 = MemoryMetadata(user_id="alice", session_id="s2")
+    await memory.add(HumanMemory(id="a2", content="alice other", metadata=alice_s2))
+    odd = MemoryMetadata(user_id="carol@example.com/../x", session_id="s1")  # not a path segment: hashed
+    await memory.add(HumanMemory(id="c", content="carol secret", metadata=odd))
+
+    reader = await fresh(key)
+    assert [i.id for i in await reader.search(query="secret", metadata=ALICE)] == ["a"]
+    assert [i.id for i in await reader.search(metadata=BOB)] == ["b"]
+    assert {i.id for i in await reader.search(metadata=MemoryMetadata(user_id="alice"))} == {"a", "a2"}
+    assert {i.id for i in await reader.search(metadata=MemoryMetadata(session_id="s1"))} == {"a", "b", "c"}
+    assert [i.id for i in await reader.search(metadata=odd)] == ["c"]
+    assert (await reader.get("c")).metadata == odd
+    names = set(items_in_storage(backend, key))
+    assert {n.split("/")[1] for n in names} == {"alice", "bob", next(n.split("/")[1] for n in names if "~" in n)}
+    assert all(".." not in n and "@" not in n for n in names)
+
+
+async def test_clear_with_and_without_metadata(backend, key):
+    memory = OrbiterMemoryStore(key)
+    for i, meta in enumerate([ALICE, ALICE, BOB, MemoryMetadata()]):
+        await memory.add(HumanMemory(id=f"m{i}", content=f"note {i}", metadata=meta))
+    MemoryStore.get_or_create(key=key).write_text("other/keep.md", "not the adapter's")  # never saved
+    store = MemoryStore.get_or_create(key=key)
+    store.write_text("other/keep.md", "not the adapter's")
+    store.save()
+
+    assert await (await fresh(key)).clear(metadata=ALICE) == 2
+    assert {n.split("/")[-1] for n in items_in_storage(backend, key)} == {"m2.json", "m3.json"}
+    assert await (await fresh(key)).clear(metadata=ALICE) == 0
+    assert await memory.clear() == 2  # a stale handle refreshes first: counts what is really there
+    assert items_in_storage(backend, key) == {}
+    assert await (await fresh(key)).search() == []
+    assert MemoryStore.get_or_create(key=key).read_text("other/keep.md") == "not the adapter's"
+
+
+async def test_status_machine_is_enforced_and_persisted(backend, key):
+    memory = OrbiterMemoryStore(key)
+    item = HumanMemory(content="maybe", status=MemoryStatus.DRAFT, metadata=ALICE)
+    await memory.add(item)
+
+    other = await fresh(key)
+    accepted = await other.transition(item.id, MemoryStatus.ACCEPTED)
+    assert accepted.status == MemoryStatus.ACCEPTED and accepted.updated_at >= item.updated_at
+    with pytest.raises(InvalidStatusTransition):
+        await memory.transition(item.id, "draft")  # the stale handle checks the committed status
+    assert (await (await fresh(key)).get(item.id)).status == "accepted"
+    await memory.transition(item.id, "discard")
+    with pytest.raises(InvalidStatusTransition) as err:
+        await memory.transition(item.id, MemoryStatus.ACCEPTED)
+    assert isinstance(err.value, MemoryError)
+    stored = items_in_storage(backend, key)[path_of(item.model_dump(mode="json"))]
+    assert stored["status"] == "discard"
+    assert [i.id for i in await (await fresh(key)).search(status=MemoryStatus.DISCARD)] == [item.id]
+    with pytest.raises(ItemNotFound):
+        await memory.transition("nosuchid", "accepted")
+    with pytest.raises(InvalidMemoryInput):
+        await memory.transition(item.id, "archived")
+
+
+def test_item_transition_and_metadata_rules():
+    item = HumanMemory(content="x", status=MemoryStatus.DRAFT)
+    item.transition(MemoryStatus.DISCARD)
+    with pytest.raises(MemoryError):
+        item.transition(MemoryStatus.ACCEPTED)
+    with pytest.raises(pydantic.ValidationError):  # frozen
+        ALICE.user_id = "mallory"  # type: ignore[misc]
+    assert MemoryItem(content="x", memory_type="custom").status == "accepted"
+    assert len({HumanMemory(content="x").id for _ in range(3)}) == 3
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        HumanMemory(content=""),
+        HumanMemory(content="   "),
+        HumanMemory(id="../etc", content="x"),
+        HumanMemory(id="a/b", content="x"),
+        HumanMemory(id="", content="x"),
+        HumanMemory(content="x", metadata=MemoryMetadata(user_id="")),
+        HumanMemory(content="x", metadata=MemoryMetadata(extra={"f": object()})),
+        HumanMemory.model_construct(content=3, memory_type="human", id="n", status="accepted"),
+        HumanMemory.model_construct(content="x", memory_type="human", id="n", status="archived"),
+        HumanMemory,
+        {"content": "a dict"},
+        "text",
+    ],
+)
+async def test_bad_input_is_a_typed_error_and_writes_nothing(local_backend, key, bad):
+    memory = OrbiterMemoryStore(key)
+    with pytest.raises(InvalidMemoryInput):
+        await memory.add(bad)
+    assert items_in_storage(local_backend, key) == {}
+
+
+async def test_bad_arguments_are_typed_errors(local_backend, key):
+    memory = OrbiterMemoryStore(key)
+    for call in (
+        memory.get("../x"),
+        memory.get(3),  # type: ignore[arg-type]
+        memory.search(limit=0),
+        memory.search(limit=True),  # type: ignore[arg-type]
+        memory.search(query=None),  # type: ignore[arg-type]
+        memory.search(status="archived"),
+        memory.search(memory_type=""),
+        memory.search(metadata=MemoryMetadata(user_id="")),
+    ):
+        with pytest.raises(InvalidMemoryInput):
+            await call
+    with pytest.raises(InvalidMemoryInput):
+        OrbiterMemoryStore(3)  # type: ignore[arg-type]
+
+
+async def test_autosave_off_keeps_adds_until_flush(local_backend, key):
+    memory = OrbiterMemoryStore(await MemoryStore.get_or_create.aio(key=key), autosave=False)
+    await memory.add(HumanMemory(id="one", content="later"))
+    assert await memory.get("one") is not None and items_in_storage(local_backend, key) == {}
+    await memory.flush()
+    assert (await (await fresh(key)).get("one")).content == "later"
+
+
+async def test_re_adding_an_id_under_another_scope_moves_it(local_backend, key):
+    memory = OrbiterMemoryStore(key)
+    await memory.add(HumanMemory(id="m", content="v1", metadata=ALICE))
+    await memory.add(HumanMemory(id="m", content="v2", metadata=BOB))
+    assert list(items_in_storage(local_backend, key)) == ["orbiter/bob/s1/_/_/m.json"]
+    assert (await (await fresh(key)).get("m")).content == "v2"
+
+
+CHILD = """
+import asyncio, json, os, sys, time
+sys.path.insert(0, {tests!r})
+from workers import setup
+config = json.loads(sys.argv[1])
+setup(config)
+from flyteplugins_memory.adapters.orbiter import HumanMemory, MemoryMetadata, OrbiterMemoryStore
+
+async def main():
+    memory = OrbiterMemoryStore(config["key"])
+    meta = MemoryMetadata(user_id=f"u{{config['worker']}}", session_id="s")
+    for i in range(config["rounds"]):
+        await memory.add(HumanMemory(id=f"w{{config['worker']}}-{{i}}", content=f"item {{i}}", metadata=meta))
+
+while not os.path.exists(config["go"]):
+    time.sleep(0.01)
+asyncio.run(main())
+"""
+
+
+@pytest.fixture(params=["local_backend", "s3_backend"])
+def shared_backend(request, moto_endpoint):
+    chosen = request.getfixturevalue(request.param)
+    return chosen, (moto_endpoint if chosen.name == "s3" else None)
+
+
+def test_two_processes_adding_to_one_key_lose_nothing(shared_backend, key, tmp_path):
+    backend, endpoint = shared_backend
+    MemoryStore.create(key=key)
+    go = tmp_path / "go"
+    config = {"raw": backend.raw_data_path, "endpoint": endpoint, "key": key, "rounds": 4, "go": str(go)}
+    code = CHILD.format(tests=TESTS)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, json.dumps({**config, "worker": w})],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for w in range(2)
+    ]
+    go.touch()
+    for proc in procs:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err[-3000:]
+
+    expected = {f"w{w}-{i}" for w in range(2) for i in range(4)}
+    stored = items_in_storage(backend, key)
+    assert {d["id"] for d in stored.values()} == expected
+    reader = OrbiterMemoryStore(key)
+    assert {i.id for i in asyncio_run(reader.search(limit=100))} == expected
+    assert [i.id for i in asyncio_run(reader.search(metadata=MemoryMetadata(user_id="u1"), limit=100))] == [
+        f"w1-{i}" for i in (3, 2, 1, 0)
+    ]
+
+
+def asyncio_run(coro):
+    import asyncio
+
+    return asyncio.run(coro)
