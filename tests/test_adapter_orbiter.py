@@ -8,11 +8,12 @@ import json
 import pathlib
 import subprocess
 import sys
+import types
 
 import pydantic
 import pytest
 
-from flyteplugins_memory import MemoryStore
+from flyteplugins_memory import ConcurrencyError, MemoryStore
 from flyteplugins_memory.adapters.orbiter import (
     AIMemory,
     HumanMemory,
@@ -26,6 +27,7 @@ from flyteplugins_memory.adapters.orbiter import (
     OrbiterMemoryStore,
     SystemMemory,
     ToolMemory,
+    item_classes,
     path_of,
 )
 
@@ -120,7 +122,6 @@ async def test_clear_with_and_without_metadata(backend, key):
     memory = OrbiterMemoryStore(key)
     for i, meta in enumerate([ALICE, ALICE, BOB, MemoryMetadata()]):
         await memory.add(HumanMemory(id=f"m{i}", content=f"note {i}", metadata=meta))
-    MemoryStore.get_or_create(key=key).write_text("other/keep.md", "not the adapter's")  # never saved
     store = MemoryStore.get_or_create(key=key)
     store.write_text("other/keep.md", "not the adapter's")
     store.save()
@@ -225,6 +226,58 @@ async def test_re_adding_an_id_under_another_scope_moves_it(local_backend, key):
     await memory.add(HumanMemory(id="m", content="v2", metadata=BOB))
     assert list(items_in_storage(local_backend, key)) == ["orbiter/bob/s1/_/_/m.json"]
     assert (await (await fresh(key)).get("m")).content == "v2"
+
+
+async def test_a_conflicting_add_is_reapplied_and_a_stale_get_refreshes(local_backend, key):
+    first, second = await fresh(key), await fresh(key)  # both loaded before either writes
+    await first.add(HumanMemory(id="same", content="from first"))
+    assert (await second.get("same")).content == "from first"  # unknown to its handle: it refreshed
+    third = await fresh(key)
+    await first.add(HumanMemory(id="same", content="first again"))
+    await third.add(HumanMemory(id="same", content="from third"))  # conflicts, refreshes, re-applies
+    assert (await (await fresh(key)).get("same")).content == "from third"
+
+    lazy_a = OrbiterMemoryStore(await MemoryStore.get_or_create.aio(key=key), autosave=False)
+    lazy_b = OrbiterMemoryStore(await MemoryStore.get_or_create.aio(key=key), autosave=False)
+    await lazy_a.add(HumanMemory(id="same", content="lazy a"))
+    await lazy_b.add(HumanMemory(id="same", content="lazy b"))
+    await lazy_a.flush()
+    with pytest.raises(ConcurrencyError):
+        await lazy_b.flush()  # never silently dropped
+    assert (await (await fresh(key)).get("same")).content == "lazy a"
+
+
+class ForeignHuman(pydantic.BaseModel):
+    """An item of Orbiter's shape from another class hierarchy (as Orbiter's own classes would be)."""
+
+    id: str
+    content: str
+    memory_type: str = "human"
+    status: str = "accepted"
+    metadata: dict = {}
+    created_at: str = "2026-01-01T00:00:00+00:00"
+    updated_at: str = "2026-01-01T00:00:00+00:00"
+
+
+async def test_any_object_of_the_shape_is_accepted_and_orbiter_classes_are_used(local_backend, key, monkeypatch):
+    memory = OrbiterMemoryStore(key)
+    await memory.add(ForeignHuman(id="f1", content="duck typed", metadata={"user_id": "alice"}))
+    back = await memory.get("f1")
+    assert type(back) is HumanMemory and back.metadata.user_id == "alice" and back.content == "duck typed"
+
+    fake = types.ModuleType("orbiter.memory.base")
+    for name, cls in [("MemoryItem", MemoryItem), ("SystemMemory", SystemMemory), ("AIMemory", AIMemory)]:
+        setattr(fake, name, cls)
+    fake.HumanMemory = type("OrbiterHuman", (HumanMemory,), {})  # type: ignore[attr-defined]
+    fake.ToolMemory = ToolMemory  # type: ignore[attr-defined]
+    for name in ("orbiter", "orbiter.memory"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setitem(sys.modules, "orbiter.memory.base", fake)
+    item_classes.cache_clear()
+    try:
+        assert type(await memory.get("f1")).__name__ == "OrbiterHuman"
+    finally:
+        item_classes.cache_clear()
 
 
 CHILD = """

@@ -376,8 +376,13 @@ class OrbiterMemoryStore:
         return await self._commit(apply)
 
     async def flush(self) -> None:
-        """Commit what `add` kept in the handle (``autosave=False``); a no-op when there is nothing."""
-        await self._commit(lambda store: asyncio.sleep(0))
+        """Commit what `add` kept in the handle (``autosave=False``); a no-op when there is nothing.
+
+        Not retried: if another task saved an item of the same id meanwhile, `ConcurrencyError` is raised
+        and the handle keeps its adds (``refresh()`` drops the conflicting ones; add them again)."""
+        store = await self.handle()
+        async with self._lock:
+            await store.save.aio(actor=self._actor)
 
     async def refresh(self) -> None:
         """Pick up what other tasks saved to the key since this handle loaded."""
