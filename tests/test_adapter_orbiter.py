@@ -9,6 +9,7 @@ import pathlib
 import subprocess
 import sys
 import types
+from typing import Any
 
 import pydantic
 import pytest
@@ -170,6 +171,18 @@ def test_item_transition_and_metadata_rules():
     assert len({HumanMemory(content="x").id for _ in range(3)}) == 3
 
 
+class ForeignHuman(pydantic.BaseModel):
+    """An item of Orbiter's shape from another class hierarchy (as Orbiter's own classes would be)."""
+
+    id: str
+    content: str
+    memory_type: str = "human"
+    status: Any = "accepted"
+    metadata: Any = {}
+    created_at: str = "2026-01-01T00:00:00+00:00"
+    updated_at: str = "2026-01-01T00:00:00+00:00"
+
+
 @pytest.mark.parametrize(
     "bad",
     [
@@ -183,6 +196,9 @@ def test_item_transition_and_metadata_rules():
         HumanMemory.model_construct(content=3, memory_type="human", id="n", status="accepted"),
         HumanMemory.model_construct(content="x", memory_type="human", id="n", status="archived"),
         HumanMemory,
+        MemoryItem(content="x", memory_type="t" * 65),
+        ForeignHuman(id="f", content="x", metadata="alice"),
+        ForeignHuman(id="f", content="x", status=["accepted"]),
         {"content": "a dict"},
         "text",
     ],
@@ -245,18 +261,6 @@ async def test_a_conflicting_add_is_reapplied_and_a_stale_get_refreshes(local_ba
     with pytest.raises(ConcurrencyError):
         await lazy_b.flush()  # never silently dropped
     assert (await (await fresh(key)).get("same")).content == "lazy a"
-
-
-class ForeignHuman(pydantic.BaseModel):
-    """An item of Orbiter's shape from another class hierarchy (as Orbiter's own classes would be)."""
-
-    id: str
-    content: str
-    memory_type: str = "human"
-    status: str = "accepted"
-    metadata: dict = {}
-    created_at: str = "2026-01-01T00:00:00+00:00"
-    updated_at: str = "2026-01-01T00:00:00+00:00"
 
 
 async def test_any_object_of_the_shape_is_accepted_and_orbiter_classes_are_used(local_backend, key, monkeypatch):

@@ -64,6 +64,7 @@ SCOPE_FIELDS = ("user_id", "session_id", "agent_id", "task_id")  # the order of 
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,47}")
 _SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,39}")
 _MAX_SCOPE_ID = 256  # file metadata holds 4 KiB in all
+_MAX_LABEL = 64  # memory_type and timestamps are labels too
 _ATTEMPTS = 5
 T = TypeVar("T")
 
@@ -214,10 +215,13 @@ def dump_item(item: object) -> dict[str, Any]:
         raise InvalidMemoryInput(f"memory item dumps to {type(data).__name__}, not an object")
     check_id(data.get("id"))
     for name in ("content", "memory_type", "created_at", "updated_at"):
-        if not isinstance(data.get(name), str) or not data[name].strip():
-            raise InvalidMemoryInput(f"memory item {name} must be a non-empty str, got {data.get(name)!r}")
-    if data.get("status") not in ALLOWED:
+        value = data.get(name)
+        if not isinstance(value, str) or not value.strip() or (name != "content" and len(value) > _MAX_LABEL):
+            raise InvalidMemoryInput(f"memory item {name} must be a non-empty str (labels <= 64), got {value!r}")
+    if not isinstance(data.get("status"), str) or data["status"] not in ALLOWED:
         raise InvalidMemoryInput(f"memory item status must be one of {sorted(ALLOWED)}, got {data.get('status')!r}")
+    if not isinstance(data.get("metadata") or {}, dict):
+        raise InvalidMemoryInput(f"memory item metadata must be an object, got {data.get('metadata')!r}")
     scope_of(MemoryMetadata.model_construct(**(data.get("metadata") or {})), "memory item")
     try:
         json.dumps(data, allow_nan=False)
