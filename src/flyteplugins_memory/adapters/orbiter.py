@@ -1,6 +1,6 @@
 """Orbiter's memory protocol (``orbiter.memory.base.MemoryStore``) over a flyteplugins-memory store.
 
-Orbiter is not on PyPI, so this module also defines minimal equivalents of its data types (`MemoryStatus`,
+Orbiter is not on PyPI, so `_orbiter_types` defines minimal equivalents of its data types (`MemoryStatus`,
 `MemoryMetadata`, `MemoryItem` and the System/Human/AI/Tool subtypes, `MemoryError`) as its documentation
 describes them. The adapter takes any objects of the same shape (a pydantic ``model_dump``); it loads items
 back as ``orbiter.memory.base`` classes when that package is importable (imported lazily, never a
@@ -29,20 +29,31 @@ such as ``"human"`` are words too), best first; an empty one lists newest first 
 from __future__ import annotations
 
 import asyncio
-import functools
 import hashlib
-import importlib
 import json
 import re
-import uuid
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
-from enum import StrEnum
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from flyteplugins_memory import ConcurrencyError, MemoryStore
+
+from ._orbiter_types import (
+    ALLOWED,
+    AIMemory,
+    HumanMemory,
+    InvalidMemoryInput,
+    InvalidStatusTransition,
+    ItemNotFound,
+    MemoryError,
+    MemoryItem,
+    MemoryMetadata,
+    MemoryStatus,
+    SystemMemory,
+    ToolMemory,
+    check_transition,
+    item_classes,
+    now,
+)
 
 __all__ = [
     "AIMemory",
@@ -67,110 +78,6 @@ _MAX_SCOPE_ID = 256  # file metadata holds 4 KiB in all
 _MAX_LABEL = 64  # memory_type and timestamps are labels too
 _ATTEMPTS = 5
 T = TypeVar("T")
-
-
-# -- Orbiter's data types, as its documentation describes them --------------------------------------------
-
-
-class MemoryError(Exception):  # Orbiter's name (shadows the builtin here only)
-    """Base exception for memory operations."""
-
-
-class InvalidMemoryInput(MemoryError, ValueError):
-    """An item, id or argument the adapter cannot store or use (the message says which and why)."""
-
-
-class InvalidStatusTransition(MemoryError, ValueError):
-    """A status change the lifecycle does not allow (draft -> accepted | discard, accepted -> discard)."""
-
-
-class ItemNotFound(InvalidMemoryInput, KeyError):
-    """`transition` of an id the store does not hold."""
-
-
-class MemoryStatus(StrEnum):
-    DRAFT = "draft"
-    ACCEPTED = "accepted"
-    DISCARD = "discard"
-
-
-ALLOWED: dict[str, frozenset[str]] = {
-    "draft": frozenset({"accepted", "discard"}),
-    "accepted": frozenset({"discard"}),
-    "discard": frozenset(),
-}
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat()
-
-
-class MemoryMetadata(BaseModel):
-    model_config = ConfigDict(frozen=True)
-    user_id: str | None = None
-    session_id: str | None = None
-    task_id: str | None = None
-    agent_id: str | None = None
-    extra: dict[str, Any] = Field(default_factory=dict)
-
-
-class MemoryItem(BaseModel):
-    id: str = Field(default_factory=lambda: uuid.uuid4().hex)
-    content: str
-    memory_type: str
-    status: MemoryStatus = MemoryStatus.ACCEPTED
-    metadata: MemoryMetadata = Field(default_factory=MemoryMetadata)
-    created_at: str = Field(default_factory=_now)
-    updated_at: str = Field(default_factory=_now)
-
-    def transition(self, new_status: MemoryStatus) -> None:
-        """Move to `new_status` and stamp `updated_at`; `InvalidStatusTransition` if not allowed."""
-        check_transition(str(self.status), str(new_status))
-        self.status = MemoryStatus(new_status)
-        self.updated_at = _now()
-
-
-class SystemMemory(MemoryItem):
-    memory_type: str = "system"
-
-
-class HumanMemory(MemoryItem):
-    memory_type: str = "human"
-
-
-class AIMemory(MemoryItem):
-    memory_type: str = "ai"
-    tool_calls: list[dict[str, Any]] = Field(default_factory=list)
-
-
-class ToolMemory(MemoryItem):
-    memory_type: str = "tool"
-    tool_call_id: str = ""
-    tool_name: str = ""
-    is_error: bool = False
-
-
-def check_transition(old: str, new: str) -> None:
-    if new not in ALLOWED:
-        raise InvalidMemoryInput(f"unknown status {new!r}; one of {sorted(ALLOWED)}")
-    if new not in ALLOWED.get(old, frozenset()):
-        raise InvalidStatusTransition(f"cannot move a memory from {old!r} to {new!r}")
-
-
-@functools.cache
-def item_classes() -> tuple[type[Any], dict[str, type[Any]]]:
-    """The base item class and the subtypes by ``memory_type``: Orbiter's if importable, else ours."""
-    try:
-        base = importlib.import_module("orbiter.memory.base")
-    except ImportError:
-        base = None
-    names = ("MemoryItem", "SystemMemory", "HumanMemory", "AIMemory", "ToolMemory")
-    found = [getattr(base, n, None) for n in names] if base else []
-    classes: list[type[Any]] = [c for c in found if isinstance(c, type)]
-    if len(classes) != len(names):
-        classes = [MemoryItem, SystemMemory, HumanMemory, AIMemory, ToolMemory]
-    subtypes: dict[str, type[Any]] = dict(zip(("system", "human", "ai", "tool"), classes[1:], strict=True))
-    return classes[0], subtypes
 
 
 # -- pure rules: validation, paths, labels ----------------------------------------------------------------
@@ -372,7 +279,7 @@ class OrbiterMemoryStore:
                 raise ItemNotFound(f"no memory with id {item_id!r}")
             data = await store.read_json.aio(path)
             check_transition(data["status"], str(new_status))
-            item = load_item({**data, "status": str(new_status), "updated_at": _now()})
+            item = load_item({**data, "status": str(new_status), "updated_at": now()})
             await self._write(store, dump_item(item), reason=f"status {data['status']} -> {new_status}")
             return item
 
