@@ -1,0 +1,324 @@
+"""The OpenRath backend (`flyteplugins_memory.adapters.openrath`) through the real ``rath.memory`` framework
+(openrath 2.0): every op on local disk and moto S3, checked through fresh handles and the backend's own
+object listing; failure kinds, handle refcounting, a ``flow.Agent`` run leaving memory in our store, and
+two processes writing through the backend to one key."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import sys
+import time
+
+import pytest
+import rath.memory as rm
+from rath.memory import (
+    MemoryCommitResult,
+    MemoryEntry,
+    MemoryExecutionFailure,
+    MemoryFindResult,
+    MemoryListResult,
+    MemoryOpCommit,
+    MemoryOpFind,
+    MemoryOpList,
+    MemoryOpRead,
+    MemoryOpResource,
+    MemoryOpSearch,
+    MemoryOpTree,
+    MemoryOpWrite,
+    MemoryReadResult,
+    MemoryStoreClosed,
+    MemoryStoreSpec,
+    MemoryWriteResult,
+    UnsupportedMemoryOp,
+)
+
+from flyteplugins_memory import MemoryStore
+from flyteplugins_memory.adapters.openrath import FlyteMemoryBackend, path_of, uri_of
+
+TESTS = str(pathlib.Path(__file__).parent)
+
+
+@pytest.fixture(params=["local_backend", "s3_backend"])
+def backend(request):
+    return request.getfixturevalue(request.param)
+
+
+def opened(key: str, **options):
+    return rm.get("flyte").open(MemoryStoreSpec(options={"key": key, **options}))
+
+
+def stored(backend, key: str) -> dict[str, str]:
+    """The backend's entries as storage itself lists them."""
+    return {n: d.decode() for n, d in backend.objects(key).items() if n.startswith("openrath/")}
+
+
+def read(store, uri: str, level: str = "detail"):
+    result = store.dispatch(MemoryOpRead(uri=uri, level=level))  # type: ignore[arg-type]
+    assert isinstance(result, MemoryReadResult), result
+    return result.data
+
+
+def test_registered_with_capabilities():
+    assert "flyte" in rm.list_names() and rm.is_available("flyte")
+    assert rm.get_class("flyte") is FlyteMemoryBackend
+    caps = FlyteMemoryBackend.capabilities()
+    assert caps.supports_session_commit and caps.supports_l0_l1_l2 and not caps.supports_resource_ingest
+    assert MemoryOpResource not in FlyteMemoryBackend.supported_ops()
+    assert path_of("memory://user/a b/x") == "openrath/user/~612062/x.md"
+    assert uri_of("openrath/user/~612062/x.md") == "memory://user/a b/x"
+    assert uri_of("openrath/user/x.txt") is None
+
+
+def test_write_read_levels_and_modes(backend, key):
+    store = opened(key)
+    body = "Likes green tea.\nPrefers mornings.\n" + "\n".join(f"line {i}" for i in range(30))
+    assert store.dispatch(MemoryOpWrite(uri="memory://user/prefs/drink", content=body)) == MemoryWriteResult(
+        uri="memory://user/prefs/drink", bytes_written=len(body.encode())
+    )
+    store.dispatch(MemoryOpWrite(uri="memory://user/prefs/drink/extra", content="a file under the name"))
+    store.dispatch(
+        MemoryOpWrite(uri="memory://agent/odd name/ü", content="x", metadata={"abstract": "A.", "overview": "O."})
+    )
+    store.dispatch(MemoryOpWrite(uri="memory://session/s1/log", content="first", mode="append"))
+    store.dispatch(MemoryOpWrite(uri="memory://session/s1/log", content="second", mode="append"))
+
+    fresh = opened(key)  # a new handle on the key: what was committed
+    assert read(fresh, "memory://user/prefs/drink") == body
+    assert read(fresh, "memory://user/prefs/drink", "abstract") == "Likes green tea."
+    assert read(fresh, "memory://user/prefs/drink", "overview") == "\n".join(body.splitlines()[:20])
+    assert read(fresh, "memory://agent/odd name/ü", "abstract") == "A."
+    assert read(fresh, "memory://agent/odd name/ü", "overview") == "O."
+    assert read(fresh, "memory://session/s1/log") == "first\nsecond"
+    raw = fresh.dispatch(MemoryOpRead(uri="memory://user/prefs/drink/extra", encoding=None))
+    assert isinstance(raw, MemoryReadResult) and raw.data == b"a file under the name"
+    on_disk = stored(backend, key)
+    assert on_disk["openrath/user/prefs/drink.md"] == body
+    assert "openrath/user/prefs/drink/extra.md" in on_disk
+    assert on_disk["openrath/agent/~6f6464206e616d65/~c3bc.md"] == "x"
+
+    fresh.dispatch(MemoryOpWrite(uri="memory://user/prefs/drink", content="coffee now"))
+    assert read(opened(key), "memory://user/prefs/drink", "abstract") == "coffee now"
+
+
+def test_list_and_tree(backend, key):
+    store = opened(key)
+    for uri in ["memory://user/a/b/c", "memory://user/a/x", "memory://user/top", "memory://agent/n"]:
+        store.dispatch(MemoryOpWrite(uri=uri, content="12345"))
+
+    listed = store.dispatch(MemoryOpList(uri="memory://user"))
+    assert listed == MemoryListResult(
+        entries=(
+            MemoryEntry(name="a", uri="memory://user/a", is_dir=True, size=None),
+            MemoryEntry(name="top", uri="memory://user/top", is_dir=False, size=5),
+        )
+    )
+    roots = store.dispatch(MemoryOpList(uri="memory://"))
+    assert isinstance(roots, MemoryListResult)
+    assert [(e.name, e.uri, e.is_dir) for e in roots.entries] == [
+        ("agent", "memory://agent", True),
+        ("user", "memory://user", True),
+    ]
+    tree = store.dispatch(MemoryOpTree(uri="memory://user/", depth=2))
+    assert isinstance(tree, MemoryListResult)
+    assert [e.uri for e in tree.entries] == [
+        "memory://user/a",
+        "memory://user/a/b",
+        "memory://user/a/b/c",
+        "memory://user/a/x",
+        "memory://user/top",
+    ]
+    shallow = store.dispatch(MemoryOpTree(uri="memory://user", depth=0))
+    assert isinstance(shallow, MemoryListResult) and [e.name for e in shallow.entries] == ["a", "top"]
+    assert store.dispatch(MemoryOpList(uri="memory://resources/none")) == MemoryListResult(entries=())
+
+
+def test_find_and_search_rank_under_target(backend, key):
+    store = opened(key)
+    store.dispatch(MemoryOpWrite(uri="memory://user/m/tea", content="green tea green tea every morning"))
+    store.dispatch(MemoryOpWrite(uri="memory://user/m/cafe", content="coffee, sometimes tea"))
+    store.dispatch(MemoryOpWrite(uri="memory://agent/m/tea", content="the agent brews tea"))
+
+    found = opened(key).dispatch(MemoryOpFind(query="tea", target_uri="memory://user"))
+    assert isinstance(found, MemoryFindResult)
+    assert [h.uri for h in found.hits] == ["memory://user/m/tea", "memory://user/m/cafe"]
+    assert found.hits[0].score >= found.hits[1].score and "tea" in (found.hits[0].snippet or "")
+    everywhere = store.dispatch(MemoryOpSearch(query="tea", session_id="s", top_k=10))
+    assert isinstance(everywhere, MemoryFindResult) and len(everywhere.hits) == 3
+    assert len(store.dispatch(MemoryOpFind(query="tea", top_k=1)).hits) == 1  # type: ignore[attr-defined]
+    assert store.dispatch(MemoryOpFind(query="zeppelin")) == MemoryFindResult(hits=())
+    assert store.dispatch(MemoryOpFind(query="  ")) == MemoryFindResult(hits=())
+
+
+def test_commit_archives_and_extracts(backend, key):
+    def extract(messages):
+        return [(f"memory://user/memories/{i}", m["content"]) for i, m in enumerate(messages) if m["role"] == "user"]
+
+    store = opened(key, extract=extract)
+    messages = (
+        {"role": "system", "content": "be nice"},
+        {"role": "user", "content": "I live in Oslo"},
+        {"role": "assistant", "parts": [{"text": "Noted"}]},
+    )
+    result = store.dispatch(MemoryOpCommit(session_id="s-1", messages=messages))
+    assert result == MemoryCommitResult(task_id=None, archived_uri="memory://session/s-1/transcript", extracted_count=1)
+    store.dispatch(MemoryOpCommit(session_id="s-1", messages=({"role": "user", "content": "and Rome"},)))
+
+    fresh = opened(key)
+    assert read(fresh, "memory://user/memories/1") == "I live in Oslo"
+    assert read(fresh, "memory://session/s-1/transcript") == (
+        "system: be nice\nuser: I live in Oslo\nassistant: Noted\nuser: and Rome"
+    )
+    handle = MemoryStore.get_or_create(key=key)
+    assert [m["content"] for m in handle.session("openrath-s-1").messages()][-1] == "and Rome"
+    plain = opened(key).dispatch(MemoryOpCommit(session_id="s-2", messages=messages, wait=True))
+    assert isinstance(plain, MemoryCommitResult) and plain.extracted_count == 0
+
+
+def test_failure_kinds(local_backend, key):
+    store = opened(key, extract=lambda messages: [("file:///etc/passwd", "x")])
+    for uri in ["file:///x", "memory://nope/x", "memory://user/../x", "memory://user//x", "memory://user", 7]:
+        result = store.dispatch(MemoryOpWrite(uri=uri, content="x"))  # type: ignore[arg-type]
+        assert isinstance(result, MemoryExecutionFailure) and result.kind == "invalid_uri", (uri, result)
+    assert store.dispatch(MemoryOpList(uri="memory://x")).kind == "invalid_uri"  # type: ignore[attr-defined]
+    assert store.dispatch(MemoryOpFind(query="q", target_uri="s3://x")).kind == "invalid_uri"  # type: ignore[attr-defined]
+    missing = store.dispatch(MemoryOpRead(uri="memory://user/none"))
+    assert isinstance(missing, MemoryExecutionFailure) and missing.kind == "not_found"
+    assert store.dispatch(MemoryOpRead(uri="memory://session/none/transcript")).kind == "not_found"  # type: ignore[attr-defined]
+    bad_mode = store.dispatch(MemoryOpWrite(uri="memory://user/x", content="x", mode="merge"))
+    assert isinstance(bad_mode, MemoryExecutionFailure) and bad_mode.kind == "unsupported"
+    bad_extract = store.dispatch(MemoryOpCommit(session_id="s", messages=({"role": "user", "content": "hi"},)))
+    assert isinstance(bad_extract, MemoryExecutionFailure) and bad_extract.kind == "extraction_failed"
+    assert "openrath-s" not in str(MemoryStore.get_or_create(key=key).list_paths())  # nothing committed
+    raising = opened(key, extract=lambda messages: 1 / 0)
+    failed = raising.dispatch(MemoryOpCommit(session_id="s", messages=()))
+    assert isinstance(failed, MemoryExecutionFailure) and failed.kind == "extraction_failed"
+    assert store.dispatch(MemoryOpCommit(session_id="a/b", messages=())).kind == "invalid_uri"  # type: ignore[attr-defined]
+    with pytest.raises(UnsupportedMemoryOp):
+        store.dispatch(MemoryOpResource(source="/tmp"))
+
+    backend = store.backend
+    backend.close(store)
+    assert store.closed and backend.dispatch(store, MemoryOpFind(query="x")).kind == "store_closed"  # type: ignore[attr-defined]
+    with pytest.raises(MemoryStoreClosed):
+        store.dispatch(MemoryOpFind(query="x"))
+
+
+def test_refcounting_closes_on_last_release(local_backend, key):
+    backend = rm.get("flyte")
+    store = backend.open(MemoryStoreSpec(namespace=key))
+    assert backend.store_count() == 1 and store.refcount == 0
+    with store:
+        store.acquire()
+        assert store.refcount == 2
+        store.release()
+        assert not store.closed
+        store.dispatch(MemoryOpWrite(uri="memory://user/n", content="kept"))
+    assert store.closed and backend.store_count() == 0
+    backend.close(store)  # closing twice is a no-op
+    with pytest.raises(MemoryStoreClosed):
+        store.acquire()
+    assert MemoryStore.get_or_create(key=key).read_text("openrath/user/n.md") == "kept"
+
+
+def test_agent_runs_with_our_store(backend, key):
+    from rath import flow
+    from rath.llm.chat_response import RathLLMAssistantMessage, RathLLMChatChoice, RathLLMChatResponse
+    from rath.llm.registry import register_chat_client
+    from rath.session import Session
+
+    class Dummy:  # the model "dummy": answers without a network
+        def __init__(self, provider):
+            self.provider = provider
+
+        def complete(self, req):
+            message = RathLLMAssistantMessage(content="Tea it is.")
+            choice = RathLLMChatChoice(index=0, finish_reason="stop", message=message)
+            return RathLLMChatResponse(id="d", choices=(choice,), created=int(time.time()), model="dummy")
+
+    register_chat_client("dummy", Dummy)
+    seed = opened(key)
+    seed.dispatch(MemoryOpWrite(uri="memory://user/memories/drink", content="The user drinks green tea."))
+    store = opened(key)
+    agent = flow.Agent(
+        "You are helpful.",
+        provider=flow.Provider(model="dummy", provider_kind="dummy"),
+        memory=store,
+        commit_on_forward=True,
+    )
+    assert store.refcount == 1
+    out = agent(Session.from_user_message("What tea do I drink?"))
+    assert "Tea it is." in str(out.text())
+    note = agent.remember_memory("Lives in Oslo.", category="places")
+    assert isinstance(note, MemoryWriteResult)
+    recalled = agent.recall_memory("tea")
+    assert isinstance(recalled, MemoryFindResult) and recalled.hits[0].uri == "memory://user/memories/drink"
+    agent.close()
+    assert store.closed
+
+    handle = MemoryStore.get_or_create(key=key)
+    sessions = [p for p in handle.list_paths("sessions") if "openrath-" in p]
+    assert sessions, handle.list_paths()
+    stored_now = stored(backend, key)
+    assert any(v == "Lives in Oslo." for k, v in stored_now.items() if k.startswith("openrath/user/memories/places/"))
+
+
+CHILD = """
+import json, os, sys, time
+sys.path.insert(0, {tests!r})
+from workers import setup
+config = json.loads(sys.argv[1])
+setup(config)
+import flyteplugins_memory.adapters.openrath
+import rath.memory as rm
+from rath.memory import MemoryOpWrite, MemoryOpCommit, MemoryStoreSpec, MemoryWriteResult, MemoryCommitResult
+
+store = rm.get("flyte").open(MemoryStoreSpec(options={{"key": config["key"]}}))
+while not os.path.exists(config["go"]):
+    time.sleep(0.01)
+w = config["worker"]
+for i in range(config["rounds"]):
+    r = store.dispatch(MemoryOpWrite(uri=f"memory://user/w{{w}}/{{i}}", content=f"item {{w}} {{i}}"))
+    assert isinstance(r, MemoryWriteResult), r
+    r = store.dispatch(MemoryOpWrite(uri="memory://agent/shared", content=f"{{w}}:{{i}}", mode="append"))
+    assert isinstance(r, MemoryWriteResult), r
+    r = store.dispatch(MemoryOpCommit(session_id="s", messages=({{"role": "user", "content": f"{{w}}:{{i}}"}},)))
+    assert isinstance(r, MemoryCommitResult), r
+"""
+
+
+@pytest.fixture(params=["local_backend", "s3_backend"])
+def shared_backend(request, moto_endpoint):
+    chosen = request.getfixturevalue(request.param)
+    return chosen, (moto_endpoint if chosen.name == "s3" else None)
+
+
+def test_two_processes_writing_one_key_lose_nothing(shared_backend, key, tmp_path):
+    backend, endpoint = shared_backend
+    MemoryStore.create(key=key)
+    go = tmp_path / "go"
+    config = {"raw": backend.raw_data_path, "endpoint": endpoint, "key": key, "rounds": 3, "go": str(go)}
+    code = CHILD.format(tests=TESTS)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, json.dumps({**config, "worker": w})],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for w in range(2)
+    ]
+    go.touch()
+    for proc in procs:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err[-3000:]
+
+    expected = {f"{w}:{i}" for w in range(2) for i in range(3)}
+    on_disk = stored(backend, key)
+    assert {k for k in on_disk if k.startswith("openrath/user/")} == {
+        f"openrath/user/w{w}/{i}.md" for w in range(2) for i in range(3)
+    }
+    assert set(on_disk["openrath/agent/shared.md"].split("\n")) == expected  # every append kept
+    transcript = read(opened(key), "memory://session/s/transcript")
+    assert {line.removeprefix("user: ") for line in str(transcript).splitlines()} == expected
