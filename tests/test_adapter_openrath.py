@@ -205,6 +205,20 @@ def test_failure_kinds(local_backend, key):
         store.dispatch(MemoryOpFind(query="x"))
 
 
+def test_a_failed_op_commits_nothing_later(local_backend, key):
+    def extract(messages):
+        return [("memory://user/free/a", "x"), ("memory://user/locked/b", "y")]
+
+    store = opened(key, read_only_prefixes=("openrath/user/locked",), extract=extract)
+    denied = store.dispatch(MemoryOpWrite(uri="memory://user/locked/z", content="no"))
+    assert isinstance(denied, MemoryExecutionFailure) and denied.kind == "unauthorized"
+    failed = store.dispatch(MemoryOpCommit(session_id="s", messages=({"role": "user", "content": "hi"},)))
+    assert isinstance(failed, MemoryExecutionFailure) and failed.kind == "unauthorized"
+    assert isinstance(store.dispatch(MemoryOpWrite(uri="memory://user/ok", content="ok")), MemoryWriteResult)
+    paths = MemoryStore.get_or_create(key=key).list_paths()
+    assert paths == ["openrath/user/ok.md"], paths  # neither the extracted file nor the session log
+
+
 def test_refcounting_closes_on_last_release(local_backend, key):
     backend = rm.get("flyte")
     store = backend.open(MemoryStoreSpec(namespace=key))

@@ -12,7 +12,9 @@ never needs openrath. Use it as any OpenRath backend::
 One OpenRath store is one key of ours. The key is ``options["key"]``, else ``namespace``, else ``user_id``,
 else ``"openrath"``; ``options["store"]`` may instead be an open `flyteplugins_memory.MemoryStore` handle
 (the caller's, e.g. inside a Flyte task). Other options: ``actor`` (the audit actor, default
-``"openrath"``), ``extract`` (see commit), ``abstract_chars`` (200) and ``overview_lines`` (20).
+``"openrath"``), ``extract`` (see commit), ``abstract_chars`` (200), ``overview_lines`` (20) and
+``read_only_prefixes`` (store paths, e.g. ``("openrath/agent",)``, for the handle opened by key).
+Reads see the handle's state (a read of a missing entry refreshes once first); every mutating op saves.
 
 URIs: ``memory://<scope>/<seg>/.../<name>`` with scope ``user``, ``agent``, ``session`` or ``resources``
 (legacy ``viking://`` is accepted too) names the file ``openrath/<scope>/<seg>/.../<name>.md`` of the
@@ -47,7 +49,8 @@ Failures the caller can expect are returned as `MemoryExecutionFailure`: ``inval
 ``unsupported`` (a write mode), ``store_closed`` (dispatching straight to the backend with a closed
 handle; the handle itself raises `MemoryStoreClosed`), ``unauthorized`` (a read-only prefix),
 ``transport`` (storage I/O), ``extraction_failed`` and ``internal`` (anything else, incl. a conflict that
-persists after the retries).
+persists after the retries). A mutating op that fails commits nothing: the handle opened by key is replaced by a
+fresh one, so nothing it staged reaches a later op's commit.
 """
 
 from __future__ import annotations
@@ -221,6 +224,7 @@ class _Bound:
     extract: Extract | None
     abstract_chars: int
     overview_lines: int
+    reopen: Callable[[], MemoryStore] | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -271,15 +275,23 @@ class FlyteMemoryBackend(MemoryBackend):
         extract = options.get("extract")
         if extract is not None and not callable(extract):
             raise TypeError("options['extract'] must be callable")
+        reopen: Callable[[], MemoryStore] | None = None
         if given is None:
-            key = options.get("key") or spec.namespace or spec.user_id or "openrath"
-            given = MemoryStore.get_or_create(key=str(key))
+            key = str(options.get("key") or spec.namespace or spec.user_id or "openrath")
+            read_only = tuple(options.get("read_only_prefixes", ()))
+
+            def by_key() -> MemoryStore:
+                return MemoryStore.get_or_create(key=key, read_only_prefixes=read_only)
+
+            reopen = by_key
+            given = by_key()
         bound = _Bound(
             store=given,
             actor=str(options.get("actor", "openrath")),
             extract=extract,
             abstract_chars=int(options.get("abstract_chars", 200)),
             overview_lines=int(options.get("overview_lines", 20)),
+            reopen=reopen,
         )
         handle = f"{NAME}-{uuid.uuid4().hex[:12]}"
         with self._lock:
@@ -457,29 +469,36 @@ class FlyteMemoryBackend(MemoryBackend):
         log = f"sessions/{name}"
 
         def apply(dropped: set[str] | None) -> None:
-            if messages and (dropped is None or any(d == log or d.startswith(log + "/") for d in dropped)):
-                store.session(name).extend(messages)
             for path, (_, text) in zip(paths, extracted, strict=True):
                 if dropped is None or path in dropped:
                     store.write_text(path, text, actor=bound.actor, reason=f"openrath commit {op.session_id}")
+            if messages and (dropped is None or any(d == log or d.startswith(log + "/") for d in dropped)):
+                store.session(name).extend(messages)  # last: a failed write above leaves no messages staged
 
         self._commit(bound, apply)
         archived = f"memory://session/{op.session_id}/{TRANSCRIPT}"
         return MemoryCommitResult(task_id=None, archived_uri=archived, extracted_count=len(extracted))
 
     def _commit(self, bound: _Bound, apply: Callable[[set[str] | None], None]) -> None:
-        """Stage `apply` and save; on a conflict, refresh and re-apply what the refresh dropped."""
+        """Stage `apply` and save; on a conflict, refresh and re-apply what the refresh dropped. If the op
+        fails anyway, a handle the backend opened is replaced by a fresh one, so nothing it staged is
+        committed by a later op (a caller's ``options["store"]`` keeps what was staged)."""
         store = bound.store
         dropped: set[str] | None = None
-        for attempt in range(_ATTEMPTS):
-            apply(dropped)
-            try:
-                store.save(actor=bound.actor)
-                return
-            except ConcurrencyError as err:
-                if attempt == _ATTEMPTS - 1:
-                    raise _fail("internal", f"save still conflicts after {_ATTEMPTS} attempts: {err}") from None
-                dropped = set(store.refresh())
+        try:
+            for attempt in range(_ATTEMPTS):
+                apply(dropped)
+                try:
+                    store.save(actor=bound.actor)
+                    return
+                except ConcurrencyError as err:
+                    if attempt == _ATTEMPTS - 1:
+                        raise _fail("internal", f"save still conflicts after {_ATTEMPTS} attempts: {err}") from None
+                    dropped = set(store.refresh())
+        except BaseException:
+            if bound.reopen is not None:
+                bound.store = bound.reopen()
+            raise
 
 
 def _session_name(session_id: str) -> str:
