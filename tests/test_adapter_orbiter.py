@@ -344,3 +344,17 @@ def asyncio_run(coro):
     import asyncio
 
     return asyncio.run(coro)
+
+
+async def test_an_add_the_store_refuses_leaves_the_existing_item(local_backend, key):
+    """Re-adding an id under scope ids whose labels together pass the store's 4 KiB of metadata used to
+    queue the old copy's delete before the write failed: the item was gone after the next save."""
+    memory = await fresh(key)
+    await memory.add(HumanMemory(id="x", content="keep me", metadata=MemoryMetadata(user_id="alice")))
+    huge = "\N{GRINNING FACE}" * 256
+    scopes = MemoryMetadata(user_id=huge, session_id=huge, agent_id=huge, task_id=huge)
+    with pytest.raises(InvalidMemoryInput):
+        await memory.add(HumanMemory(id="x", content="moved", metadata=scopes))
+    await memory.add(HumanMemory(id="y", content="another", metadata=MemoryMetadata(user_id="bob")))
+    kept = await (await fresh(key)).get("x")
+    assert kept is not None and kept.content == "keep me" and kept.metadata.user_id == "alice"

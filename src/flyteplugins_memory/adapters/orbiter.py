@@ -35,7 +35,7 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from flyteplugins_memory import ConcurrencyError, MemoryStore
+from flyteplugins_memory import ConcurrencyError, InvalidMetadata, MemoryStore
 
 from ._orbiter_types import (
     ALLOWED,
@@ -318,10 +318,13 @@ class OrbiterMemoryStore:
 
     async def _write(self, store: MemoryStore, data: dict[str, Any], *, reason: str) -> None:
         path = path_of(data)
-        for old in await self._listed(store, ROOT, {"orbiter_id": data["id"]}):
-            if old != path:  # the same id under another scope: it moves
-                await store.delete.aio(old, actor=self._actor, reason=reason)
-        await store.write_json.aio(path, data, actor=self._actor, reason=reason, metadata=labels_of(data))
+        moved = [old for old in await self._listed(store, ROOT, {"orbiter_id": data["id"]}) if old != path]
+        try:  # the write first: one the store refuses must not leave the old copy's delete queued
+            await store.write_json.aio(path, data, actor=self._actor, reason=reason, metadata=labels_of(data))
+        except InvalidMetadata as exc:
+            raise InvalidMemoryInput(f"item {data['id']!r} cannot be labelled for storage: {exc}") from exc
+        for old in moved:  # the same id under another scope: it moves
+            await store.delete.aio(old, actor=self._actor, reason=reason)
 
     async def _listed(self, store: MemoryStore, prefix: str, where: dict[str, str]) -> list[str]:
         return await store.list_paths.aio(prefix, where=where or None)
