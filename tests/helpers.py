@@ -40,3 +40,26 @@ def save_dying_before_commit(store: MemoryStore, monkeypatch: pytest.MonkeyPatch
         patch.setattr(_commit, "_commit", dies)
         with pytest.raises(StorageError):
             store.save()
+
+
+def race_children(code: str, config: dict, *, workers: int = 2, timeout: float = 120) -> None:
+    """Start `workers` Python processes running `code` (each given `config` plus its ``worker`` number as
+    JSON in argv[1]), release them together by creating ``config["go"]``, and require each to exit 0."""
+    import json
+    import pathlib
+    import subprocess
+    import sys
+
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, json.dumps({**config, "worker": w})],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for w in range(workers)
+    ]
+    pathlib.Path(config["go"]).touch()
+    for proc in procs:
+        _, err = proc.communicate(timeout=timeout)
+        assert proc.returncode == 0, err[-3000:]

@@ -13,7 +13,6 @@ import os
 import pathlib
 import shutil
 import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -25,6 +24,7 @@ from flyteplugins_memory.adapters.definable import (
     MemoryEntry,
     encode_id,
 )
+from helpers import race_children
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 HOSTILE_IDS = ["../bob", "a/b", "..", ".", "", "%2e%2e", "x\x00y", "ALICE", "alice\u2024", " ", "a" * 300, "~/x"]
@@ -198,19 +198,7 @@ def test_two_processes_adding_to_one_key_lose_nothing(adapter_backend, key, tmp_
     go = tmp_path / "go"
     script = ADD_WORKER.format(tests=str(REPO / "tests"))
     config = {"raw": backend.raw_data_path, "endpoint": endpoint, "key": key, "go": str(go), "n": 6}
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", script, json.dumps({**config, "worker": w})],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for w in range(2)
-    ]
-    go.touch()
-    for proc in procs:
-        _, err = proc.communicate(timeout=240)
-        assert proc.returncode == 0, err[-3000:]
+    race_children(script, config, timeout=240)
     store = MemoryStore.open(key=key)
     adapter = DefinableMemoryStore(store)
     both = asyncio.run(_contents(adapter))

@@ -5,10 +5,7 @@ two processes writing through the backend to one key."""
 
 from __future__ import annotations
 
-import json
 import pathlib
-import subprocess
-import sys
 import time
 
 import pytest
@@ -36,6 +33,7 @@ from rath.memory import (
 
 from flyteplugins_memory import MemoryStore
 from flyteplugins_memory.adapters.openrath import FlyteMemoryBackend, path_of, uri_of
+from helpers import race_children
 
 TESTS = str(pathlib.Path(__file__).parent)
 
@@ -314,19 +312,7 @@ def test_two_processes_writing_one_key_lose_nothing(shared_backend, key, tmp_pat
     go = tmp_path / "go"
     config = {"raw": backend.raw_data_path, "endpoint": endpoint, "key": key, "rounds": 3, "go": str(go)}
     code = CHILD.format(tests=TESTS)
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", code, json.dumps({**config, "worker": w})],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for w in range(2)
-    ]
-    go.touch()
-    for proc in procs:
-        _, err = proc.communicate(timeout=120)
-        assert proc.returncode == 0, err[-3000:]
+    race_children(code, config, timeout=120)
 
     expected = {f"{w}:{i}" for w in range(2) for i in range(3)}
     on_disk = stored(backend, key)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import pathlib
-import subprocess
 import sys
 import types
 from typing import Any
@@ -31,6 +30,7 @@ from flyteplugins_memory.adapters.orbiter import (
     item_classes,
     path_of,
 )
+from helpers import race_children
 
 TESTS = str(pathlib.Path(__file__).parent)
 ALICE = MemoryMetadata(user_id="alice", session_id="s1")
@@ -316,19 +316,7 @@ def test_two_processes_adding_to_one_key_lose_nothing(shared_backend, key, tmp_p
     go = tmp_path / "go"
     config = {"raw": backend.raw_data_path, "endpoint": endpoint, "key": key, "rounds": 4, "go": str(go)}
     code = CHILD.format(tests=TESTS)
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", code, json.dumps({**config, "worker": w})],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for w in range(2)
-    ]
-    go.touch()
-    for proc in procs:
-        _, err = proc.communicate(timeout=120)
-        assert proc.returncode == 0, err[-3000:]
+    race_children(code, config, timeout=120)
 
     expected = {f"w{w}-{i}" for w in range(2) for i in range(4)}
     stored = items_in_storage(backend, key)
