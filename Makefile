@@ -2,12 +2,13 @@
 #   make demo   -- create .venv, install, run the agent chat workflow on local disk (offline)
 #   make test   -- create .venv, install with every extra, lint, run the whole suite
 #   make test-slow -- the long fault walks and multi-process runs (CI runs both)
+#   make test-upsonic -- the Upsonic adapter driven by the real upsonic, in .venv-upsonic (test-slow runs it too)
 #   make lint   -- ruff on src/, tests/, workflows/ and benchmarks/, pyright on src/ (the tools come with the test extra)
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-slow lint stress bench clean
+.PHONY: demo test test-slow test-upsonic upsonic-venv lint stress bench clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
@@ -31,6 +32,24 @@ lint: $(BIN)/python
 	$(BIN)/ruff format --check src tests workflows benchmarks
 	$(BIN)/pyright --pythonpath $(BIN)/python
 
+# Upsonic pins protobuf<6 and flyte needs protobuf>=6.30, so no resolver installs both: the real-Upsonic
+# test runs in .venv-upsonic, made once from this package with the upsonic-runtime extra (Upsonic's other
+# requirements), then upsonic itself without its dependencies. tests/test_adapter_upsonic.py calls this.
+UPSONIC := upsonic>=0.77,<0.78
+UPSONIC_VENV := .venv-upsonic
+
+upsonic-venv: $(UPSONIC_VENV)/.ready
+
+$(UPSONIC_VENV)/.ready: pyproject.toml
+	$(PYTHON) -m venv --clear $(UPSONIC_VENV)
+	$(UPSONIC_VENV)/bin/python -m pip install -q -e '.[s3,upsonic-runtime]'
+	$(UPSONIC_VENV)/bin/python -m pip install -q --no-deps '$(UPSONIC)'
+	$(UPSONIC_VENV)/bin/python -c 'import upsonic.storage.base, flyteplugins_memory.adapters.upsonic'
+	touch $@
+
+test-upsonic: upsonic-venv lint
+	$(BIN)/python -m pytest tests/test_adapter_upsonic.py
+
 # The reliability suite at the large budgets of docs/reliability.md; figures land in reports/.
 stress: $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[s3,gcs,test]'
@@ -44,4 +63,4 @@ bench: $(BIN)/python
 	$(BIN)/python benchmarks/history_bench.py
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info .pytest_cache
+	rm -rf $(VENV) $(UPSONIC_VENV) build src/*.egg-info .pytest_cache

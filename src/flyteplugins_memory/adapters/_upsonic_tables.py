@@ -1,0 +1,168 @@
+"""Upsonic's tables as one JSON file per row in a flyteplugins-memory store (the I/O half of the adapter).
+
+A table is a directory; a row is ``<table>/<segment of its id>.json`` (``{"format": 1, "row": {...}}``)
+with metadata labels of the row's string filter fields (user_id, agent_id, ...), so a filtered listing
+reads no content. Every mutating call of the adapter is one `commit`: refresh to the newest state, apply,
+save; a save that conflicts with a concurrent one (the same row changed elsewhere) drops ours and applies
+it again to the newer state. Rows of different ids are different files, so tasks writing different
+sessions or users to one key merge instead of conflicting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import math
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import UTC
+from typing import Any, TypeVar
+
+from .. import ConcurrencyError, InvalidArgument, MemoryStore
+
+FORMAT = 1
+_PLAIN_ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
+_SAVE_ATTEMPTS = 8
+#: labels longer than this are left out (a filter on that field then reads the rows instead)
+_LABEL_MAX = 512
+T = TypeVar("T")
+
+
+def segment(value: str) -> str:
+    """One safe path segment per id, distinct ids to distinct segments: a plain lowercase id as it is,
+    any other as ``_`` + base32, or ``__`` + 128 bits of sha256 when long (a path must fit a file name),
+    so an id with ``/``, ``..`` or control characters never leaves its table or meets another row."""
+    if not isinstance(value, str) or not value:
+        raise InvalidArgument(f"ids are non-empty strings, got {value!r}")
+    if _PLAIN_ID.fullmatch(value):
+        return value
+    raw = value.encode("utf-8", "surrogatepass")
+    encoded = base64.b32encode(raw).decode("ascii").rstrip("=").lower()
+    return "_" + encoded if len(encoded) <= 39 else "__" + hashlib.sha256(raw).hexdigest()[:32]
+
+
+def labels_of(row: Mapping[str, Any], fields: tuple[str, ...]) -> dict[str, str]:
+    """The row's string filter fields that fit a label (the rest are filtered by reading the row)."""
+    return {f: row[f] for f in fields if isinstance(row.get(f), str) and len(row[f]) <= _LABEL_MAX}
+
+
+def matches(row: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    return all(row.get(name) == value for name, value in wanted.items())
+
+
+def epoch_seconds(value: Any, name: str) -> int | None:
+    """A timestamp as Upsonic stores it (whole epoch seconds): int, float or ISO 8601 text; None stays."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        from datetime import datetime
+
+        try:
+            parsed = datetime.fromisoformat(value)
+        except ValueError:
+            raise InvalidArgument(f"{name} is not a timestamp: {value!r}") from None
+        parsed = parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+        return int(parsed.timestamp())
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise InvalidArgument(f"{name} is epoch seconds (a finite number >= 0) or ISO text, got {value!r}")
+    if value > 253402300799:  # year 9999: beyond it no datetime can show the row
+        raise InvalidArgument(f"{name} is past the year 9999: {value!r}")
+    return int(value)
+
+
+def sort_rows(rows: list[dict[str, Any]], by: str | None, order: str | None, id_field: str) -> list[dict[str, Any]]:
+    """Sorted by `by` (``updated_at`` falls back to ``created_at``), rows without it last, ties by id;
+    descending unless `order` is ``"asc"`` (Upsonic's default order)."""
+    if by is None:
+        return rows
+    descending = order != "asc"
+
+    def value(row: dict[str, Any]) -> Any:
+        found = row.get(by)
+        return row.get("created_at") if found is None and by == "updated_at" else found
+
+    present = [r for r in rows if value(r) is not None]
+    absent = sorted((r for r in rows if value(r) is None), key=lambda r: str(r.get(id_field)))
+    try:
+        present.sort(key=lambda r: (value(r), str(r.get(id_field))), reverse=descending)
+    except TypeError:  # mixed types in a caller's field: order as text rather than fail the read
+        present.sort(key=lambda r: (str(value(r)), str(r.get(id_field))), reverse=descending)
+    return present + absent
+
+
+def page(rows: list[T], limit: int | None, offset: int | None) -> list[T]:
+    for name, value in (("limit", limit), ("offset", offset)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise InvalidArgument(f"{name} is an int >= 0 or None, got {value!r}")
+    start = offset or 0
+    return rows[start:] if limit is None else rows[start : start + limit]
+
+
+class Tables:
+    """The rows of every table under `prefix` of one store, with the commit loop every write goes through."""
+
+    def __init__(self, store: MemoryStore | str, prefix: str, actor: str) -> None:
+        if not isinstance(store, MemoryStore | str):
+            raise InvalidArgument("store is a MemoryStore or a key")
+        self._store = store if isinstance(store, MemoryStore) else None
+        self._key = store if isinstance(store, str) else None
+        self.prefix = prefix
+        self.actor = actor
+        self._writing: asyncio.Lock | None = None
+
+    async def store(self) -> MemoryStore:
+        if self._store is None:
+            assert self._key is not None
+            self._store = await MemoryStore.get_or_create.aio(key=self._key)
+        return self._store
+
+    def path(self, table: str, *ids: str) -> str:
+        return "/".join([self.prefix, table, *(segment(i) for i in ids)]) + ".json"
+
+    async def fresh(self) -> MemoryStore:
+        """The store at its newest committed state (rows other tasks saved are seen)."""
+        store = await self.store()
+        await store.refresh.aio()
+        return store
+
+    async def read(self, path: str) -> dict[str, Any] | None:
+        body = await (await self.store()).read_json.aio(path)
+        return body if isinstance(body, dict) else None
+
+    async def write(self, path: str, body: dict[str, Any], labels: Mapping[str, str]) -> None:
+        await (await self.store()).write_json.aio(path, {"format": FORMAT, **body}, actor=self.actor, metadata=labels)
+
+    async def delete(self, path: str) -> bool:
+        return await (await self.store()).delete.aio(path, actor=self.actor)
+
+    async def find(self, under: str, where: Mapping[str, str] | None = None) -> dict[str, dict[str, Any]]:
+        """Every row body under `under` whose labels hold `where`, by path (one batch of fetches)."""
+        store = await self.store()
+        directory = f"{self.prefix}/{under}"
+        paths = await store.list_paths.aio(directory, where=dict(where) if where else None)
+        if paths:
+            await store.prefetch.aio(directory)
+        found = {p: await self.read(p) for p in paths if p.endswith(".json")}
+        return {p: b for p, b in found.items() if b is not None}
+
+    async def commit(self, change: Callable[[], Awaitable[T]], reason: str) -> T:
+        """Apply `change` to the newest state and save it as one commit, again on a conflicting save."""
+        async with self._lock():
+            for attempt in range(_SAVE_ATTEMPTS):
+                store = await self.fresh()
+                result = await change()
+                try:
+                    await store.save.aio(actor=self.actor, reason=f"upsonic {reason}")
+                    return result
+                except ConcurrencyError:
+                    if attempt == _SAVE_ATTEMPTS - 1:
+                        raise
+            raise AssertionError("unreachable")
+
+    def _lock(self) -> asyncio.Lock:
+        """One writer at a time per adapter (an adapter is used from one event loop: the caller's for
+        `AsyncFlyteStorage`, the adapter thread's for `FlyteStorage`)."""
+        if self._writing is None:
+            self._writing = asyncio.Lock()
+        return self._writing
