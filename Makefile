@@ -47,7 +47,8 @@ $(UPSONIC_VENV)/.ready: pyproject.toml
 	$(UPSONIC_VENV)/bin/python -c 'import upsonic.storage.base, flyteplugins_memory.adapters.upsonic'
 	touch $@
 
-test-upsonic: upsonic-venv lint
+test-upsonic: upsonic-venv $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[s3,gcs,test]'
 	$(BIN)/python -m pytest tests/test_adapter_upsonic.py
 
 # The reliability suite at the large budgets of docs/reliability.md; figures land in reports/.

@@ -11,6 +11,7 @@ external tool in one process and another process resumes the run from the store.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import os
 import pathlib
@@ -441,8 +442,11 @@ REAL_TABLES = textwrap.dedent(
 
 
 def _upsonic_python() -> pathlib.Path:
-    """`.venv-upsonic/` (``make upsonic-venv``: this package, Upsonic's requirements, upsonic --no-deps)."""
-    done = subprocess.run(["make", "-s", "upsonic-venv"], cwd=REPO, capture_output=True, text=True, check=False)
+    """`.venv-upsonic/` (``make upsonic-venv``: this package, Upsonic's requirements, upsonic --no-deps),
+    made by one test worker at a time."""
+    with open(REPO / ".venv-upsonic.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = subprocess.run(["make", "-s", "upsonic-venv"], cwd=REPO, capture_output=True, text=True, check=False)
     assert done.returncode == 0, f"`make upsonic-venv` failed:\n{done.stdout[-2000:]}{done.stderr[-3000:]}"
     return VENV / "bin" / "python"
 
