@@ -32,7 +32,7 @@ from rath.memory import (
 )
 
 from flyteplugins_memory import MemoryStore
-from flyteplugins_memory.adapters.openrath import FlyteMemoryBackend, path_of, uri_of
+from flyteplugins_memory.adapters.openrath import FlyteMemoryBackend, path_of, store_key, uri_of
 from helpers import race_children
 
 TESTS = str(pathlib.Path(__file__).parent)
@@ -274,6 +274,156 @@ def test_agent_runs_with_our_store(backend, key):
     assert sessions, handle.list_paths()
     stored_now = stored(backend, key)
     assert any(v == "Lives in Oslo." for k, v in stored_now.items() if k.startswith("openrath/user/memories/places/"))
+
+
+def test_an_entry_and_a_directory_of_one_name_never_share_a_file(backend, key):
+    """Only entries' files end in .md: a directory named like an entry's file is hex-encoded."""
+    store = opened(key)
+    writes = [
+        ("memory://user/x", "entry x"),  # entry first, then a directory of its file's name
+        ("memory://user/x.md/y", "under x.md"),
+        ("memory://agent/d.md/y", "under d.md"),  # directory first, then the entry
+        ("memory://agent/d", "entry d"),
+        ("memory://agent/X.MD/z", "any case"),
+        ("memory://agent/n.md", "an entry named n.md"),
+    ]
+    for uri, text in writes:
+        assert isinstance(store.dispatch(MemoryOpWrite(uri=uri, content=text)), MemoryWriteResult), uri
+
+    assert stored(backend, key) == {
+        "openrath/user/x.md": "entry x",
+        "openrath/user/~782e6d64/y.md": "under x.md",
+        "openrath/agent/~642e6d64/y.md": "under d.md",
+        "openrath/agent/d.md": "entry d",
+        "openrath/agent/~582e4d44/z.md": "any case",
+        "openrath/agent/~6e2e6d64.md": "an entry named n.md",
+    }
+    fresh = opened(key)
+    for uri, text in writes:
+        assert read(fresh, uri) == text
+        assert uri_of(path_of(uri)) == uri
+    listed = fresh.dispatch(MemoryOpList(uri="memory://user"))
+    assert isinstance(listed, MemoryListResult)
+    assert [(e.name, e.is_dir) for e in listed.entries] == [("x.md", True), ("x", False)]
+
+
+def test_entries_the_first_rule_wrote_are_still_read(local_backend, key):
+    """The first release kept names ending in .md plain (x.md/ for a directory, x.md.md for an entry)."""
+    handle = MemoryStore.get_or_create(key=key)
+    handle.write_text("openrath/user/old.md.md", "old entry")
+    handle.write_text("openrath/user/notes.md/a.md", "old child")
+    handle.save()
+
+    store = opened(key)
+    assert read(store, "memory://user/old.md") == "old entry"
+    assert read(store, "memory://user/notes.md/a") == "old child"
+    found = store.dispatch(MemoryOpFind(query="child", target_uri="memory://user/notes.md"))
+    assert isinstance(found, MemoryFindResult) and [h.uri for h in found.hits] == ["memory://user/notes.md/a"]
+
+    store.dispatch(MemoryOpWrite(uri="memory://user/notes.md/b", content="new child"))
+    store.dispatch(MemoryOpWrite(uri="memory://user/old.md", content="rewritten"))
+    assert read(opened(key), "memory://user/old.md") == "rewritten"  # this rule's file wins
+    tree = opened(key).dispatch(MemoryOpTree(uri="memory://user", depth=1))
+    assert isinstance(tree, MemoryListResult)
+    assert [(e.uri, e.is_dir) for e in tree.entries] == [
+        ("memory://user/notes.md", True),  # both rules' directories are one
+        ("memory://user/notes.md/a", False),
+        ("memory://user/notes.md/b", False),
+        ("memory://user/old.md", False),  # both rules' files are one entry
+    ]
+    assert "openrath/user/~6e6f7465732e6d64/b.md" in MemoryStore.get_or_create(key=key).list_paths()
+
+
+def test_a_transcript_is_written_by_commits_only(backend, key):
+    store = opened(key, extract=lambda messages: [("memory://session/s1/transcript", "forged")])
+    plain = opened(key)
+    committed = plain.dispatch(MemoryOpCommit(session_id="s1", messages=({"role": "user", "content": "hi"},)))
+    assert isinstance(committed, MemoryCommitResult)
+    for uri in ["memory://session/s1/transcript", "viking://session/s1/transcript", "memory://session/s2/transcript"]:
+        for mode in ("replace", "append"):
+            refused = plain.dispatch(MemoryOpWrite(uri=uri, content="forged", mode=mode))
+            assert isinstance(refused, MemoryExecutionFailure) and refused.kind == "unauthorized", (uri, refused)
+    forged = store.dispatch(MemoryOpCommit(session_id="s1", messages=({"role": "user", "content": "again"},)))
+    assert isinstance(forged, MemoryExecutionFailure) and forged.kind == "extraction_failed"
+
+    assert not any("transcript" in name for name in stored(backend, key))
+    assert read(opened(key), "memory://session/s1/transcript") == "user: hi"  # "again" was not committed
+    assert [m["content"] for m in MemoryStore.get_or_create(key=key).session("openrath-s1").messages()] == ["hi"]
+    child = plain.dispatch(MemoryOpWrite(uri="memory://session/s1/transcript/notes", content="a note"))
+    assert isinstance(child, MemoryWriteResult)  # below the transcript is an ordinary directory
+
+
+def test_a_file_at_a_transcript_shadows_nothing(local_backend, key):
+    """A file the first release let a plain write put at a transcript URI is never read as the transcript."""
+    handle = MemoryStore.get_or_create(key=key)
+    handle.write_text("openrath/session/s1/transcript.md", "forged")
+    handle.save()
+    store = opened(key)
+    missing = store.dispatch(MemoryOpRead(uri="memory://session/s1/transcript"))
+    assert isinstance(missing, MemoryExecutionFailure) and missing.kind == "not_found"
+    store.dispatch(MemoryOpCommit(session_id="s1", messages=({"role": "user", "content": "real"},)))
+    assert read(opened(key), "memory://session/s1/transcript") == "user: real"
+
+
+@pytest.mark.parametrize("session_id", ["", ".", "..", "a/b", "/", "a\x00b", "a\nb", "\x7f", None, 7])
+def test_a_bad_session_id_is_refused_before_anything_runs(local_backend, key, session_id):
+    calls = []
+    store = opened(key, extract=lambda messages: calls.append(messages) or [("memory://user/m", "x")])
+    messages = ({"role": "user", "content": "hi"},)
+    result = store.dispatch(MemoryOpCommit(session_id=session_id, messages=messages))  # type: ignore[arg-type]
+    assert isinstance(result, MemoryExecutionFailure) and result.kind == "invalid_uri", result
+    assert calls == []  # extract never ran
+    assert MemoryStore.get_or_create(key=key).list_paths() == []
+    assert not any(name.startswith("sessions/") for name in local_backend.objects(key))
+
+
+@pytest.mark.parametrize("session_id", ["s-1", "x.md", "a b", "ü", "~61", ".hidden"])
+def test_an_archived_uri_reads_back(backend, key, session_id):
+    store = opened(key)
+    result = store.dispatch(MemoryOpCommit(session_id=session_id, messages=({"role": "user", "content": "hi"},)))
+    assert isinstance(result, MemoryCommitResult), result
+    assert read(opened(key), str(result.archived_uri)) == "user: hi"
+    logs = {name.split("/")[1] for name in backend.objects(key) if name.startswith("sessions/")}
+    assert len(logs) == 1 and logs.pop().startswith("openrath-")
+
+
+def test_users_of_one_namespace_never_see_each_others_memories(backend, key):
+    def as_user(user_id):
+        return rm.get("flyte").open(MemoryStoreSpec(namespace=key, user_id=user_id))
+
+    alice, bob, carol = as_user("alice"), as_user("bob"), as_user("carol@example.com")
+    alice.dispatch(MemoryOpWrite(uri="memory://user/secret", content="alice's secret"))
+    alice.dispatch(MemoryOpCommit(session_id="s", messages=({"role": "user", "content": "alice speaking"},)))
+    bob.dispatch(MemoryOpWrite(uri="memory://user/secret", content="bob's secret"))
+
+    assert read(as_user("alice"), "memory://user/secret") == "alice's secret"
+    assert read(as_user("bob"), "memory://user/secret") == "bob's secret"
+    for op in (MemoryOpRead(uri="memory://user/secret"), MemoryOpRead(uri="memory://session/s/transcript")):
+        missing = carol.dispatch(op)
+        assert isinstance(missing, MemoryExecutionFailure) and missing.kind == "not_found"
+    assert carol.dispatch(MemoryOpList(uri="memory://")) == MemoryListResult(entries=())
+    assert carol.dispatch(MemoryOpFind(query="secret")) == MemoryFindResult(hits=())
+    bob_found = bob.dispatch(MemoryOpFind(query="secret"))
+    assert isinstance(bob_found, MemoryFindResult) and [h.snippet for h in bob_found.hits] == ["bob's secret"]
+
+    assert store_key(key, "alice") == f"{key}@alice" and store_key(key, None) == key
+    assert store_key(key, "carol@example.com") == f"{key}@~" + b"carol@example.com".hex()
+    assert stored(backend, f"{key}@alice") == {"openrath/user/secret.md": "alice's secret"}
+    assert stored(backend, f"{key}@bob") == {"openrath/user/secret.md": "bob's secret"}
+    assert stored(backend, key) == {}  # the namespace without a user is a store of its own
+    assert not any(n.startswith("sessions/") for n in backend.objects(f"{key}@bob"))
+
+
+def test_a_key_that_cannot_hold_a_user_is_refused(local_backend, key):
+    with pytest.raises(ValueError, match="'@'"):
+        rm.get("flyte").open(MemoryStoreSpec(namespace=f"{key}@alice"))
+    with pytest.raises(ValueError, match="'@'"):
+        rm.get("flyte").open(MemoryStoreSpec(user_id="bob", options={"key": f"{key}@alice"}))
+    with pytest.raises(ValueError, match="user_id"):
+        rm.get("flyte").open(MemoryStoreSpec(user_id="bob", options={"store": MemoryStore.get_or_create(key=key)}))
+    alone = rm.get("flyte").open(MemoryStoreSpec(user_id=key))  # a user without a namespace: the default base
+    alone.dispatch(MemoryOpWrite(uri="memory://user/n", content="x"))
+    assert MemoryStore.get_or_create(key=f"openrath@{key}").read_text("openrath/user/n.md") == "x"
 
 
 CHILD = """
