@@ -17,7 +17,15 @@ from flyteplugins_memory import ConcurrencyError
 
 from ._openrath_errors import OpFailure, fail
 from ._openrath_messages import extracted_pairs, text_of
-from ._openrath_uris import archived_uri, check_session_id, is_transcript, parse_uri, path_of, session_log
+from ._openrath_uris import (
+    archived_uri,
+    check_session_id,
+    is_transcript,
+    legacy_path_of,
+    parse_uri,
+    path_of,
+    session_log,
+)
 
 if TYPE_CHECKING:
     from ._openrath_ops import Bound
@@ -50,9 +58,11 @@ def write(bound: Bound, op: MemoryOpWrite) -> MemoryResult:
             return  # still staged: applying again would append twice
         content, metadata = op.content, labels
         if op.mode == "append":
-            meta = store.get_meta(path)
-            if meta is not None:
-                old = store.read_text(path)
+            # an entry only the first rule wrote (a name ending in .md) is appended to, not restarted
+            source = next((p for p in (path, legacy_path_of(op.uri)) if p and store.get_meta(p)), None)
+            meta = store.get_meta(source) if source else None
+            if source is not None and meta is not None:
+                old = store.read_text(source)
                 content = old + ("\n" if old and not old.endswith("\n") else "") + op.content
                 metadata = {**meta.metadata, **labels}
         store.write_text(path, content, actor=bound.actor, reason=f"openrath {op.mode}", metadata=metadata)
