@@ -159,6 +159,42 @@ async def test_bad_input_changes_nothing(local_backend, key):
     assert not adapter.store.has_unsaved_changes()
 
 
+BAD_TIMES = ["5", "abc", float("nan"), float("inf"), -float("inf"), -1.0, True, False, 1e300, [1.0], {"t": 1}]
+
+
+@pytest.mark.parametrize("field", ["created_at", "updated_at"])
+async def test_times_that_are_not_epoch_seconds_are_refused_before_anything_is_written(adapter_backend, key, field):
+    """created_at="5" used to be stored, and every later get_entries of the session raised TypeError
+    (a str sorted against floats); NaN, inf, "abc" and bools raised ValueError or OverflowError."""
+    backend, _ = adapter_backend
+    adapter = await opened(key)
+    await adapter.add(MemoryEntry(session_id="s", memory_id="kept", content="v1", created_at=1.0))
+    before = backend.stored(key)
+    for bad in BAD_TIMES:
+        with pytest.raises(InvalidArgument, match=field):
+            await adapter.add(CallerEntry(session_id="s", memory_id="new", **{field: bad}))
+        with pytest.raises(InvalidArgument, match=field):
+            await adapter.update(CallerEntry(session_id="s", memory_id="kept", content="v2", **{field: bad}))
+    assert backend.stored(key) == before  # nothing reached storage: no entry, no commit
+    assert not adapter.store.has_unsaved_changes()
+    await adapter.add(MemoryEntry(session_id="s", memory_id="zero", created_at=0))  # int seconds are seconds
+    await adapter.add(CallerEntry(session_id="s", memory_id="none", created_at=2.5, updated_at=None))
+    fresh = await opened(key)
+    assert [e.memory_id for e in await fresh.get_entries("s")] == ["zero", "kept", "none"]
+    assert (await fresh.get_entry("kept")).content == "v1"
+
+
+async def test_a_time_stored_before_times_were_checked_does_not_break_the_session(local_backend, key):
+    adapter = await opened(key)
+    await adapter.add(MemoryEntry(session_id="s", memory_id="good", created_at=1.0))
+    labels = {"memory_id": "old", "user_id": "default", "session_id": "s"}  # as the unchecked adapter wrote it
+    entry = {"session_id": "s", "memory_id": "old", "user_id": "default", "content": "", "created_at": "5"}
+    body = {"format": 1, "added_ns": 0, "entry": entry}
+    await adapter.store.write_json.aio("definable/users/default/sessions/s/old.json", body, metadata=labels)
+    await adapter.store.save.aio()
+    assert [e.memory_id for e in await (await opened(key)).get_entries("s")] == ["old", "good"]  # sorts as 0
+
+
 async def test_an_adapter_over_an_open_handle(local_backend, key):
     store = await MemoryStore.get_or_create.aio(key=key)
     adapter = DefinableMemoryStore(store)

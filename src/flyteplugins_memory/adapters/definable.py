@@ -27,6 +27,7 @@ import asyncio
 import base64
 import dataclasses
 import hashlib
+import math
 import re
 import time
 import uuid
@@ -40,6 +41,8 @@ ENTRY_FIELDS = ("session_id", "memory_id", "user_id", "role", "content", "messag
 FORMAT = 1
 _PLAIN_ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
 _SAVE_ATTEMPTS = 8
+#: created_at is a path segment of 20 digits of nanoseconds: below 1e11 seconds (the year 5138)
+_MAX_TIME = 1e11
 
 
 @dataclasses.dataclass
@@ -99,8 +102,27 @@ def entry_fields(entry: Any) -> dict[str, Any]:
         raise InvalidArgument("an entry needs a memory_id")
     if not isinstance(fields.get("session_id"), str) or not isinstance(fields.get("user_id"), str):
         raise InvalidArgument("an entry's session_id and user_id are strings")
-    fields["created_at"] = fields.get("created_at") if fields.get("created_at") is not None else time.time()
+    fields["created_at"] = check_time("created_at", fields.get("created_at"), time.time())
+    fields["updated_at"] = check_time("updated_at", fields.get("updated_at"), None)
     return fields
+
+
+def check_time(name: str, value: Any, default: float | None) -> float | None:
+    """`value` if it is epoch seconds (`default` for None); else `InvalidArgument`, before anything is
+    written: a string sorted against numbers would break `get_entries` of the whole session later."""
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidArgument(f"an entry's {name} is epoch seconds (an int or float), got {value!r}")
+    if not (math.isfinite(value) and 0 <= value < _MAX_TIME):
+        raise InvalidArgument(f"an entry's {name} must be finite, >= 0 and < {_MAX_TIME:.0e} seconds, got {value!r}")
+    return value
+
+
+def time_key(value: Any) -> float:
+    """A stored created_at as a sort key; one written before times were checked sorts as 0."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if ok else 0.0
 
 
 def entry_of(cls: type, fields: dict[str, Any]) -> Any:
@@ -220,7 +242,7 @@ class DefinableMemoryStore:
         if paths:  # one batch of parallel fetches, not one round trip per entry
             await self.store.prefetch.aio(paths[0].rsplit("/", 1)[0])
         stored = [await self.store.read_json.aio(p) for p in paths]
-        stored.sort(key=lambda s: (s["entry"].get("created_at") or 0.0, s["added_ns"]))
+        stored.sort(key=lambda s: (time_key(s["entry"].get("created_at")), s["added_ns"]))
         chosen = stored if limit is None else stored[: max(limit, 0)]
         return [entry_of(self.entry_class, s["entry"]) for s in chosen]
 
