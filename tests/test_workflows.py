@@ -50,6 +50,8 @@ RUNS = {
     "sleep-s3": ("04_sleep_cycle.py", "s3", ()),
     "history-local": ("05_history_and_restore.py", "local", ()),
     "history-s3": ("05_history_and_restore.py", "s3", ()),
+    "frameworks-local": ("06_frameworks.py", "local", ()),
+    "frameworks-s3": ("06_frameworks.py", "s3", ()),
 }
 
 
@@ -152,6 +154,7 @@ def test_the_numbered_workflows():
         "03_parallel_subagents.py",
         "04_sleep_cycle.py",
         "05_history_and_restore.py",
+        "06_frameworks.py",
     ]
 
 
@@ -287,6 +290,73 @@ def test_history_diff_and_restore_undo_a_bad_edit_that_stays_in_history(where, r
     assert events[-2:] == [("planner/tidy-tool", "update", good, bad), ("auditor", "update", bad, good)]
     assert [e[0] for e in events] == ["planner", "planner", "planner", "planner/tidy-tool", "auditor"]
     assert [m["name"] for m in store.messages] == ["planner", "planner", "planner", "planner/tidy-tool"]
+
+
+FINDINGS = {
+    "ci-timings": "The nightly training run took 41 min on May 2 and 97 min on May 9.",
+    "changelog": "On May 6 the nightly training data loader's cache moved from local SSD to network storage.",
+    "profiler": "In the nightly training run, 92% of the extra time is the data loader waiting on cache reads.",
+    "eval-timings": "The evaluation job reads the same cache: 12 min on May 2, 31 min on May 9.",
+}
+REQUEST = "Find out why the nightly training run got slow. I like answers as three short bullet points."
+QUESTION_FILE = "openrath/agent/questions/is-the-evaluation-job-slower-too.md"
+
+
+def test_an_openrath_agent_and_a_flyte_agent_share_one_keys_memory(where, runs):
+    key, out = runs.keys[f"frameworks-{where.target}"], runs.output(f"frameworks-{where.target}")
+    research, advice, follow_up = out.split("=== What the store holds")[0].split("--- run ")[1:]
+    assert "Recorded 4 memories: memory://agent/findings/ci-timings" in research
+    assert (
+        "- The nightly training run took 41 min on May 2 and 97 min on May 9. (openrath/agent/findings/ci-timings.md)"
+        in advice
+    )
+    assert "Recorded 2 memories: memory://agent/findings/eval-timings, memory://agent/questions/" in follow_up
+    # OpenRath's own recall (a find over our store) fed the earlier entries to the second session
+    assert re.search(r"OpenRath recalled [1-9]\d* for the request", follow_up)
+
+    # the researcher's entries, as storage holds them: one .md file per memory:// URI
+    for name, text in FINDINGS.items():
+        assert where.read(key, f"openrath/agent/findings/{name}.md") == text
+    assert where.read(key, "openrath/user/preferences/answer-style.md") == "answers as three short bullet points"
+    # the flyte Agent's question, then the researcher's answer appended by the second OpenRath session
+    assert where.read(key, QUESTION_FILE) == (
+        f"Is the evaluation job slower too?\nAnswer (researcher): {FINDINGS['eval-timings']}"
+        " See memory://agent/findings/eval-timings."
+    )
+
+    # the flyte Agent's transcript in messages.json: its answer cites the findings, in the user's style
+    messages = json.loads(where.read(key, "messages.json"))
+    assert [m["role"] for m in messages][:1] == ["user"] and messages[0]["content"].startswith("Why did the nightly")
+    calls = [c["function"]["name"] for m in messages for c in m.get("tool_calls") or ()]
+    assert calls == ["search_memory", "list_memory", *["read_memory"] * 4, "ask_researcher"]
+    bullets = messages[-1]["content"].splitlines()
+    assert (
+        messages[-1]["role"] == "assistant" and len(bullets) == 4 and bullets[-1].startswith("I asked the researcher")
+    )
+    cited = {b.rsplit("(", 1)[1].rstrip(")") for b in bullets[:3]}
+    assert cited == {f"openrath/agent/findings/{n}.md" for n in ("ci-timings", "changelog", "profiler")}
+    assert all(f"- {FINDINGS[c.split('/')[-1][:-3]]} (" in messages[-1]["content"] for c in cited)
+
+    # both OpenRath sessions committed, each a record log sessions/openrath-<id> whose id the run printed
+    store = where.reopen(key)
+    logs = sorted(store.list_paths("sessions"))
+    committed = re.findall(r"committed: memory://session/([\w-]+)/transcript", out)
+    assert len(logs) == 2 == len(committed) and {p.split("/")[1] for p in logs} == {f"openrath-{i}" for i in committed}
+    first = [json.loads(line) for line in where.read(key, next(p for p in logs if committed[0] in p)).splitlines()]
+    assert first[0] == {"role": "user", "content": REQUEST} and first[-1]["content"].startswith("Recorded 4 memories")
+    contents = [m["content"] for m in store.session(f"openrath-{committed[1]}").messages()]
+    assert "Answer the open questions the advisor left under memory://agent/questions." in contents
+
+    # one history: the researcher's commits, the advisor's (its question and its 12 messages), the researcher's
+    log = [(c.actor, c.wrote, c.appended) for c in reversed(store.log(limit=5))]
+    assert log[0] == ("researcher", (logs[0] if committed[0] in logs[0] else logs[1],), 0)
+    assert log[1] == ("advisor", (QUESTION_FILE,), 12)
+    assert log[2:4] == [
+        ("researcher", ("openrath/agent/findings/eval-timings.md",), 0),
+        ("researcher", (QUESTION_FILE,), 0),
+    ]
+    question_writes = [(e["actor"], e["op"]) for e in store.audit_tail(0) if e["path"] == QUESTION_FILE]
+    assert question_writes == [("advisor", "create"), ("researcher", "update")]
 
 
 def test_s3_alone_runs_its_own_moto_server(runs):

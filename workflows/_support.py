@@ -70,23 +70,24 @@ def is_checkout(folder: pathlib.Path = CHECKOUT) -> bool:
     return pyproject.is_file() and 'name = "flyteplugins-memory"' in pyproject.read_text()
 
 
-def task_image(checkout: pathlib.Path | None = CHECKOUT) -> flyte.Image:
+def task_image(checkout: pathlib.Path | None = CHECKOUT, extras: tuple[str, ...] = ()) -> flyte.Image:
     """The image the workflows' tasks run in on a cluster: flyte's Debian base plus this package.
 
     From a source checkout (an unreleased version), the checkout itself is installed with the S3 and GCS
-    extras (``uv sync --project``, the project copied in minus ``.dockerignore``); otherwise the released
-    ``flyteplugins-memory[s3,gcs]`` of the version installed here. Only a spec: nothing is built until a
+    extras and `extras` (e.g. ``("openrath",)`` for a framework adapter; ``uv sync --project``, the project
+    copied in minus ``.dockerignore``); otherwise the released ``flyteplugins-memory[s3,gcs,...]`` of the
+    version installed here. Only a spec: nothing is built until a
     ``--remote`` run deploys it. In a container the spec is rebuilt but not used (images are looked up by
     environment name there).
     """
-    base = flyte.Image.from_debian_base(name=IMAGE_NAME)
+    base, wanted = flyte.Image.from_debian_base(name=IMAGE_NAME), (*EXTRAS, *extras)
     if checkout is not None and is_checkout(checkout):
         return base.with_dockerignore(checkout / ".dockerignore").with_uv_project(
             checkout / "pyproject.toml",
             project_install_mode="install_project",
-            extra_args=" ".join(f"--extra {extra}" for extra in EXTRAS),
+            extra_args=" ".join(f"--extra {extra}" for extra in wanted),
         )
-    return base.with_pip_packages(f"flyteplugins-memory[{','.join(EXTRAS)}]=={__version__}")
+    return base.with_pip_packages(f"flyteplugins-memory[{','.join(wanted)}]=={__version__}")
 
 
 def image_packages(image: flyte.Image) -> list[str]:
