@@ -14,6 +14,7 @@ import pathlib
 import shutil
 import subprocess
 import textwrap
+import urllib.parse
 
 import pytest
 
@@ -58,7 +59,20 @@ async def opened(key: str, **kwargs) -> DefinableMemoryStore:
 
 def entry_files(backend, key: str) -> dict[str, dict]:
     """The adapter's entry files as the backend itself holds them."""
-    return {n: json.loads(d) for n, d in backend.objects(key).items() if n.startswith("definable/")}
+    return {n: json.loads(d) for n, d in backend.objects(key).items() if n.startswith("definable/users/")}
+
+
+def claim_files(backend, key: str) -> dict[str, dict]:
+    """The ids' claims (``definable/ids/``) as the backend itself holds them."""
+    return {n: json.loads(d) for n, d in backend.objects(key).items() if n.startswith("definable/ids/")}
+
+
+def committed(backend, key: str, files: dict[str, dict]) -> dict[str, dict]:
+    """Those of `files` that a commit holds: with their sidecar, which is written after the commit point.
+    A save that conflicts leaves the new files it created in place, unreferenced and without a sidecar
+    (docs/decisions.md, "new files are uploaded in place")."""
+    names = set(backend.objects(key))
+    return {n: f for n, f in files.items() if f"meta/{urllib.parse.quote(n, safe='')}.json" in names}
 
 
 async def test_the_protocol_end_to_end_and_what_lands_in_storage(adapter_backend, key):
@@ -97,9 +111,11 @@ async def test_the_protocol_end_to_end_and_what_lands_in_storage(adapter_backend
     await adapter.update(MemoryEntry(session_id="s1", memory_id="ghost", content="?"))  # missing: no-op
     assert await adapter.get_entry("ghost") is None and await adapter.get_entry("m3") is None
     assert [e.memory_id for e in await adapter.get_entries("s1")] == ["m1", "m2", "m0", "m4"]
+    assert {c["memory_id"] for c in claim_files(backend, key).values()} == {"m0", "m1", "m2", "m4"}
     await adapter.delete_session("s1")
     await adapter.close()
     assert await (await opened(key)).count("s1") == 0 and entry_files(backend, key) == {}
+    assert claim_files(backend, key) == {}  # deleted with their entries: the ids can be added again
 
 
 async def test_users_and_sessions_are_isolated(adapter_backend, key):
@@ -117,6 +133,7 @@ async def test_users_and_sessions_are_isolated(adapter_backend, key):
     await fresh.delete_session("s2")  # no user: every user's s2, as Definable's stores
     assert await fresh.count("s2", "alice") == 0 and await fresh.count("s2", "bob") == 0
     assert [n.split("/")[2:5] for n in entry_files(backend, key)] == [["bob", "sessions", "s1"]]
+    assert [c["path"] for c in claim_files(backend, key).values()] == list(entry_files(backend, key))
 
 
 async def test_hostile_ids_stay_in_their_own_directory(adapter_backend, key):
@@ -157,6 +174,64 @@ async def test_bad_input_changes_nothing(local_backend, key):
         DefinableMemoryStore(42)  # type: ignore[arg-type]
     assert await adapter.count("s") == 1 and await adapter.count("other") == 0
     assert not adapter.store.has_unsaved_changes()
+
+
+class RaceBefore:
+    """Stands in for a handle's `save`: runs `first` (another handle's whole call) just before the
+    handle's first save, so that save meets a commit made after its refresh, as a racing task's would."""
+
+    def __init__(self, store: MemoryStore, first) -> None:
+        self.real, self.first = store.save, first
+
+    async def aio(self, **kwargs):
+        if self.first is not None:
+            first, self.first = self.first, None
+            await first()
+        return await self.real.aio(**kwargs)
+
+
+async def test_racing_adds_of_one_id_one_wins_the_other_is_a_duplicate(adapter_backend, key, monkeypatch):
+    """Two handles adding one memory_id (other user, other created_at: other paths) both succeeded and
+    the journal merged two entries; then delete left one behind."""
+    backend, _ = adapter_backend
+    winner, loser = await opened(key), await opened(key)
+    won = MemoryEntry(session_id="s", user_id="alice", memory_id="m", content="winner", created_at=1.0)
+    monkeypatch.setattr(loser.store, "save", RaceBefore(loser.store, lambda: winner.add(won)))
+    with pytest.raises(DuplicateMemoryId):
+        await loser.add(MemoryEntry(session_id="t", user_id="bob", memory_id="m", content="loser", created_at=2.0))
+
+    files = committed(backend, key, entry_files(backend, key))
+    assert [f["entry"]["content"] for f in files.values()] == ["winner"]
+    assert [c["path"] for c in claim_files(backend, key).values()] == list(files)
+    assert await loser.count("t", "bob") == 0  # the loser's handle keeps nothing of its entry either
+    await loser.add(MemoryEntry(session_id="t", user_id="bob", memory_id="other", content="later"))
+    assert not any("/sessions/t/" in p and p.endswith("-m.json") for p in loser.store.log(limit=1)[0].wrote)
+    assert [f["entry"]["memory_id"] for f in committed(backend, key, entry_files(backend, key)).values()] == [
+        "m",
+        "other",
+    ]
+    await loser.delete("m")
+    assert await (await opened(key)).get_entry("m") is None
+    assert [c["memory_id"] for c in claim_files(backend, key).values()] == ["other"]
+    await winner.add(MemoryEntry(session_id="s", memory_id="m", content="again"))  # a deleted id is free
+    assert (await (await opened(key)).get_entry("m")).content == "again"
+
+
+async def test_racing_updates_of_one_entry_both_apply_in_turn(adapter_backend, key, monkeypatch):
+    """The retry of a conflicting update had no test: the second update reapplies on top of the first."""
+    backend, _ = adapter_backend
+    first, second = await opened(key), await opened(key)
+    await first.add(MemoryEntry(session_id="s", memory_id="m", content="v0", created_at=1.0))
+    assert (await second.get_entry("m")).content == "v0"
+    race = lambda: first.update(MemoryEntry(session_id="s", memory_id="m", content="v1", message_data={"a": 1}))  # noqa: E731
+    monkeypatch.setattr(second.store, "save", RaceBefore(second.store, race))
+    await second.update(MemoryEntry(session_id="s", memory_id="m", content="v2", message_data={"b": 2}))
+
+    [stored] = entry_files(backend, key).values()
+    assert (stored["entry"]["content"], stored["entry"]["message_data"]) == ("v2", {"b": 2})
+    assert stored["entry"]["created_at"] == 1.0  # kept through both
+    reasons = [c.reason for c in MemoryStore.open(key=key).log(limit=10)]
+    assert reasons[:3] == ["definable update", "definable update", "definable add"]  # both landed, in turn
 
 
 BAD_TIMES = ["5", "abc", float("nan"), float("inf"), -float("inf"), -1.0, True, False, 1e300, [1.0], {"t": 1}]
@@ -201,7 +276,8 @@ async def test_an_adapter_over_an_open_handle(local_backend, key):
     await adapter.initialize()
     await adapter.add(MemoryEntry(session_id="s", content="x"))
     assert adapter.store is store
-    assert (await MemoryStore.open.aio(key=key)).list_paths("definable")[0].startswith("definable/users/default/")
+    reopened = await MemoryStore.open.aio(key=key)
+    assert reopened.list_paths("definable/users")[0].startswith("definable/users/default/")
 
 
 ADD_WORKER = textwrap.dedent(
@@ -240,6 +316,69 @@ def test_two_processes_adding_to_one_key_lose_nothing(adapter_backend, key, tmp_
     both = asyncio.run(_contents(adapter))
     assert sorted(both) == sorted(f"{w}:{i}" for w in range(2) for i in range(6))
     assert len(entry_files(backend, key)) == 12
+
+
+RACE_WORKER = textwrap.dedent(
+    """
+    import asyncio, json, os, pathlib, sys, time
+    sys.path.insert(0, {tests!r})
+    from workers import setup
+    config = json.loads(sys.argv[1])
+    setup(config)
+    from flyteplugins_memory.adapters.definable import DefinableMemoryStore, DuplicateMemoryId, MemoryEntry
+
+    async def main():
+        worker = config["worker"]
+        adapter = DefinableMemoryStore(config["key"])
+        await adapter.initialize()
+        while not os.path.exists(config["go"]):
+            time.sleep(0.01)
+        outcomes = {{}}
+        for i in range(config["n"]):  # the same ids, each under the worker's own user and session
+            scope = dict(session_id=f"s{{worker}}", user_id=f"u{{worker}}")
+            entry = MemoryEntry(**scope, memory_id=f"r{{i}}", content=str(worker))
+            try:
+                await adapter.add(entry)
+                outcomes[entry.memory_id] = "added"
+            except DuplicateMemoryId:
+                outcomes[entry.memory_id] = "duplicate"
+        for i in range(config["n"]):  # the same entry, updated by both
+            await adapter.update(MemoryEntry(session_id="x", memory_id="shared", content=f"{{worker}}:{{i}}"))
+        await adapter.close()
+        pathlib.Path(config["out"] + str(worker)).write_text(json.dumps(outcomes))
+
+    asyncio.run(main())
+    """
+)
+
+
+def test_two_processes_adding_and_updating_the_same_ids(adapter_backend, key, tmp_path):
+    """Racing adds of one id: exactly one process adds it, the other gets DuplicateMemoryId; racing
+    updates of one entry: every update commits (retried on conflict), none raises."""
+    backend, endpoint = adapter_backend
+    n = 5
+    asyncio.run(_add_shared(key))
+    script = RACE_WORKER.format(tests=str(REPO / "tests"))
+    out = str(tmp_path / "out")
+    config = {"raw": backend.raw_data_path, "endpoint": endpoint, "key": key, "go": str(tmp_path / "go"), "n": n}
+    race_children(script, {**config, "out": out}, timeout=240)
+
+    outcomes = [json.loads(pathlib.Path(out + str(w)).read_text()) for w in range(2)]
+    added = {i: [w for w in range(2) if outcomes[w][i] == "added"] for i in outcomes[0]}
+    assert all(len(workers) == 1 for workers in added.values()), outcomes
+    files = committed(backend, key, entry_files(backend, key))
+    stored = {f["entry"]["memory_id"]: f["entry"] for f in files.values()}
+    assert len(files) == n + 1 and set(stored) == {f"r{i}" for i in range(n)} | {"shared"}
+    assert all(stored[i]["content"] == str(workers[0]) for i, workers in added.items())  # the winner's
+    assert len(committed(backend, key, claim_files(backend, key))) == n + 1
+    assert stored["shared"]["content"] in {f"0:{n - 1}", f"1:{n - 1}"}
+    reasons = [c.reason for c in MemoryStore.open(key=key).log(limit=100)]
+    assert reasons.count("definable update") == 2 * n  # nothing lost
+
+
+async def _add_shared(key: str) -> None:
+    adapter = await opened(key)
+    await adapter.add(MemoryEntry(session_id="x", memory_id="shared", content="start"))
 
 
 async def _contents(adapter: DefinableMemoryStore) -> list[str]:

@@ -8,9 +8,16 @@ back as `MemoryEntry`, the small dataclass below.
 Layout (one JSON object per entry, never a whole-table file, so concurrent tasks writing one key merge)::
 
     <prefix>/users/<user>/sessions/<session>/<created_ns>-<memory_id>.json
+    <prefix>/ids/<memory_id>.json          the id's claim: {"memory_id", "path"}, no metadata
 
 with metadata ``{"memory_id", "user_id", "session_id"}`` so `get_entry`, `delete` and `delete_session`
-find files through a metadata listing (no content is read). Ids that are not plain lowercase names
+find files through a metadata listing (no content is read). Two tasks adding one memory_id write entries
+at different paths (the created_at differs, or the user or session does), which the journal would merge
+into two entries; so `add` also writes the id's claim, create-only (``expected_sha``), in the same
+commit. Its path depends on the id alone, so of two racing adds the second commit conflicts, retries on
+the newer state and finds the id taken: exactly one add wins, the other raises `DuplicateMemoryId`.
+`delete` and `delete_session` remove the claim with the entry. Entries stored before claims existed have
+none; the listing still finds them, so a plain duplicate is refused as before. Ids that are not plain lowercase names
 (``[a-z0-9][a-z0-9_-]*``, at most 40 characters) are encoded as ``_`` + base32, or ``__`` + 128 bits of
 sha256 when long (a path must fit one file name): an id with ``/``, ``..``, ``%`` or control characters
 never leaves its directory or meets another's. Ids are also kept as metadata labels, so together they are
@@ -147,8 +154,10 @@ class DefinableMemoryStore:
 
     `update` matches by memory_id and, like Definable's SQLite store, replaces everything but the
     entry's session, user and created_at (an entry never moves); an unknown memory_id is a no-op, as
-    in Definable's stores. `delete` of an unknown id is a no-op. `delete_session` without a user
-    deletes the session of every user, as Definable's stores do.
+    in Definable's stores. `add` of a stored memory_id raises `DuplicateMemoryId`, also when another
+    task adds it at the same moment (one of the two wins). `delete` of an unknown id is a no-op; of a
+    known one it removes every copy. `delete_session` without a user deletes the session of every
+    user, as Definable's stores do.
     """
 
     def __init__(
@@ -193,15 +202,21 @@ class DefinableMemoryStore:
     async def add(self, entry: Any) -> None:
         fields = entry_fields(entry)
         self._seen_class = type(entry)
-        added_ns = self._next_added_ns()
+        path, added_ns = self._path_for(fields), self._next_added_ns()
 
         async def write() -> bool:
             if await self._path_of(fields["memory_id"]) is not None:
                 raise DuplicateMemoryId(f"memory_id {fields['memory_id']!r} is already stored")
-            await self._write(self._path_for(fields), fields, added_ns)
+            await self._write(path, fields, added_ns)
+            await self._claim(fields["memory_id"], path)
             return True
 
-        await self._commit(write, "add")
+        async def withdraw() -> None:
+            # the refresh after a conflict drops the claim (the winner holds it) but keeps our entry, at a
+            # path nobody else wrote; new to the base, so this delete forgets it instead of saving one
+            await self.store.delete.aio(path, actor=self.actor)
+
+        await self._commit(write, "add", undo=withdraw)
 
     async def update(self, entry: Any) -> None:
         fields = entry_fields(entry)
@@ -219,18 +234,14 @@ class DefinableMemoryStore:
         await self._commit(write, "update")
 
     async def delete(self, memory_id: str) -> None:
-        async def remove() -> bool:
-            path = await self._path_of(memory_id)
-            return path is not None and await self.store.delete.aio(path, actor=self.actor)
+        async def remove() -> bool:  # every copy: a race before claims existed may have left two
+            return await self._remove(await self._paths_of(memory_id))
 
         await self._commit(remove, "delete")
 
     async def delete_session(self, session_id: str, user_id: str | None = None) -> None:
         async def remove() -> bool:
-            paths = await self._session_paths(session_id, user_id)
-            for path in paths:
-                await self.store.delete.aio(path, actor=self.actor)
-            return bool(paths)
+            return await self._remove(await self._session_paths(session_id, user_id))
 
         await self._commit(remove, "delete_session")
 
@@ -271,10 +282,32 @@ class DefinableMemoryStore:
         body = {"format": FORMAT, "added_ns": added_ns, "entry": fields}
         await self.store.write_json.aio(path, body, actor=self.actor, metadata=labels)
 
-    async def _path_of(self, memory_id: str) -> str | None:
+    def _claim_path(self, entry_path: str) -> str:
+        """The claim of the id an entry file is named after (``<created_ns>-<encoded id>.json``)."""
+        return f"{self.prefix}/ids/{entry_path.rsplit('/', 1)[-1].split('-', 1)[-1]}"
+
+    async def _claim(self, memory_id: str, entry_path: str) -> None:
+        """Write the id's claim, guarded: a claim committed by anyone since our base fails the save.
+        No entry holds the id here, so a claim already there is left over; it is taken over."""
+        claim = self._claim_path(entry_path)
+        held = await self.store.current_sha.aio(claim)
+        body = {"format": FORMAT, "memory_id": memory_id, "path": entry_path}
+        await self.store.write_json.aio(claim, body, actor=self.actor, expected_sha=held)
+
+    async def _remove(self, paths: list[str]) -> bool:
+        """Delete entry files and their ids' claims; whether there were any."""
+        for path in paths:
+            await self.store.delete.aio(path, actor=self.actor)
+            await self.store.delete.aio(self._claim_path(path), actor=self.actor)
+        return bool(paths)
+
+    async def _paths_of(self, memory_id: str) -> list[str]:
         if not isinstance(memory_id, str):
-            return None
-        paths = await self.store.list_paths.aio(self.prefix, where={"memory_id": memory_id})
+            return []
+        return await self.store.list_paths.aio(self.prefix, where={"memory_id": memory_id})
+
+    async def _path_of(self, memory_id: str) -> str | None:
+        paths = await self._paths_of(memory_id)
         return paths[0] if paths else None
 
     async def _session_paths(self, session_id: str, user_id: str | None) -> list[str]:
@@ -291,9 +324,12 @@ class DefinableMemoryStore:
         await self.initialize()
         await self.store.refresh.aio()
 
-    async def _commit(self, change: Callable[[], Awaitable[bool]], reason: str) -> None:
+    async def _commit(
+        self, change: Callable[[], Awaitable[bool]], reason: str, undo: Callable[[], Awaitable[None]] | None = None
+    ) -> None:
         """Apply `change` to the newest state and save it as one commit; on a conflicting concurrent save
-        (the same entry changed elsewhere), drop ours and apply it again to the newer state."""
+        (the same entry or id changed elsewhere), `undo` what the refresh would keep of ours, then apply
+        `change` again to the newer state (the refresh drops our conflicting changes)."""
         async with self._lock:
             for attempt in range(_SAVE_ATTEMPTS):
                 await self._refresh()
@@ -303,5 +339,7 @@ class DefinableMemoryStore:
                     await self.store.save.aio(actor=self.actor, reason=f"definable {reason}")
                     return
                 except ConcurrencyError:
+                    if undo is not None:
+                        await undo()
                     if attempt == _SAVE_ATTEMPTS - 1:
                         raise
