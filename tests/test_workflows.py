@@ -329,27 +329,28 @@ def test_an_openrath_agent_and_a_flyte_agent_share_one_keys_memory(where, runs):
     assert [m["role"] for m in messages][:1] == ["user"] and messages[0]["content"].startswith("Why did the nightly")
     calls = [c["function"]["name"] for m in messages for c in m.get("tool_calls") or ()]
     assert calls == ["search_memory", "list_memory", *["read_memory"] * 4, "ask_researcher"]
-    bullets = messages[-1]["content"].splitlines()
-    assert (
-        messages[-1]["role"] == "assistant" and len(bullets) == 4 and bullets[-1].startswith("I asked the researcher")
+    answer = messages[-1]
+    assert answer["role"] == "assistant" and answer["content"].endswith(
+        "I asked the researcher: Is the evaluation job slower too?"
     )
-    cited = {b.rsplit("(", 1)[1].rstrip(")") for b in bullets[:3]}
-    assert cited == {f"openrath/agent/findings/{n}.md" for n in ("ci-timings", "changelog", "profiler")}
-    assert all(f"- {FINDINGS[c.split('/')[-1][:-3]]} (" in messages[-1]["content"] for c in cited)
+    bullets = [line for line in answer["content"].splitlines() if line.startswith("- ")]  # three, as the user asked
+    cited = {f"- {FINDINGS[n]} (openrath/agent/findings/{n}.md)" for n in ("changelog", "ci-timings", "profiler")}
+    assert len(bullets) == 3 and set(bullets) == cited
 
     # both OpenRath sessions committed, each a record log sessions/openrath-<id> whose id the run printed
     store = where.reopen(key)
     logs = sorted(store.list_paths("sessions"))
     committed = re.findall(r"committed: memory://session/([\w-]+)/transcript", out)
     assert len(logs) == 2 == len(committed) and {p.split("/")[1] for p in logs} == {f"openrath-{i}" for i in committed}
-    first = [json.loads(line) for line in where.read(key, next(p for p in logs if committed[0] in p)).splitlines()]
+    first_log = next(p for p in logs if committed[0] in p)
+    first = [json.loads(line) for line in where.read(key, first_log).splitlines()]
     assert first[0] == {"role": "user", "content": REQUEST} and first[-1]["content"].startswith("Recorded 4 memories")
     contents = [m["content"] for m in store.session(f"openrath-{committed[1]}").messages()]
     assert "Answer the open questions the advisor left under memory://agent/questions." in contents
 
     # one history: the researcher's commits, the advisor's (its question and its 12 messages), the researcher's
     log = [(c.actor, c.wrote, c.appended) for c in reversed(store.log(limit=5))]
-    assert log[0] == ("researcher", (logs[0] if committed[0] in logs[0] else logs[1],), 0)
+    assert log[0] == ("researcher", (first_log,), 0)
     assert log[1] == ("advisor", (QUESTION_FILE,), 12)
     assert log[2:4] == [
         ("researcher", ("openrath/agent/findings/eval-timings.md",), 0),
@@ -389,6 +390,17 @@ def test_the_remote_image_outside_a_checkout_installs_the_release_of_this_versio
     support = load_support()
     assert support.image_packages(support.task_image(tmp_path)) == [f"flyteplugins-memory[s3,gcs]=={__version__}"]
     assert support.image_packages(support.task_image(None)) == [f"flyteplugins-memory[s3,gcs]=={__version__}"]
+
+
+def test_a_workflow_with_a_framework_adapter_gets_its_extra_in_the_image(tmp_path):
+    """06_frameworks runs openrath in its tasks: its image adds the openrath extra to S3 and GCS."""
+    support = load_support()
+    openrath = tomllib.loads((FOLDER.parent / "pyproject.toml").read_text())["project"]["optional-dependencies"][
+        "openrath"
+    ]
+    assert set(openrath) <= set(support.image_packages(support.task_image(extras=("openrath",))))
+    released = support.image_packages(support.task_image(tmp_path, extras=("openrath",)))
+    assert released == [f"flyteplugins-memory[s3,gcs,openrath]=={__version__}"]
 
 
 def test_parallel_subagents_audit_count_says_earlier_runs_are_included(tmp_path):

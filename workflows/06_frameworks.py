@@ -39,7 +39,7 @@ import rath.memory as rm
 from flyte.ai.agents import Agent, LLMMessage
 from rath import flow
 from rath.flow.tool import FlowToolCall
-from rath.llm import Provider
+from rath.llm import Provider, RathLLMChatRequest
 from rath.llm.chat_response import (
     RathLLMAssistantMessage,
     RathLLMChatChoice,
@@ -107,7 +107,8 @@ def search_sources(query: str) -> dict[str, str]:
 
 
 def researcher_tools(memory: rm.MemoryStore) -> list[FlowToolCall]:
-    """The researcher's tools: its sources, and its memory through OpenRath's own ops (memory:// URIs)."""
+    """The researcher's tools: its sources, and its memory through OpenRath's own ops (memory:// URIs).
+    OpenRath runs tools in worker threads of its own loop; the store's blocking API works from any thread."""
 
     def list_memory(uri: str) -> list[str]:
         listed = memory.dispatch(MemoryOpList(uri=uri))
@@ -137,7 +138,7 @@ class ScriptedResearcher:
     def __init__(self, provider: Provider) -> None:
         self.provider = provider
 
-    def complete(self, request: Any) -> RathLLMChatResponse:
+    def complete(self, request: RathLLMChatRequest) -> RathLLMChatResponse:
         messages = [m for m in request.messages if m.role != "system"]
         start = max(i for i, m in enumerate(messages) if m.role == "user" and not is_recalled(m.content))
         done = tool_results(messages[start:])
@@ -198,6 +199,7 @@ def report(done: Mapping[str, list[tuple[dict[str, Any], Any]]], recalled: int) 
 
 
 def chat_response(text: str | None, calls: list[tuple[str, dict]]) -> RathLLMChatResponse:
+    """A completion as an OpenAI-compatible API returns it: `text`, or the tool calls (name, arguments)."""
     parts = tuple(
         RathLLMToolCallPart(
             id=f"call_{uuid.uuid4().hex[:8]}",
@@ -211,14 +213,16 @@ def chat_response(text: str | None, calls: list[tuple[str, dict]]) -> RathLLMCha
     return RathLLMChatResponse(id=uuid.uuid4().hex, choices=(choice,), created=int(time.time()), model="scripted")
 
 
+# a provider kind of our own: OpenRath sends this model's calls to the scripted client, never to a network
 register_chat_client("scripted-researcher", ScriptedResearcher)
 RESEARCHER_MODEL = Provider(model="scripted-researcher", provider_kind="scripted-researcher")
 
 
 def run_researcher(memory: MemoryStore, request: str) -> str:
     """One OpenRath session of the researcher on our store: its reply and its committed transcript."""
-    # options["store"]: the task's own handle, so both frameworks of a task share one; options["key"]
-    # would open the key itself. "actor" names the researcher in the store's commits and audit trail.
+    # options["store"]: the handle this task opened by key, as the flyte Agent's task opens its own (one
+    # key, one layout, whichever framework writes); options["key"] would have the backend open it. "actor"
+    # names the researcher in the store's commits and audit trail.
     spec = MemoryStoreSpec(options={"store": memory, "actor": "researcher"})
     store = rm.get("flyte").open(spec)
     prompt = "You research questions for the team; keep what you find in memory."
