@@ -287,3 +287,14 @@ def test_the_previous_release_opens_and_saves_a_store_with_logs(local_backend, k
     reader.records("events").append({"c": 3})
     reader.save()
     assert MemoryStore.get_or_create(key=key).records("events").read() == [{"a": 1}, {"b": 2}, {"c": 3}]
+
+
+def test_a_saved_segment_is_audited_under_the_saves_actor(local_backend, key):
+    store = MemoryStore.get_or_create(key=key)
+    store.records("tools/search").append({"q": "tea"})
+    store.save(actor="researcher")
+    store.records("tools/search").append({"q": "coffee"})
+    store.save()  # naming no actor: the default, as for a write without one
+    events = [e for e in MemoryStore.open(key=key).audit_tail(0) if e["path"].startswith("tools/search/")]
+    assert [e["actor"] for e in events] == ["researcher", "agent"]
+    assert MemoryStore.open(key=key).log(limit=2)[1].actor == "researcher"

@@ -170,16 +170,18 @@ def _count(segment: Segment, fetched: dict[str, list[Any]]) -> int:
     return segment.count if segment.count is not None else len(fetched[segment.path])
 
 
-async def save_pending(store: LogOwner) -> None:
+async def save_pending(store: LogOwner, actor: str | None = None) -> None:
     """Write each log's unsaved records as one new segment of it (called by ``store.save()`` before it
-    commits). The records leave the pending list before the write (a second save running meanwhile must
-    not write them again) and go back to its front if the write fails. Segments are written once and never
-    changed, so they keep no version snapshots."""
+    commits; the segment's audit event names the save's `actor`, ``"agent"`` when it names none). The
+    records leave the pending list before the write (a second save running meanwhile must not write them
+    again) and go back to its front if the write fails. Segments are written once and never changed, so
+    they keep no version snapshots."""
     pending = store._pending_records.lines
     for log in [name for name, lines in pending.items() if lines]:
         path = store._admission.admit(f"{log}/{segment_name()}", Access.WRITE)
         lines = pending.pop(log)
-        options = ChangeOptions("agent", f"{len(lines)} records appended to log {log}", None, False, store.audit)
+        why = f"{len(lines)} records appended to log {log}"
+        options = ChangeOptions(actor or "agent", why, None, False, store.audit)
         try:
             await store._session.write(store, path, encode_segment(lines), options, {COUNT_EXT: len(lines)})
         except BaseException:

@@ -112,7 +112,7 @@ class StagedAPI:
         seen = await self._session.look(self, _current)
         if wanted in seen:  # refused before anything is saved; one newer than the handle is checked in `make`
             self._admit(seen[wanted])
-        await save_pending(cast(LogOwner, self))  # appended records are saved first, like other changes
+        await save_pending(cast(LogOwner, self), who)  # appended records are saved first, like other changes
         decision = _Decision(self, wanted, status, who, why)
         try:
             trusted = self.trusted and status == "accepted"

@@ -209,7 +209,7 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
         """
         check_note("actor", actor)
         check_note("reason", reason)
-        await save_pending(self)
+        await save_pending(self, actor)
         await self._session.save(self, actor=actor, reason=reason)
         return Dir.from_existing_remote(self._session.remote().uri)
 
