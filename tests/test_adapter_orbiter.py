@@ -8,6 +8,7 @@ import json
 import pathlib
 import sys
 import types
+import urllib.parse
 from typing import Any
 
 import pydantic
@@ -45,6 +46,31 @@ def backend(request):
 def items_in_storage(backend, key: str) -> dict[str, dict]:
     """The adapter's objects as the backend itself lists them, decoded."""
     return {n: json.loads(d) for n, d in backend.objects(key).items() if n.startswith("orbiter/")}
+
+
+def claims_in_storage(backend, key: str) -> dict[str, dict]:
+    """The ids' claims (``orbiter-ids/``) that a commit holds (their sidecar is written after the commit
+    point; a conflicting save leaves the new files it created in place, unreferenced and without one)."""
+    objects = backend.objects(key)
+    return {
+        n: json.loads(d)
+        for n, d in objects.items()
+        if n.startswith("orbiter-ids/") and f"meta/{urllib.parse.quote(n, safe='')}.json" in objects
+    }
+
+
+class RaceBefore:
+    """Stands in for a handle's `save`: runs `first` (another handle's whole call) just before the
+    handle's first save, so that save meets a commit made after the handle last refreshed."""
+
+    def __init__(self, store: MemoryStore, first) -> None:
+        self.real, self.first = store.save, first
+
+    async def aio(self, **kwargs):
+        if self.first is not None:
+            first, self.first = self.first, None
+            await first()
+        return await self.real.aio(**kwargs)
 
 
 async def fresh(key: str) -> OrbiterMemoryStore:
@@ -134,6 +160,7 @@ async def test_clear_with_and_without_metadata(backend, key):
     assert items_in_storage(backend, key) == {}
     assert await (await fresh(key)).search() == []
     assert MemoryStore.get_or_create(key=key).read_text("other/keep.md") == "not the adapter's"
+    assert claims_in_storage(backend, key) == {}  # cleared with their items
 
 
 async def test_status_machine_is_enforced_and_persisted(backend, key):
@@ -244,6 +271,23 @@ async def test_re_adding_an_id_under_another_scope_moves_it(local_backend, key):
     assert (await (await fresh(key)).get("m")).content == "v2"
 
 
+async def test_racing_adds_of_one_id_under_two_users_leave_one_item(backend, key, monkeypatch):
+    """Two handles adding one id under different users wrote two paths, which the journal merged into two
+    items; a bare get then returned either user's. The claim makes the second add conflict and re-apply:
+    the id moves to its scope, as a later add of it would, and one item remains."""
+    alice_side, bob_side = await fresh(key), await fresh(key)
+    race = lambda: alice_side.add(HumanMemory(id="x", content="alice's", metadata=ALICE))  # noqa: E731
+    monkeypatch.setattr(await bob_side.handle(), "save", RaceBefore(await bob_side.handle(), race))
+    await bob_side.add(HumanMemory(id="x", content="bob's", metadata=BOB))
+
+    assert list(items_in_storage(backend, key)) == ["orbiter/bob/s1/_/_/x.json"]
+    assert claims_in_storage(backend, key) == {"orbiter-ids/x.json": {"id": "x", "path": "orbiter/bob/s1/_/_/x.json"}}
+    reader = await fresh(key)
+    assert (await reader.get("x")).content == "bob's"
+    assert await reader.search(metadata=ALICE) == []  # alice's scope holds nothing of bob's, nor a stale copy
+    assert [i.content for i in await reader.search(metadata=BOB)] == ["bob's"]
+
+
 async def test_a_conflicting_add_is_reapplied_and_a_stale_get_refreshes(local_backend, key):
     first, second = await fresh(key), await fresh(key)  # both loaded before either writes
     await first.add(HumanMemory(id="same", content="from first"))
@@ -326,6 +370,26 @@ def test_two_processes_adding_to_one_key_lose_nothing(shared_backend, key, tmp_p
     assert [i.id for i in asyncio_run(reader.search(metadata=MemoryMetadata(user_id="u1"), limit=100))] == [
         f"w1-{i}" for i in (3, 2, 1, 0)
     ]
+
+
+def test_two_processes_adding_the_same_ids_under_their_own_users(shared_backend, key, tmp_path):
+    """Each id ends up as one item, in one user's scope; a bare get returns that item and a user's search
+    never returns the other user's."""
+    backend, endpoint = shared_backend
+    MemoryStore.create(key=key)
+    config = {"raw": backend.raw_data_path, "endpoint": endpoint, "key": key, "rounds": 4, "go": str(tmp_path / "go")}
+    race_children(CHILD.replace("w{{config['worker']}}-{{i}}", "same-{{i}}").format(tests=TESTS), config)
+
+    stored = items_in_storage(backend, key)
+    ids = [d["id"] for d in stored.values()]
+    assert sorted(ids) == [f"same-{i}" for i in range(4)]  # one item per id
+    claims = claims_in_storage(backend, key)
+    assert {c["path"] for c in claims.values()} == set(stored) and len(claims) == 4
+    reader = OrbiterMemoryStore(key)
+    for data in stored.values():
+        assert asyncio_run(reader.get(data["id"])).metadata.user_id == data["metadata"]["user_id"]
+    by_user = [{i.id for i in asyncio_run(reader.search(metadata=MemoryMetadata(user_id=f"u{w}")))} for w in range(2)]
+    assert not by_user[0] & by_user[1] and by_user[0] | by_user[1] == set(ids)
 
 
 def asyncio_run(coro):

@@ -14,6 +14,14 @@ is ``~`` and 32 hex digits of its sha256. Different users and sessions therefore
 and filters match the exact ids kept in the metadata, never the segments. Concurrent tasks adding items to
 one key write different files, so their saves merge instead of conflicting.
 
+An id names one item in the whole key, as Orbiter's ``get(item_id)`` (no scope) implies: adding an id
+already stored replaces that item, wherever its scope put it. Two tasks adding one id under different
+scopes write different paths, which the journal would merge into two items (and a bare `get` could
+return either user's); so every add also writes ``orbiter-ids/<id>.json`` (``{"id", "path"}``, outside
+``orbiter/`` so no listing or search meets it) with ``expected_sha``, in the same commit. Its path
+depends on the id alone, so of two racing adds the second conflicts, refreshes and re-applies: the item
+moves to its scope, one item remains. `clear` deletes the claims of the items it deletes.
+
 Durability: with ``autosave=True`` (the default) every `add`, `transition` and `clear` commits at once
 (one atomic save per call), so an item added in one Flyte task is there for the next even if the task
 dies right after. ``autosave=False`` keeps `add` in the handle until `flush()` (many adds, one commit);
@@ -71,6 +79,7 @@ __all__ = [
 ]
 
 ROOT = "orbiter"
+CLAIMS = "orbiter-ids"  # beside ROOT, not in it: listings and searches under ROOT never meet a claim
 SCOPE_FIELDS = ("user_id", "session_id", "agent_id", "task_id")  # the order of the path segments
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,47}")
 _SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,39}")
@@ -140,6 +149,11 @@ def dump_item(item: object) -> dict[str, Any]:
 def path_of(data: dict[str, Any]) -> str:
     meta = data.get("metadata") or {}
     return "/".join([ROOT, *(segment(meta.get(f)) for f in SCOPE_FIELDS), data["id"] + ".json"])
+
+
+def claim_path(item_path: str) -> str:
+    """The claim of the id an item file is named after (``<id>.json``)."""
+    return f"{CLAIMS}/{item_path.rsplit('/', 1)[-1]}"
 
 
 def labels_of(data: dict[str, Any]) -> dict[str, str]:
@@ -261,6 +275,7 @@ class OrbiterMemoryStore:
                 doomed = [p for p in doomed if matches_extra(await store.read_json.aio(p), extra)]
             for path in doomed:
                 await store.delete.aio(path, actor=self._actor, reason="clear")
+                await store.delete.aio(claim_path(path), actor=self._actor, reason="clear")
             return len(doomed)
 
         await (await self.handle()).refresh.aio()
@@ -325,6 +340,15 @@ class OrbiterMemoryStore:
             raise InvalidMemoryInput(f"item {data['id']!r} cannot be labelled for storage: {exc}") from exc
         for old in moved:  # the same id under another scope: it moves
             await store.delete.aio(old, actor=self._actor, reason=reason)
+        await self._claim(store, data["id"], path, reason=reason)
+
+    async def _claim(self, store: MemoryStore, item_id: str, path: str, *, reason: str) -> None:
+        """Point the id's claim at `path`, guarded: if anyone commits the claim after our base, the save
+        conflicts (an add of the same id racing ours, whatever scope it wrote)."""
+        claim = claim_path(path)
+        held = await store.current_sha.aio(claim)
+        body = {"id": item_id, "path": path}
+        await store.write_json.aio(claim, body, actor=self._actor, reason=reason, expected_sha=held)
 
     async def _listed(self, store: MemoryStore, prefix: str, where: dict[str, str]) -> list[str]:
         return await store.list_paths.aio(prefix, where=where or None)
