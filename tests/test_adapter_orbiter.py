@@ -14,7 +14,7 @@ from typing import Any
 import pydantic
 import pytest
 
-from flyteplugins_memory import ConcurrencyError, MemoryStore
+from flyteplugins_memory import ConcurrencyError, InvalidArgument, MemoryStore
 from flyteplugins_memory.adapters.orbiter import (
     AIMemory,
     HumanMemory,
@@ -224,6 +224,8 @@ class ForeignHuman(pydantic.BaseModel):
         HumanMemory.model_construct(content="x", memory_type="human", id="n", status="archived"),
         HumanMemory,
         MemoryItem(content="x", memory_type="t" * 65),
+        MemoryItem(content="x", memory_type="\ud800"),  # a lone surrogate: no UTF-8, so no label
+        HumanMemory(content="x", metadata=MemoryMetadata(user_id="\ud800")),  # nor a path segment
         ForeignHuman(id="f", content="x", metadata="alice"),
         ForeignHuman(id="f", content="x", status=["accepted"]),
         {"content": "a dict"},
@@ -248,11 +250,37 @@ async def test_bad_arguments_are_typed_errors(local_backend, key):
         memory.search(status="archived"),
         memory.search(memory_type=""),
         memory.search(metadata=MemoryMetadata(user_id="")),
+        memory.search(metadata=MemoryMetadata(user_id="\ud800")),  # was UnicodeEncodeError
+        memory.search(memory_type="\ud800"),
     ):
         with pytest.raises(InvalidMemoryInput):
             await call
     with pytest.raises(InvalidMemoryInput):
         OrbiterMemoryStore(3)  # type: ignore[arg-type]
+
+
+HUGE = "\N{GRINNING FACE}" * 256  # 256 characters, 12 bytes each in the labels' JSON
+HUGE_SCOPES = MemoryMetadata(user_id=HUGE, session_id=HUGE, agent_id=HUGE, task_id=HUGE)
+
+
+async def test_inputs_over_the_stores_limits_are_the_adapters_typed_error(backend, key):
+    """A 100,000-character query raised the store's InvalidArgument, not InvalidMemoryInput."""
+    memory = OrbiterMemoryStore(key)
+    await memory.add(HumanMemory(id="t", content="tea", metadata=ALICE))
+    before = backend.stored(key)
+    refused = {
+        "query": memory.search(query="tea " * 25_000),
+        "memory_type": memory.search(memory_type="t" * 100_000),
+        "search scopes": memory.search(metadata=HUGE_SCOPES),
+        "clear scopes": memory.clear(metadata=HUGE_SCOPES),
+        "add scopes": memory.add(HumanMemory(id="u", content="x", metadata=HUGE_SCOPES)),
+    }
+    for what, call in refused.items():
+        with pytest.raises(InvalidMemoryInput) as err:
+            await call
+        assert isinstance(err.value.__cause__, InvalidArgument), what  # the store's reason, kept
+    assert backend.stored(key) == before  # nothing written, nothing committed
+    assert [i.id for i in await (await fresh(key)).search(query="tea")] == ["t"]
 
 
 async def test_autosave_off_keeps_adds_until_flush(local_backend, key):

@@ -43,7 +43,7 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from flyteplugins_memory import ConcurrencyError, InvalidMetadata, MemoryStore
+from flyteplugins_memory import ConcurrencyError, InvalidArgument, InvalidContent, InvalidPath, MemoryStore
 
 from ._orbiter_types import (
     ALLOWED,
@@ -86,10 +86,25 @@ _SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,39}")
 _MAX_SCOPE_ID = 256  # file metadata holds 4 KiB in all
 _MAX_LABEL = 64  # memory_type and timestamps are labels too
 _ATTEMPTS = 5
+#: the store's refusals of input (over a limit: a search query, the 4 KiB of labels; not storable): at
+#: this seam they become `InvalidMemoryInput`, the adapter's one error for bad input, with the store's
+#: error as __cause__
+_REFUSED = (InvalidArgument, InvalidContent, InvalidPath)
 T = TypeVar("T")
 
 
 # -- pure rules: validation, paths, labels ----------------------------------------------------------------
+
+
+def is_text(value: object) -> bool:
+    """A str that UTF-8 can encode (no lone surrogates): paths, labels and hashes need its bytes."""
+    if not isinstance(value, str):
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def check_id(item_id: object) -> str:
@@ -106,8 +121,8 @@ def scope_of(metadata: object, what: str) -> dict[str, Any]:
         return {**dict.fromkeys(SCOPE_FIELDS), "extra": {}}
     fields = {f: getattr(metadata, f, None) for f in SCOPE_FIELDS}
     extra = getattr(metadata, "extra", {})
-    if not all(v is None or (isinstance(v, str) and 0 < len(v) <= _MAX_SCOPE_ID) for v in fields.values()):
-        raise InvalidMemoryInput(f"{what}: scope ids must be None or non-empty str of at most 256 characters")
+    if not all(v is None or (is_text(v) and 0 < len(v) <= _MAX_SCOPE_ID) for v in fields.values()):
+        raise InvalidMemoryInput(f"{what}: scope ids must be None or non-empty text of at most 256 characters")
     if not isinstance(extra, dict):
         raise InvalidMemoryInput(f"{what}: metadata.extra must be a dict, got {type(extra).__name__}")
     return {**fields, "extra": extra}
@@ -132,7 +147,7 @@ def dump_item(item: object) -> dict[str, Any]:
     check_id(data.get("id"))
     for name in ("content", "memory_type", "created_at", "updated_at"):
         value = data.get(name)
-        if not isinstance(value, str) or not value.strip() or (name != "content" and len(value) > _MAX_LABEL):
+        if not is_text(value) or not value.strip() or (name != "content" and len(value) > _MAX_LABEL):
             raise InvalidMemoryInput(f"memory item {name} must be a non-empty str (labels <= 64), got {value!r}")
     if not isinstance(data.get("status"), str) or data["status"] not in ALLOWED:
         raise InvalidMemoryInput(f"memory item status must be one of {sorted(ALLOWED)}, got {data.get('status')!r}")
@@ -168,7 +183,7 @@ def filter_of(metadata: object, memory_type: object, status: object) -> tuple[st
     scope = scope_of(metadata, "metadata filter")
     where = {f: scope[f] for f in SCOPE_FIELDS if scope[f] is not None}
     if memory_type is not None:
-        if not isinstance(memory_type, str) or not memory_type:
+        if not is_text(memory_type) or not memory_type:
             raise InvalidMemoryInput(f"memory_type must be None or a non-empty str, got {memory_type!r}")
         where["memory_type"] = memory_type
     if status is not None:
@@ -255,7 +270,10 @@ class OrbiterMemoryStore:
             raise InvalidMemoryInput(f"limit must be a positive int, got {limit!r}")
         prefix, where, extra = filter_of(metadata, memory_type, status)
         store = await self.handle()
-        paths = await self._ranked(store, query.strip(), prefix, where, limit if not extra else None)
+        try:
+            paths = await self._ranked(store, query.strip(), prefix, where, limit if not extra else None)
+        except _REFUSED as exc:
+            raise InvalidMemoryInput(f"search cannot take this input: {exc}") from exc
         found: list[Any] = []
         for path in paths:
             data = await store.read_json.aio(path)
@@ -279,7 +297,10 @@ class OrbiterMemoryStore:
             return len(doomed)
 
         await (await self.handle()).refresh.aio()
-        return await self._commit(apply)
+        try:
+            return await self._commit(apply)
+        except _REFUSED as exc:  # a scope filter over the labels' budget
+            raise InvalidMemoryInput(f"clear cannot take this filter: {exc}") from exc
 
     async def transition(self, item_id: str, new_status: MemoryStatus | str) -> Any:
         """Load the item, move it to `new_status` (`InvalidStatusTransition` if the lifecycle forbids it),
@@ -336,8 +357,8 @@ class OrbiterMemoryStore:
         moved = [old for old in await self._listed(store, ROOT, {"orbiter_id": data["id"]}) if old != path]
         try:  # the write first: one the store refuses must not leave the old copy's delete queued
             await store.write_json.aio(path, data, actor=self._actor, reason=reason, metadata=labels_of(data))
-        except InvalidMetadata as exc:
-            raise InvalidMemoryInput(f"item {data['id']!r} cannot be labelled for storage: {exc}") from exc
+        except _REFUSED as exc:
+            raise InvalidMemoryInput(f"item {data['id']!r} cannot be stored: {exc}") from exc
         for old in moved:  # the same id under another scope: it moves
             await store.delete.aio(old, actor=self._actor, reason=reason)
         await self._claim(store, data["id"], path, reason=reason)
