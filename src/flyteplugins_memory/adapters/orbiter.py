@@ -41,7 +41,7 @@ import hashlib
 import json
 import re
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 from flyteplugins_memory import ConcurrencyError, InvalidArgument, InvalidContent, InvalidPath, MemoryStore
 
@@ -96,7 +96,7 @@ T = TypeVar("T")
 # -- pure rules: validation, paths, labels ----------------------------------------------------------------
 
 
-def is_text(value: object) -> bool:
+def is_text(value: object) -> TypeGuard[str]:
     """A str that UTF-8 can encode (no lone surrogates): paths, labels and hashes need its bytes."""
     if not isinstance(value, str):
         return False
