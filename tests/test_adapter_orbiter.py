@@ -124,6 +124,27 @@ async def test_search_filters_limit_order_and_ranking(backend, key):
     assert await reader.search(query="zeppelin") == []
 
 
+async def test_no_query_search_orders_by_time_not_by_text(backend, key):
+    """created_at was compared as text: an offset other than UTC, a "Z" or a naive stamp sorted wrongly."""
+    memory = OrbiterMemoryStore(key)
+    stamps = {
+        "a": "2026-01-01T10:00:00+05:00",  # 05:00 UTC: first by text, fourth by time
+        "b": "2026-01-01T06:00:00+00:00",
+        "c": "2026-01-01T07:00:00Z",
+        "d": "2026-01-01T05:30:00",  # no offset: UTC
+        "e": "not a time",  # after every real time, though first by text
+    }
+    for item_id, stamp in stamps.items():
+        await memory.add(HumanMemory(id=item_id, content=item_id, metadata=ALICE, created_at=stamp))
+    assert sorted(stamps, key=stamps.__getitem__, reverse=True) == ["e", "a", "c", "b", "d"]  # text order
+
+    reader = await fresh(key)
+    assert [i.id for i in await reader.search(metadata=ALICE)] == ["c", "b", "d", "a", "e"]
+    assert [i.id for i in await reader.search(metadata=ALICE, limit=2)] == ["c", "b"]
+    stored = {d["id"]: d["created_at"] for d in items_in_storage(backend, key).values()}
+    assert stored == stamps  # kept as given: only the order reads them as times
+
+
 async def test_users_and_sessions_never_mix(backend, key):
     memory = OrbiterMemoryStore(key)
     await memory.add(HumanMemory(id="a", content="alice secret", metadata=ALICE))

@@ -1,21 +1,25 @@
 """Orbiter's memory data types, written from its documentation (Orbiter is not on PyPI): `MemoryError`,
 `MemoryStatus` and its lifecycle, `MemoryMetadata`, `MemoryItem` and the System/Human/AI/Tool subtypes,
-and the adapter's own errors. `item_classes` prefers Orbiter's own classes when they are importable.
+the adapter's own errors, and the rules an item must pass before the adapter stores it (`dump_item`).
+`item_classes` prefers Orbiter's own classes when they are importable.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
+import json
+import re
 import uuid
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeGuard
 
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "ALLOWED",
+    "SCOPE_FIELDS",
     "AIMemory",
     "HumanMemory",
     "InvalidMemoryInput",
@@ -27,10 +31,20 @@ __all__ = [
     "MemoryStatus",
     "SystemMemory",
     "ToolMemory",
+    "check_id",
     "check_transition",
+    "dump_item",
+    "is_text",
     "item_classes",
     "now",
+    "scope_of",
+    "time_of",
 ]
+
+SCOPE_FIELDS = ("user_id", "session_id", "agent_id", "task_id")  # the order of the path segments
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,47}")
+_MAX_SCOPE_ID = 256  # file metadata holds 4 KiB in all
+_MAX_LABEL = 64  # memory_type and timestamps are labels too
 
 
 class MemoryError(Exception):  # Orbiter's name (shadows the builtin here only)
@@ -65,6 +79,18 @@ ALLOWED: dict[str, frozenset[str]] = {
 def now() -> str:
     """Now, as Orbiter stamps `created_at` and `updated_at` (ISO-8601, UTC)."""
     return datetime.now(UTC).isoformat()
+
+
+def time_of(stamp: object) -> float | None:
+    """An ISO-8601 `created_at` as epoch seconds (no offset: UTC); None if it is not one. Text order is
+    not time order once offsets differ (``10:00+05:00`` is before ``06:00+00:00``)."""
+    if not isinstance(stamp, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(stamp)
+    except ValueError:
+        return None
+    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()
 
 
 class MemoryMetadata(BaseModel):
@@ -133,3 +159,65 @@ def item_classes() -> tuple[type[Any], dict[str, type[Any]]]:
         classes = [MemoryItem, SystemMemory, HumanMemory, AIMemory, ToolMemory]
     subtypes: dict[str, type[Any]] = dict(zip(("system", "human", "ai", "tool"), classes[1:], strict=True))
     return classes[0], subtypes
+
+
+# -- what the adapter stores ---------------------------------------------------------------------------
+
+
+def is_text(value: object) -> TypeGuard[str]:
+    """A str that UTF-8 can encode (no lone surrogates): paths, labels and hashes need its bytes."""
+    if not isinstance(value, str):
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def check_id(item_id: object) -> str:
+    if not isinstance(item_id, str) or not _ID.fullmatch(item_id):
+        raise InvalidMemoryInput(
+            f"memory id must be 1-48 letters, digits or '_.-' starting with a letter or digit, got {item_id!r}"
+        )
+    return item_id
+
+
+def scope_of(metadata: object, what: str) -> dict[str, Any]:
+    """The scope fields and ``extra`` of a `MemoryMetadata`-shaped object (None: no scope)."""
+    if metadata is None:
+        return {**dict.fromkeys(SCOPE_FIELDS), "extra": {}}
+    fields = {f: getattr(metadata, f, None) for f in SCOPE_FIELDS}
+    extra = getattr(metadata, "extra", {})
+    if not all(v is None or (is_text(v) and 0 < len(v) <= _MAX_SCOPE_ID) for v in fields.values()):
+        raise InvalidMemoryInput(f"{what}: scope ids must be None or non-empty text of at most 256 characters")
+    if not isinstance(extra, dict):
+        raise InvalidMemoryInput(f"{what}: metadata.extra must be a dict, got {type(extra).__name__}")
+    return {**fields, "extra": extra}
+
+
+def dump_item(item: object) -> dict[str, Any]:
+    """The item as a JSON object, after checking every field the adapter relies on."""
+    if isinstance(item, type) or not callable(getattr(item, "model_dump", None)):
+        raise InvalidMemoryInput(f"expected a memory item (a pydantic model), got {type(item).__name__}")
+    try:
+        data = item.model_dump(mode="json")  # type: ignore[attr-defined]
+    except ValueError as err:  # pydantic's serialization errors are ValueErrors
+        raise InvalidMemoryInput(f"memory item is not JSON-serializable: {err}") from None
+    if not isinstance(data, dict):
+        raise InvalidMemoryInput(f"memory item dumps to {type(data).__name__}, not an object")
+    check_id(data.get("id"))
+    for name in ("content", "memory_type", "created_at", "updated_at"):
+        value = data.get(name)
+        if not is_text(value) or not value.strip() or (name != "content" and len(value) > _MAX_LABEL):
+            raise InvalidMemoryInput(f"memory item {name} must be a non-empty str (labels <= 64), got {value!r}")
+    if not isinstance(data.get("status"), str) or data["status"] not in ALLOWED:
+        raise InvalidMemoryInput(f"memory item status must be one of {sorted(ALLOWED)}, got {data.get('status')!r}")
+    if not isinstance(data.get("metadata") or {}, dict):
+        raise InvalidMemoryInput(f"memory item metadata must be an object, got {data.get('metadata')!r}")
+    scope_of(MemoryMetadata.model_construct(**(data.get("metadata") or {})), "memory item")
+    try:
+        json.dumps(data, allow_nan=False)
+    except (TypeError, ValueError) as err:
+        raise InvalidMemoryInput(f"memory item is not JSON-serializable: {err}") from None
+    return data

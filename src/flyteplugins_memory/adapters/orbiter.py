@@ -31,22 +31,23 @@ against what is committed. Reads see this handle's state; `get` of an id it does
 and `refresh()` picks up everything other tasks saved.
 
 Search: a non-empty ``query`` ranks by our BM25 `store.search` (over the item's JSON: its field values
-such as ``"human"`` are words too), best first; an empty one lists newest first by ``created_at``.
+such as ``"human"`` are words too), best first; an empty one lists newest first by ``created_at`` read as
+a time (ISO-8601, no offset meaning UTC; a stamp that is not one comes after all that are).
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import re
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeGuard, TypeVar
+from typing import Any, TypeVar
 
 from flyteplugins_memory import ConcurrencyError, InvalidArgument, InvalidContent, InvalidPath, MemoryStore
 
 from ._orbiter_types import (
     ALLOWED,
+    SCOPE_FIELDS,
     AIMemory,
     HumanMemory,
     InvalidMemoryInput,
@@ -58,9 +59,14 @@ from ._orbiter_types import (
     MemoryStatus,
     SystemMemory,
     ToolMemory,
+    check_id,
     check_transition,
+    dump_item,
+    is_text,
     item_classes,
     now,
+    scope_of,
+    time_of,
 )
 
 __all__ = [
@@ -80,11 +86,7 @@ __all__ = [
 
 ROOT = "orbiter"
 CLAIMS = "orbiter-ids"  # beside ROOT, not in it: listings and searches under ROOT never meet a claim
-SCOPE_FIELDS = ("user_id", "session_id", "agent_id", "task_id")  # the order of the path segments
-_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,47}")
 _SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,39}")
-_MAX_SCOPE_ID = 256  # file metadata holds 4 KiB in all
-_MAX_LABEL = 64  # memory_type and timestamps are labels too
 _ATTEMPTS = 5
 #: the store's refusals of input (over a limit: a search query, the 4 KiB of labels; not storable): at
 #: this seam they become `InvalidMemoryInput`, the adapter's one error for bad input, with the store's
@@ -93,72 +95,13 @@ _REFUSED = (InvalidArgument, InvalidContent, InvalidPath)
 T = TypeVar("T")
 
 
-# -- pure rules: validation, paths, labels ----------------------------------------------------------------
-
-
-def is_text(value: object) -> TypeGuard[str]:
-    """A str that UTF-8 can encode (no lone surrogates): paths, labels and hashes need its bytes."""
-    if not isinstance(value, str):
-        return False
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def check_id(item_id: object) -> str:
-    if not isinstance(item_id, str) or not _ID.fullmatch(item_id):
-        raise InvalidMemoryInput(
-            f"memory id must be 1-48 letters, digits or '_.-' starting with a letter or digit, got {item_id!r}"
-        )
-    return item_id
-
-
-def scope_of(metadata: object, what: str) -> dict[str, Any]:
-    """The scope fields and ``extra`` of a `MemoryMetadata`-shaped object (None: no scope)."""
-    if metadata is None:
-        return {**dict.fromkeys(SCOPE_FIELDS), "extra": {}}
-    fields = {f: getattr(metadata, f, None) for f in SCOPE_FIELDS}
-    extra = getattr(metadata, "extra", {})
-    if not all(v is None or (is_text(v) and 0 < len(v) <= _MAX_SCOPE_ID) for v in fields.values()):
-        raise InvalidMemoryInput(f"{what}: scope ids must be None or non-empty text of at most 256 characters")
-    if not isinstance(extra, dict):
-        raise InvalidMemoryInput(f"{what}: metadata.extra must be a dict, got {type(extra).__name__}")
-    return {**fields, "extra": extra}
+# -- pure rules: paths, labels, filters, order ----------------------------------------------------------------
 
 
 def segment(value: str | None) -> str:
     if value is None:
         return "_"
     return value if _SEGMENT.fullmatch(value) else "~" + hashlib.sha256(value.encode()).hexdigest()[:32]
-
-
-def dump_item(item: object) -> dict[str, Any]:
-    """The item as a JSON object, after checking every field the adapter relies on."""
-    if isinstance(item, type) or not callable(getattr(item, "model_dump", None)):
-        raise InvalidMemoryInput(f"expected a memory item (a pydantic model), got {type(item).__name__}")
-    try:
-        data = item.model_dump(mode="json")  # type: ignore[attr-defined]
-    except ValueError as err:  # pydantic's serialization errors are ValueErrors
-        raise InvalidMemoryInput(f"memory item is not JSON-serializable: {err}") from None
-    if not isinstance(data, dict):
-        raise InvalidMemoryInput(f"memory item dumps to {type(data).__name__}, not an object")
-    check_id(data.get("id"))
-    for name in ("content", "memory_type", "created_at", "updated_at"):
-        value = data.get(name)
-        if not is_text(value) or not value.strip() or (name != "content" and len(value) > _MAX_LABEL):
-            raise InvalidMemoryInput(f"memory item {name} must be a non-empty str (labels <= 64), got {value!r}")
-    if not isinstance(data.get("status"), str) or data["status"] not in ALLOWED:
-        raise InvalidMemoryInput(f"memory item status must be one of {sorted(ALLOWED)}, got {data.get('status')!r}")
-    if not isinstance(data.get("metadata") or {}, dict):
-        raise InvalidMemoryInput(f"memory item metadata must be an object, got {data.get('metadata')!r}")
-    scope_of(MemoryMetadata.model_construct(**(data.get("metadata") or {})), "memory item")
-    try:
-        json.dumps(data, allow_nan=False)
-    except (TypeError, ValueError) as err:
-        raise InvalidMemoryInput(f"memory item is not JSON-serializable: {err}") from None
-    return data
 
 
 def path_of(data: dict[str, Any]) -> str:
@@ -201,6 +144,17 @@ def filter_of(metadata: object, memory_type: object, status: object) -> tuple[st
 def matches_extra(data: dict[str, Any], extra: dict[str, Any]) -> bool:
     held = (data.get("metadata") or {}).get("extra") or {}
     return all(k in held and held[k] == v for k, v in extra.items())
+
+
+def newest_first(created: dict[str, str]) -> list[str]:
+    """Paths by their ``created_at`` as time, newest first; stamps that are not ISO-8601 after every one
+    that is (by text among themselves), ties by path."""
+
+    def key(path: str) -> tuple[bool, float, str, str]:
+        seconds = time_of(created[path])
+        return seconds is not None, seconds or 0.0, created[path], path
+
+    return sorted(created, key=key, reverse=True)
 
 
 def load_item(data: dict[str, Any]) -> Any:
@@ -389,5 +343,4 @@ class OrbiterMemoryStore:
             hits = await store.search.aio(query, prefix=prefix, limit=limit or len(listed), where=where or None)
             return [h.path for h in hits]
         metas = {p: await store.get_meta.aio(p) for p in listed}
-        created = {p: str(m.metadata.get("created_at", "")) if m else "" for p, m in metas.items()}
-        return sorted(listed, key=lambda p: (created[p], p), reverse=True)
+        return newest_first({p: str(m.metadata.get("created_at", "")) if m else "" for p, m in metas.items()})
