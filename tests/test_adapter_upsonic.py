@@ -490,3 +490,13 @@ def test_the_real_upsonic_tables_through_the_async_storage(local_backend, key):
     assert files["upsonic/knowledge/d1.json"]["row"]["knowledge_base_id"] == "kb"
     assert files["upsonic/models/notes/n1.json"]["row"]["model_data"] == {"text": "hi"}
     assert not any(n.startswith(("upsonic/sessions/", "upsonic/culture/")) for n in files)
+
+
+def test_a_refused_batch_leaves_nothing_for_a_later_commit(local_backend, key):
+    storage = FlyteStorage(key)
+    storage.upsert_session(session("owned", "bob"))
+    with pytest.raises(SessionOfAnotherUser):  # the first session is written before the second is refused
+        storage.upsert_sessions([session("fine", runs={"r": run("r")}), session("owned", "ada")])
+    storage.upsert_user_memory({"user_id": "ada", "user_memory": {}})  # the next commit of the handle
+    assert sorted(rows(local_backend, key)) == ["upsonic/sessions/owned/session.json", "upsonic/users/ada.json"]
+    assert storage.get_session("fine") is None and not storage.store.has_unsaved_changes()

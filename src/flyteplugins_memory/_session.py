@@ -263,6 +263,17 @@ class Session(SpecialCommits):
             if not await self._save_pending(holder, actor=actor, reason=reason):
                 await self._repair_projections()
 
+    async def revert(self, holder: TranscriptHolder, paths: list[str] | None) -> list[str]:
+        """Drop the unsaved changes of `paths` (every changed file when None): the paths dropped."""
+        async with self.lock:
+            await self._ensure_loaded(holder)
+            await self._settle(holder)
+            changed = self.view.changes.files
+            chosen = sorted(changed if paths is None else set(paths) & set(changed))
+            self.view.drop(chosen)
+            await self.view.forget_local(chosen)
+            return chosen
+
     async def refresh(self, holder: TranscriptHolder) -> list[str]:
         """Move to the newest commit, dropping only unsaved changes that conflict with it."""
         async with self.lock:

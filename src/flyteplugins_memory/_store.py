@@ -37,6 +37,7 @@ from ._commit_log import Commit, read_log
 from ._compaction import CompactionAPI
 from ._compat import unavailable, upstream_awaitable
 from ._conversations import Conversation, conversation_log
+from ._errors import InvalidArgument
 from ._export import ExportAPI
 from ._history_api import HistoryAPI
 from ._import_archive import ImportAPI
@@ -237,6 +238,20 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
         transcript was); afterwards they show the committed content, so the caller can retry.
         """
         return await self._session.refresh(self)
+
+    @syncify
+    async def revert(self, paths: Sequence[str] | None = None) -> list[str]:
+        """Drop this handle's unsaved changes to the files at `paths` (every unsaved file change when
+        None): their writes, deletes, metadata, versions and audit events. They read as committed again
+        and the next save leaves them alone. Returns the paths whose changes were dropped (a path without
+        one is skipped). The transcript and record-log appends are not touched.
+
+        A retry loop's undo: apply a change, and if a check fails half-way, revert what it wrote.
+        """
+        if isinstance(paths, str) or not (paths is None or isinstance(paths, Sequence)):
+            raise InvalidArgument(f"paths is a sequence of paths or None, got {type(paths).__name__}")
+        rels = None if paths is None else [self._admission.admit(p, Access.READ) for p in paths]
+        return await self._session.revert(self, rels)
 
     @syncify
     async def compact(self) -> None:

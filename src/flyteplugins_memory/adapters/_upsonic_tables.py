@@ -110,6 +110,7 @@ class Tables:
         self.prefix = prefix
         self.actor = actor
         self._writing: asyncio.Lock | None = None
+        self._touched: list[str] = []  # the paths the commit under way wrote or deleted
 
     async def store(self) -> MemoryStore:
         if self._store is None:
@@ -131,9 +132,11 @@ class Tables:
         return body if isinstance(body, dict) else None
 
     async def write(self, path: str, body: dict[str, Any], labels: Mapping[str, str]) -> None:
+        self._touched.append(path)
         await (await self.store()).write_json.aio(path, {"format": FORMAT, **body}, actor=self.actor, metadata=labels)
 
     async def delete(self, path: str) -> bool:
+        self._touched.append(path)
         return await (await self.store()).delete.aio(path, actor=self.actor)
 
     async def find(self, under: str, where: Mapping[str, str] | None = None) -> dict[str, dict[str, Any]]:
@@ -147,17 +150,24 @@ class Tables:
         return {p: b for p, b in found.items() if b is not None}
 
     async def commit(self, change: Callable[[], Awaitable[T]], reason: str) -> T:
-        """Apply `change` to the newest state and save it as one commit, again on a conflicting save."""
+        """Apply `change` to the newest state and save it as one commit, again on a conflicting save. A
+        change that raises, or whose save conflicts, leaves nothing staged: what it wrote is reverted, so
+        neither a later commit nor the retry (which may decide differently) carries it."""
         async with self._lock():
             for attempt in range(_SAVE_ATTEMPTS):
                 store = await self.fresh()
-                result = await change()
+                self._touched = []
                 try:
+                    result = await change()
                     await store.save.aio(actor=self.actor, reason=f"upsonic {reason}")
                     return result
                 except ConcurrencyError:
+                    await store.revert.aio(self._touched)
                     if attempt == _SAVE_ATTEMPTS - 1:
                         raise
+                except BaseException:
+                    await store.revert.aio(self._touched)
+                    raise
             raise AssertionError("unreachable")
 
     def _lock(self) -> asyncio.Lock:
