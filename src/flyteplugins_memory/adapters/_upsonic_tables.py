@@ -11,18 +11,15 @@ sessions or users to one key merge instead of conflicting.
 from __future__ import annotations
 
 import asyncio
-import base64
-import hashlib
 import math
-import re
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC
 from typing import Any, TypeVar
 
 from .. import ConcurrencyError, InvalidArgument, MemoryStore
+from ._segments import encode_id
 
 FORMAT = 1
-_PLAIN_ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
 _SAVE_ATTEMPTS = 8
 #: labels longer than this are left out (a filter on that field then reads the rows instead)
 _LABEL_MAX = 512
@@ -30,16 +27,10 @@ T = TypeVar("T")
 
 
 def segment(value: str) -> str:
-    """One safe path segment per id, distinct ids to distinct segments: a plain lowercase id as it is,
-    any other as ``_`` + base32, or ``__`` + 128 bits of sha256 when long (a path must fit a file name),
-    so an id with ``/``, ``..`` or control characters never leaves its table or meets another row."""
+    """An Upsonic id (a non-empty string) as one path segment (`encode_id`)."""
     if not isinstance(value, str) or not value:
         raise InvalidArgument(f"ids are non-empty strings, got {value!r}")
-    if _PLAIN_ID.fullmatch(value):
-        return value
-    raw = value.encode("utf-8", "surrogatepass")
-    encoded = base64.b32encode(raw).decode("ascii").rstrip("=").lower()
-    return "_" + encoded if len(encoded) <= 39 else "__" + hashlib.sha256(raw).hexdigest()[:32]
+    return encode_id(value)
 
 
 def labels_of(row: Mapping[str, Any], fields: tuple[str, ...]) -> dict[str, str]:

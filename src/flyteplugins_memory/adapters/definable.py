@@ -31,22 +31,19 @@ entries other tasks saved are seen.
 from __future__ import annotations
 
 import asyncio
-import base64
 import dataclasses
-import hashlib
 import math
-import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .. import ConcurrencyError, InvalidArgument, MemoryStore
+from ._segments import encode_id
 
 #: the fields of Definable's protocol; the real class has more (semantic fields), kept through its to_dict
 ENTRY_FIELDS = ("session_id", "memory_id", "user_id", "role", "content", "message_data", "created_at", "updated_at")
 FORMAT = 1
-_PLAIN_ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
 _SAVE_ATTEMPTS = 8
 #: created_at is a path segment of 20 digits of nanoseconds: below 1e11 seconds (the year 5138)
 _MAX_TIME = 1e11
@@ -83,18 +80,6 @@ def default_entry_class() -> type:
     except ImportError:
         return MemoryEntry
     return Real
-
-
-def encode_id(value: str) -> str:
-    """One safe path segment per id, distinct ids to distinct segments."""
-    if not isinstance(value, str):
-        raise InvalidArgument(f"ids are strings, got {type(value).__name__}")
-    if _PLAIN_ID.fullmatch(value):
-        return value
-    raw = value.encode("utf-8", "surrogatepass")
-    encoded = base64.b32encode(raw).decode("ascii").rstrip("=").lower()
-    # a whole path (three ids) must fit one file name in the journal's sidecars: 255 bytes
-    return "_" + encoded if len(encoded) <= 39 else "__" + hashlib.sha256(raw).hexdigest()[:32]
 
 
 def entry_fields(entry: Any) -> dict[str, Any]:
