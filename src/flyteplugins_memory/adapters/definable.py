@@ -42,6 +42,20 @@ from .. import ConcurrencyError, InvalidArgument, MemoryStore
 from ._segments import encode_id
 
 #: the fields of Definable's protocol; the real class has more (semantic fields), kept through its to_dict
+__all__ = [
+    "ENTRY_FIELDS",
+    "FORMAT",
+    "DefinableMemoryStore",
+    "DuplicateMemoryId",
+    "MemoryEntry",
+    "check_time",
+    "default_entry_class",
+    "encode_id",
+    "entry_fields",
+    "entry_of",
+    "time_key",
+]
+
 ENTRY_FIELDS = ("session_id", "memory_id", "user_id", "role", "content", "message_data", "created_at", "updated_at")
 FORMAT = 1
 _SAVE_ATTEMPTS = 8
