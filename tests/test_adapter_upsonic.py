@@ -11,6 +11,7 @@ external tool in one process and another process resumes the run from the store.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import fcntl
 import json
 import os
@@ -500,3 +501,34 @@ def test_a_refused_batch_leaves_nothing_for_a_later_commit(local_backend, key):
     storage.upsert_user_memory({"user_id": "ada", "user_memory": {}})  # the next commit of the handle
     assert sorted(rows(local_backend, key)) == ["upsonic/sessions/owned/session.json", "upsonic/users/ada.json"]
     assert storage.get_session("fine") is None and not storage.store.has_unsaved_changes()
+
+
+def test_a_run_the_caller_edits_in_a_returned_session_is_saved(local_backend, key):
+    storage = FlyteStorage(key)
+    storage.upsert_session(session("s", runs={"r": run("r", "paused")}))
+    got = storage.get_session("s", deserialize=False)
+    got["runs"]["r"]["output"]["status"] = "completed"  # edited in place, as a caller's object would be
+    storage.upsert_session(got)
+    assert rows(local_backend, key)["upsonic/sessions/s/runs/r.json"]["row"]["output"]["status"] == "completed"
+
+
+def test_concurrent_calls_on_one_adapter_lose_nothing(adapter_backend, key):
+    backend, _ = adapter_backend
+
+    async def main() -> None:
+        storage = AsyncFlyteStorage(key)
+
+        async def one(i: int) -> None:
+            await storage.aupsert_session(session(f"s{i}", f"user{i % 3}", runs={f"r{i}": run(f"r{i}")}))
+            assert (await storage.aget_session(f"s{i}", deserialize=False))["runs"] == {f"r{i}": run(f"r{i}")}
+            await storage.aupsert_user_memory({"user_id": f"user{i}", "user_memory": {"i": i}})
+
+        await asyncio.gather(*(one(i) for i in range(8)))
+
+    asyncio.run(main())
+    storage = FlyteStorage(MemoryStore.open(key=key))  # opened here: pool threads lack flyte's task context
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:  # the sync adapter from several threads
+        list(pool.map(lambda i: storage.upsert_session(session(f"t{i}", runs={"r": run("r")})), range(8)))
+    files = rows(backend, key)
+    assert len([n for n in files if n.endswith("/session.json")]) == 16
+    assert len([n for n in files if n.startswith("upsonic/users/")]) == 8

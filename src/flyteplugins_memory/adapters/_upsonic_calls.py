@@ -8,7 +8,7 @@ from typing import Any
 
 from .. import InvalidArgument
 from . import _upsonic_rows as rows
-from ._upsonic_tables import Tables, labels_of, matches, page, segment, sort_rows
+from ._upsonic_tables import Tables, exclusive, labels_of, matches, page, segment, sort_rows
 
 
 def where(wanted: Mapping[str, Any]) -> dict[str, Any]:
@@ -23,15 +23,18 @@ class TableCalls:
 
     # -- cultural knowledge ---------------------------------------------------------------------------
 
+    @exclusive
     async def aupsert_cultural_knowledge(self, cultural_knowledge: Any, deserialize: bool = True) -> Any:
         row = rows.culture_row(cultural_knowledge, rows.now_seconds())
         await self._put(self._tables.path("culture", row["id"]), row, rows.CULTURE_LABELS, "upsert_cultural_knowledge")
         return rows.culture_out(row, deserialize)
 
+    @exclusive
     async def aget_cultural_knowledge(self, id: str, deserialize: bool = True) -> Any:
         row = await self._get(self._tables.path("culture", id))
         return None if row is None else rows.culture_out(row, deserialize)
 
+    @exclusive
     async def aget_all_cultural_knowledge(
         self,
         name: str | None = None,
@@ -49,11 +52,13 @@ class TableCalls:
         chosen = _page_numbered(sort_rows(found, sort_by or "created_at", sort_order, "id"), limit, page)
         return (chosen, len(found)) if not deserialize else [rows.culture_out(r, True) for r in chosen]
 
+    @exclusive
     async def adelete_cultural_knowledge(self, id: str) -> None:
         await self._delete_rows([self._tables.path("culture", id)], "culture")
 
     # -- knowledge base registry ----------------------------------------------------------------------
 
+    @exclusive
     async def aupsert_knowledge_content(self, knowledge_row: Any) -> Any:
         row = rows.knowledge_row(knowledge_row, rows.now_seconds())
 
@@ -67,10 +72,12 @@ class TableCalls:
 
         return rows.knowledge_out(await self._tables.commit(write, "upsert_knowledge_content"))
 
+    @exclusive
     async def aget_knowledge_content(self, id: str) -> Any:
         row = await self._get(self._tables.path("knowledge", id))
         return None if row is None else rows.knowledge_out(row)
 
+    @exclusive
     async def aget_knowledge_contents(
         self,
         knowledge_base_id: str | None = None,
@@ -83,15 +90,18 @@ class TableCalls:
         chosen = _page_numbered(sort_rows(found, sort_by or "created_at", sort_order, "id"), limit, page)
         return [rows.knowledge_out(r) for r in chosen], len(found)
 
+    @exclusive
     async def adelete_knowledge_content(self, id: str) -> bool:
         return await self._delete_rows([self._tables.path("knowledge", id)], "knowledge") == 1
 
+    @exclusive
     async def adelete_knowledge_contents(self, ids: list[str]) -> int:
         paths = [self._tables.path("knowledge", i) for i in dict.fromkeys(ids)]
         return await self._delete_rows(paths, "knowledge") if paths else 0
 
     # -- generic models and usage entries -------------------------------------------------------------
 
+    @exclusive
     async def aupsert_model(self, key: str, model: Any, collection: str = "generic_models") -> None:
         data = rows.plain(
             model.model_dump(mode="json") if hasattr(model, "model_dump") else rows.fields_of(model, "model")
@@ -99,31 +109,38 @@ class TableCalls:
         row = {"key": key, "collection": collection, "model_data": data}
         await self._put(self._tables.path("models", collection, key), row, ("key", "collection"), "upsert_model")
 
+    @exclusive
     async def aget_model(self, key: str, model_type: Any, collection: str = "generic_models") -> Any:
         row = await self._get(self._tables.path("models", collection, key))
         return None if row is None else model_type(**row["model_data"])
 
+    @exclusive
     async def adelete_model(self, key: str, collection: str = "generic_models") -> bool:
         return await self._delete_rows([self._tables.path("models", collection, key)], "models") == 1
 
+    @exclusive
     async def alist_models(self, model_type: Any, collection: str = "generic_models") -> list[Any]:
         found = await self._rows(f"models/{segment(collection)}", {}, ())
         return [model_type(**r["model_data"]) for r in sort_rows(found, "key", "asc", "key")]
 
+    @exclusive
     async def aupsert_usage_entry(self, entry: dict[str, Any]) -> None:
         row = rows.plain(dict(entry))
         rows.required_id(row, "entry_id", "usage entry")
         await self._put(self._tables.path("usage", row["entry_id"]), row, rows.USAGE_LABELS, "upsert_usage_entry")
 
+    @exclusive
     async def aquery_usage_entries(self, *, limit: int | None = None, **filters: Any) -> list[dict[str, Any]]:
         found = await self._rows("usage", _usage_filters(filters), rows.USAGE_LABELS)
         return page(sort_rows(found, "entry_id", "asc", "entry_id"), limit, None)
 
+    @exclusive
     async def adelete_usage_entries(self, **filters: Any) -> int:
         wanted = _usage_filters(filters)
         found = await self._rows("usage", wanted, rows.USAGE_LABELS)
         return await self._delete_rows([self._tables.path("usage", r["entry_id"]) for r in found], "usage")
 
+    @exclusive
     async def aclear_all(self) -> None:
         """Delete every row of every table (one commit)."""
 

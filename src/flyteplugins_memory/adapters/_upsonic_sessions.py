@@ -8,6 +8,7 @@ overwrites a newer run another task saved). Upserts never delete runs; deleting 
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -26,7 +27,8 @@ class SessionRows:
 
     def __init__(self, tables: Tables) -> None:
         self._tables = tables
-        self._seen_runs: dict[str, Any] = {}  # run path -> the run as this adapter last read or wrote it
+        # run path -> the run as this adapter last read or wrote it, as JSON text: a copy no caller holds
+        self._seen_runs: dict[str, str] = {}
         self._last_ns = 0
 
     def path(self, session_id: str) -> str:
@@ -45,12 +47,12 @@ class SessionRows:
         for run_id, run in runs.items():
             run_path = self._tables.path("sessions", row["session_id"], "runs", run_id)
             kept = await self._tables.read(run_path)
-            if kept is not None and (kept["row"] == run or self._seen_runs.get(run_path) == run):
+            if kept is not None and (kept["row"] == run or self._seen_runs.get(run_path) == _text(run)):
                 continue  # equal, or a copy this adapter has not changed: a newer run saved elsewhere stays
             added_ns = kept["added_ns"] if kept is not None else self._next_ns()
             labels = {"kind": "run", **labels_of({"session_id": row["session_id"]}, ("session_id",))}
             await self._tables.write(run_path, {"row": run, "run_id": run_id, "added_ns": added_ns}, labels)
-            self._seen_runs[run_path] = run
+            self._seen_runs[run_path] = _text(run)
         return (await self.with_runs([row]))[0]
 
     async def find(self, wanted: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -70,7 +72,7 @@ class SessionRows:
         for path, body in found.items():
             run = (body["added_ns"], body["run_id"], body["row"])
             by_session.setdefault(path.split("/runs/", 1)[0], []).append(run)
-            self._seen_runs[path] = body["row"]
+            self._seen_runs[path] = _text(body["row"])
         result: list[dict[str, Any]] = []
         for row in session_rows:
             runs = sorted(by_session.get(self.path(row["session_id"]).removesuffix("/session.json"), []))
@@ -90,3 +92,7 @@ class SessionRows:
         """Insertion order of runs within this process, even when the clock does not move between them."""
         self._last_ns = max(time.time_ns(), self._last_ns + 1)
         return self._last_ns
+
+
+def _text(run: dict[str, Any]) -> str:
+    return json.dumps(run, sort_keys=True)

@@ -11,10 +11,12 @@ sessions or users to one key merge instead of conflicting.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import math
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from datetime import UTC
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from .. import ConcurrencyError, InvalidArgument, MemoryStore
 from ._segments import encode_id
@@ -24,6 +26,7 @@ _SAVE_ATTEMPTS = 8
 #: labels longer than this are left out (a filter on that field then reads the rows instead)
 _LABEL_MAX = 512
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 def segment(value: str) -> str:
@@ -100,7 +103,8 @@ class Tables:
         self._key = store if isinstance(store, str) else None
         self.prefix = prefix
         self.actor = actor
-        self._writing: asyncio.Lock | None = None
+        self._exclusive: asyncio.Lock | None = None
+        self._holder: asyncio.Task[Any] | None = None
         self._touched: list[str] = []  # the paths the commit under way wrote or deleted
 
     async def store(self) -> MemoryStore:
@@ -144,7 +148,7 @@ class Tables:
         """Apply `change` to the newest state and save it as one commit, again on a conflicting save. A
         change that raises, or whose save conflicts, leaves nothing staged: what it wrote is reverted, so
         neither a later commit nor the retry (which may decide differently) carries it."""
-        async with self._lock():
+        async with self.exclusive():
             for attempt in range(_SAVE_ATTEMPTS):
                 store = await self.fresh()
                 self._touched = []
@@ -161,9 +165,32 @@ class Tables:
                     raise
             raise AssertionError("unreachable")
 
-    def _lock(self) -> asyncio.Lock:
-        """One writer at a time per adapter (an adapter is used from one event loop: the caller's for
-        `AsyncFlyteStorage`, the adapter thread's for `FlyteStorage`)."""
-        if self._writing is None:
-            self._writing = asyncio.Lock()
-        return self._writing
+    @contextlib.asynccontextmanager
+    async def exclusive(self) -> AsyncIterator[None]:
+        """One call of the adapter at a time, reads included: a read's refresh in the middle of a commit
+        could drop what the commit has staged (a conflicting change), and the commit would then save
+        without it. Reentrant within one task (a call that commits holds it already). An adapter is used
+        from one event loop: the caller's for `AsyncFlyteStorage`, the adapter thread's for `FlyteStorage`."""
+        me = asyncio.current_task()
+        if self._holder is me:
+            yield
+            return
+        if self._exclusive is None:
+            self._exclusive = asyncio.Lock()
+        async with self._exclusive:
+            self._holder = me
+            try:
+                yield
+            finally:
+                self._holder = None
+
+
+def exclusive(method: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutine[Any, Any, T]]:
+    """Run an adapter call inside its `Tables.exclusive` section (``self._tables``)."""
+
+    @functools.wraps(method)
+    async def call(*args: P.args, **kwargs: P.kwargs) -> T:
+        async with args[0]._tables.exclusive():  # pyright: ignore[reportAttributeAccessIssue]
+            return await method(*args, **kwargs)
+
+    return call

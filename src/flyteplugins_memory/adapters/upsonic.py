@@ -38,7 +38,7 @@ from . import _upsonic_rows as rows
 from ._upsonic_calls import TableCalls, where
 from ._upsonic_sessions import SessionOfAnotherUser, SessionRows
 from ._upsonic_sync import LOOP, sync_call
-from ._upsonic_tables import Tables, labels_of, matches, page, sort_rows
+from ._upsonic_tables import Tables, exclusive, labels_of, matches, page, sort_rows
 
 __all__ = ["SYNC_CALLS", "AsyncFlyteStorage", "FlyteStorage", "SessionOfAnotherUser"]
 
@@ -82,9 +82,11 @@ class AsyncFlyteStorage(TableCalls, _AsyncBase):  # pyright: ignore[reportUntype
     async def table_exists(self, table_name: str) -> bool:
         return True  # tables are directories, made by their first row
 
+    @exclusive
     async def _create_all_tables(self) -> None:
         await self._tables.store()
 
+    @exclusive
     async def close(self) -> None:
         """Save anything unsaved (every mutating call already committed)."""
         store = self.store
@@ -93,9 +95,11 @@ class AsyncFlyteStorage(TableCalls, _AsyncBase):  # pyright: ignore[reportUntype
 
     # -- sessions -------------------------------------------------------------------------------------
 
+    @exclusive
     async def aupsert_session(self, session: Any, deserialize: bool = True) -> Any:
         return (await self.aupsert_sessions([session], deserialize))[0]
 
+    @exclusive
     async def aupsert_sessions(self, sessions: list[Any], deserialize: bool = True) -> list[Any]:
         now = rows.now_seconds()
         prepared = [rows.session_row(s, now) for s in sessions]  # every bad input refused before a write
@@ -106,6 +110,7 @@ class AsyncFlyteStorage(TableCalls, _AsyncBase):  # pyright: ignore[reportUntype
         stored = await self._tables.commit(write, "upsert_sessions") if prepared else []
         return [rows.session_out(row, deserialize) for row in stored]
 
+    @exclusive
     async def aget_session(
         self,
         session_id: str | None = None,
@@ -128,6 +133,7 @@ class AsyncFlyteStorage(TableCalls, _AsyncBase):  # pyright: ignore[reportUntype
         full = await self._sessions.with_runs(found)
         return rows.session_out(full[0], deserialize, session_type)
 
+    @exclusive
     async def aget_sessions(
         self,
         session_ids: list[str] | None = None,
@@ -154,11 +160,13 @@ class AsyncFlyteStorage(TableCalls, _AsyncBase):  # pyright: ignore[reportUntype
             return paged, len(found)
         return [rows.session_out(r, True, session_type) for r in paged]
 
+    @exclusive
     async def adelete_session(self, session_id: str) -> bool:
         if not session_id:
             raise InvalidArgument("session_id is required for delete")
         return await self.adelete_sessions([session_id]) == 1
 
+    @exclusive
     async def adelete_sessions(self, session_ids: list[str]) -> int:
         if not session_ids:
             raise InvalidArgument("session_ids is required and cannot be empty")
@@ -171,9 +179,11 @@ class AsyncFlyteStorage(TableCalls, _AsyncBase):  # pyright: ignore[reportUntype
 
     # -- user memories --------------------------------------------------------------------------------
 
+    @exclusive
     async def aupsert_user_memory(self, user_memory: Any, deserialize: bool = True) -> Any:
         return (await self.aupsert_user_memories([user_memory], deserialize))[0]
 
+    @exclusive
     async def aupsert_user_memories(self, user_memories: list[Any], deserialize: bool = True) -> list[Any]:
         now = rows.now_seconds()
         prepared = [rows.user_memory_row(m, now) for m in user_memories]
@@ -190,6 +200,7 @@ class AsyncFlyteStorage(TableCalls, _AsyncBase):  # pyright: ignore[reportUntype
         stored = await self._tables.commit(write, "upsert_user_memories") if prepared else []
         return [rows.user_memory_out(r, deserialize) for r in stored]
 
+    @exclusive
     async def aget_user_memory(
         self,
         user_id: str | None = None,
@@ -200,6 +211,7 @@ class AsyncFlyteStorage(TableCalls, _AsyncBase):  # pyright: ignore[reportUntype
         found = await self._user_rows(None if user_id is None else [user_id], agent_id, team_id)
         return rows.user_memory_out(found[0], deserialize) if found else None
 
+    @exclusive
     async def aget_user_memories(
         self,
         user_ids: list[str] | None = None,
@@ -213,11 +225,13 @@ class AsyncFlyteStorage(TableCalls, _AsyncBase):  # pyright: ignore[reportUntype
         paged = page(found, limit, offset)
         return (paged, len(found)) if not deserialize else [rows.user_memory_out(r, True) for r in paged]
 
+    @exclusive
     async def adelete_user_memory(self, user_id: str) -> bool:
         if not user_id:
             raise InvalidArgument("user_id is required for delete")
         return await self.adelete_user_memories([user_id]) == 1
 
+    @exclusive
     async def adelete_user_memories(self, user_ids: list[str]) -> int:
         if not user_ids:
             raise InvalidArgument("user_ids is required and cannot be empty")
