@@ -478,3 +478,17 @@ def test_the_real_definable_memory_drives_the_adapter(local_backend, key):
     entries = {f["entry"]["memory_id"]: f["entry"] for f in files.values()}
     assert entries["m2"]["content"] == "b edited" and entries["m3"]["user_id"] == "bob"
     assert MemoryStore.open(key=key).log(limit=50)[0].actor == "definable"
+
+
+async def test_reads_interleaved_with_adds_on_one_adapter_lose_nothing(adapter_backend, key):
+    backend, _ = adapter_backend
+    adapter = await opened(key)
+
+    async def one(i: int) -> None:
+        await adapter.add(MemoryEntry(session_id="s", user_id="ada", content=str(i), memory_id=f"m{i}"))
+        assert (await adapter.get_entry(f"m{i}")).content == str(i)
+        await adapter.count("s", "ada")
+
+    await asyncio.gather(*(one(i) for i in range(8)))
+    assert sorted(e.content for e in await adapter.get_entries("s", "ada")) == [str(i) for i in range(8)]
+    assert len([n for n in entry_files(backend, key) if "/sessions/" in n]) == 8

@@ -246,24 +246,31 @@ class DefinableMemoryStore:
 
     # -- reads ----------------------------------------------------------------------------------------
 
+    # Reads hold the commit lock too: a read's refresh in the middle of a commit could drop what the
+    # commit has staged (a conflicting change), and the commit would then save without it.
+
     async def get_entries(self, session_id: str, user_id: str = "default", limit: int | None = None) -> list[Any]:
-        await self._refresh()
-        paths = await self._session_paths(session_id, user_id)
-        if paths:  # one batch of parallel fetches, not one round trip per entry
-            await self.store.prefetch.aio(paths[0].rsplit("/", 1)[0])
-        stored = [await self.store.read_json.aio(p) for p in paths]
+        async with self._lock:
+            await self._refresh()
+            paths = await self._session_paths(session_id, user_id)
+            if paths:  # one batch of parallel fetches, not one round trip per entry
+                await self.store.prefetch.aio(paths[0].rsplit("/", 1)[0])
+            stored = [await self.store.read_json.aio(p) for p in paths]
         stored.sort(key=lambda s: (time_key(s["entry"].get("created_at")), s["added_ns"]))
         chosen = stored if limit is None else stored[: max(limit, 0)]
         return [entry_of(self.entry_class, s["entry"]) for s in chosen]
 
     async def get_entry(self, memory_id: str) -> Any | None:
-        await self._refresh()
-        path = await self._path_of(memory_id)
-        return None if path is None else entry_of(self.entry_class, (await self.store.read_json.aio(path))["entry"])
+        async with self._lock:
+            await self._refresh()
+            path = await self._path_of(memory_id)
+            found = None if path is None else await self.store.read_json.aio(path)
+        return None if found is None else entry_of(self.entry_class, found["entry"])
 
     async def count(self, session_id: str, user_id: str = "default") -> int:
-        await self._refresh()
-        return len(await self._session_paths(session_id, user_id))
+        async with self._lock:
+            await self._refresh()
+            return len(await self._session_paths(session_id, user_id))
 
     @property
     def entry_class(self) -> type:
