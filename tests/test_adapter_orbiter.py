@@ -4,6 +4,7 @@ filters, ranking, scoping, clear, the status machine, bad input, and processes a
 
 from __future__ import annotations
 
+import asyncio
 import json
 import pathlib
 import sys
@@ -459,3 +460,16 @@ async def test_an_add_the_store_refuses_leaves_the_existing_item(local_backend, 
     await memory.add(HumanMemory(id="y", content="another", metadata=MemoryMetadata(user_id="bob")))
     kept = await (await fresh(key)).get("x")
     assert kept is not None and kept.content == "keep me" and kept.metadata.user_id == "alice"
+
+
+async def test_gets_and_searches_interleaved_with_adds_on_one_adapter_lose_nothing(backend, key):
+    memory = await fresh(key)
+
+    async def one(i: int) -> None:
+        await memory.add(HumanMemory(id=f"h{i}", content=f"note {i}", metadata=ALICE))
+        assert (await memory.get(f"h{i}")).content == f"note {i}"
+        await memory.get("never-added")  # refreshes: never in the middle of another add's commit
+        await memory.search(metadata=ALICE)
+
+    await asyncio.gather(*(one(i) for i in range(8)))
+    assert sorted(d["id"] for d in items_in_storage(backend, key).values()) == sorted(f"h{i}" for i in range(8))

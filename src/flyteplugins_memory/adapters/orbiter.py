@@ -204,8 +204,9 @@ class OrbiterMemoryStore:
         store = await self.handle()
         path = await self._path_of_id(store, item_id)
         if path is None:
-            await store.refresh.aio()
-            path = await self._path_of_id(store, item_id)
+            async with self._lock:  # never refresh under a commit under way: it could drop what it staged
+                await store.refresh.aio()
+                path = await self._path_of_id(store, item_id)
         return None if path is None else load_item(await store.read_json.aio(path))
 
     async def search(
@@ -250,7 +251,7 @@ class OrbiterMemoryStore:
                 await store.delete.aio(claim_path(path), actor=self._actor, reason="clear")
             return len(doomed)
 
-        await (await self.handle()).refresh.aio()
+        await self.refresh()
         try:
             return await self._commit(apply)
         except _REFUSED as exc:  # a scope filter over the labels' budget
@@ -273,7 +274,7 @@ class OrbiterMemoryStore:
             await self._write(store, dump_item(item), reason=f"status {data['status']} -> {new_status}")
             return item
 
-        await (await self.handle()).refresh.aio()
+        await self.refresh()
         return await self._commit(apply)
 
     async def flush(self) -> None:
@@ -286,8 +287,11 @@ class OrbiterMemoryStore:
             await store.save.aio(actor=self._actor)
 
     async def refresh(self) -> None:
-        """Pick up what other tasks saved to the key since this handle loaded."""
-        await (await self.handle()).refresh.aio()
+        """Pick up what other tasks saved to the key since this handle loaded (never in the middle of
+        this adapter's commit, whose staged changes a refresh could drop)."""
+        store = await self.handle()
+        async with self._lock:
+            await store.refresh.aio()
 
     # -- helpers ------------------------------------------------------------------------------------------
 
