@@ -312,3 +312,18 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.name in SLOW_FILES or item.originalname in SLOW_TESTS or item.name in SLOW_ITEMS:
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture
+def storage_faults(monkeypatch):
+    """A `Faults` plan every storage call goes through (disarmed until a test arms it), with two quick
+    attempts per call: for tests of what a call that fails leaves behind."""
+    from flyteplugins_memory import RetryPolicy, _storage, set_retry_policy
+    from flyteplugins_memory.testing.faults import Faults, FaultyFileSystem
+
+    faults = Faults()
+    real = _storage.filesystem_for
+    monkeypatch.setattr(_storage, "filesystem_for", lambda uri: FaultyFileSystem(real(uri), faults))
+    previous = set_retry_policy(RetryPolicy(attempts=2, initial_delay=0.0, max_delay=0.0, jitter=False))
+    yield faults
+    set_retry_policy(previous)

@@ -18,7 +18,7 @@ import urllib.parse
 
 import pytest
 
-from flyteplugins_memory import InvalidArgument, MemoryStore
+from flyteplugins_memory import InvalidArgument, MemoryStore, StorageError
 from flyteplugins_memory.adapters.definable import (
     DefinableMemoryStore,
     DuplicateMemoryId,
@@ -492,3 +492,28 @@ async def test_reads_interleaved_with_adds_on_one_adapter_lose_nothing(adapter_b
     await asyncio.gather(*(one(i) for i in range(8)))
     assert sorted(e.content for e in await adapter.get_entries("s", "ada")) == [str(i) for i in range(8)]
     assert len([n for n in entry_files(backend, key) if "/sessions/" in n]) == 8
+
+
+async def test_an_add_whose_save_fails_leaves_nothing_behind(local_backend, key, storage_faults):
+    adapter = await opened(key)
+    await adapter.add(MemoryEntry(session_id="s", memory_id="first", content="x"))
+    storage_faults.arm(lambda n, op, path: "permanent" if op == "write" else None)
+    with pytest.raises(StorageError):
+        await adapter.add(MemoryEntry(session_id="s", memory_id="m", content="failed"))
+    storage_faults.clear()
+    assert await adapter.get_entry("m") is None and await adapter.count("s") == 1  # nothing staged
+    await adapter.add(MemoryEntry(session_id="s", memory_id="other", content="next"))  # commits only itself
+    assert MemoryStore.open(key=key).log(limit=1)[0].wrote == (
+        "definable/ids/other.json",
+        next(n for n in entry_files(local_backend, key) if n.endswith("-other.json")),
+    )
+    await adapter.add(MemoryEntry(session_id="s", memory_id="m", content="retried"))  # not a duplicate
+    assert (await opened(key)).store.read_json("definable/ids/m.json")["memory_id"] == "m"
+
+
+async def test_a_huge_int_time_is_an_invalid_argument(local_backend, key):
+    adapter = await opened(key)
+    for name in ("created_at", "updated_at"):
+        with pytest.raises(InvalidArgument):  # not an OverflowError from the finiteness check
+            await adapter.add(MemoryEntry(session_id="s", memory_id="m", **{name: 10**400}))
+    assert entry_files(local_backend, key) == {}

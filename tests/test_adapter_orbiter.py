@@ -15,7 +15,7 @@ from typing import Any
 import pydantic
 import pytest
 
-from flyteplugins_memory import ConcurrencyError, InvalidArgument, MemoryStore
+from flyteplugins_memory import ConcurrencyError, InvalidArgument, MemoryStore, StorageError
 from flyteplugins_memory.adapters.orbiter import (
     AIMemory,
     HumanMemory,
@@ -473,3 +473,41 @@ async def test_gets_and_searches_interleaved_with_adds_on_one_adapter_lose_nothi
 
     await asyncio.gather(*(one(i) for i in range(8)))
     assert sorted(d["id"] for d in items_in_storage(backend, key).values()) == sorted(f"h{i}" for i in range(8))
+
+
+async def test_a_call_whose_save_fails_leaves_nothing_behind(local_backend, key, storage_faults):
+    memory = await fresh(key)
+    await memory.add(HumanMemory(id="m1", content="hello", status=MemoryStatus.DRAFT, metadata=ALICE))
+    storage_faults.arm(lambda n, op, path: "permanent" if op == "write" else None)
+    with pytest.raises(StorageError):
+        await memory.transition("m1", "accepted")
+    with pytest.raises(StorageError):
+        await memory.add(HumanMemory(id="ghost", content="failed add", metadata=ALICE))
+    storage_faults.clear()
+    assert (await memory.get("m1")).status == "draft" and await memory.get("ghost") is None
+    assert (await memory.transition("m1", "accepted")).status == "accepted"  # the retry is not refused
+    await memory.add(HumanMemory(id="other", content="unrelated", metadata=ALICE))
+    stored = {d["id"]: d["status"] for d in items_in_storage(local_backend, key).values()}
+    assert stored == {"m1": "accepted", "other": "accepted"}
+
+
+async def test_clear_counts_every_item_it_deleted_after_a_conflict(local_backend, key):
+    writer, clearer = await fresh(key), await fresh(key)
+    for i in range(3):
+        await writer.add(HumanMemory(id=f"m{i}", content=f"c{i}", metadata=ALICE))
+    await clearer.refresh()
+    store = await clearer.handle()
+    edit = HumanMemory(id="m0", content="edited meanwhile", metadata=ALICE)
+    store.save = RaceBefore(store, lambda: writer.add(edit))  # pyright: ignore[reportAttributeAccessIssue]
+    assert await clearer.clear(metadata=ALICE) == 3
+    assert items_in_storage(local_backend, key) == {} and claims_in_storage(local_backend, key) == {}
+
+
+async def test_a_filter_that_is_not_memory_metadata_is_refused(local_backend, key):
+    memory = await fresh(key)
+    await memory.add(HumanMemory(id="a", content="alice's", metadata=ALICE))
+    await memory.add(HumanMemory(id="b", content="bob's", metadata=BOB))
+    for call in (memory.clear, memory.search):
+        with pytest.raises(InvalidMemoryInput):  # a dict would read as "no scope": every user's items
+            await call(metadata={"user_id": "alice"})
+    assert len(items_in_storage(local_backend, key)) == 2

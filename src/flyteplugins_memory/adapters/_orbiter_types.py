@@ -11,6 +11,7 @@ import importlib
 import json
 import re
 import uuid
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, TypeGuard
@@ -187,7 +188,10 @@ def scope_of(metadata: object, what: str) -> dict[str, Any]:
     """The scope fields and ``extra`` of a `MemoryMetadata`-shaped object (None: no scope)."""
     if metadata is None:
         return {**dict.fromkeys(SCOPE_FIELDS), "extra": {}}
-    fields = {f: getattr(metadata, f, None) for f in SCOPE_FIELDS}
+    if isinstance(metadata, Mapping) or not all(hasattr(metadata, f) for f in SCOPE_FIELDS):
+        # a dict (or anything else) would read as "no scope": a clear would then delete every user's items
+        raise InvalidMemoryInput(f"{what}: expected a MemoryMetadata (or None), got {type(metadata).__name__}")
+    fields = {f: getattr(metadata, f) for f in SCOPE_FIELDS}
     extra = getattr(metadata, "extra", {})
     if not all(v is None or (is_text(v) and 0 < len(v) <= _MAX_SCOPE_ID) for v in fields.values()):
         raise InvalidMemoryInput(f"{what}: scope ids must be None or non-empty text of at most 256 characters")

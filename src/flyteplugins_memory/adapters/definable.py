@@ -120,7 +120,7 @@ def check_time(name: str, value: Any, default: float | None) -> float | None:
         return default
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidArgument(f"an entry's {name} is epoch seconds (an int or float), got {value!r}")
-    if not (math.isfinite(value) and 0 <= value < _MAX_TIME):
+    if not (0 <= value < _MAX_TIME):  # NaN fails it too; a huge int compares without overflowing
         raise InvalidArgument(f"an entry's {name} must be finite, >= 0 and < {_MAX_TIME:.0e} seconds, got {value!r}")
     return value
 
@@ -176,6 +176,7 @@ class DefinableMemoryStore:
         self._entry_class = entry_class
         self._seen_class: type | None = None
         self._lock = asyncio.Lock()
+        self._touched: list[str] = []  # the paths the commit under way staged (reverted if it fails)
         self._last_added_ns = 0
 
     @property
@@ -210,12 +211,7 @@ class DefinableMemoryStore:
             await self._claim(fields["memory_id"], path)
             return True
 
-        async def withdraw() -> None:
-            # the refresh after a conflict drops the claim (the winner holds it) but keeps our entry, at a
-            # path nobody else wrote; new to the base, so this delete forgets it instead of saving one
-            await self.store.delete.aio(path, actor=self.actor)
-
-        await self._commit(write, "add", undo=withdraw)
+        await self._commit(write, "add")
 
     async def update(self, entry: Any) -> None:
         fields = entry_fields(entry)
@@ -286,6 +282,7 @@ class DefinableMemoryStore:
     async def _write(self, path: str, fields: dict[str, Any], added_ns: int) -> None:
         labels = {"memory_id": fields["memory_id"], "user_id": fields["user_id"], "session_id": fields["session_id"]}
         body = {"format": FORMAT, "added_ns": added_ns, "entry": fields}
+        self._touched.append(path)
         await self.store.write_json.aio(path, body, actor=self.actor, metadata=labels)
 
     def _claim_path(self, entry_path: str) -> str:
@@ -298,11 +295,13 @@ class DefinableMemoryStore:
         claim = self._claim_path(entry_path)
         held = await self.store.current_sha.aio(claim)
         body = {"format": FORMAT, "memory_id": memory_id, "path": entry_path}
+        self._touched.append(claim)
         await self.store.write_json.aio(claim, body, actor=self.actor, expected_sha=held)
 
     async def _remove(self, paths: list[str]) -> bool:
         """Delete entry files and their ids' claims; whether there were any."""
         for path in paths:
+            self._touched += [path, self._claim_path(path)]
             await self.store.delete.aio(path, actor=self.actor)
             await self.store.delete.aio(self._claim_path(path), actor=self.actor)
         return bool(paths)
@@ -330,22 +329,24 @@ class DefinableMemoryStore:
         await self.initialize()
         await self.store.refresh.aio()
 
-    async def _commit(
-        self, change: Callable[[], Awaitable[bool]], reason: str, undo: Callable[[], Awaitable[None]] | None = None
-    ) -> None:
+    async def _commit(self, change: Callable[[], Awaitable[bool]], reason: str) -> None:
         """Apply `change` to the newest state and save it as one commit; on a conflicting concurrent save
-        (the same entry or id changed elsewhere), `undo` what the refresh would keep of ours, then apply
-        `change` again to the newer state (the refresh drops our conflicting changes)."""
+        (the same entry or id changed elsewhere), apply it again to the newer state. What an attempt staged
+        is reverted when it fails or conflicts (the refresh would keep our entry at a path nobody else
+        wrote), so neither the retry nor a later call commits it."""
         async with self._lock:
             for attempt in range(_SAVE_ATTEMPTS):
                 await self._refresh()
-                if not await change():
-                    return
+                self._touched = []
                 try:
+                    if not await change():
+                        return
                     await self.store.save.aio(actor=self.actor, reason=f"definable {reason}")
                     return
                 except ConcurrencyError:
-                    if undo is not None:
-                        await undo()
+                    await self.store.revert.aio(self._touched)
                     if attempt == _SAVE_ATTEMPTS - 1:
                         raise
+                except BaseException:
+                    await self.store.revert.aio(self._touched)
+                    raise

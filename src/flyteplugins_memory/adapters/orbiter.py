@@ -178,6 +178,7 @@ class OrbiterMemoryStore:
         self._key = store if isinstance(store, str) else None
         self._autosave, self._actor = autosave, actor
         self._lock = asyncio.Lock()
+        self._touched: list[str] = []  # the paths the commit under way staged (reverted if it fails)
 
     async def handle(self) -> MemoryStore:
         """The underlying `MemoryStore` (opened on first use when given a key)."""
@@ -247,6 +248,7 @@ class OrbiterMemoryStore:
             if extra:
                 doomed = [p for p in doomed if matches_extra(await store.read_json.aio(p), extra)]
             for path in doomed:
+                self._touched += [path, claim_path(path)]
                 await store.delete.aio(path, actor=self._actor, reason="clear")
                 await store.delete.aio(claim_path(path), actor=self._actor, reason="clear")
             return len(doomed)
@@ -296,23 +298,30 @@ class OrbiterMemoryStore:
     # -- helpers ------------------------------------------------------------------------------------------
 
     async def _commit(self, apply: Callable[[MemoryStore], Awaitable[T]]) -> T:
-        """Stage `apply`'s changes and save; on a conflict, refresh and re-apply to the newest state."""
+        """Stage `apply`'s changes and save; on a conflict, refresh and re-apply to the newest state. What
+        an attempt staged is reverted when it fails or conflicts, so no later save commits it."""
         store = await self.handle()
         async with self._lock:
             for attempt in range(_ATTEMPTS):
-                result = await apply(store)
+                self._touched = []
                 try:
+                    result = await apply(store)
                     await store.save.aio(actor=self._actor)
                     return result
                 except ConcurrencyError:
+                    await store.revert.aio(self._touched)
                     if attempt == _ATTEMPTS - 1:
                         raise
                     await store.refresh.aio()
+                except BaseException:
+                    await store.revert.aio(self._touched)
+                    raise
         raise AssertionError("unreachable")
 
     async def _write(self, store: MemoryStore, data: dict[str, Any], *, reason: str) -> None:
         path = path_of(data)
         moved = [old for old in await self._listed(store, ROOT, {"orbiter_id": data["id"]}) if old != path]
+        self._touched += [path, *moved, claim_path(path)]
         try:  # the write first: one the store refuses must not leave the old copy's delete queued
             await store.write_json.aio(path, data, actor=self._actor, reason=reason, metadata=labels_of(data))
         except _REFUSED as exc:
