@@ -42,6 +42,35 @@ def save_dying_before_commit(store: MemoryStore, monkeypatch: pytest.MonkeyPatch
             store.save()
 
 
+class RaceBefore:
+    """Stands in for a handle's `save` (``monkeypatch.setattr(store, "save", RaceBefore(store, first))``):
+    runs `first` (another handle's whole call) just before the handle's first save, so that save meets a
+    commit made after the handle last refreshed, as a racing task's would."""
+
+    def __init__(self, store: MemoryStore, first) -> None:
+        self.real, self.first = store.save, first
+
+    async def aio(self, **kwargs):
+        if self.first is not None:
+            first, self.first = self.first, None
+            await first()
+        return await self.real.aio(**kwargs)
+
+
+def run_python(python: str, script: str, config: dict, *, timeout: float = 600) -> str:
+    """Run `script` with another virtualenv's `python` (argv[1]: `config` as JSON, no PYTHON* variables of
+    ours), require it to exit 0 printing ``ok`` last, and return its stdout."""
+    import json
+    import os
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    command = [python, "-c", script, json.dumps(config)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env, check=False)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-4000:]
+    return done.stdout
+
+
 def race_children(code: str, config: dict, *, workers: int = 2, timeout: float = 120) -> None:
     """Start `workers` Python processes running `code` (each given `config` plus its ``worker`` number as
     JSON in argv[1]), release them together by creating ``config["go"]``, and require each to exit 0."""

@@ -25,7 +25,7 @@ from flyteplugins_memory.adapters.definable import (
     MemoryEntry,
     encode_id,
 )
-from helpers import race_children
+from helpers import RaceBefore, race_children, run_python
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 HOSTILE_IDS = ["../bob", "a/b", "..", ".", "", "%2e%2e", "x\x00y", "ALICE", "alice\u2024", " ", "a" * 300, "~/x"]
@@ -174,20 +174,6 @@ async def test_bad_input_changes_nothing(local_backend, key):
         DefinableMemoryStore(42)  # type: ignore[arg-type]
     assert await adapter.count("s") == 1 and await adapter.count("other") == 0
     assert not adapter.store.has_unsaved_changes()
-
-
-class RaceBefore:
-    """Stands in for a handle's `save`: runs `first` (another handle's whole call) just before the
-    handle's first save, so that save meets a commit made after its refresh, as a racing task's would."""
-
-    def __init__(self, store: MemoryStore, first) -> None:
-        self.real, self.first = store.save, first
-
-    async def aio(self, **kwargs):
-        if self.first is not None:
-            first, self.first = self.first, None
-            await first()
-        return await self.real.aio(**kwargs)
 
 
 async def test_racing_adds_of_one_id_one_wins_the_other_is_a_duplicate(adapter_backend, key, monkeypatch):
@@ -462,16 +448,7 @@ def _definable_venv() -> pathlib.Path:
 def test_the_real_definable_memory_drives_the_adapter(local_backend, key):
     python = _definable_venv()
     config = {"raw": local_backend.raw_data_path, "key": key}
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    done = subprocess.run(
-        [str(python), "-c", REAL_SCRIPT, json.dumps(config)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-        check=False,
-    )
-    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
+    run_python(str(python), REAL_SCRIPT, config)
 
     files = entry_files(local_backend, key)  # the 3.11 side reads what Definable stored
     assert sorted(n.split("/")[2] for n in files) == ["alice", "bob"]

@@ -32,7 +32,7 @@ from flyteplugins_memory.adapters.orbiter import (
     item_classes,
     path_of,
 )
-from helpers import race_children
+from helpers import RaceBefore, race_children
 
 TESTS = str(pathlib.Path(__file__).parent)
 ALICE = MemoryMetadata(user_id="alice", session_id="s1")
@@ -58,20 +58,6 @@ def claims_in_storage(backend, key: str) -> dict[str, dict]:
         for n, d in objects.items()
         if n.startswith("orbiter-ids/") and f"meta/{urllib.parse.quote(n, safe='')}.json" in objects
     }
-
-
-class RaceBefore:
-    """Stands in for a handle's `save`: runs `first` (another handle's whole call) just before the
-    handle's first save, so that save meets a commit made after the handle last refreshed."""
-
-    def __init__(self, store: MemoryStore, first) -> None:
-        self.real, self.first = store.save, first
-
-    async def aio(self, **kwargs):
-        if self.first is not None:
-            first, self.first = self.first, None
-            await first()
-        return await self.real.aio(**kwargs)
 
 
 async def fresh(key: str) -> OrbiterMemoryStore:

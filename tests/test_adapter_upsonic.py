@@ -14,7 +14,6 @@ import asyncio
 import concurrent.futures
 import fcntl
 import json
-import os
 import pathlib
 import subprocess
 import textwrap
@@ -23,7 +22,7 @@ import pytest
 
 from flyteplugins_memory import InvalidArgument, MemoryStore
 from flyteplugins_memory.adapters.upsonic import AsyncFlyteStorage, FlyteStorage, SessionOfAnotherUser
-from helpers import race_children
+from helpers import race_children, run_python
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 HOSTILE_IDS = ["../bob", "a/b", "..", ".", "%2e%2e", "x\x00y", "ALICE", " ", "a" * 300, "~/x", "sessions"]
@@ -453,17 +452,7 @@ def _upsonic_python() -> pathlib.Path:
 
 
 def _in_upsonic(script: str, config: dict) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    done = subprocess.run(
-        [str(_upsonic_python()), "-c", script.format(tests=str(REPO / "tests")), json.dumps(config)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-        check=False,
-    )
-    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-4000:]
-    return done.stdout
+    return run_python(str(_upsonic_python()), script.format(tests=str(REPO / "tests")), config)
 
 
 @pytest.mark.slow
