@@ -217,6 +217,37 @@ def test_a_failed_op_commits_nothing_later(local_backend, key):
     assert paths == ["openrath/user/ok.md"], paths  # neither the extracted file nor the session log
 
 
+def test_a_failed_save_stages_nothing_even_when_storage_stays_down(local_backend, key, storage_faults):
+    """A failed op drops what it staged (files and session-log appends) from the backend's handle and from
+    a caller's ``options["store"]``: nothing of it reaches a later save, though storage cannot be reopened."""
+    extract = lambda messages: [("memory://user/extracted", "x")]  # noqa: E731
+    caller = MemoryStore.get_or_create(key=key)
+    ours = opened(key, extract=extract)
+    theirs = rm.get("flyte").open(MemoryStoreSpec(options={"store": caller, "extract": extract}))
+    assert isinstance(ours.dispatch(MemoryOpWrite(uri="memory://user/base", content="ok")), MemoryWriteResult)
+    kept = ours.dispatch(MemoryOpCommit(session_id="s", messages=({"role": "user", "content": "kept"},)))
+    assert isinstance(kept, MemoryCommitResult)
+    storage_faults.arm(lambda n, op, path: "permanent")  # storage down for every call
+    for store in (ours, theirs):
+        for op in (
+            MemoryOpWrite(uri="memory://user/ghost", content="failed"),
+            MemoryOpWrite(uri="memory://user/base", content="failed", mode="append"),
+            MemoryOpCommit(session_id="s", messages=({"role": "user", "content": "failed"},)),
+        ):
+            failed = store.dispatch(op)
+            assert isinstance(failed, MemoryExecutionFailure) and failed.kind == "transport", failed
+    storage_faults.clear()
+    caller.save()  # the caller's handle holds nothing the failed ops staged
+    assert isinstance(ours.dispatch(MemoryOpWrite(uri="memory://user/next", content="next")), MemoryWriteResult)
+    assert isinstance(theirs.dispatch(MemoryOpWrite(uri="memory://user/more", content="more")), MemoryWriteResult)
+    expected = {"openrath/user/base.md": "ok", "openrath/user/next.md": "next", "openrath/user/more.md": "more"}
+    expected["openrath/user/extracted.md"] = "x"  # by the commit that succeeded
+    assert stored(local_backend, key) == expected
+    assert read(opened(key), "memory://user/base") == "ok"
+    assert read(opened(key), "memory://session/s/transcript") == "user: kept"  # the failed appends are gone
+    assert len([name for name in local_backend.objects(key) if name.startswith("sessions/openrath-s/")]) == 1
+
+
 def test_refcounting_closes_on_last_release(local_backend, key):
     backend = rm.get("flyte")
     store = backend.open(MemoryStoreSpec(namespace=key))

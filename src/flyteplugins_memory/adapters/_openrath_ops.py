@@ -41,15 +41,13 @@ Extract = Callable[[list[dict[str, Any]]], Any]
 
 @dataclass
 class Bound:
-    """An opened OpenRath store: our handle, its options, and a lock (one op at a time per handle).
-    `reopen` is set when the backend opened the handle by key, so a failed op can drop what it staged."""
+    """An opened OpenRath store: our handle, its options, and a lock (one op at a time per handle)."""
 
     store: MemoryStore
     actor: str
     extract: Extract | None
     abstract_chars: int
     overview_lines: int
-    reopen: Callable[[], MemoryStore] | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from rath.memory import MemoryCommitResult, MemoryOpCommit, MemoryOpWrite, MemoryResult, MemoryWriteResult
 
-from flyteplugins_memory import ConcurrencyError
+from flyteplugins_memory import ConcurrencyError, MemoryStore
 
 from ._openrath_errors import OpFailure, fail
 from ._openrath_messages import extracted_pairs, text_of
@@ -67,7 +67,7 @@ def write(bound: Bound, op: MemoryOpWrite) -> MemoryResult:
                 metadata = {**meta.metadata, **labels}
         store.write_text(path, content, actor=bound.actor, reason=f"openrath {op.mode}", metadata=metadata)
 
-    _save(bound, stage)
+    _save(bound, stage, [path])
     return MemoryWriteResult(uri=op.uri, bytes_written=len(op.content.encode("utf-8")))
 
 
@@ -86,7 +86,7 @@ def commit_session(bound: Bound, op: MemoryOpCommit) -> MemoryResult:
         if messages and (dropped is None or any(d == log or d.startswith(log + "/") for d in dropped)):
             store.session(name).extend(messages)  # last: a failed write above leaves no messages staged
 
-    _save(bound, stage)
+    _save(bound, stage, paths, name if messages else None)
     return MemoryCommitResult(task_id=None, archived_uri=archived_uri(session_id), extracted_count=len(extracted))
 
 
@@ -103,10 +103,10 @@ def _extract(bound: Bound, messages: list[dict]) -> tuple[list[tuple[str, str]],
         raise fail("extraction_failed", f"extract raised {type(err).__name__}: {err}") from None
 
 
-def _save(bound: Bound, stage: Stage) -> None:
+def _save(bound: Bound, stage: Stage, paths: list[str], log: str | None = None) -> None:
     """Stage the op and save; on a conflict, refresh and re-stage what the refresh dropped. If the op
-    fails anyway, a handle the backend opened is replaced by a fresh one, so nothing it staged is
-    committed by a later op (a caller's ``options["store"]`` keeps what was staged)."""
+    fails anyway, what it staged (the files at `paths`, the appends to the session log `log`) is dropped
+    from the handle, the backend's or a caller's ``options["store"]``, so no later save commits it."""
     store = bound.store
     dropped: set[str] | None = None
     try:
@@ -119,7 +119,19 @@ def _save(bound: Bound, stage: Stage) -> None:
                 if attempt == ATTEMPTS - 1:
                     raise fail("internal", f"save still conflicts after {ATTEMPTS} attempts: {err}") from None
                 dropped = set(store.refresh())
-    except BaseException:
-        if bound.reopen is not None:
-            bound.store = bound.reopen()
+    except BaseException as err:
+        try:
+            _undo(store, paths, log)
+        except Exception as undo_err:  # pragma: no cover (revert is local: it does not fail with storage)
+            err.add_note(f"dropping what the failed op staged failed too: {undo_err!r}")
         raise
+
+
+def _undo(store: MemoryStore, paths: list[str], log: str | None) -> None:
+    """Drop a failed op's unsaved changes: its files (back to their committed state) and its log appends."""
+    if log is not None:
+        conversation = store.session(log).log
+        conversation.discard_unsaved()  # appends still pending, and the segment files a save staged:
+        paths = [*paths, *store.list_paths(conversation.name)]  # revert skips the committed ones
+    if paths:
+        store.revert(paths)

@@ -60,15 +60,16 @@ Failures the caller can expect are returned as `MemoryExecutionFailure` (`_openr
 the backend with a closed handle; the handle itself raises `MemoryStoreClosed`), ``unauthorized`` (a
 read-only prefix, a transcript), ``transport`` (storage I/O), ``extraction_failed`` and ``internal``
 (anything else, incl. a conflict that persists after the retries). A mutating op that fails commits
-nothing: the handle opened by key is replaced by a fresh one, so nothing it staged reaches a later op's
-commit.
+nothing and stages nothing: what it staged (its files, via ``MemoryStore.revert``, and its session-log
+appends) is dropped from the handle, the backend's or a caller's ``options["store"]``, so no later save
+commits it. (On a caller's store that also drops the caller's own unsaved changes to those same files.)
 """
 
 from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import rath.memory as rm
@@ -137,14 +138,13 @@ class FlyteMemoryBackend(MemoryBackend):
         extract = options.get("extract")
         if extract is not None and not callable(extract):
             raise TypeError("options['extract'] must be callable")
-        store, reopen = _our_store(spec, options)
+        store = _our_store(spec, options)
         bound = Bound(
             store=store,
             actor=str(options.get("actor", "openrath")),
             extract=extract,
             abstract_chars=int(options.get("abstract_chars", 200)),
             overview_lines=int(options.get("overview_lines", 20)),
-            reopen=reopen,
         )
         handle = f"{NAME}-{uuid.uuid4().hex[:12]}"
         with self._lock:
@@ -175,24 +175,18 @@ class FlyteMemoryBackend(MemoryBackend):
             return failure_of(err)
 
 
-def _our_store(
-    spec: MemoryStoreSpec, options: Mapping[str, Any]
-) -> tuple[MemoryStore, Callable[[], MemoryStore] | None]:
-    """The store an OpenRath store opens: the caller's, or the one of its key (and how to reopen that)."""
+def _our_store(spec: MemoryStoreSpec, options: Mapping[str, Any]) -> MemoryStore:
+    """The store an OpenRath store opens: the caller's, or the one of its key."""
     given = options.get("store")
     if given is not None:
         if not isinstance(given, MemoryStore):
             raise TypeError(f"options['store'] must be a flyteplugins_memory.MemoryStore, got {type(given).__name__}")
         if spec.user_id:
             raise ValueError("options['store'] cannot be combined with user_id: open one store per user instead")
-        return given, None
+        return given
     key = store_key(str(options.get("key") or spec.namespace or "openrath"), spec.user_id)
     read_only = tuple(options.get("read_only_prefixes", ()))
-
-    def by_key() -> MemoryStore:
-        return MemoryStore.get_or_create(key=key, read_only_prefixes=read_only)
-
-    return by_key(), by_key
+    return MemoryStore.get_or_create(key=key, read_only_prefixes=read_only)
 
 
 def _register() -> type[FlyteMemoryBackend]:
