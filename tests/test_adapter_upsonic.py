@@ -157,9 +157,10 @@ def test_culture_knowledge_models_usage_and_clear_all(adapter_backend, key):
     assert storage.list_models(Point, collection="points") == [{"x": 1}, {"x": 2}]
     assert storage.delete_model("p1", collection="points") and storage.get_model("p1", Point, "points") is None
 
-    storage.upsert_usage_entry({"entry_id": "e1", "run_id": "r", "kind": "llm", "tokens": 3})
-    storage.upsert_usage_entry({"entry_id": "e2", "run_id": "r", "kind": "tool"})
-    assert [e["entry_id"] for e in storage.query_usage_entries(run_id="r", kind="llm")] == ["e1"]
+    storage.upsert_usage_entry({"entry_id": "e9", "run_id": "r", "kind": "llm", "timestamp": 1.0})
+    storage.upsert_usage_entry({"entry_id": "e2", "run_id": "r", "kind": "tool", "timestamp": 2.0})
+    assert [e["entry_id"] for e in storage.query_usage_entries(run_id="r")] == ["e9", "e2"]  # oldest first
+    assert [e["entry_id"] for e in storage.query_usage_entries(run_id="r", kind="llm")] == ["e9"]
     assert len(storage.query_usage_entries(run_id="r", limit=1)) == 1
     with pytest.raises(InvalidArgument):
         storage.query_usage_entries(colour="red")
@@ -182,6 +183,7 @@ def test_bad_input_raises_value_errors_and_changes_nothing(local_backend, key):
         lambda: storage.upsert_session(session("s", runs={"": run("x")})),
         lambda: storage.upsert_session(session("s", created_at="yesterday")),
         lambda: storage.upsert_session(session("s", created_at=float("nan"))),
+        lambda: storage.upsert_session(session("s", created_at="1969-12-31T00:00:00")),
         lambda: storage.upsert_session(session("s", user_id=5)),
         lambda: storage.upsert_sessions([session("fine"), {"summary": "no id"}]),  # none of them lands
         lambda: storage.upsert_session(42),
@@ -521,3 +523,102 @@ def test_concurrent_calls_on_one_adapter_lose_nothing(adapter_backend, key):
     files = rows(backend, key)
     assert len([n for n in files if n.endswith("/session.json")]) == 16
     assert len([n for n in files if n.startswith("upsonic/users/")]) == 8
+
+
+def test_a_retry_after_a_refused_batch_saves_the_runs_change(local_backend, key):
+    storage = FlyteStorage(key)
+    storage.upsert_session(session("fine", runs={"r": run("r", "paused")}))
+    storage.upsert_session(session("owned", "bob"))
+    with pytest.raises(SessionOfAnotherUser):
+        storage.upsert_sessions([session("fine", runs={"r": run("r", "completed")}), session("owned", "ada")])
+    storage.upsert_session(session("fine", runs={"r": run("r", "completed")}))  # the retry, alone
+    assert rows(local_backend, key)["upsonic/sessions/fine/runs/r.json"]["row"] == run("r", "completed")
+
+
+def test_a_completed_run_is_final_whoever_holds_a_stale_copy(local_backend, key):
+    storage = FlyteStorage(key)  # one adapter shared by two callers
+    storage.upsert_session(session("s", runs={"r1": run("r1", "paused")}))
+    first, second = (storage.get_session("s", deserialize=False) for _ in range(2))
+    storage.upsert_session({**second, "runs": {"r1": run("r1", "completed", "done")}})
+    storage.upsert_session({**first, "runs": {**first["runs"], "r3": run("r3")}})  # r1 still paused here
+    stored = rows(local_backend, key)
+    assert stored["upsonic/sessions/s/runs/r1.json"]["row"] == run("r1", "completed", "done")
+    assert stored["upsonic/sessions/s/runs/r3.json"]["row"] == run("r3")
+
+
+def test_a_session_without_a_user_keeps_none_as_its_owner(local_backend, key):
+    storage = FlyteStorage(key)
+    storage.upsert_session(session("s", None, summary="nobody's"))
+    with pytest.raises(SessionOfAnotherUser):
+        storage.upsert_session(session("s", "mallory", summary="taken"))
+    assert rows(local_backend, key)["upsonic/sessions/s/session.json"]["row"]["summary"] == "nobody's"
+
+
+@pytest.mark.parametrize("prefix", ["a/", "/team/runs/x", "x"])
+def test_runs_come_back_whatever_the_session_id_or_prefix(local_backend, key, prefix):
+    storage = FlyteStorage(key, prefix=prefix)
+    for session_id in ("runs", "sessions", "s"):
+        storage.upsert_session(session(session_id, runs={"r": run("r", text=session_id)}))
+    for found in [storage.get_session(i, deserialize=False) for i in ("runs", "sessions", "s")]:
+        assert found["runs"] == {"r": run("r", text=found["session_id"])}
+    assert all(len(s["runs"]) == 1 for s in storage.get_sessions(deserialize=False)[0])
+
+
+def test_a_bad_prefix_is_refused_up_front(local_backend, key):
+    for bad in ("", "/", "../evil", "a//b", "a/./b", 7):
+        with pytest.raises(InvalidArgument):
+            FlyteStorage(key, prefix=bad)
+
+
+def test_the_async_storage_from_several_threads_each_with_its_own_loop(local_backend, key):
+    storage = AsyncFlyteStorage(MemoryStore.open(key=MemoryStore.create(key=key).key))
+
+    def worker(w: int) -> None:  # as Upsonic's sync Memory calls an AsyncStorage: asyncio.run per call
+        for i in range(6):
+            asyncio.run(storage.aupsert_session(session(f"w{w}-{i}", runs={"r": run("r")})))
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        list(pool.map(worker, range(4)))
+    assert len([n for n in rows(local_backend, key) if n.endswith("/session.json")]) == 24
+
+
+def test_two_adapters_over_one_handle_take_turns(local_backend, key):
+    shared = MemoryStore.create(key=key)
+    first, second = AsyncFlyteStorage(shared, prefix="a"), AsyncFlyteStorage(shared, prefix="b")
+    other = AsyncFlyteStorage(MemoryStore.open(key=key), prefix="a")  # another task
+    real_save = shared.save
+
+    async def main() -> dict:
+        committed = asyncio.Event()
+
+        class OtherCommitsFirst:  # another task commits the same row just before the first adapter saves
+            async def aio(self, **kwargs):
+                shared.save = real_save
+                await other.aupsert_user_memory({"user_id": "ada", "user_memory": {"v": "other"}})
+                committed.set()
+                await asyncio.sleep(0.2)  # the second adapter's read (and refresh) would run now
+                return await real_save.aio(**kwargs)
+
+        async def read_meanwhile() -> None:
+            await committed.wait()
+            await second.aget_sessions()
+
+        shared.save = OtherCommitsFirst()  # pyright: ignore[reportAttributeAccessIssue]
+        mine = first.aupsert_user_memory({"user_id": "ada", "user_memory": {"v": "mine"}}, deserialize=False)
+        returned, _ = await asyncio.gather(mine, read_meanwhile())
+        return returned
+
+    returned = asyncio.run(main())
+    stored = json.loads(local_backend.objects(key)["a/users/ada.json"])["row"]["user_memory"]
+    assert stored == returned["user_memory"] == {"v": "mine"}  # retried after the conflict, not dropped
+
+
+def test_a_filtered_read_fetches_only_the_rows_it_chose(local_backend, key, io_counter):
+    storage = FlyteStorage(key)
+    for i in range(10):
+        storage.upsert_session(session(f"bob-{i}", "bob", runs={f"r{j}": run(f"r{j}") for j in range(3)}))
+    storage.upsert_session(session("ada-1", "ada", runs={"r": run("r")}))
+    io_counter.reset()
+    found = FlyteStorage(MemoryStore.open(key=key)).get_sessions(user_id="ada", deserialize=False)[0]
+    assert [s["session_id"] for s in found] == ["ada-1"] and list(found[0]["runs"]) == ["r"]
+    assert not [n for n in io_counter.names("get") if "/bob-" in n]

@@ -132,7 +132,8 @@ class TableCalls:
     @exclusive
     async def aquery_usage_entries(self, *, limit: int | None = None, **filters: Any) -> list[dict[str, Any]]:
         found = await self._rows("usage", _usage_filters(filters), rows.USAGE_LABELS)
-        return page(sort_rows(found, "entry_id", "asc", "entry_id"), limit, None)
+        # oldest first, as Upsonic's stores return their rows (entry ids are random)
+        return page(sort_rows(found, "timestamp", "asc", "entry_id"), limit, None)
 
     @exclusive
     async def adelete_usage_entries(self, **filters: Any) -> int:

@@ -14,6 +14,8 @@ import asyncio
 import contextlib
 import functools
 import math
+import threading
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from datetime import UTC
 from typing import Any, ParamSpec, TypeVar
@@ -23,6 +25,8 @@ from ._segments import encode_id
 
 FORMAT = 1
 _SAVE_ATTEMPTS = 8
+_READ_BATCH = 64  # rows fetched at once
+_WAIT_SECONDS = 0.002  # between tries of a busy section
 #: labels longer than this are left out (a filter on that field then reads the rows instead)
 _LABEL_MAX = 512
 T = TypeVar("T")
@@ -57,7 +61,10 @@ def epoch_seconds(value: Any, name: str) -> int | None:
         except ValueError:
             raise InvalidArgument(f"{name} is not a timestamp: {value!r}") from None
         parsed = parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-        return int(parsed.timestamp())
+        seconds = int(parsed.timestamp())
+        if seconds < 0:
+            raise InvalidArgument(f"{name} is before 1970: {value!r}")
+        return seconds
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
         raise InvalidArgument(f"{name} is epoch seconds (a finite number >= 0) or ISO text, got {value!r}")
     if value > 253402300799:  # year 9999: beyond it no datetime can show the row
@@ -101,10 +108,9 @@ class Tables:
             raise InvalidArgument("store is a MemoryStore or a key")
         self._store = store if isinstance(store, MemoryStore) else None
         self._key = store if isinstance(store, str) else None
-        self.prefix = prefix
+        self.prefix = checked_prefix(prefix)
         self.actor = actor
-        self._exclusive: asyncio.Lock | None = None
-        self._holder: asyncio.Task[Any] | None = None
+        self._section = _Section() if self._store is None else _section_of(self._store)
         self._touched: list[str] = []  # the paths the commit under way wrote or deleted
 
     async def store(self) -> MemoryStore:
@@ -135,14 +141,19 @@ class Tables:
         return await (await self.store()).delete.aio(path, actor=self.actor)
 
     async def find(self, under: str, where: Mapping[str, str] | None = None) -> dict[str, dict[str, Any]]:
-        """Every row body under `under` whose labels hold `where`, by path (one batch of fetches)."""
+        """Every row body under `under` whose labels hold `where`, by path: the listing reads no content,
+        then only the rows it chose are fetched, in parallel batches."""
         store = await self.store()
-        directory = f"{self.prefix}/{under}"
-        paths = await store.list_paths.aio(directory, where=dict(where) if where else None)
-        if paths:
-            await store.prefetch.aio(directory)
-        found = {p: await self.read(p) for p in paths if p.endswith(".json")}
-        return {p: b for p, b in found.items() if b is not None}
+        paths = await store.list_paths.aio(f"{self.prefix}/{under}", where=dict(where) if where else None)
+        return await self.read_all([p for p in paths if p.endswith(".json")])
+
+    async def read_all(self, paths: list[str]) -> dict[str, dict[str, Any]]:
+        found: dict[str, dict[str, Any]] = {}
+        for start in range(0, len(paths), _READ_BATCH):
+            batch = paths[start : start + _READ_BATCH]
+            bodies = await asyncio.gather(*(self.read(p) for p in batch))
+            found.update({p: b for p, b in zip(batch, bodies, strict=True) if b is not None})
+        return found
 
     async def commit(self, change: Callable[[], Awaitable[T]], reason: str) -> T:
         """Apply `change` to the newest state and save it as one commit, again on a conflicting save. A
@@ -165,24 +176,56 @@ class Tables:
                     raise
             raise AssertionError("unreachable")
 
+    def exclusive(self) -> contextlib.AbstractAsyncContextManager[None]:
+        return self._section.hold()
+
+
+class _Section:
+    """One call at a time over one store handle, reads included: a read's refresh in the middle of a
+    commit could drop what the commit has staged (a conflicting change), and the commit would then save
+    without it. Shared by every Upsonic adapter over the same handle; reentrant within one task (a call
+    that commits holds it already). A thread lock, taken without blocking the event loop, because Upsonic
+    runs an `AsyncStorage` from several loops (``asyncio.run`` per sync call, in threads)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._holder: asyncio.Task[Any] | None = None
+
     @contextlib.asynccontextmanager
-    async def exclusive(self) -> AsyncIterator[None]:
-        """One call of the adapter at a time, reads included: a read's refresh in the middle of a commit
-        could drop what the commit has staged (a conflicting change), and the commit would then save
-        without it. Reentrant within one task (a call that commits holds it already). An adapter is used
-        from one event loop: the caller's for `AsyncFlyteStorage`, the adapter thread's for `FlyteStorage`."""
+    async def hold(self) -> AsyncIterator[None]:
         me = asyncio.current_task()
-        if self._holder is me:
+        if me is not None and self._holder is me:
             yield
             return
-        if self._exclusive is None:
-            self._exclusive = asyncio.Lock()
-        async with self._exclusive:
-            self._holder = me
-            try:
-                yield
-            finally:
-                self._holder = None
+        # no asyncio.Event: waiters may be on different event loops (threads)
+        while not self._lock.acquire(blocking=False):  # noqa: ASYNC110
+            await asyncio.sleep(_WAIT_SECONDS)
+        self._holder = me
+        try:
+            yield
+        finally:
+            self._holder = None
+            self._lock.release()
+
+
+_SECTIONS: weakref.WeakKeyDictionary[MemoryStore, _Section] = weakref.WeakKeyDictionary()
+_SECTIONS_LOCK = threading.Lock()
+
+
+def _section_of(store: MemoryStore) -> _Section:
+    with _SECTIONS_LOCK:
+        return _SECTIONS.setdefault(store, _Section())
+
+
+def checked_prefix(prefix: str) -> str:
+    """The directory the tables live under: plain segments, no empty, ``.`` or ``..`` one (leading and
+    trailing slashes dropped)."""
+    if not isinstance(prefix, str):
+        raise InvalidArgument(f"prefix is a str, got {type(prefix).__name__}")
+    parts = prefix.strip("/").split("/")
+    if any(part in ("", ".", "..") or not part.isprintable() for part in parts):
+        raise InvalidArgument(f"prefix must be a relative directory of plain segments, got {prefix!r}")
+    return "/".join(parts)
 
 
 def exclusive(method: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutine[Any, Any, T]]:
