@@ -14,9 +14,10 @@ base registry rows, generic models and usage entries. `FlyteStorage` (sync) and 
     <prefix>/models/<collection>/<key>.json   <prefix>/usage/<entry_id>.json
 
 Ids are path segments (encoded when not plain, see `segment`). Runs are rows of their own, so two tasks
-running different runs of one session both keep theirs; an upsert writes only the runs that changed since
-this adapter last read or wrote them (a stale copy never overwrites a newer run saved elsewhere), and never
-deletes runs (``delete_session`` does). The session row itself (messages, summary, metadata) is last
+running different runs of one session both keep theirs; an upsert writes only the runs that differ from
+the stored ones and never deletes runs (``delete_session`` does). A completed run is final: a stale copy
+of it in another status (read before another task resumed and finished it) leaves it completed, so it is
+never resumed twice; otherwise the last upsert of a run wins. The session row itself (messages, summary, metadata) is last
 writer wins, as in Upsonic's database backends. A session belongs to the user it was created with: an
 upsert under another ``user_id`` raises `SessionOfAnotherUser`, and reads filtered by ``user_id`` never
 return another user's rows.
