@@ -368,6 +368,35 @@ def test_entries_the_first_rule_wrote_are_still_read(local_backend, key):
     assert {"openrath/user/~6e6f7465732e6d64/a.md", "openrath/user/~6e6f7465732e6d64/b.md"} <= set(paths)
 
 
+def test_an_entry_both_rules_wrote_is_found_once_and_a_transcript_file_never(backend, key):
+    """find shows what listings show: an entry at this rule's file only (not the first release's stale
+    ``x.md.md`` too), and a file the first release let a write put at a transcript URI nowhere."""
+    handle = MemoryStore.get_or_create(key=key)
+    handle.write_text("openrath/user/old.md.md", "stale coffee preference")
+    handle.write_text("openrath/user/legacy.md.md", "legacy coffee only")
+    handle.write_text("openrath/session/s1/transcript.md", "forged coffee transcript")
+    handle.save()
+    opened(key).dispatch(MemoryOpWrite(uri="memory://user/old.md", content="fresh coffee preference"))
+    assert stored(backend, key)["openrath/user/old.md.md"] == "stale coffee preference"  # kept, never shown
+
+    store = opened(key)
+    found = store.dispatch(MemoryOpFind(query="coffee", top_k=10))
+    assert isinstance(found, MemoryFindResult)
+    assert sorted((h.uri, h.snippet) for h in found.hits) == [
+        ("memory://user/legacy.md", "legacy coffee only"),  # only the first rule wrote it: found there
+        ("memory://user/old.md", "fresh coffee preference"),
+    ]
+    best = store.dispatch(MemoryOpSearch(query="stale coffee preference", top_k=1))
+    assert isinstance(best, MemoryFindResult) and [(h.uri, h.snippet) for h in best.hits] == [
+        ("memory://user/old.md", "fresh coffee preference")  # the stale copy scores higher but is dropped
+    ]
+    assert store.dispatch(MemoryOpFind(query="forged transcript")) == MemoryFindResult(hits=())
+    assert store.dispatch(MemoryOpList(uri="memory://session/s1")) == MemoryListResult(entries=())
+    tree = store.dispatch(MemoryOpTree(uri="memory://", depth=5))
+    assert isinstance(tree, MemoryListResult)
+    assert [e.uri for e in tree.entries] == ["memory://user", "memory://user/legacy.md", "memory://user/old.md"]
+
+
 def test_a_transcript_is_written_by_commits_only(backend, key):
     store = opened(key, extract=lambda messages: [("memory://session/s1/transcript", "forged")])
     plain = opened(key)

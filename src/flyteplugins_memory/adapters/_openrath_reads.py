@@ -85,7 +85,7 @@ def entries(bound: Bound, uri: str, depth: int) -> list[MemoryEntry]:
     # before they are grouped, so one name is one entry whichever rule wrote it
     for base in dict.fromkeys([dir_of(scope, segments), dir_of(scope, segments, keep_md=True)]):
         for path in store.list_paths(base):
-            if path.startswith(base + "/"):
+            if path.startswith(base + "/") and not _is_transcript_file(uri_of(path) or ""):
                 _place(tree, path, path[len(base) + 1 :].split("/"))
     out: list[MemoryEntry] = []
 
@@ -128,16 +128,41 @@ def _is_current(path: str) -> bool:
 
 
 def find(bound: Bound, query: str, target_uri: str | None, top_k: int) -> MemoryResult:
+    """The `top_k` best entries for `query`: one hit per URI (an entry both rules wrote is found at this
+    rule's file only, as listings show it), never a file at a transcript URI."""
     prefixes = [ROOT]
     if target_uri is not None:
         scope, segments = parse_uri(target_uri)
         prefixes = list(dict.fromkeys([dir_of(scope, segments), dir_of(scope, segments, keep_md=True)]))
     if not isinstance(query, str) or not query.strip() or top_k < 1:
         return MemoryFindResult(hits=())
-    found = [hit for prefix in prefixes for hit in bound.store.search(query, prefix=prefix, limit=top_k)]
-    hits = []
-    for hit in sorted(found, key=lambda h: -h.score)[:top_k]:  # stable: one prefix keeps its order
-        uri = uri_of(hit.path)
-        if uri is not None:
-            hits.append(MemoryHit(uri=uri, score=float(hit.score), snippet=hit.snippet or None, level="detail"))
-    return MemoryFindResult(hits=tuple(hits))
+    store, limit = bound.store, top_k
+    while True:  # hits dropped below may leave fewer than top_k: ask for more until the search runs dry
+        per_prefix = [store.search(query, prefix=prefix, limit=limit) for prefix in prefixes]
+        hits: dict[str, MemoryHit] = {}
+        ranked = sorted((hit for found in per_prefix for hit in found), key=lambda h: -h.score)  # stable
+        for hit in ranked:
+            uri = _entry_uri(store, hit.path)
+            if uri is not None and uri not in hits:
+                hits[uri] = MemoryHit(uri=uri, score=float(hit.score), snippet=hit.snippet or None, level="detail")
+        if len(hits) >= top_k or all(len(found) < limit for found in per_prefix):
+            return MemoryFindResult(hits=tuple(hits.values())[:top_k])
+        limit *= 4
+
+
+def _entry_uri(store: MemoryStore, path: str) -> str | None:
+    """The entry URI `path` shows as, None if it shows as none: not an entry, a file at a transcript URI
+    (the commit log's alone), or the first rule's file of an entry whose current file exists."""
+    uri = uri_of(path)
+    if uri is None or _is_transcript_file(uri):
+        return None
+    if not _is_current(path) and store.get_meta(path_of(uri)) is not None:
+        return None  # stale: this rule's file of the entry wins
+    return uri
+
+
+def _is_transcript_file(uri: str) -> bool:
+    try:
+        return is_transcript(*parse_uri(uri))
+    except OpFailure:
+        return False

@@ -45,7 +45,9 @@ nothing):
 * `MemoryOpList` / `MemoryOpTree`: immediate entries (directories first-class, files with their size)
   / a pre-order walk, ``depth=0`` being the immediate entries only. ``memory://`` lists the scopes used.
 * `MemoryOpFind` / `MemoryOpSearch`: our BM25 ``store.search`` under ``target_uri`` (everything without
-  one), best first, with snippets; ``session_id`` does not change ranking.
+  one), best first, with snippets; ``session_id`` does not change ranking. One hit per URI, as listings
+  show it: an entry both rules wrote is found at this rule's file only.
+* A file the first release let a write put at a transcript URI is never listed, walked or found.
 * `MemoryOpCommit`: ``session_id`` must be one URI segment (not empty, ``.`` or ``..``, no ``/`` or
   control characters; else ``invalid_uri``, before anything runs), so the ``archived_uri`` it returns
   reads back. Appends the messages to the record log ``store.session("openrath-<id>")`` (concurrent
