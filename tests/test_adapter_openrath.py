@@ -450,6 +450,29 @@ def test_an_archived_uri_reads_back(backend, key, session_id):
     assert len(logs) == 1 and logs.pop().startswith("openrath-")
 
 
+def test_a_lone_surrogate_is_no_segment(backend, key):
+    """A lone surrogate has no UTF-8 form: its bytes decode to no name, so its file would list (and read)
+    as the entry spelled ``~eda080``. It is refused wherever a segment is taken."""
+    store = opened(key, extract=lambda messages: [("memory://user/\udc00", "x")])
+    for op in (
+        MemoryOpWrite(uri="memory://user/\ud800", content="surrogate"),
+        MemoryOpWrite(uri="memory://user/\ud800/child", content="surrogate"),
+        MemoryOpRead(uri="memory://user/\ud800"),
+        MemoryOpList(uri="memory://user/\ud800"),
+        MemoryOpFind(query="surrogate", target_uri="memory://user/\ud800"),
+        MemoryOpCommit(session_id="s\ud800", messages=({"role": "user", "content": "hi"},)),
+    ):
+        refused = store.dispatch(op)
+        assert isinstance(refused, MemoryExecutionFailure) and refused.kind == "invalid_uri", (op, refused)
+    failed = store.dispatch(MemoryOpCommit(session_id="s", messages=({"role": "user", "content": "hi"},)))
+    assert isinstance(failed, MemoryExecutionFailure) and failed.kind == "extraction_failed"
+    assert isinstance(opened(key).dispatch(MemoryOpWrite(uri="memory://user/~eda080", content="t")), MemoryWriteResult)
+    assert stored(backend, key) == {"openrath/user/~7e656461303830.md": "t"}  # only the real name's file
+    assert not any(name.startswith("sessions/") for name in backend.objects(key))
+    with pytest.raises(ValueError, match="surrogate"):
+        rm.get("flyte").open(MemoryStoreSpec(namespace=key, user_id="\ud800"))
+
+
 def test_users_of_one_namespace_never_see_each_others_memories(backend, key):
     def as_user(user_id):
         return rm.get("flyte").open(MemoryStoreSpec(namespace=key, user_id=user_id))

@@ -57,7 +57,7 @@ def _is_plain(segment: str, *, keep_md: bool = False) -> bool:
 def encode_segment(segment: str, *, keep_md: bool = False) -> str:
     if _is_plain(segment, keep_md=keep_md):
         return segment
-    return "~" + segment.encode("utf-8", "surrogatepass").hex()
+    return "~" + segment.encode("utf-8").hex()
 
 
 def decode_segment(segment: str) -> str:
@@ -71,7 +71,18 @@ def decode_segment(segment: str) -> str:
 
 def _bad_segment(segment: str) -> bool:
     """Whether `segment` cannot be one segment of a URI (so it cannot round-trip through one)."""
-    return segment in ("", ".", "..") or "/" in segment or any(ord(c) < 0x20 or c == "\x7f" for c in segment)
+    control = any(ord(c) < 0x20 or c == "\x7f" for c in segment)
+    return segment in ("", ".", "..") or "/" in segment or control or not _is_text(segment)
+
+
+def _is_text(segment: str) -> bool:
+    """Whether `segment` is text UTF-8 can encode: a lone surrogate (``"\\ud800"``) is not, and its bytes
+    (``surrogatepass``) would decode to no name at all, so its path would read back as another name."""
+    try:
+        segment.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def parse_uri(uri: object) -> tuple[str, list[str]]:
@@ -90,7 +101,7 @@ def parse_uri(uri: object) -> tuple[str, list[str]]:
     if scope not in SCOPES:
         raise fail("invalid_uri", f"unknown scope {scope!r} in {uri!r}; must be one of {list(SCOPES)}")
     if any(_bad_segment(s) for s in rest):
-        raise fail("invalid_uri", f"empty, '.', '..' or control-character segment in {uri!r}")
+        raise fail("invalid_uri", f"empty, '.', '..', control-character or lone-surrogate segment in {uri!r}")
     return scope, rest
 
 
@@ -137,8 +148,8 @@ def check_session_id(session_id: object) -> str:
     if not isinstance(session_id, str) or _bad_segment(session_id):
         raise fail(
             "invalid_uri",
-            f"a session_id must be one non-empty segment without '/' or control characters and not "
-            f"'.' or '..', got {session_id!r}",
+            f"a session_id must be one non-empty segment without '/', control characters or lone "
+            f"surrogates and not '.' or '..', got {session_id!r}",
         )
     return session_id
 
@@ -164,4 +175,6 @@ def store_key(base: str, user_id: str | None) -> str:
     """The key of an OpenRath store: `base` alone, or ``base@<user>`` so users never share a key."""
     if USER_SEPARATOR in base:
         raise ValueError(f"'{USER_SEPARATOR}' separates the user in a key; not allowed in key/namespace {base!r}")
+    if user_id and not _is_text(user_id):
+        raise ValueError(f"user_id must be text UTF-8 can encode (no lone surrogates), got {user_id!r}")
     return f"{base}{USER_SEPARATOR}{encode_segment(user_id)}" if user_id else base

@@ -25,7 +25,8 @@ or ``resources`` (legacy ``viking://`` is accepted too) names the file ``openrat
 of the store. A segment of letters, digits and ``_-.`` (not starting with ``.``, not ending in ``.md``) is
 itself; any other is ``~`` and the hex of its UTF-8 bytes, so every URI maps to one path and back, and
 only entries' files end in ``.md``: ``a`` can be an entry and a directory, and so can ``a.md``. Empty,
-``.`` and ``..`` segments, control characters, other schemes and unknown scopes are ``invalid_uri``.
+``.`` and ``..`` segments, control characters, lone surrogates (no UTF-8 form), other schemes and unknown
+scopes are ``invalid_uri``.
 Entries the first release wrote under a name ending in ``.md`` (then kept plain) are still read, listed
 and found.
 
