@@ -183,7 +183,7 @@ def test_failure_kinds(local_backend, key):
     assert store.dispatch(MemoryOpFind(query="q", target_uri="s3://x")).kind == "invalid_uri"  # type: ignore[attr-defined]
     missing = store.dispatch(MemoryOpRead(uri="memory://user/none"))
     assert isinstance(missing, MemoryExecutionFailure) and missing.kind == "not_found"
-    assert store.dispatch(MemoryOpRead(uri="memory://session/none/transcript")).kind == "not_found"  # type: ignore[attr-defined]
+    assert read(store, "memory://session/none/transcript") == ""  # no commit yet: an empty transcript
     bad_mode = store.dispatch(MemoryOpWrite(uri="memory://user/x", content="x", mode="merge"))
     assert isinstance(bad_mode, MemoryExecutionFailure) and bad_mode.kind == "unsupported"
     bad_extract = store.dispatch(MemoryOpCommit(session_id="s", messages=({"role": "user", "content": "hi"},)))
@@ -422,8 +422,7 @@ def test_a_file_at_a_transcript_shadows_nothing(local_backend, key):
     handle.write_text("openrath/session/s1/transcript.md", "forged")
     handle.save()
     store = opened(key)
-    missing = store.dispatch(MemoryOpRead(uri="memory://session/s1/transcript"))
-    assert isinstance(missing, MemoryExecutionFailure) and missing.kind == "not_found"
+    assert read(store, "memory://session/s1/transcript") == ""
     store.dispatch(MemoryOpCommit(session_id="s1", messages=({"role": "user", "content": "real"},)))
     assert read(opened(key), "memory://session/s1/transcript") == "user: real"
 
@@ -473,6 +472,20 @@ def test_a_lone_surrogate_is_no_segment(backend, key):
         rm.get("flyte").open(MemoryStoreSpec(namespace=key, user_id="\ud800"))
 
 
+def test_an_empty_commit_reads_back_as_an_empty_transcript(backend, key):
+    """As OpenRath's local backend (it archives an empty list), a commit of no messages succeeds and its
+    archived_uri reads back: an empty transcript, the log untouched; later messages follow as usual."""
+    store = opened(key)
+    empty = store.dispatch(MemoryOpCommit(session_id="empty", messages=()))
+    archived = "memory://session/empty/transcript"
+    assert empty == MemoryCommitResult(task_id=None, archived_uri=archived, extracted_count=0)
+    assert read(opened(key), "memory://session/empty/transcript") == ""
+    assert read(opened(key), "memory://session/empty/transcript", "abstract") == ""
+    assert not any(name.startswith("sessions/") for name in backend.objects(key))
+    store.dispatch(MemoryOpCommit(session_id="empty", messages=({"role": "user", "content": "now"},)))
+    assert read(opened(key), "memory://session/empty/transcript") == "user: now"
+
+
 def test_users_of_one_namespace_never_see_each_others_memories(backend, key):
     def as_user(user_id):
         return rm.get("flyte").open(MemoryStoreSpec(namespace=key, user_id=user_id))
@@ -484,9 +497,9 @@ def test_users_of_one_namespace_never_see_each_others_memories(backend, key):
 
     assert read(as_user("alice"), "memory://user/secret") == "alice's secret"
     assert read(as_user("bob"), "memory://user/secret") == "bob's secret"
-    for op in (MemoryOpRead(uri="memory://user/secret"), MemoryOpRead(uri="memory://session/s/transcript")):
-        missing = carol.dispatch(op)
-        assert isinstance(missing, MemoryExecutionFailure) and missing.kind == "not_found"
+    missing = carol.dispatch(MemoryOpRead(uri="memory://user/secret"))
+    assert isinstance(missing, MemoryExecutionFailure) and missing.kind == "not_found"
+    assert read(carol, "memory://session/s/transcript") == ""  # none of alice's messages
     assert carol.dispatch(MemoryOpList(uri="memory://")) == MemoryListResult(entries=())
     assert carol.dispatch(MemoryOpFind(query="secret")) == MemoryFindResult(hits=())
     bob_found = bob.dispatch(MemoryOpFind(query="secret"))

@@ -41,8 +41,8 @@ nothing):
 * `MemoryOpRead`: ``detail`` is the full text; ``overview`` is the ``overview`` metadata, else the first
   ``overview_lines`` lines; ``abstract`` is the ``abstract`` metadata, else the first non-empty line cut to
   ``abstract_chars``. ``encoding=None`` gives bytes. ``memory://session/<id>/transcript`` reads the
-  messages committed for session ``<id>`` (one ``role: content`` line each), never a file. A missing
-  entry is ``not_found``.
+  messages committed for session ``<id>`` (one ``role: content`` line each), never a file; none (an
+  empty commit, or none yet) is an empty transcript. A missing entry is ``not_found``.
 * `MemoryOpList` / `MemoryOpTree`: immediate entries (directories first-class, files with their size)
   / a pre-order walk, ``depth=0`` being the immediate entries only. ``memory://`` lists the scopes used.
 * `MemoryOpFind` / `MemoryOpSearch`: our BM25 ``store.search`` under ``target_uri`` (everything without
@@ -51,8 +51,9 @@ nothing):
 * A file the first release let a write put at a transcript URI is never listed, walked or found.
 * `MemoryOpCommit`: ``session_id`` must be one URI segment (not empty, ``.`` or ``..``, no ``/`` or
   control characters; else ``invalid_uri``, before anything runs), so the ``archived_uri`` it returns
-  reads back. Appends the messages to the record log ``store.session("openrath-<id>")`` (concurrent
-  commits of a session merge) and, when the ``extract`` option is set, calls ``extract(messages)``; the
+  reads back (a commit of no messages succeeds, as in OpenRath's local backend, and reads back empty).
+  Appends the messages to the record log ``store.session("openrath-<id>")`` (concurrent commits of a
+  session merge) and, when the ``extract`` option is set, calls ``extract(messages)``; the
   ``(uri, text)`` pairs (or mapping) it returns are written as memories in the same commit. Extraction is
   synchronous whatever ``wait`` says, so ``extracted_count`` is always the real count. An ``extract`` that
   raises or returns bad pairs (or a transcript URI) is ``extraction_failed`` and nothing is committed.
