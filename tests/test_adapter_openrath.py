@@ -525,6 +525,28 @@ def test_a_key_that_cannot_hold_a_user_is_refused(local_backend, key):
     assert MemoryStore.get_or_create(key=f"openrath@{key}").read_text("openrath/user/n.md") == "x"
 
 
+def test_any_user_id_opens_a_key_of_its_own(backend, key):
+    """A user whose segment would make the key too long for a directory name is its sha256 (``~~``+hex)."""
+    import hashlib
+
+    def as_user(user_id):
+        return rm.get("flyte").open(MemoryStoreSpec(namespace=key, user_id=user_id))
+
+    long_a, long_b = "a b" * 40, "a b" * 39 + "a c"  # 240 hex digits encoded: over the limit
+    as_user(long_a).dispatch(MemoryOpWrite(uri="memory://user/n", content="a"))
+    as_user(long_b).dispatch(MemoryOpWrite(uri="memory://user/n", content="b"))
+    assert read(as_user(long_a), "memory://user/n") == "a" and read(as_user(long_b), "memory://user/n") == "b"
+    digest = f"{key}@~~" + hashlib.sha256(long_a.encode()).hexdigest()
+    assert store_key(key, long_a) == digest
+    assert stored(backend, digest) == {"openrath/user/n.md": "a"}
+    fits = "u" * (255 - len(key) - 1)  # the longest user kept as itself: keys that worked never move
+    assert store_key(key, fits) == f"{key}@{fits}"
+    with pytest.raises(ValueError, match="255-byte limit"):
+        rm.get("flyte").open(MemoryStoreSpec(namespace="k" * 256))
+    with pytest.raises(ValueError, match="255-byte limit"):
+        store_key("k" * 200, long_a)  # even the digest form does not fit
+
+
 CHILD = """
 import json, os, sys, time
 sys.path.insert(0, {tests!r})

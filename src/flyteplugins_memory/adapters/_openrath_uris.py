@@ -7,19 +7,22 @@ The mapping is injective, so no two names ever share storage:
   (any case) is itself; any other is ``~`` and the hex of its UTF-8 bytes. An encoded segment therefore
   never ends in ``.md``, so a directory ``x.md`` (``~782e6d64/``) can never be the file of an entry
   ``x`` (``x.md``): entries are the only names ending in ``.md``.
-* the key of a store is ``<base>`` without a user and ``<base>@<user segment>`` with one; ``@`` is
-  refused in the base, so two (base, user) pairs never share a key.
+* the key of a store is ``<base>`` without a user and ``<base>@<user segment>`` with one (``~~`` and the
+  user's sha256 when that would pass `KEY_MAX`); ``@`` is refused in the base, so two (base, user) pairs
+  never share a key.
 * ``memory://session/<id>/transcript`` is the commit log of session ``<id>``, never a file.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Sequence
 
 from ._openrath_errors import fail
 
 __all__ = [
+    "KEY_MAX",
     "ROOT",
     "SCOPES",
     "SUFFIX",
@@ -44,6 +47,7 @@ SCOPES = ("agent", "resources", "session", "user")
 SUFFIX = ".md"
 TRANSCRIPT = "transcript"
 USER_SEPARATOR = "@"
+KEY_MAX = 255  # bytes of a key: it is one directory name, and local file systems allow 255
 _PREFIXES = ("memory://", "viking://")
 _PLAIN = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")
 
@@ -172,9 +176,19 @@ def session_log(session_id: str) -> str:
 
 
 def store_key(base: str, user_id: str | None) -> str:
-    """The key of an OpenRath store: `base` alone, or ``base@<user>`` so users never share a key."""
+    """The key of an OpenRath store: `base` alone, or ``base@<user>`` so users never share a key. A user
+    whose segment would make the key longer than `KEY_MAX` bytes is ``~~`` and the sha256 hex of its
+    UTF-8 instead (no segment starts with ``~~``, so the forms never meet; shorter keys are unchanged)."""
     if USER_SEPARATOR in base:
         raise ValueError(f"'{USER_SEPARATOR}' separates the user in a key; not allowed in key/namespace {base!r}")
     if user_id and not _is_text(user_id):
         raise ValueError(f"user_id must be text UTF-8 can encode (no lone surrogates), got {user_id!r}")
-    return f"{base}{USER_SEPARATOR}{encode_segment(user_id)}" if user_id else base
+    key = f"{base}{USER_SEPARATOR}{encode_segment(user_id)}" if user_id else base
+    if user_id and len(key.encode("utf-8")) > KEY_MAX:
+        key = f"{base}{USER_SEPARATOR}~~{hashlib.sha256(user_id.encode('utf-8')).hexdigest()}"
+    if len(key.encode("utf-8")) > KEY_MAX:
+        raise ValueError(
+            f"the key {key[:40]!r}... is {len(key.encode('utf-8'))} bytes, over the {KEY_MAX}-byte limit of a "
+            f"key (one directory name); shorten key/namespace {base[:40]!r}..."
+        )
+    return key

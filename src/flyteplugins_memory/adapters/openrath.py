@@ -10,7 +10,8 @@ never needs openrath. Use it as any OpenRath backend::
     agent = flow.Agent("...", model="...", memory=store)
 
 One OpenRath store is one key of ours. The key is ``<base>`` or, when ``user_id`` is set,
-``<base>@<user>`` (the user a plain segment or ``~``-hex), where ``<base>`` is ``options["key"]``, else
+``<base>@<user>`` (the user a plain segment or ``~``-hex; ``~~`` and its sha256 when that key would pass
+the 255-byte limit of a key, so any user id works; a base too long is a ``ValueError``), where ``<base>`` is ``options["key"]``, else
 ``namespace``, else ``"openrath"``: users never share a key, so they never see each other's entries (of any
 scope). ``@`` is refused in the base, so two (base, user) pairs never meet in one key. ``account_id`` and
 ``agent_id`` are ignored. ``options["store"]`` may instead be an open `flyteplugins_memory.MemoryStore`
