@@ -9,17 +9,17 @@ never needs openrath. Use it as any OpenRath backend::
     store = memory.get("flyte").open(memory.MemoryStoreSpec(options={"key": "my-agent"}))
     agent = flow.Agent("...", model="...", memory=store)
 
-One OpenRath store is one key of ours. The key is ``<base>`` or, when ``user_id`` is set,
-``<base>@<user>`` (the user a plain segment or ``~``-hex; ``~~`` and its sha256 when that key would pass
-the 255-byte limit of a key, so any user id works; a base too long is a ``ValueError``), where ``<base>``
-is ``options["key"]``, else ``namespace``, else ``"openrath"``: users never share a key, so they never see
-each other's entries (of any scope). ``@`` is refused in the base, so two (base, user) pairs never meet in
-one key. ``account_id`` and ``agent_id`` are ignored. ``options["store"]`` may instead be an open
-`flyteplugins_memory.MemoryStore` handle (the caller's, e.g. inside a Flyte task); with ``user_id`` set it
-is refused, since the caller's key cannot include the user. Other options: ``actor`` (the audit actor, default ``"openrath"``),
-``extract`` (see commit), ``abstract_chars`` (200), ``overview_lines`` (20) and ``read_only_prefixes``
-(store paths, e.g. ``("openrath/agent",)``, for the handle opened by key). Reads see the handle's state (a
-read of a missing entry refreshes once first); every mutating op saves.
+One OpenRath store is one key of ours. The key is ``<base>`` or, when ``user_id`` is set, ``<base>@<user>``
+(the user a plain segment or ``~``-hex; ``~~`` and its sha256 when that key would pass the 255-byte limit of a
+key, so any user id works; a base too long is a ``ValueError``), where ``<base>`` is ``options["key"]``, else
+``namespace``, else ``"openrath"``: users never share a key, so they never see each other's entries (of any
+scope). ``@`` is refused in the base, so two (base, user) pairs never meet in one key. ``account_id`` and
+``agent_id`` are ignored. ``options["store"]`` may instead be an open `flyteplugins_memory.MemoryStore` handle
+(the caller's, e.g. inside a Flyte task); with ``user_id`` set it is refused, since the caller's key cannot
+include the user. Other options: ``actor`` (the audit actor, default ``"openrath"``), ``extract`` (see
+commit), ``abstract_chars`` (200), ``overview_lines`` (20) and ``read_only_prefixes`` (store paths, e.g.
+``("openrath/agent",)``, for the handle opened by key). Reads see the handle's state (a read of a missing
+entry refreshes once first); every mutating op saves.
 
 URIs (`_openrath_uris`): ``memory://<scope>/<seg>/.../<name>`` with scope ``user``, ``agent``, ``session``
 or ``resources`` (legacy ``viking://`` is accepted too) names the file ``openrath/<scope>/<seg>/.../<name>.md``
