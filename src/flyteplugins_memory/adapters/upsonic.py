@@ -13,14 +13,14 @@ base registry rows, generic models and usage entries. `FlyteStorage` (sync) and 
     <prefix>/culture/<id>.json   <prefix>/knowledge/<id>.json
     <prefix>/models/<collection>/<key>.json   <prefix>/usage/<entry_id>.json
 
-Ids are path segments (encoded when not plain, see `segment`). Runs are rows of their own, so two tasks
-running different runs of one session both keep theirs; an upsert writes only the runs that differ from
-the stored ones and never deletes runs (``delete_session`` does). A completed run is final: a stale copy
-of it in another status (read before another task resumed and finished it) leaves it completed, so it is
-never resumed twice; otherwise the last upsert of a run wins. The session row itself (messages, summary, metadata) is last
-writer wins, as in Upsonic's database backends. A session belongs to the user it was created with: an
-upsert under another ``user_id`` raises `SessionOfAnotherUser`, and reads filtered by ``user_id`` never
-return another user's rows.
+Ids are path segments (encoded when not plain). Runs are rows of their own, so two tasks running
+different runs of one session both keep theirs; an upsert writes only the runs that differ from the
+stored ones and never deletes runs (``delete_session`` does). A completed run is final: a stale copy of
+it in another status (read before another task resumed and finished it) leaves it completed, so it is
+never resumed twice; otherwise the last upsert of a run wins, as does the session row itself (messages,
+summary, metadata), as in Upsonic's database backends. A session belongs to the user it was created with
+(None included): an upsert under another ``user_id`` raises `SessionOfAnotherUser`, and reads filtered by
+``user_id`` never return another user's rows.
 
 Upsonic is imported when this module is (not by the package): with it installed the classes subclass
 Upsonic's ``Storage`` / ``AsyncStorage`` and return Upsonic's objects; without it (Upsonic pins protobuf<6,
