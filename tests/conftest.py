@@ -219,6 +219,14 @@ s3_backend = _one_backend("s3")
 gcs_backend = _one_backend("gcs")
 
 
+@pytest.fixture(params=["local_backend", "s3_backend"])
+def adapter_backend(request, moto_endpoint):
+    """Local disk, then moto S3, with the S3 endpoint (None locally) that a child process needs to reach
+    it: the framework adapters' tests, which run child processes."""
+    chosen = request.getfixturevalue(request.param)
+    return chosen, (moto_endpoint if chosen.name == "s3" else None)
+
+
 @pytest.fixture
 def key() -> str:
     return f"agent-{uuid.uuid4().hex[:8]}"

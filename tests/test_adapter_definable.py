@@ -31,12 +31,6 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 HOSTILE_IDS = ["../bob", "a/b", "..", ".", "", "%2e%2e", "x\x00y", "ALICE", "alice\u2024", " ", "a" * 300, "~/x"]
 
 
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def adapter_backend(request, moto_endpoint):
-    chosen = request.getfixturevalue(request.param)
-    return chosen, (moto_endpoint if chosen.name == "s3" else None)
-
-
 @dataclasses.dataclass
 class CallerEntry:
     """A caller's own entry type with Definable's fields (duck typing)."""

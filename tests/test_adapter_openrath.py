@@ -571,14 +571,8 @@ for i in range(config["rounds"]):
 """
 
 
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def shared_backend(request, moto_endpoint):
-    chosen = request.getfixturevalue(request.param)
-    return chosen, (moto_endpoint if chosen.name == "s3" else None)
-
-
-def test_two_processes_writing_one_key_lose_nothing(shared_backend, key, tmp_path):
-    backend, endpoint = shared_backend
+def test_two_processes_writing_one_key_lose_nothing(adapter_backend, key, tmp_path):
+    backend, endpoint = adapter_backend
     MemoryStore.create(key=key)
     go = tmp_path / "go"
     config = {"raw": backend.raw_data_path, "endpoint": endpoint, "key": key, "rounds": 3, "go": str(go)}

@@ -384,14 +384,8 @@ asyncio.run(main())
 """
 
 
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def shared_backend(request, moto_endpoint):
-    chosen = request.getfixturevalue(request.param)
-    return chosen, (moto_endpoint if chosen.name == "s3" else None)
-
-
-def test_two_processes_adding_to_one_key_lose_nothing(shared_backend, key, tmp_path):
-    backend, endpoint = shared_backend
+def test_two_processes_adding_to_one_key_lose_nothing(adapter_backend, key, tmp_path):
+    backend, endpoint = adapter_backend
     MemoryStore.create(key=key)
     go = tmp_path / "go"
     config = {"raw": backend.raw_data_path, "endpoint": endpoint, "key": key, "rounds": 4, "go": str(go)}
@@ -408,10 +402,10 @@ def test_two_processes_adding_to_one_key_lose_nothing(shared_backend, key, tmp_p
     ]
 
 
-def test_two_processes_adding_the_same_ids_under_their_own_users(shared_backend, key, tmp_path):
+def test_two_processes_adding_the_same_ids_under_their_own_users(adapter_backend, key, tmp_path):
     """Each id ends up as one item, in one user's scope; a bare get returns that item and a user's search
     never returns the other user's."""
-    backend, endpoint = shared_backend
+    backend, endpoint = adapter_backend
     MemoryStore.create(key=key)
     config = {"raw": backend.raw_data_path, "endpoint": endpoint, "key": key, "rounds": 4, "go": str(tmp_path / "go")}
     race_children(CHILD.replace("w{{config['worker']}}-{{i}}", "same-{{i}}").format(tests=TESTS), config)

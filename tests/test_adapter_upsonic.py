@@ -28,12 +28,6 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 HOSTILE_IDS = ["../bob", "a/b", "..", ".", "%2e%2e", "x\x00y", "ALICE", " ", "a" * 300, "~/x", "sessions"]
 
 
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def adapter_backend(request, moto_endpoint):
-    chosen = request.getfixturevalue(request.param)
-    return chosen, (moto_endpoint if chosen.name == "s3" else None)
-
-
 def rows(backend, key: str) -> dict[str, dict]:
     """The adapter's row files as the backend itself holds them."""
     return {n: json.loads(d) for n, d in backend.objects(key).items() if n.startswith("upsonic/")}
