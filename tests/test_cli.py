@@ -589,3 +589,63 @@ def test_search_prints_ranked_hits_and_json(store: MemoryStore, root: str):
     assert as_json("search", "what", *where(root))["hits"] == []
     assert [h["path"] for h in as_json("search", "what", "--transcript", *where(root))["hits"]] == ["messages.json#0"]
     assert "limit" in fails(2, "search", "tea", "--limit", "0", *where(root))
+
+
+# -- a deleted store, and a path a store never held ------------------------------------------------------------
+
+#: every verb that opens the store it names, with the arguments it needs
+OPENING_VERBS = [
+    ["ls"],
+    ["cat", "notes/user.md"],
+    ["meta", "notes/user.md"],
+    ["messages"],
+    ["log"],
+    ["audit"],
+    ["history", "notes/user.md"],
+    ["diff", "notes/user.md", "c1"],
+    ["restore", "notes/user.md", "c1"],
+    ["search", "tea"],
+    ["proposals"],
+    ["accept", "p1"],
+    ["discard", "p1"],
+    ["rm", "notes/user.md", "--yes"],
+    ["purge", "notes/user.md", "--yes"],
+    ["gc"],
+    ["report", "--html", "x.html"],
+    ["export", "x.tar.gz"],
+]
+
+
+@pytest.mark.parametrize("verb", OPENING_VERBS, ids=lambda verb: verb[0])
+def test_a_deleted_store_is_one_unspliced_line_naming_who_deleted_it(
+    store: MemoryStore, root: str, verb: list[str], raw_data_context
+):
+    raw_data_context(root)
+    deleted = MemoryStore.delete_store(
+        key="agent-chat", org=ORG, project=PROJECT, domain=DOMAIN, actor="dpo", reason="user asked to be forgotten"
+    )
+    assert deleted
+    before = stored_objects(root)
+    line = fails(1, *verb, *where(root))
+    assert "was deleted by 'dpo'" in line and "user asked to be forgotten" in line, line
+    assert "no memory store at MemoryStore" not in line and line.count("MemoryStore at") == 1, line
+    assert line.startswith(f"error: MemoryStore at {store_uri(root, 'agent-chat')} was deleted"), line
+    assert stored_objects(root) == before  # the refusal wrote nothing
+
+
+def test_an_unknown_key_still_reads_no_memory_store(root: str):
+    for verb in (["ls"], ["history", "a.md"]):
+        assert fails(1, *verb, *where(root, "nobody")) == f"error: no memory store at {store_uri(root, 'nobody')}"
+
+
+def test_history_of_a_path_the_store_never_had_fails_like_cat_and_meta(store: MemoryStore, root: str):
+    before = stored_objects(root)
+    for verb in (["history"], ["history", "--json"], ["cat"], ["meta"]):
+        line = fails(1, *verb, "never/was.md", *where(root))
+        assert "no file 'never/was.md'" in line, line
+    assert "no history" in fails(1, "history", "never/was.md", *where(root))
+    assert stored_objects(root) == before
+    store.delete("notes/user.md")
+    store.save()  # a deleted file keeps its history: that is not an error
+    shown = as_json("history", "notes/user.md", *where(root))
+    assert shown[0]["deleted"] is True and len(shown) >= 2

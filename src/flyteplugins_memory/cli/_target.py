@@ -15,7 +15,10 @@ from dataclasses import dataclass
 
 import rich_click as click
 
-from flyteplugins_memory import MemoryStore, StoreNotFound
+from flyteplugins_memory import MemoryStore, StoreDeleted, StoreNotFound
+
+#: how the library's `StoreNotFound` of an open begins (the CLI says it in its own words)
+_NOT_FOUND = "No MemoryStore at "
 
 
 @dataclass(frozen=True)
@@ -54,11 +57,17 @@ class Target:
 
 def open_store(target: Target, *, trusted: bool = False) -> MemoryStore:
     """Open the named store at its newest commit (a `trusted` handle if asked); `StoreNotFound` ("no memory
-    store at ...") if it does not exist. Never creates one."""
+    store at ...") if it does not exist, `StoreDeleted` (its own message: who deleted it, when, why) if it
+    was deleted. Never creates one."""
     try:
         return target.open(trusted=trusted)
+    except StoreDeleted:
+        raise  # says what happened to the store: "MemoryStore at ... was deleted by ..."
     except StoreNotFound as exc:
-        raise StoreNotFound(f"no memory store at {str(exc).removeprefix('No MemoryStore at ')}") from None
+        text = str(exc)
+        if not text.startswith(_NOT_FOUND):  # another cause: its own message, never spliced into ours
+            raise
+        raise StoreNotFound(f"no memory store at {text.removeprefix(_NOT_FOUND)}") from None
 
 
 def list_keys(target: Target, prefix: str) -> list[str]:

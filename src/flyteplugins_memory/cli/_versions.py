@@ -11,7 +11,7 @@ import sys
 
 import rich_click as click
 
-from flyteplugins_memory import HistoryEntry
+from flyteplugins_memory import HistoryEntry, StoreNotFound
 
 from . import _render
 from ._app import actor_options, json_option, memory, store_options
@@ -28,9 +28,12 @@ SHORT_SHA = 12
 @json_option
 def history(path: str, limit: int, target: Target, json_output: bool) -> None:
     """The versions of the file at PATH, newest first: version id (for `diff` and `restore`), time, actor,
-    reason, size, and whether the version is the file's deletion."""
+    reason, size, and whether the version is the file's deletion. A path the store never held (no
+    version at all) fails as `cat` and `meta` do (exit 1)."""
     store = open_store(target)
     versions = store.history(path, limit)
+    if not versions:
+        raise StoreNotFound(f"no file {path!r} in the store at {store.remote_path}, and no history of one")
     if json_output:
         _render.emit_json(versions)
         return
