@@ -49,6 +49,7 @@ from ._errors import (
     UnsafeStoreContent,
     UnsavedChanges,
     UnsupportedBackend,
+    VersionExpired,
     VersionNotFound,
 )
 from ._export import ExportResult
@@ -149,6 +150,7 @@ __all__ = [
     "UnsavedChanges",
     "UnsupportedBackend",
     "UserMessage",
+    "VersionExpired",
     "VersionNotFound",
     "allow_unverified_backend",
     "get_retry_policy",

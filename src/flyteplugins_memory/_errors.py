@@ -32,6 +32,7 @@ work as well::
     ├── StoreNotFound (FileNotFoundError)           no store at the key's remote path
     │   └── StoreDeleted                            delete_store removed it (a save after that, a re-create)
     ├── VersionNotFound (FileNotFoundError)         no such version snapshot, or version id of a path
+    │   └── VersionExpired                          a version whose file's ttl has run out (written with ttl=)
     ├── CommitNotFound (LookupError)                a commit `store.at()` cannot show (never made, or collected)
 
     ├── ArchiveNotFound (FileNotFoundError)         import_store of an archive that is not there
@@ -89,6 +90,7 @@ __all__ = [
     "UnsafeStoreContent",
     "UnsavedChanges",
     "UnsupportedBackend",
+    "VersionExpired",
     "VersionNotFound",
 ]
 
@@ -241,6 +243,11 @@ class StoreDeleted(StoreNotFound):
 class VersionNotFound(MemoryStoreError, FileNotFoundError):
     """A version named by ``read_version`` (a snapshot, or a version id of `history`) does not exist, or
     its content is no longer stored (the message says so: collected by gc(), or purged)."""
+
+
+class VersionExpired(VersionNotFound):
+    """A version of a file written with ``ttl=`` whose ttl has run out: its content is readable through no
+    path any more (``read_version``, ``diff``, ``restore``), and the next ``gc()`` removes it from storage."""
 
 
 class CommitNotFound(MemoryStoreError, LookupError):
