@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from flyte.io import Dir
@@ -151,9 +152,10 @@ class ScopedStore(ScopedStagedAPI):
         reason: str = "",
         expected_sha: str | None = None,
         metadata: Mapping[str, Scalar] | None = None,
+        ttl: timedelta | None = None,
     ) -> MemoryMeta:
-        """`MemoryStore.write_text` at `rel_path` in this scope."""
-        options = {"actor": actor, "reason": reason, "expected_sha": expected_sha, "metadata": metadata}
+        """`MemoryStore.write_text` at `rel_path` in this scope (`ttl` as there)."""
+        options = {"actor": actor, "reason": reason, "expected_sha": expected_sha, "metadata": metadata, "ttl": ttl}
         return await self._write(self._store.write_text, rel_path, content, options)
 
     @syncify
@@ -166,9 +168,10 @@ class ScopedStore(ScopedStagedAPI):
         reason: str = "",
         expected_sha: str | None = None,
         metadata: Mapping[str, Scalar] | None = None,
+        ttl: timedelta | None = None,
     ) -> MemoryMeta:
-        """`MemoryStore.write_json` at `rel_path` in this scope."""
-        options = {"actor": actor, "reason": reason, "expected_sha": expected_sha, "metadata": metadata}
+        """`MemoryStore.write_json` at `rel_path` in this scope (`ttl` as there)."""
+        options = {"actor": actor, "reason": reason, "expected_sha": expected_sha, "metadata": metadata, "ttl": ttl}
         return await self._write(self._store.write_json, rel_path, obj, options)
 
     @syncify
@@ -181,9 +184,10 @@ class ScopedStore(ScopedStagedAPI):
         reason: str = "",
         expected_sha: str | None = None,
         metadata: Mapping[str, Scalar] | None = None,
+        ttl: timedelta | None = None,
     ) -> MemoryMeta:
-        """`MemoryStore.write_bytes` at `rel_path` in this scope."""
-        options = {"actor": actor, "reason": reason, "expected_sha": expected_sha, "metadata": metadata}
+        """`MemoryStore.write_bytes` at `rel_path` in this scope (`ttl` as there)."""
+        options = {"actor": actor, "reason": reason, "expected_sha": expected_sha, "metadata": metadata, "ttl": ttl}
         return await self._write(self._store.write_bytes, rel_path, data, options)
 
     @syncify
