@@ -49,6 +49,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "_search_index",
             "_read_only",
             "_retention_policy",
+            "_data_map",
             "_ttl",
             "_scope_paths",
             "_proposals",

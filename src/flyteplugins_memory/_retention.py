@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from ._data_map import journal_kind
 from ._journal import EMPTY_CHECKPOINT, Checkpoint, CommitRecord, FileEntry
 from ._layout import (
     JOURNAL_DIR,
@@ -37,6 +38,8 @@ SLOT_GRACE = 3600.0
 #: A handle whose base was last known newest longer ago than this re-reads the head before committing.
 #: Half of `SLOT_GRACE`, leaving room for clock skew between the handle's host, gc's and the server.
 STALE_BASE_AFTER = SLOT_GRACE / 2
+#: Inventory tables keyed by sequence number (the others by sha256).
+_NUMBERED = frozenset({"records", "checkpoints", "segments"})
 
 
 @dataclass(frozen=True)
@@ -54,33 +57,22 @@ class Inventory:
 
     @classmethod
     def of(cls, listing: Mapping[str, Listed]) -> Inventory:
+        """Sort a journal listing by the data map's kinds (`_data_map`); objects of kinds gc and purge do
+        not walk (settings, the head, pending expiries), and names the map does not know, are left out."""
         inventory = cls()
         for name, found in listing.items():
-            kind, _, rest = name.removeprefix(JOURNAL_DIR + "/").partition("/")
-            stem = rest.rsplit("/", 1)[-1]
-            if kind == "log" and stem.endswith(".json") and stem[:-5].isdigit():
-                inventory.records[int(stem[:-5])] = found
-            elif kind == "checkpoints" and stem.endswith(".json") and stem[:-5].isdigit():
-                inventory.checkpoints[int(stem[:-5])] = found
-            elif kind == "audit" and stem.endswith(".jsonl") and stem[:-6].isdigit():
-                inventory.segments[int(stem[:-6])] = found
-            elif kind == "blobs" and _is_sha(stem):
-                inventory.blobs[stem] = found
-            elif kind == "purged" and stem.endswith(".json") and _is_sha(stem[:-5]):
-                inventory.markers[stem[:-5]] = found
-            elif kind == "parts" and stem.endswith(".json") and _is_sha(stem[:-5]):
-                inventory.parts[stem[:-5]] = found
-            elif kind == "search" and stem.endswith(".json") and _is_sha(stem[:-5]):
-                inventory.search[stem[:-5]] = found
+            relative = name.removeprefix(JOURNAL_DIR + "/")
+            kind = journal_kind(relative)
+            if kind is None or not kind.inventory:
+                continue
+            stem = relative.rsplit("/", 1)[-1].split(".", 1)[0]
+            table: dict = getattr(inventory, kind.inventory)
+            table[int(stem) if kind.inventory in _NUMBERED else stem] = found
         return inventory
 
     def live_records(self, upto: int) -> list[int]:
         """Sequence numbers of commit records (not tombstones) up to `upto`, oldest first."""
         return sorted(s for s, f in self.records.items() if s <= upto and f.size >= TOMBSTONE_MAX_BYTES)
-
-
-def _is_sha(value: str) -> bool:
-    return len(value) == 64 and all(c in "0123456789abcdef" for c in value)
 
 
 def kept_commits(inventory: Inventory, newest: int, cutoff: float) -> list[int]:
