@@ -410,8 +410,7 @@ PLACES: tuple[Place, ...] = (
         "proposals map (ext.proposals)",
         ("commit_record", "checkpoint", "old_journal"),
         Carries.CONTENT | Carries.LABELS | Carries.PATHS | Carries.ATTRIBUTION,
-        purge="a proposal of the purged path loses its content and labels in every stored record and "
-        "checkpoint",
+        purge="a proposal of the purged path loses its content and labels in every stored record and checkpoint",
         expiry="n/a (proposals have no ttl)",
     ),
     Place(
@@ -474,7 +473,7 @@ def render_markdown() -> str:
         "# The data map: where data lives, and how every operation reaches it",
         "",
         "Rendered from `src/flyteplugins_memory/_data_map.py` (a test keeps this page equal to it). Journal",
-        "names are relative to the journal (docs/sync.md, \"Objects\"), store names to the store prefix.",
+        'names are relative to the journal (docs/sync.md, "Objects"), store names to the store prefix.',
         "",
         "## Stored objects",
         "",
