@@ -70,6 +70,14 @@ class Conversation:
             raise InvalidMessage(f"A session message cannot be stored: {exc}") from exc
 
     @syncify
+    async def discard_unsaved(self) -> int:
+        """Forget this handle's unsaved messages of the session (appended since the last save, or staged
+        by a save that was refused, e.g. `ReadOnlyPath` after another handle made ``sessions/`` read-only);
+        returns how many were dropped. The handle's other changes stay for the next save
+        (`RecordLog.discard_unsaved`)."""
+        return await self._log.discard_unsaved.aio()
+
+    @syncify
     async def messages(self, since: int = 0, limit: int | None = None) -> list[dict[str, Any]]:
         """The session's messages from index `since` (at most `limit`), oldest first, as fresh copies."""
         return await self._log.read.aio(since, limit)

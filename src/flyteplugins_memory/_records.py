@@ -26,6 +26,7 @@ from ._record_codec import (
     is_segment,
     ordered,
     segment_name,
+    stored_count,
     window,
 )
 from ._session import Session
@@ -106,10 +107,20 @@ class RecordLog:
         self._admit_segment()
         self._store._pending_records.add(self._name, lines)
 
-    def discard_unsaved(self) -> int:
-        """Forget this handle's unsaved records of the log (for one whose save cannot succeed, e.g. a file
-        sits where the log's directory would be); returns how many were dropped."""
-        return len(self._store._pending_records.lines.pop(self._name, []))
+    @syncify
+    async def discard_unsaved(self) -> int:
+        """Forget this handle's unsaved records of the log, for one whose save cannot succeed (a file sits
+        where the log's directory would be; another handle made the log's prefix read-only: `ReadOnlyPath`;
+        the caller may not write there): the records appended since the last save, and the segments a
+        refused save already staged (a save that fails keeps them staged, so that a retry commits them).
+        Returns how many records were dropped. The handle's other changes stay, and the next save commits
+        them; committed records are never touched."""
+        store, name = self._store, self._name
+        dropped = len(store._pending_records.lines.pop(name, []))
+        staged = await store._session.look(store, lambda view: _staged_segments(view, name))
+        if staged:
+            dropped += sum(staged[p] for p in await store._session.revert(store, sorted(staged)))
+        return dropped
 
     @syncify
     async def read(self, since: int = 0, limit: int | None = None) -> list[Any]:
@@ -164,6 +175,12 @@ class RecordLog:
 def _segments(view: View, log: str) -> list[Segment]:
     entries = {p: e for p in view.paths(log) if is_segment(log, p) and (e := view.entry(p)) is not None}
     return ordered(entries)
+
+
+def _staged_segments(view: View, log: str) -> dict[str, int]:
+    """The segments of `log` that this handle staged and has not committed, with their record counts."""
+    staged = {p: e for p, e in view.changes.files.items() if e is not None and is_segment(log, p)}
+    return {p: stored_count(e) or 0 for p, e in staged.items()}
 
 
 def _count(segment: Segment, fetched: dict[str, list[Any]]) -> int:
