@@ -25,9 +25,10 @@ from typing import TYPE_CHECKING
 
 from ._codecs import sha256_bytes
 from ._entries import FileEntry, Part, PartRef
-from ._errors import CorruptStore, StateCollected, UnsafeStoreContent
+from ._errors import ContentPurged, CorruptStore, StateCollected, UnsafeStoreContent
 from ._journal import Checkpoint, parse
 from ._layout import checkpoint_name, part_name
+from ._markers import parse_purged, purge_marker_name
 from ._paths import file_dir_clashes, parent_dirs
 
 if TYPE_CHECKING:
@@ -170,9 +171,17 @@ class CheckpointFiles:
                 self.keep(i, load_part(found[name], self.refs[i], name))
 
     async def _missing(self, name: str) -> Exception:
-        """A missing part: gc() collected this checkpoint (it deletes checkpoints before their parts), or
+        """A missing part: gc() collected this checkpoint (it deletes checkpoints before their parts), a
+        purge cut it again without a purged path (`_redact`: a purge marker names the old part), or
         damage."""
         assert self.source is not None
+        sha = name.rsplit("/", 1)[-1].removesuffix(".json")
+        marker = await self.source.read(purge_marker_name(sha))
+        if marker is not None and (purged := parse_purged(marker)) is not None:
+            return ContentPurged(
+                f"Part {name!r} of checkpoint {self.seq} was replaced when purge({purged.path!r}) ran at "
+                f"{purged.at}: refresh() or open the store again"
+            )
         if not await self.source.exists(checkpoint_name(self.seq)):
             return StateCollected(f"Checkpoint {self.seq} was removed by gc(); open the store again")
         return CorruptStore(f"Part {name!r} of checkpoint {self.seq} is missing")
