@@ -67,13 +67,16 @@ def hostile(kind: str, members: list[tuple[str, bytes]], manifest: dict) -> tupl
     entries = [regular(n, d) for n, d in members]
     evil = b"owned"
     limits: dict = {}
-    if kind in ("absolute_path", "parent_path", "unknown_member", "unsafe_path"):
+    if kind in ("absolute_path", "parent_path", "unknown_member", "unsafe_path", "file_over_journal_file"):
         name = {
             "absolute_path": "/etc/evil",
             "parent_path": "store/../../evil",
             "unknown_member": "elsewhere/evil",
             "unsafe_path": "store/a//b",
+            "file_over_journal_file": "journal/head.json/evil",
         }[kind]
+        if kind == "file_over_journal_file":
+            kind = "unknown_member"
         entries.append(regular(name, evil))
         listed(manifest, name, evil)
     elif kind in ("symlink", "hardlink"):
@@ -112,8 +115,8 @@ def hostile(kind: str, members: list[tuple[str, bytes]], manifest: dict) -> tupl
 CLASHES = {
     "file_over_file": "store/notes/a.md/evil.md",
     "file_over_directory": "store/notes",
-    "file_over_journal_file": "journal/head.json/evil",
 }
+#: journal objects no kind of the data map names (`_data_map`): a file over a journal file is one of them
 KINDS = [
     "absolute_path",
     "parent_path",
@@ -132,6 +135,7 @@ KINDS = [
     "total_too_large",
     "unknown_format",
     "no_manifest",
+    "file_over_journal_file",
     *CLASHES,
 ]
 #: the ones also run on S3, with the archive in the bucket

@@ -20,6 +20,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from ._data_map import journal_kind
 from ._errors import InvalidPath, UnsafeArchive, UnsafeStoreContent
 from ._layout import JOURNAL_DIR, Kind, classify
 
@@ -81,6 +82,9 @@ def _checked(member: str, name: str, in_journal: bool) -> str:
             classify(name)
     except (UnsafeStoreContent, InvalidPath) as exc:
         raise UnsafeArchive(f"Archive member {member!r} names an unsafe object: {exc}", reason="unsafe_path") from exc
+    if in_journal and journal_kind(name) is None:
+        # an object no kind of the data map names would sit where purge, gc and deletion never look
+        raise UnsafeArchive(f"Archive member {member!r} is no kind of journal object", reason="unknown_member")
     return name
 
 

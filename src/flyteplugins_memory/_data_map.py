@@ -374,7 +374,7 @@ OBJECTS: tuple[ObjectKind, ...] = (
         read_only="settings travel inside it",
         scopes="n/a (a whole store)",
         delete_store="not reached (the caller's copy)",
-        export="written by export()",
+        export="written by export(); import_store refuses a journal member no kind of this map names",
     ),
 )
 
