@@ -5,6 +5,8 @@ that records since `c` changed: it loads those parts, applies the changes, cuts 
 and uploads the new parts, content-addressed and immutable, before the checkpoint object that names them.
 Every other part is referenced again and not rewritten. So checkpoint bytes follow what changed since the
 last checkpoint (at most one part per changed path, plus the list of references), not the store's size.
+The one exception is bounded: an index of several parts that fits one part (`_parts.fits_one`: parts an
+older version cut smaller, or a store that shrank) is rewritten as one part, at most `PART_MAX_BYTES`.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from ._errors import CorruptStore
 from ._index import LOAD_BATCH, CheckpointFiles, load_part
 from ._journal import PARTITIONED_FORMAT, Checkpoint, apply_files, encode
 from ._layout import part_name
-from ._parts import Entries, Rewrite, assign, chunk, index_bytes, rewrite_run, runs, spliced
+from ._parts import Entries, Rewrite, assign, chunk, fits_one, index_bytes, rewrite_run, runs, spliced
 from ._state import State
 
 
@@ -61,7 +63,7 @@ async def _rewritten_parts(remote: ObjectStorage, state: State) -> tuple[list[Pa
     """The parts after the changes since the checkpoint: changed runs rewritten, the rest referenced again."""
     base = state.files.base
     groups = assign(base.refs, state.files.changes)
-    affected = set(groups)
+    affected = set(range(len(base.refs))) if fits_one(base.refs) else set(groups)
     while True:
         await base.load(affected)
         rewrites = [rewrite_run(run, base.loaded, _changes_of(run, groups)) for run in runs(affected)]

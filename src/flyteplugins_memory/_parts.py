@@ -1,11 +1,14 @@
 """Pure: how a checkpoint's file index is cut into parts, and which parts a new checkpoint rewrites.
 
-A part is a sorted run of file entries of about `PART_TARGET_BYTES` (a few hundred files). A new
-checkpoint rewrites only the parts whose range holds a path changed since the previous checkpoint (a path
-between two ranges belongs to the part before it); the others are referenced again, byte for byte. A
-rewritten run is split when it grows past `PART_MAX_BYTES` and merged with a neighbour when it shrinks
-below `PART_MIN_BYTES`. An index of at most `INLINE_MAX_BYTES` stays inline in the checkpoint (format 1,
-which every earlier version reads).
+A part is a sorted run of file entries of at most about `PART_MAX_BYTES` (1 MiB: about 4,500 files), so
+a store of a few thousand files has one part and a listing of it is one read, while the checkpoint of a
+100,000-file store names about 30 parts (a few KiB of references). A new checkpoint rewrites only the parts
+whose range holds a path changed since the previous checkpoint (a path between two ranges belongs to the
+part before it); the others are referenced again, byte for byte. A rewritten run is split into pieces of
+about `PART_TARGET_BYTES` when it grows past `PART_MAX_BYTES`, and merged with a neighbour when it shrinks
+below `PART_MIN_BYTES`; an index of several parts that fits one part is cut again as one (`fits_one`: parts
+of an older, smaller size converge at the next checkpoint). An index of at most `INLINE_MAX_BYTES` stays
+inline in the checkpoint (format 1, which every earlier version reads). Readers take parts of any size.
 """
 
 from __future__ import annotations
@@ -19,12 +22,13 @@ from dataclasses import dataclass
 from ._entries import FileEntry, PartRef
 
 #: A rewritten part is cut into pieces of about this size ...
-PART_TARGET_BYTES = 32 * 1024
-#: ... when it grows past this; ...
-PART_MAX_BYTES = 64 * 1024
+PART_TARGET_BYTES = 768 * 1024
+#: ... when it grows past this (and an index up to this size is one part); ...
+PART_MAX_BYTES = 1024 * 1024
 #: ... and merged with a neighbour below this.
-PART_MIN_BYTES = 8 * 1024
-#: A file index this small stays inline in the checkpoint (readable by versions before 0.4).
+PART_MIN_BYTES = 128 * 1024
+#: A file index this small stays inline in the checkpoint (readable by versions before 0.4): an open reads
+#: it whole, so it stays small; a larger index is read only when something looks at files.
 INLINE_MAX_BYTES = 64 * 1024
 
 Entries = list[tuple[str, FileEntry]]
@@ -37,6 +41,12 @@ def entry_bytes(path: str, entry: FileEntry) -> int:
 
 def index_bytes(entries: Mapping[str, FileEntry]) -> int:
     return sum(entry_bytes(p, e) for p, e in entries.items())
+
+
+def fits_one(refs: list[PartRef]) -> bool:
+    """Whether an index of several parts (of an older, smaller size, or one that shrank) fits one part: the
+    next checkpoint then rewrites it as one, at most `PART_MAX_BYTES` read and written once."""
+    return len(refs) > 1 and sum(ref.bytes for ref in refs) <= PART_MAX_BYTES
 
 
 def owner(firsts: list[str], path: str) -> int:

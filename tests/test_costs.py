@@ -1,0 +1,220 @@
+"""What opening, listing and saving cost in storage requests (counts and bytes, never times), on local disk
+and moto S3: an open plus a full listing of a 1,000-file store is 4 requests (its index is one part), a
+100,000-file store opens in at most 5 requests and 1 MiB read, and the first one-file save after a bulk save
+is at most 6 requests.
+
+Every storage operation of ours goes through `RemoteStore`; the `costs` fixture wraps it and counts one
+request per object touched (a listing is one), and the bytes of what reads return.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import hashlib
+import json
+import uuid
+from dataclasses import dataclass, field
+
+import pytest
+
+from flyteplugins_memory import MemoryStore, _parts
+from flyteplugins_memory._layout import HEAD_NAME, checkpoint_name
+
+KIB = 1024
+MIB = 1024 * KIB
+
+
+@dataclass
+class Costs:
+    """The object operations the store asked of storage: (kind, name, bytes read)."""
+
+    ops: list[tuple[str, str, int]] = field(default_factory=list)
+
+    def reset(self) -> None:
+        self.ops.clear()
+
+    @property
+    def requests(self) -> int:
+        return len(self.ops)
+
+    @property
+    def read_bytes(self) -> int:
+        return sum(n for _, _, n in self.ops)
+
+    def names(self, kind: str | None = None) -> list[str]:
+        return [name for k, name, _ in self.ops if kind is None or k == kind]
+
+    def parts_read(self) -> list[str]:
+        return [n for n in self.names("get") if "/parts/" in n]
+
+
+_inside_bulk = contextvars.ContextVar("inside_bulk", default=False)
+
+
+@pytest.fixture
+def costs(monkeypatch) -> Costs:
+    from flyteplugins_memory._storage import RemoteStore
+
+    counter = Costs()
+
+    def wrap(method: str, kind: str, names_of, bulk: bool = False):
+        original = getattr(RemoteStore, method)
+
+        async def counted(self, *args, **kwargs):
+            nested = _inside_bulk.get()
+            token = _inside_bulk.set(True) if bulk else None
+            try:
+                result = await original(self, *args, **kwargs)
+            finally:
+                if token is not None:
+                    _inside_bulk.reset(token)
+            if not nested:
+                names = names_of(*args, **kwargs)
+                if kind == "get":
+                    found = result if isinstance(result, dict) else {names[0]: result}
+                    counter.ops += [(kind, n, len(found.get(n) or b"")) for n in names]
+                else:
+                    counter.ops += [(kind, n, 0) for n in names]
+            return result
+
+        monkeypatch.setattr(RemoteStore, method, counted)
+
+    wrap("read", "get", lambda name: [name])
+    wrap("read_many", "get", list)
+    wrap("write_many", "put", list)
+    wrap("create_exclusive", "put", lambda name, data: [name], bulk=True)
+    wrap("create_many", "put", list, bulk=True)
+    wrap("exists", "head", lambda name: [name])
+    wrap("stat", "list", lambda under="": [under])
+    wrap("remove_many", "delete", list, bulk=True)
+    wrap("remove_all", "delete", list, bulk=True)
+    return counter
+
+
+@pytest.fixture(params=["local_backend", "s3_backend"])
+def disk_or_s3(request):
+    return request.getfixturevalue(request.param)
+
+
+def journal_json(backend, key: str, name: str) -> dict:
+    backend.fs.invalidate_cache()
+    return json.loads(backend.journal(key)[name])
+
+
+def bulk_saved(key: str, count: int) -> MemoryStore:
+    """A store of `count` new 1 KiB-ish files written by one save (which folds them into checkpoint 2)."""
+    store = MemoryStore.create(key=key)
+    for i in range(count):
+        store.write_text(f"files/{i:05d}.txt", f"content {i} " * 80)
+    store.save()
+    return store
+
+
+# -- part sizes ----------------------------------------------------------------------------------------------
+
+
+def test_parts_are_sized_by_bytes_about_one_mib():
+    assert _parts.INLINE_MAX_BYTES == 64 * KIB  # what an open reads of the index, at most
+    assert _parts.PART_MAX_BYTES == 1 * MIB
+    assert _parts.PART_MIN_BYTES < _parts.PART_TARGET_BYTES < _parts.PART_MAX_BYTES
+
+
+def test_open_and_full_listing_of_a_1000_file_store_is_4_requests(disk_or_s3, key, costs):
+    bulk_saved(key, 1000)
+    checkpoint = journal_json(disk_or_s3, key, checkpoint_name(2))
+    assert checkpoint["format"] == 2 and len(checkpoint["parts"]) == 1  # one part of about 250 KiB
+    assert journal_json(disk_or_s3, key, HEAD_NAME)["seq"] == 2
+
+    costs.reset()
+    store = MemoryStore.get_or_create(key=key)
+    opened = costs.names()
+    assert len(store.list_paths()) == 1000
+    # the head hint, checkpoint 2, one probe past it; then the one part
+    assert costs.requests == 4 and len(opened) == 3 and len(costs.parts_read()) == 1, costs.ops
+    assert costs.read_bytes < 400 * KIB
+
+    store.write_text("notes/one.txt", "one more")  # a commit past the checkpoint: the open reads its record too
+    store.save()
+    costs.reset()
+    assert len(MemoryStore.get_or_create(key=key).list_paths()) == 1001
+    assert costs.requests == 5 and len(costs.parts_read()) == 1, costs.ops
+
+
+def test_a_store_of_small_parts_an_older_version_cut_becomes_one_part_at_its_next_checkpoint(
+    local_backend, key, monkeypatch, costs
+):
+    with monkeypatch.context() as older:  # the 32 KiB parts of version 0.4
+        older.setattr(_parts, "PART_TARGET_BYTES", 32 * KIB)
+        older.setattr(_parts, "PART_MAX_BYTES", 64 * KIB)
+        older.setattr(_parts, "PART_MIN_BYTES", 8 * KIB)
+        bulk_saved(key, 1000)
+    old_refs = journal_json(local_backend, key, checkpoint_name(2))["parts"]
+    assert len(old_refs) > 5
+
+    costs.reset()
+    store = MemoryStore.get_or_create(key=key)  # parts of the old size still load
+    assert len(store.list_paths()) == 1000 and len(costs.parts_read()) == len(old_refs)
+    store.write_text("files/00500.txt", "changed")
+    store.save()
+    store.compact()
+    refs = journal_json(local_backend, key, checkpoint_name(3))["parts"]
+    assert len(refs) == 1 and refs[0]["count"] == 1000
+    costs.reset()
+    fresh = MemoryStore.get_or_create(key=key)
+    assert len(fresh.list_paths()) == 1000 and fresh.read_text("files/00500.txt") == "changed"
+    assert len(costs.parts_read()) == 1, costs.ops
+
+
+# -- a large store, built directly ---------------------------------------------------------------------------
+
+
+def seeded_directly(key: str, count: int) -> None:
+    """A store of `count` files built in-process with the store's own code, as `benchmarks/scale_bench.py`
+    does (saving them through `save()` takes minutes): its first commits, then one adding `count` files of
+    one content (one blob), folded into a checkpoint by the function saves use (parts, checkpoint, head)."""
+    store = MemoryStore.create(key=key)
+    store.append({"role": "user", "content": "hello"})
+    store.save()
+    asyncio.run(_commit_files(store.remote_path or "", count))
+
+
+async def _commit_files(remote_path: str, count: int) -> None:
+    from flyteplugins_memory._commit import checkpoint
+    from flyteplugins_memory._journal import FileEntry, encode
+    from flyteplugins_memory._layout import blob_name, log_name
+    from flyteplugins_memory._merge import Changes, rebase
+    from flyteplugins_memory._open import latest_state
+    from flyteplugins_memory._storage import RemoteStore
+
+    payload = b"x" * 1024
+    remote = RemoteStore(remote_path)
+    base = await latest_state(remote)
+    assert base is not None
+    sha = hashlib.sha256(payload).hexdigest()
+    entry = FileEntry(sha256=sha, bytes=len(payload), updated_at="2026-01-01T00:00:00Z", updated_by="seed")
+    changes = Changes(files={f"files/{i:06d}.txt": entry for i in range(count)})
+    await remote.write_many({blob_name(sha): payload})
+    state = rebase(base, base, changes, base.messages, uuid.uuid4().hex)
+    assert await remote.create_exclusive(log_name(state.seq), encode(state.record()))
+    await checkpoint(remote, state)
+
+
+@pytest.mark.parametrize("count", [10_000, pytest.param(100_000, marks=pytest.mark.slow)])
+def test_a_large_store_opens_in_at_most_5_requests_and_1_mib(disk_or_s3, key, costs, count):
+    seeded_directly(key, count)
+    head = journal_json(disk_or_s3, key, HEAD_NAME)
+    assert head["seq"] == head["checkpoint"]
+    refs = journal_json(disk_or_s3, key, checkpoint_name(head["seq"]))["parts"]
+    assert sum(r["count"] for r in refs) == count
+    assert all(r["bytes"] <= _parts.PART_MAX_BYTES for r in refs)
+    assert len(refs) <= count // 2000  # pieces of about 768 KiB (3,000-odd files each)
+
+    costs.reset()
+    store = MemoryStore.get_or_create(key=key)
+    assert store.messages == [{"role": "user", "content": "hello"}]
+    assert costs.requests <= 5 and costs.read_bytes <= MIB and costs.parts_read() == [], costs.ops
+    assert costs.requests == 3  # the head hint, the checkpoint (its part references), one probe
+    costs.reset()
+    assert store.exists(f"files/{count // 2:06d}.txt")
+    assert len(costs.parts_read()) == 1 and costs.read_bytes <= MIB, costs.ops
