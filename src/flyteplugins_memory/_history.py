@@ -20,17 +20,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from . import _versions
+from . import _gc, _versions
 from ._commit_log import Commit, PathChange, read_path_change, read_path_changes
 from ._contents import fetch_contents
 from ._contract import ObjectStorage
-from ._errors import ContentPurged, CorruptStore, InvalidArgument, StateCollected, VersionNotFound
+from ._errors import ContentPurged, CorruptStore, InvalidArgument, StateCollected, VersionExpired, VersionNotFound
 from ._inventory import take_inventory
 from ._journal import FileEntry
 from ._layout import versions_dir_name
-from ._metadata import Scalar, from_ext
+from ._metadata import EXT_KEY, Scalar, from_ext
 from ._open import latest_state
 from ._state import State
+from ._ttl import is_expired
 
 #: A journal version id: ``c`` and the commit's seq (no sign, no leading zeros: one id per version).
 _JOURNAL_ID = re.compile(r"c(0|[1-9][0-9]{0,17})")
@@ -53,6 +54,8 @@ class HistoryEntry:
         size: Its content's size in bytes (0 for a deletion).
         deleted: Whether this version is the path's deletion.
         commit: The commit that made it (a journal version), else None.
+        expired: Whether it was written with a ttl that has run out: listed (it happened) but its content
+            is readable no more (`VersionExpired`).
     """
 
     version_id: str
@@ -63,14 +66,18 @@ class HistoryEntry:
     size: int
     deleted: bool
     commit: int | None = None
+    expired: bool = False
 
 
 @dataclass(frozen=True)
 class Version:
-    """What a version holds: its bytes (None for a deletion) and the file metadata written with it."""
+    """What a version holds: its bytes (None for a deletion), the file metadata written with it, and its
+    entry's other extensions (a ttl's ``expires_at``: a restore keeps it, so restored content still goes
+    when it was due to)."""
 
     data: bytes | None
     metadata: Mapping[str, Scalar] = field(default_factory=dict)
+    ext: Mapping[str, object] = field(default_factory=dict)
 
 
 def journal_id(seq: int) -> str:
@@ -119,7 +126,8 @@ def _from_change(change: PathChange, path: str) -> HistoryEntry:
     deleted = entry is None or path in commit.deleted
     sha, size = ("", 0) if deleted or entry is None else (entry.sha256, entry.bytes)
     who = (commit.actor, commit.reason)
-    return HistoryEntry(journal_id(commit.seq), sha, commit.time, *who, size, deleted, commit.seq)
+    expired = not deleted and is_expired(entry, _gc.clock())
+    return HistoryEntry(journal_id(commit.seq), sha, commit.time, *who, size, deleted, commit.seq, expired)
 
 
 async def _older_snapshots(remote: ObjectStorage, path: str, changes: list[PathChange]) -> list[HistoryEntry]:
@@ -201,7 +209,11 @@ async def version_content(
         )
     if change.entry is None:
         return Version(None)
-    return Version(await _blob(remote, known, path, change.entry, str(version_id)), from_ext(change.entry.ext, path))
+    entry = change.entry
+    if is_expired(entry, _gc.clock()):
+        raise VersionExpired(f"Version {version_id} of {path!r} was written with a ttl that has run out")
+    kept = {k: v for k, v in entry.ext.items() if k != EXT_KEY}
+    return Version(await _blob(remote, known, path, entry, str(version_id)), from_ext(entry.ext, path), kept)
 
 
 async def _blob(remote: ObjectStorage | None, known: State, path: str, entry: FileEntry, version_id: str) -> bytes:

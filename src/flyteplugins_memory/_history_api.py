@@ -57,8 +57,9 @@ class HistoryAPI:
         file metadata, as a new audited write saved by ``save()`` (history is never rewritten). Restoring
         a deleted path brings it back; restoring a deletion deletes the path (None is returned then).
         Refused in read-only prefixes (`ReadOnlyPath`); `expected_sha` as in `write_text`;
-        `VersionNotFound` for an unknown id or content no longer stored. `reason` defaults to
-        ``"restore <version_id>"``."""
+        `VersionNotFound` for an unknown id or content no longer stored, `VersionExpired` for a version
+        written with a ttl that has run out. A version whose ttl has not run out yet comes back with it:
+        it still expires when it was due to. `reason` defaults to ``"restore <version_id>"``."""
         rel = self._admission.admit(path, Access.WRITE)
         check_not_segment(rel)
         version = await self._version(rel, version_id)
@@ -66,7 +67,7 @@ class HistoryAPI:
         if version.data is None:
             await self._session.delete(self, rel, options)
             return None
-        return await self._session.write(self, rel, version.data, options)
+        return await self._session.write(self, rel, version.data, options, dict(version.ext) or None)
 
     @syncify
     async def diff(self, path: str, a: str, b: str | None = None) -> str:

@@ -31,7 +31,7 @@ from ._mirror import RootWriter, cache_committed, forget, record_change
 from ._paths import parent_dirs
 from ._state import State
 from ._ttl import AUDIT_OP as EXPIRED_OP
-from ._ttl import EXPIRED_REASON, is_expired
+from ._ttl import EXPIRED_REASON, EXPIRES_AT, is_expired
 from ._workdir import WorkDir
 from ._writes import ChangeOptions, WritePlan, plan_delete, plan_write_off_loop
 
@@ -172,12 +172,14 @@ class View:
         self, rel: str, content: str | bytes, options: ChangeOptions, ext: dict[str, Any] | None = None
     ) -> MemoryMeta:
         """Plan and record one write (text, or binary content as it is; `ext`: extensions of its file
-        entry); callers hold `lock`."""
+        entry); callers hold `lock`. A write with an expiry takes no ``versions/`` snapshot."""
         if not self.private:
             await self.check_inside_root(rel)
         await self.need([rel])
         now = _gc.clock()
         in_the_way = self._check_fits_tree(rel, now)
+        if ext and EXPIRES_AT in ext:  # no ``versions/`` snapshot: it would outlive the ttl (docs/decisions.md)
+            options = dataclasses.replace(options, keep_versions=False)
         plan = await plan_write_off_loop(self.entry(rel), rel, content, options, self.versions)
         if ext and plan.record is not None:
             plan = dataclasses.replace(plan, record=plan.record.model_copy(update={"ext": {**plan.record.ext, **ext}}))
