@@ -86,6 +86,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "_export_state",
             "_gc",
             "_purge",
+            "_redact",
             "_audit",
             "_versions",
             "_commit",

@@ -14,12 +14,13 @@ from typing import Any
 from . import _gc
 from ._admission import Access, PathAdmission
 from ._arguments import check_flag, check_window
+from ._commit_info import check_note
 from ._expiry import expire_files
 from ._gc import GcResult, collect, set_window
 from ._layout import versions_dir_name
 from ._mirror import remove_tree
 from ._open import latest_state
-from ._purge import PurgeResult, purge_stored
+from ._purge import PurgeResult, purge_change, purge_stored
 from ._session import Session
 from ._syncify import syncify
 
@@ -68,19 +69,25 @@ class MaintenanceAPI:
 
     @syncify
     async def purge(self, rel_path: str, *, actor: str = "agent", reason: str = "") -> PurgeResult:
-        """Delete `rel_path` (an audited commit, like `delete` + `save`; other unsaved changes of this
-        handle are saved with it) and remove every stored copy of its past and present content now: its
-        journal blobs, version snapshots, and upstream's file and sidecar. Content that another live path
-        holds stays for that path. Handles that still name the content get `ContentPurged`.
+        """Delete `rel_path` and remove every stored copy of its past and present content and labels now:
+        its journal blobs, version snapshots, search index segments, upstream's file and sidecar, and its
+        labels and proposals' text from every stored commit record and checkpoint (rewritten in place).
+        Content that another live path holds stays for that path. Handles that still name the content get
+        `ContentPurged`.
+
+        The handle's unsaved changes are saved first; then the purge commits on its own (commit kind
+        ``purge``, audit op ``purge`` with `actor` and `reason`, whatever the handle's ``audit`` setting;
+        a draft proposal of the path is discarded), also for a path deleted long ago.
         """
         rel = self._admission.admit(rel_path, Access.DELETE)
-        deleted = await self.delete.aio(rel, actor=actor, reason=reason)
-        await self.save.aio(actor=actor, reason=reason or f"purge {rel}")
+        check_note("actor", actor)
+        check_note("reason", reason)
         session = self._session
+        change = lambda view: purge_change(view, rel, actor, reason)  # noqa: E731
+        _, commit = await session.purge_commit(self, change, actor=actor, reason=reason or f"purge {rel}")
         async with session.lock:
             remote, view = session.remote(), session.view
             newest = await latest_state(remote, view.base) or view.base  # what other paths hold now stays theirs
-            commit = view.base.seq if deleted else None
             result = await purge_stored(remote, rel, newest, actor=actor, reason=reason, commit=commit)
             session.search.reset()  # it may hold segments the purge removed
             # the working root held this handle's snapshots of the path: gone too (the delete removed

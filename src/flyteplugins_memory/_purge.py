@@ -1,15 +1,22 @@
-"""purge(path): remove every stored copy of a path's past and present content, now (for redaction).
+"""purge(path): remove every stored copy of a path's past and present content and labels, now (redaction).
 
-The facade first deletes the path and saves (an audited commit like any delete). Then this module finds
-every content hash the path ever held that storage still knows of (every commit record and checkpoint
-still stored, in this journal and in an old one a moved store left behind, and the path's version
-snapshots), and removes, for each hash that no live path holds now: its journal blobs, every version
-snapshot with that content (of any path), every search index segment that holds a doc of that content
-(the index keeps a file's words and first lines; records only name segments, so a state whose segment is
-gone reads as "index data missing" and search indexes those files again), and upstream's file and
-sidecar at the path. A purge marker per
-hash is written first, so a handle that still names the content gets `ContentPurged`, not `CorruptStore`.
-Bytes that another live path holds stay: they are that path's content.
+First a purge commit (`purge_change`, committed on its own by `Session.purge_commit`, kind ``purge``): the
+path deleted, its proposals redacted (a draft discarded), and an audit event of op ``purge`` naming the
+path, the content it held, who and why (whatever the handle's ``audit`` setting). Every purge commits,
+even of a path deleted long ago: a stale handle's next save then finds its slot taken and rebases onto
+the newest record, read from storage, so nothing it still holds in memory is committed again.
+
+Then this module finds every content hash the path ever held that storage still knows of (every commit
+record and checkpoint still stored, in this journal and in an old one a moved store left behind, and the
+path's version snapshots), and removes, for each hash that no live path holds now: its journal blobs and
+every version snapshot with that content (of any path). It rewrites in place every stored record and
+checkpoint that holds the path's labels or its proposals' text (`_redact`), cutting again the index parts
+that held its entry; it removes every search index segment that holds a doc of any of the path's
+contents (the index keeps a file's words, first lines and labels; records only name segments, so a state
+whose segment is gone reads as "index data missing" and search indexes those files again), and upstream's
+file and sidecar at the path. A purge marker per removed hash (and per replaced part) is written first,
+so a handle that still names the content gets `ContentPurged`, not `CorruptStore`. Bytes that another
+live path holds stay: they are that path's content.
 
 Cost: it reads every commit record and checkpoint still stored, O(stored history); run gc() first to
 bound that. Orphan blobs of saves that died before their commit point name no path; gc() removes them
@@ -18,10 +25,10 @@ once they are older than its window (``gc(window=timedelta(0))`` right after a p
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from ._codecs import utc_timestamp
+from ._codecs import utc_timestamp, write_event
 from ._contract import ObjectStorage
 from ._index import CheckpointFiles
 from ._journal import Checkpoint, CommitRecord, FileEntry
@@ -37,19 +44,25 @@ from ._layout import (
 )
 from ._markers import Purged, encode_marker, purge_marker_name
 from ._offload import parse_off_loop
+from ._proposals import EXT_MAP as PROPOSALS
+from ._redact import Redaction, read_all, redact_proposal, retire_parts, rewrite_journal
 from ._relocate import old_view
 from ._retention import Inventory
 from ._state import State
+from ._writes import ChangeOptions
 
-#: Journal objects read at once while looking for the path's hashes.
-READ_BATCH = 64
+if TYPE_CHECKING:
+    from ._view import View
+
+#: The audit op of a purge (upstream's fields, op ``purge``: an auditor tells a redaction from a delete).
+PURGE_OP = "purge"
 
 
 @dataclass(frozen=True)
 class PurgeResult:
-    """What one purge() removed: objects and their bytes, the content hashes now gone from storage, the
-    hashes kept because another live path holds them, and the commit that deleted the path (None if it
-    had no live file)."""
+    """What one purge() removed: objects and their bytes (records and checkpoints rewritten count too),
+    the content hashes now gone from storage, the hashes kept because another live path holds them, and
+    the purge's own commit (every purge commits: see the module docstring)."""
 
     path: str
     objects: int
@@ -59,18 +72,47 @@ class PurgeResult:
     commit: int | None
 
 
+async def purge_change(view: View, rel: str, actor: str, reason: str) -> bool:
+    """The change a purge commits, made on a clean working copy: `rel` deleted (no version tombstone, no
+    delete event), its proposals redacted (a draft discarded: its text must go), and one audit event of op
+    ``purge``. Returns whether `rel` was a live file."""
+    await view.need([rel])
+    current = view.entry(rel)
+    deleted = await view.delete(rel, ChangeOptions(actor, reason, None, False, False))
+    now = utc_timestamp()
+    old_sha = current.sha256 if current is not None and deleted else ""
+    event = write_event(
+        op=PURGE_OP, path=rel, old_sha=old_sha, new_sha="", actor=actor, reason=reason, ts=now, version_file=""
+    )
+    view.changes.audit.append(event)
+    found = view.base.ext.get(PROPOSALS)
+    for proposal_id, raw in (found if isinstance(found, dict) else {}).items():
+        if not isinstance(raw, dict) or raw.get("path") != rel:
+            continue
+        redacted: dict[str, Any] = redact_proposal(raw)
+        if raw.get("status") == "draft":
+            decision = {"decided_at": now, "decided_by": actor, "decision_reason": reason or "purged"}
+            redacted = {**redacted, "status": "discarded", **decision}
+        if redacted != raw:
+            view.changes.entries[(PROPOSALS, proposal_id)] = redacted
+    return deleted
+
+
 async def purge_stored(
     remote: ObjectStorage, rel: str, newest: State, *, actor: str, reason: str, commit: int | None
 ) -> PurgeResult:
-    """Remove every stored copy of `rel`'s content that no live path of `newest` holds."""
+    """Remove every stored copy of `rel`'s content that no live path of `newest` holds, and its labels
+    and proposals' text from every stored record and checkpoint (`_redact`). Runs after the purge commit."""
     newest.check_can_write("purge", remote.uri)
     journals = [remote, old_view(remote)] if remote.journal_moved else [remote]
     held: set[str] = set()
     blobs: list[dict[str, int]] = []
     segments: list[dict[str, int]] = []
+    inventories: list[Inventory] = []
     for journal in journals:
         hashes, inventory = await _hashes_in_journal(journal, rel)
         held |= hashes
+        inventories.append(inventory)
         blobs.append({blob_name(s): f.size for s, f in inventory.blobs.items()})
         segments.append({search_segment_name(s): f.size for s, f in inventory.search.items()})
     versions = await remote.list(under=VERSIONS_DIR)
@@ -84,13 +126,21 @@ async def purge_stored(
         for s in gone
     }
     await remote.write_many(marker)  # first: readers that miss the content learn why
+    objects, size = 0, 0
+    redaction = Redaction(path=rel, actor=actor, reason=reason)
+    for journal, inventory in zip(journals, inventories, strict=True):
+        rewritten = await rewrite_journal(journal, inventory, redaction)
+        retired, retired_bytes = await retire_parts(journal, rewritten, rel, actor, reason)
+        objects, size = objects + rewritten.objects + retired, size + rewritten.bytes + retired_bytes
     doomed = {n: versions[n] for n in versions if n in own_versions or _version_sha(n) in gone}
     if rel not in newest.files:
         doomed.update(await _sizes(remote, [rel, sidecar_name(rel)]))
-    objects, size = await _remove(remote, doomed)
+    more, extra = await _remove(remote, doomed)
+    objects, size = objects + more, size + extra
     for journal, stored, indexed in zip(journals, blobs, segments, strict=True):
         copies = {n: stored[n] for s in gone if (n := blob_name(s)) in stored}
-        copies.update(await _segments_holding(journal, indexed, gone))
+        # a segment holding a doc of any content the path held: the doc carries the path's labels too
+        copies.update(await _segments_holding(journal, indexed, sorted(held)))
         more, extra = await _remove(journal, copies)
         objects, size = objects + more, size + extra
     return PurgeResult(rel, objects, size, tuple(gone), tuple(sorted(held & live)), commit)
@@ -102,7 +152,7 @@ async def _hashes_in_journal(journal: ObjectStorage, rel: str) -> tuple[set[str]
     records = [log_name(s) for s in inventory.live_records(max(inventory.records, default=0))]
     checkpoints = [checkpoint_name(s) for s in inventory.checkpoints]
     found: set[str] = set()
-    for name, data in await _read_all(journal, records + checkpoints):
+    for name, data in await read_all(journal, records + checkpoints):
         model = CommitRecord if name.startswith(f"{JOURNAL_DIR}/log/") else Checkpoint
         try:
             parsed = await parse_off_loop(model, data, name)
@@ -125,13 +175,6 @@ async def _in_checkpoint(journal: ObjectStorage, checkpoint: Checkpoint, rel: st
     return index.lookup(rel)
 
 
-async def _read_all(journal: ObjectStorage, names: list[str]) -> Iterable[tuple[str, bytes]]:
-    out: list[tuple[str, bytes]] = []
-    for start in range(0, len(names), READ_BATCH):
-        out += list((await journal.read_many(names[start : start + READ_BATCH])).items())
-    return out
-
-
 async def _segments_holding(journal: ObjectStorage, segments: dict[str, int], shas: list[str]) -> dict[str, int]:
     """Those of the search index `segments` (name: size) that name any of `shas`: a doc of that content.
     A plain byte search: a sha that only shows up as a word of some text removes a segment too, which
@@ -139,7 +182,7 @@ async def _segments_holding(journal: ObjectStorage, segments: dict[str, int], sh
     needles = [s.encode() for s in shas]
     if not needles:
         return {}
-    found = await _read_all(journal, sorted(segments))
+    found = await read_all(journal, sorted(segments))
     return {name: segments[name] for name, data in found if any(n in data for n in needles)}
 
 

@@ -360,6 +360,7 @@ class Session(SpecialCommits):
         fold: Fold | None = None,
         event: dict[str, Any] | None = None,
         decision: bool = False,
+        kind: str | None = None,
     ) -> None:
         view = self.view
         await self._repair_projections()
@@ -382,7 +383,7 @@ class Session(SpecialCommits):
             actor=actor,
             reason=reason,
             search_repairs=self.search.repairs_for(view.base),
-            kind="save" if settings is None else "settings",
+            kind=kind or ("save" if settings is None else "settings"),
             trusted=trusted,
             fold=fold,
             decision=decision,

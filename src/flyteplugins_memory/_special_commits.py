@@ -84,6 +84,31 @@ class SpecialCommits:
                 raise
             return result
 
+    async def purge_commit(
+        self,
+        holder: TranscriptHolder,
+        change: Callable[[View], Awaitable[T]],
+        *,
+        actor: str,
+        reason: str,
+    ) -> tuple[T, int]:
+        """A purge's commit (`_purge`): commit the handle's unsaved changes, move to the newest commit, make
+        `change` on the clean working copy (the path deleted, its proposals redacted, the ``purge`` audit
+        event) and commit it on its own, as commit kind ``purge``. Returns what `change` returned and the
+        commit. If that commit fails, its changes are forgotten."""
+        async with self.lock:
+            await self._ensure_loaded(holder)
+            await self._settle(holder)
+            await self._save_pending(holder, actor=None, reason=None)
+            await self._refresh(holder)
+            result = await change(self.view)
+            try:
+                await self._commit(holder, actor=actor, reason=reason, decision=True, kind="purge")
+            except BaseException:
+                await self.view.forget_unsaved()
+                raise
+            return result, self.view.base.seq
+
     async def save_fold(
         self,
         holder: TranscriptHolder,

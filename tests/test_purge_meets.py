@@ -1,0 +1,282 @@
+"""Issue 23, purge where it meets other features: proposals (defect 1), labels (defect 2), the audit
+(defect 10), and what a purge leaves to the read paths (at, history, log, search, report, restore) and to a
+stale handle's next save. Every check scans storage itself: every object under the storage root (the store
+prefix and the journal beside it) and, member by member, every export archive made after the purge."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+
+import pytest
+
+from flyteplugins_memory import ContentPurged, MemoryStore, VersionNotFound
+from flyteplugins_memory._layout import part_name
+from flyteplugins_memory._location import storage_root
+from flyteplugins_memory.testing._kit import objects_under
+
+SECRET = "sk-live-PROPOSED-9c2e-MUST-GO"
+SSN = "078-05-1120-SSN-LABEL"
+OTHER = "harmless-other-content"
+
+
+@pytest.fixture(params=["local_backend", "s3_backend"])
+def where(request):
+    """Local disk, then moto S3."""
+    return request.getfixturevalue(request.param)
+
+
+def _root(backend) -> str:
+    return backend.fs._strip_protocol(storage_root(backend.raw_data_path)).rstrip("/")
+
+
+def everything(backend) -> dict[str, bytes]:
+    """Every object under the storage root (stores, journals, archives), each archive's members too."""
+    found: dict[str, bytes] = {}
+    for name, data in objects_under(backend.fs, _root(backend)).items():
+        found[name] = data
+        if name.endswith(".tar.gz"):
+            with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
+                for member in archive.getmembers():
+                    if member.isfile():
+                        extracted = archive.extractfile(member)
+                        found[f"{name}!{member.name}"] = extracted.read() if extracted else b""
+    return found
+
+
+def holding(backend, *needles: str) -> list[str]:
+    """The objects (and archive members) whose bytes hold any of `needles`."""
+    encoded = [n.encode() for n in needles]
+    return sorted(name for name, data in everything(backend).items() if any(n in data for n in encoded))
+
+
+def export_to(backend, store: MemoryStore, name: str) -> None:
+    store.export(f"{backend.raw_data_path}/exports/{name}.tar.gz")
+
+
+def _proposal_then_accept(store: MemoryStore, path: str) -> str:
+    proposal = store.propose(path, SECRET, reason="suggested", metadata={"ssn": SSN})
+    store.save()
+    store.write_text("other.md", OTHER)  # a commit that carries the pending draft inline
+    store.save()
+    store.accept(proposal.id)
+    return proposal.id
+
+
+# -- defect 1: purge x proposals ------------------------------------------------------------------------
+
+
+def test_purge_removes_a_proposals_text_from_every_record_and_checkpoint(where, key):
+    store = MemoryStore.get_or_create(key=key)
+    _proposal_then_accept(store, "notes/p.md")
+    store.compact()  # a checkpoint too
+    store.write_text("later.md", "later")
+    store.save()
+    export_to(where, store, "before")
+    assert holding(where, SECRET)
+    where.fs.rm_file(where.fs._strip_protocol(f"{where.raw_data_path}/exports/before.tar.gz"))
+
+    store.purge("notes/p.md", actor="security", reason="leaked")
+
+    assert holding(where, SECRET, SSN) == []
+    export_to(where, store, "after")
+    assert holding(where, SECRET, SSN) == []
+    reopened = MemoryStore.get_or_create(key=key)
+    (decided,) = reopened.proposals()
+    assert decided.content is None and dict(decided.metadata) == {} and decided.status == "accepted"
+    assert reopened.list_paths() == ["later.md", "other.md"]
+
+
+def test_purge_of_a_path_with_a_pending_draft_discards_it_and_its_text(where, key):
+    store = MemoryStore.get_or_create(key=key)
+    store.write_text("notes/p.md", "current")
+    store.save()
+    proposal = store.propose("notes/p.md", SECRET, metadata={"ssn": SSN})
+    store.save()
+    store.purge("notes/p.md")
+    assert holding(where, SECRET, SSN) == []
+    found = MemoryStore.get_or_create(key=key).proposal(proposal.id)
+    assert found.status == "discarded" and found.content is None
+
+
+def test_a_purge_of_a_path_deleted_long_ago_still_redacts_its_proposal(where, key):
+    store = MemoryStore.get_or_create(key=key)
+    _proposal_then_accept(store, "notes/p.md")
+    store.delete("notes/p.md")
+    store.save()
+    result = store.purge("notes/p.md")
+    assert result.commit is not None  # a purge always commits: stale handles must rebase past it
+    assert holding(where, SECRET, SSN) == []
+
+
+# -- defect 2: purge x labels ---------------------------------------------------------------------------
+
+
+def test_purge_removes_a_files_labels_from_every_stored_object_and_read_path(where, key):
+    store = MemoryStore.get_or_create(key=key, keep_versions=True)
+    store.write_text("people/alice.md", "alice v1", metadata={"ssn": SSN, "team": "x"})
+    store.save()
+    first = store.log(limit=1)[0].seq
+    store.write_text("people/alice.md", "alice v2", metadata={"ssn": SSN})
+    store.write_text("keep.md", OTHER, metadata={"team": "x"})
+    store.save()
+    store.compact()
+    store.set_metadata("people/alice.md", {"ssn": SSN, "again": True})
+    store.save()
+    assert holding(where, SSN)
+
+    store.purge("people/alice.md", actor="dpo", reason="erasure request")
+
+    assert holding(where, SSN) == []
+    export_to(where, store, "after")
+    assert holding(where, SSN) == []
+    reopened = MemoryStore.get_or_create(key=key)
+    past = reopened.at(first)
+    meta = past.get_meta("people/alice.md")
+    assert meta is None or dict(meta.metadata) == {}
+    with pytest.raises(ContentPurged):
+        past.read_text("people/alice.md")
+    assert dict(reopened.get_meta("keep.md").metadata) == {"team": "x"}
+    assert reopened.search(SSN) == [] and reopened.search("alice") == []
+    assert SSN not in reopened.report()
+    assert all(SSN not in repr(e) for e in reopened.history("people/alice.md"))
+    assert all(SSN not in repr(c) for c in reopened.log(limit=50))
+
+
+def test_purge_removes_labels_from_index_parts_and_recuts_them(where, key, monkeypatch):
+    from flyteplugins_memory import _parts
+
+    monkeypatch.setattr(_parts, "PART_TARGET_BYTES", 2048)  # small parts: a few files each
+    monkeypatch.setattr(_parts, "PART_MAX_BYTES", 4096)
+    monkeypatch.setattr(_parts, "PART_MIN_BYTES", 512)
+    monkeypatch.setattr(_parts, "INLINE_MAX_BYTES", 2048)
+    store = MemoryStore.get_or_create(key=key)
+    for i in range(60):
+        store.write_text(f"f/{i:04d}.md", f"file {i}", metadata={"n": i})
+    store.write_text("f/0010-secret.md", "secret file", metadata={"ssn": SSN})
+    store.save()
+    store.compact()
+    store.write_text("g.md", "after the checkpoint")  # a record on the partitioned checkpoint
+    store.save()
+    parts_before = {n for n in where.journal(key) if "/parts/" in n}
+    assert len(parts_before) > 2 and holding(where, SSN)
+    pinned = MemoryStore._deserialize(store._serialize())
+    assert not pinned.exists("zzz.md")  # opened: its checkpoint names the old parts, none loaded
+    before = store.log(limit=1)[0].seq
+
+    store.purge("f/0010-secret.md")
+
+    assert holding(where, SSN) == []
+    parts_after = {n for n in where.journal(key) if "/parts/" in n}
+    assert len(parts_before - parts_after) == 1  # the part that held the labels was cut again ...
+    assert len(parts_after - parts_before) == 1  # ... under a new sha256; the others stay as they were
+    reopened = MemoryStore.get_or_create(key=key)
+    assert len(reopened.list_paths()) == 61 and dict(reopened.get_meta("f/0007.md").metadata) == {"n": 7}
+    past = reopened.at(before)
+    assert dict(past.get_meta("f/0010-secret.md").metadata) == {}
+    # a handle that still names the old part learns it was purged, not that the store is corrupt
+    with pytest.raises(ContentPurged, match="refresh"):
+        pinned.list_paths()
+    assert part_name("0" * 64).startswith("meta/.journal/parts/")
+
+
+# -- stale handles --------------------------------------------------------------------------------------
+
+
+def test_a_stale_handle_does_not_write_purged_labels_or_proposal_text_back(where, key):
+    store = MemoryStore.get_or_create(key=key)
+    store.write_text("people/bob.md", "bob", metadata={"ssn": SSN})
+    store.save()
+    _proposal_then_accept(store, "notes/p.md")
+    stale = MemoryStore.get_or_create(key=key)
+    stale.list_paths()  # loaded: its state in memory holds the labels and the accepted proposal
+
+    store.purge("people/bob.md")
+    store.purge("notes/p.md")
+    assert holding(where, SECRET, SSN) == []
+
+    stale.write_text("stale.md", "from the stale handle")
+    stale.append({"role": "user", "content": "hi"})
+    stale.save()
+    stale.compact()  # a checkpoint written from the stale handle's state
+    assert holding(where, SECRET, SSN) == []
+    assert MemoryStore.get_or_create(key=key).list_paths() == ["other.md", "stale.md"]
+
+
+# -- defect 10: purge in the audit ----------------------------------------------------------------------
+
+
+def test_a_purge_is_audited_as_a_purge_and_shown_in_the_log(where, key):
+    store = MemoryStore.get_or_create(key=key)
+    store.write_text("creds.txt", SECRET)
+    store.write_text("gone.txt", OTHER)
+    store.save()
+    store.delete("gone.txt", actor="cleaner", reason="tidy")
+    store.save()
+    store.purge("creds.txt", actor="security", reason="leaked key")
+    reopened = MemoryStore.get_or_create(key=key)
+    events = reopened.audit_tail(5)
+    purge = events[-1]
+    assert (purge["op"], purge["path"], purge["actor"], purge["reason"]) == (
+        "purge",
+        "creds.txt",
+        "security",
+        "leaked key",
+    )
+    assert {"ts", "op", "path", "old_sha", "new_sha", "actor", "reason", "version_file"} <= set(purge)
+    assert purge["new_sha"] == "" and purge["old_sha"] != ""
+    assert [e["op"] for e in events if e["path"] == "gone.txt"][-1] == "delete"
+    newest = reopened.log(limit=1)[0]
+    assert (newest.kind, newest.actor, newest.reason, newest.deleted) == (
+        "purge",
+        "security",
+        "leaked key",
+        ("creds.txt",),
+    )
+    assert reopened.history("creds.txt")[0].deleted and reopened.history("creds.txt")[0].actor == "security"
+
+
+def test_a_purge_is_audited_even_on_a_handle_without_audit(local_backend, key):
+    store = MemoryStore.get_or_create(key=key, audit=False)
+    store.write_text("creds.txt", SECRET)
+    store.save()
+    store.purge("creds.txt", actor="security", reason="leaked")
+    assert MemoryStore.get_or_create(key=key).audit_tail(1)[0]["op"] == "purge"
+
+
+def test_the_cli_audit_shows_the_purge(local_backend, key):
+    from click.testing import CliRunner
+
+    from flyteplugins_memory.cli import memory
+
+    store = MemoryStore.get_or_create(key=key)
+    store.write_text("creds.txt", SECRET)
+    store.save()
+    store.purge("creds.txt", actor="security", reason="leaked")
+    result = CliRunner().invoke(memory, ["audit", "--uri", store.remote_path, "--json"])
+    assert result.exit_code == 0, result.output
+    assert '"op": "purge"' in result.output
+
+
+# -- interplay with the read paths ----------------------------------------------------------------------
+
+
+def test_after_a_purge_no_read_path_brings_the_content_back(where, key):
+    store = MemoryStore.get_or_create(key=key, keep_versions=True)
+    store.write_text("creds.txt", SECRET, metadata={"ssn": SSN})
+    store.save()
+    first = store.log(limit=1)[0].seq
+    store.write_text("creds.txt", "rotated")
+    store.save()
+    store.purge("creds.txt")
+    with pytest.raises((ContentPurged, VersionNotFound)):
+        store.restore("creds.txt", f"c{first}")
+    with pytest.raises((ContentPurged, VersionNotFound)):
+        store.read_version("creds.txt", f"c{first}")
+    assert not store.exists("creds.txt") and store.has_unsaved_changes() is False
+    with pytest.raises(ContentPurged):
+        store.at(first).read_text("creds.txt")
+    assert store.search("rotated") == [] and store.search(SECRET) == []
+    page = store.report()
+    assert SECRET not in page and SSN not in page
+    assert holding(where, SECRET, SSN, "rotated") == []
