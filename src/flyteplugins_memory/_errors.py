@@ -17,6 +17,8 @@ work as well::
     ├── ConcurrencyError                            upstream name; stale expected_sha or conflicting save
     │   └── ProposalConflict                        a proposal decided concurrently (accept/discard lost)
     ├── ProposalNotFound (KeyError)                 no proposal with that id
+    ├── MessageNotFound (IndexError)                no transcript message at that index (purge_message)
+    ├── RecordNotFound (IndexError)                 no record of a log at that index (RecordLog.purge)
     ├── InvalidTransition (ValueError)              a decision a proposal's status does not allow
     ├── InvalidMessage (ValueError)                 a message (or actor/reason) that cannot be stored
     ├── InvalidContent (ValueError)                 file content that is not a str of valid Unicode
@@ -72,6 +74,7 @@ __all__ = [
     "InvalidRetention",
     "InvalidTransition",
     "MemoryStoreError",
+    "MessageNotFound",
     "NotText",
     "NotTrusted",
     "PathEscapesRoot",
@@ -79,6 +82,7 @@ __all__ = [
     "ProposalNotFound",
     "ReadOnlyPath",
     "ReadOnlySnapshot",
+    "RecordNotFound",
     "ReservedPath",
     "StateCollected",
     "StorageError",
@@ -156,6 +160,14 @@ class ProposalNotFound(MemoryStoreError, KeyError):
 
     def __str__(self) -> str:  # KeyError's would quote the message
         return str(self.args[0]) if self.args else ""
+
+
+class MessageNotFound(MemoryStoreError, IndexError):
+    """No message of the transcript at that index (``purge_message``)."""
+
+
+class RecordNotFound(MemoryStoreError, IndexError):
+    """No record of the log at that index (``RecordLog.purge``)."""
 
 
 class InvalidTransition(MemoryStoreError, ValueError):
