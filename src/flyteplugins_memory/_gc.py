@@ -26,14 +26,14 @@ from ._checkpoints import read_all_parts
 from ._contract import ObjectStorage
 from ._errors import MemoryStoreError
 from ._journal import CommitRecord, Head, Origin, encode
-from ._layout import HEAD_NAME, JOURNAL_DIR, log_name
+from ._layout import HEAD_NAME, JOURNAL_DIR, log_name, search_segment_name
 from ._markers import CONFIG_NAME, TOMBSTONE, TOMBSTONE_MAX_BYTES, encode_marker, parse_config
 from ._offload import parse_off_loop
 from ._open import LOG_DIR, latest_state, read_checkpoint
 from ._relocate import clean_old_journal
-from ._retention import SLOT_GRACE, Inventory, Removal, kept_commits, needs, removal
+from ._retention import SLOT_GRACE, Inventory, Needs, Removal, kept_commits, needs, removal
 from ._retention_policy import journal_span, persisted_policy
-from ._snapshot_retention import Expired, snapshot_removal
+from ._snapshot_retention import Expired, expired_snapshots, snapshot_removal
 from ._state import State
 
 logger = logging.getLogger(__name__)
@@ -102,16 +102,21 @@ async def collect(
     now, policy = clock(), persisted_policy(newest.ext)
     inventory = Inventory.of(await remote.stat(JOURNAL_DIR))
     cutoff = now - journal_span(span, policy)
-    plan = await _plan(remote, newest, inventory, cutoff, now - SLOT_GRACE)
+    plan, need = await _plan(remote, newest, inventory, cutoff, now - SLOT_GRACE, now)
     versions = await snapshot_removal(remote, newest, policy, now, now - span, expired) if snapshots else {}
+    if snapshots and need.expired:  # what else holds expired content: snapshots, search index segments
+        done = expired.removed if expired is not None else frozenset()  # a dry run's expiry pass counted them
+        versions.update({n: size for n, size in (await _expired_snapshots(remote, need)).items() if n not in done})
+        segments = await _segments_holding(remote, inventory, need.expired_shas)
+        plan = replace(plan, delete={**plan.delete, **segments})
     if not dry_run:
         await _remove(remote, newest, plan, versions)
     return await _with_old(remote, _result(plan, versions, dry_run), dry_run)
 
 
 async def _plan(
-    remote: ObjectStorage, newest: State, inventory: Inventory, cutoff: float, slot_cutoff: float
-) -> Removal:
+    remote: ObjectStorage, newest: State, inventory: Inventory, cutoff: float, slot_cutoff: float, now: float
+) -> tuple[Removal, Needs]:
     kept = kept_commits(inventory, newest.seq, cutoff)
     # the newest record too (a pinned open of the newest commit is built from it, not from a later
     # checkpoint), and commits that landed since we read the newest: their blobs are not orphans
@@ -121,7 +126,29 @@ async def _plan(
     checkpoints = {seq: await read_checkpoint(remote, seq) for seq in sorted(wanted)}
     checkpoints[newest.checkpoint.seq] = newest.checkpoint
     parts = await read_all_parts(remote, checkpoints.values())  # O(files): the blobs they name are kept
-    return removal(inventory, newest.seq, needs(newest, kept, records, checkpoints, parts), cutoff, slot_cutoff)
+    need = needs(newest, kept, records, checkpoints, parts, now)
+    return removal(inventory, newest.seq, need, cutoff, slot_cutoff), need
+
+
+async def _segments_holding(remote: ObjectStorage, inventory: Inventory, shas: frozenset[str]) -> dict[str, int]:
+    """The search index segments holding a doc of any of `shas` (a byte search for the sha256, as purge
+    does: a state whose segment is gone reads as "index data missing" and search indexes files again)."""
+    names = {search_segment_name(sha): found.size for sha, found in inventory.search.items()}
+    needles = [sha.encode() for sha in shas]
+    found: dict[str, int] = {}
+    ordered = sorted(names)
+    for start in range(0, len(ordered), 64):
+        read = await remote.read_many(ordered[start : start + 64])
+        found.update({n: names[n] for n, data in read.items() if any(x in data for x in needles)})
+    return found
+
+
+async def _expired_snapshots(remote: ObjectStorage, need: Needs) -> dict[str, int]:
+    """The ``versions/`` snapshots of content only expired entries hold (one listing per path and sha)."""
+    found: dict[str, int] = {}
+    for path, sha in sorted(need.expired):
+        found.update(await expired_snapshots(remote, {path: sha}))
+    return found
 
 
 async def _remove(remote: ObjectStorage, newest: State, plan: Removal, versions: dict[str, int]) -> None:

@@ -6,6 +6,10 @@ records, the checkpoints those records are relative to, the audit segments and i
 checkpoints list, and the blobs of every file they hold. Everything else older than the window goes,
 orphan blobs and parts of saves that died included; what is younger stays (an in-flight save's are young).
 
+Content whose every entry in the kept states was written with a ttl that has run out is needed by none
+of them (no read path shows an expired entry), whatever the window: its blobs go now, however young
+(`Needs.expired`), so expired content leaves storage at the first gc() after it expired.
+
 A collected commit record whose slot is younger than `SLOT_GRACE` is emptied into a tombstone rather
 than deleted: a handle opened within that time may still try to commit into the slot after it, and a
 taken slot is what makes that attempt fail and rebase (handles older than that re-read the head before
@@ -32,6 +36,7 @@ from ._markers import TOMBSTONE_MAX_BYTES, purge_marker_name
 from ._search_index import referenced_segments
 from ._state import State
 from ._storage import Listed
+from ._ttl import is_expired
 
 #: A collected slot younger than this stays taken (as a tombstone); see the module docstring.
 SLOT_GRACE = 3600.0
@@ -105,6 +110,12 @@ class Needs:
     parts: frozenset[str] = frozenset()
     #: the search segments the kept states' ``ext`` names (by sha256)
     search: frozenset[str] = frozenset()
+    #: content only expired entries hold: (path, sha256) of each such entry (its blob goes, however young)
+    expired: frozenset[tuple[str, str]] = frozenset()
+
+    @property
+    def expired_shas(self) -> frozenset[str]:
+        return frozenset(sha for _, sha in self.expired)
 
 
 def needs(
@@ -113,24 +124,31 @@ def needs(
     records: Mapping[int, CommitRecord],
     checkpoints: Mapping[int, Checkpoint],
     parts: Mapping[str, Mapping[str, FileEntry]],
+    now: float | None = None,
 ) -> Needs:
     """What the kept states need, from their records, the checkpoints those are built on (`checkpoints`
-    holds the newest state's), and those checkpoints' parts (`parts`, by sha256: all of them)."""
-    shas = {r.sha256 for r in newest.files.changes.values() if r is not None}
+    holds the newest state's), and those checkpoints' parts (`parts`, by sha256: all of them). With `now`,
+    entries whose ttl ran out by then need nothing: their content is `Needs.expired` unless a live entry
+    holds it too."""
+    entries: list[tuple[str, FileEntry]] = [(p, r) for p, r in newest.files.changes.items() if r is not None]
     for record in records.values():
-        shas |= {r.sha256 for r in record.delta.files.values() if r is not None}
+        entries += [(p, r) for p, r in record.delta.files.items() if r is not None]
     segments: set[int] = set(newest.checkpoint.audit_segments)
     part_shas: set[str] = set()
     for checkpoint in checkpoints.values():
-        shas |= {r.sha256 for r in checkpoint.files.values()}
+        entries += list(checkpoint.files.items())
         part_shas |= {ref.sha256 for ref in checkpoint.parts}
         segments |= set(checkpoint.audit_segments)
     for sha in part_shas:
-        shas |= {r.sha256 for r in parts[sha].values()}
+        entries += list(parts[sha].items())
+    dead = {(p, r.sha256) for p, r in entries if now is not None and is_expired(r, now)}
+    shas = {r.sha256 for _, r in entries if now is None or not is_expired(r, now)}
+    expired = frozenset((p, sha) for p, sha in dead if sha not in shas)
     needed = needed_checkpoints(newest, records.values())
     exts = [newest.ext, *(r.ext for r in records.values()), *(c.ext for c in checkpoints.values())]
     search = frozenset(sha for ext in exts for sha in referenced_segments(ext))
-    return Needs(frozenset(kept), frozenset(needed), frozenset(segments), frozenset(shas), frozenset(part_shas), search)
+    found = (frozenset(segments), frozenset(shas), frozenset(part_shas), search, expired)
+    return Needs(frozenset(kept), frozenset(needed), *found)
 
 
 @dataclass(frozen=True)
@@ -166,8 +184,9 @@ def removal(inventory: Inventory, newest: int, need: Needs, cutoff: float, slot_
     for seq, found in inventory.segments.items():
         if seq < newest and seq not in need.segments and found.modified < cutoff:
             delete[audit_segment_name(seq)] = found.size
+    expired = need.expired_shas
     for sha, found in inventory.blobs.items():
-        if sha not in need.shas and found.modified < cutoff:
+        if sha not in need.shas and (found.modified < cutoff or sha in expired):
             delete[blob_name(sha)] = found.size
     for sha, found in inventory.markers.items():
         if sha not in need.shas and found.modified < cutoff:
