@@ -110,6 +110,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "_binary",
             "_bulk_delete",
             "_maintenance",
+            "_message_purge",
             "_report",
             "_report_html",
             "_payload",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from . import _gc
 from ._admission import Access, PathAdmission
@@ -18,9 +18,11 @@ from ._commit_info import check_note
 from ._expiry import expire_files
 from ._gc import GcResult, collect, set_window
 from ._layout import versions_dir_name
+from ._message_purge import check_replacement, purge_message
 from ._mirror import remove_tree
 from ._open import latest_state
 from ._purge import PurgeResult, purge_change, purge_stored
+from ._records import LogOwner, save_pending
 from ._session import Session
 from ._syncify import syncify
 
@@ -82,6 +84,7 @@ class MaintenanceAPI:
         rel = self._admission.admit(rel_path, Access.DELETE)
         check_note("actor", actor)
         check_note("reason", reason)
+        await save_pending(cast(LogOwner, self), actor)  # appended records are saved first, like other changes
         session = self._session
         change = lambda view: purge_change(view, rel, actor, reason)  # noqa: E731
         _, commit = await session.purge_commit(self, change, actor=actor, reason=reason or f"purge {rel}")
@@ -94,6 +97,30 @@ class MaintenanceAPI:
             # the file and its sidecar there already)
             await view.mirror.now(remove_tree, view.workdir, versions_dir_name(rel))
             return result
+
+    @syncify
+    async def purge_message(
+        self,
+        index: int,
+        *,
+        replacement: str | dict[str, Any] | None = None,
+        actor: str = "agent",
+        reason: str = "",
+    ) -> PurgeResult:
+        """Redact the transcript message at `index` (of ``messages``; negative counts from the end) and
+        remove every stored copy of its old text now: the commit records that appended it, checkpoints,
+        upstream's ``messages.json``. Every message with exactly the same content is redacted with it.
+
+        The message becomes `replacement`: a dict is stored as the new message; a str (``"[redacted]"``
+        when None) becomes the content of a message of the same role. The handle's unsaved changes are
+        saved first; then the redaction commits on its own (commit kind ``purge``, audit op ``purge`` on
+        ``messages.json`` with ``message``: the index, `actor` and `reason`). `MessageNotFound` for an
+        index outside the transcript, `InvalidArgument` for one that is not an int. A message that
+        ``compact_transcript`` archived is purged through its archive log (``records(archive).purge``).
+        """
+        check_replacement(replacement)
+        await save_pending(cast(LogOwner, self), actor)
+        return await purge_message(cast(Any, self), index, replacement, actor, reason)
 
     @syncify
     async def set_gc_window(self, window: timedelta | None) -> None:

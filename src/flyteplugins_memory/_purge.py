@@ -106,44 +106,90 @@ async def purge_stored(
     newest.check_can_write("purge", remote.uri)
     journals = [remote, old_view(remote)] if remote.journal_moved else [remote]
     held: set[str] = set()
-    blobs: list[dict[str, int]] = []
-    segments: list[dict[str, int]] = []
     inventories: list[Inventory] = []
     for journal in journals:
         hashes, inventory = await _hashes_in_journal(journal, rel)
         held |= hashes
         inventories.append(inventory)
-        blobs.append({blob_name(s): f.size for s, f in inventory.blobs.items()})
-        segments.append({search_segment_name(s): f.size for s, f in inventory.search.items()})
     versions = await remote.list(under=VERSIONS_DIR)
-    own_versions = [n for n in versions if n.startswith(versions_dir_name(rel) + "/")]
+    own_versions = {n for n in versions if n.startswith(versions_dir_name(rel) + "/")}
     held |= {sha for n in own_versions if (sha := _version_sha(n))}
     await newest.files.need_all()  # O(files), like the rest of a purge
     live = {r.sha256 for p, r in newest.files.items() if p != rel}
-    gone = sorted(held - live)
-    marker = {
-        purge_marker_name(s): encode_marker(Purged(sha256=s, path=rel, at=utc_timestamp(), actor=actor, reason=reason))
-        for s in gone
-    }
-    await remote.write_many(marker)  # first: readers that miss the content learn why
-    objects, size = 0, 0
-    redaction = Redaction(path=rel, actor=actor, reason=reason)
-    for journal, inventory in zip(journals, inventories, strict=True):
-        rewritten = await rewrite_journal(journal, inventory, redaction)
-        retired, retired_bytes = await retire_parts(journal, rewritten, rel, actor, reason)
-        objects, size = objects + rewritten.objects + retired, size + rewritten.bytes + retired_bytes
-    doomed = {n: versions[n] for n in versions if n in own_versions or _version_sha(n) in gone}
+    doomed = {n: versions[n] for n in own_versions}
     if rel not in newest.files:
         doomed.update(await _sizes(remote, [rel, sidecar_name(rel)]))
-    more, extra = await _remove(remote, doomed)
-    objects, size = objects + more, size + extra
-    for journal, stored, indexed in zip(journals, blobs, segments, strict=True):
-        copies = {n: stored[n] for s in gone if (n := blob_name(s)) in stored}
-        # a segment holding a doc of any content the path held: the doc carries the path's labels too
-        copies.update(await _segments_holding(journal, indexed, sorted(held)))
-        more, extra = await _remove(journal, copies)
-        objects, size = objects + more, size + extra
+    core = _Purge(remote, journals, inventories, rel, actor, reason)
+    objects, size, gone = await core.run(held, live, Redaction(path=rel, actor=actor, reason=reason), versions, doomed)
     return PurgeResult(rel, objects, size, tuple(gone), tuple(sorted(held & live)), commit)
+
+
+async def purge_contents(
+    remote: ObjectStorage,
+    newest: State,
+    shas: set[str],
+    redaction: Redaction,
+    *,
+    path: str,
+    actor: str,
+    reason: str,
+    commit: int | None,
+) -> PurgeResult:
+    """A message-level purge's removal (`_message_purge`), after its commit: every stored copy of the
+    contents `shas` that no live path of `newest` holds (blobs, version snapshots, search segments), and
+    what `redaction` names in every stored record and checkpoint. `path` is what the markers name."""
+    newest.check_can_write("purge", remote.uri)
+    journals = [remote, old_view(remote)] if remote.journal_moved else [remote]
+    inventories = [Inventory.of(await journal.stat(JOURNAL_DIR)) for journal in journals]
+    await newest.files.need_all()
+    live = {r.sha256 for r in newest.files.values()}
+    versions = await remote.list(under=VERSIONS_DIR) if shas else {}
+    core = _Purge(remote, journals, inventories, path, actor, reason)
+    objects, size, gone = await core.run(shas, live, redaction, versions, {})
+    return PurgeResult(path, objects, size, tuple(gone), tuple(sorted(shas & live)), commit)
+
+
+@dataclass
+class _Purge:
+    """What every purge does once it knows the contents to remove: markers first, then the rewrite of
+    records and checkpoints, then the deletes (snapshots, blobs, search segments)."""
+
+    remote: ObjectStorage
+    journals: list[ObjectStorage]
+    inventories: list[Inventory]
+    path: str
+    actor: str
+    reason: str
+
+    async def run(
+        self, held: set[str], live: set[str], redaction: Redaction, versions: dict[str, int], doomed: dict[str, int]
+    ) -> tuple[int, int, list[str]]:
+        gone = sorted(held - live)
+        at = utc_timestamp()
+        marker = {
+            purge_marker_name(s): encode_marker(
+                Purged(sha256=s, path=self.path, at=at, actor=self.actor, reason=self.reason)
+            )
+            for s in gone
+        }
+        await self.remote.write_many(marker)  # first: readers that miss the content learn why
+        objects, size = 0, 0
+        for journal, inventory in zip(self.journals, self.inventories, strict=True):
+            rewritten = await rewrite_journal(journal, inventory, redaction)
+            retired, retired_bytes = await retire_parts(journal, rewritten, self.path, self.actor, self.reason)
+            objects, size = objects + rewritten.objects + retired, size + rewritten.bytes + retired_bytes
+        doomed = {**doomed, **{n: versions[n] for n in versions if _version_sha(n) in gone}}
+        more, extra = await _remove(self.remote, doomed)
+        objects, size = objects + more, size + extra
+        for journal, inventory in zip(self.journals, self.inventories, strict=True):
+            stored = {blob_name(s): f.size for s, f in inventory.blobs.items()}
+            indexed = {search_segment_name(s): f.size for s, f in inventory.search.items()}
+            copies = {n: stored[n] for s in gone if (n := blob_name(s)) in stored}
+            # a segment holding a doc of any of these contents: the doc carries its path's labels too
+            copies.update(await _segments_holding(journal, indexed, sorted(held)))
+            more, extra = await _remove(journal, copies)
+            objects, size = objects + more, size + extra
+        return objects, size, gone
 
 
 async def _hashes_in_journal(journal: ObjectStorage, rel: str) -> tuple[set[str], Inventory]:

@@ -25,6 +25,8 @@ from ._transcript import json_depth, unique_keys
 
 #: The key of a segment's record count in its `FileEntry.ext`.
 COUNT_EXT = "records"
+#: The key of a rewritten segment's place in its log (the commit that first wrote it): see `position`.
+POSITION_EXT = "position"
 #: Deepest nesting a record may have (the journal's limit for messages, for the same reason: readers).
 MAX_DEPTH = 100
 #: ``<nanoseconds since the epoch, 20 digits>-<12 random hex digits>.jsonl``: ordered by when the
@@ -121,10 +123,20 @@ def stored_count(entry: FileEntry) -> int | None:
     return count if isinstance(count, int) and not isinstance(count, bool) and count >= 0 else None
 
 
+def position(entry: FileEntry) -> int | None:
+    """Where a segment sits in its log: the commit that wrote it, or, for a segment a record purge
+    rewrote (`_message_purge`), the commit that first wrote it (``ext["position"]``), so that rewriting
+    a segment never moves its records."""
+    kept = entry.ext.get(POSITION_EXT)
+    if isinstance(kept, int) and not isinstance(kept, bool) and kept >= 0:
+        return kept
+    return entry.last_commit()
+
+
 def ordered(entries: dict[str, FileEntry]) -> list[Segment]:
-    """The segments of a log in log order: committed ones by commit, then name; unsaved ones last, by
-    name (the order this handle saved them in)."""
-    segments = [Segment(p, e.last_commit(), stored_count(e)) for p, e in entries.items()]
+    """The segments of a log in log order: committed ones by commit (`position`), then name; unsaved ones
+    last, by name (the order this handle saved them in)."""
+    segments = [Segment(p, position(e), stored_count(e)) for p, e in entries.items()]
     return sorted(segments, key=lambda s: (s.commit is None, s.commit or 0, s.path))
 
 

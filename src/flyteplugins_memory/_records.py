@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from ._admission import Access, PathAdmission
 from ._arguments import check_int
 from ._errors import CorruptStore, InvalidArgument
+from ._purge import PurgeResult
 from ._record_codec import (
     COUNT_EXT,
     LONGEST_SEGMENT,
@@ -143,6 +144,27 @@ class RecordLog:
         """How many records the log holds (this handle's unsaved ones included)."""
         segments, fetched = await self._counted()
         return sum(_count(s, fetched) for s in segments) + len(self._store._pending_records.of(self._name))
+
+    @syncify
+    async def purge(
+        self, index: int, *, replacement: Any = None, actor: str = "agent", reason: str = ""
+    ) -> PurgeResult:
+        """Redact record `index` of the log (negative counts from the end) and remove every stored copy of
+        its old value now: the segment that holds it is rewritten with the record replaced (it keeps its
+        place: no index changes), and the segment's old content (its blob, version snapshots, search index
+        segments) and any stored transcript message equal to the record (one ``compact_transcript``
+        archived) go. The record becomes `replacement` (any JSON value; a str, ``"[redacted]"`` when None,
+        becomes the content of a message of the same role when the record is a message).
+
+        The handle's unsaved changes (and records) are saved first; the purge then commits on its own
+        (commit kind ``purge``, audit op ``purge`` on the segment's path with ``record``: the index).
+        `RecordNotFound` for an index outside the log, `InvalidArgument` for one that is not an int.
+        Returns the `PurgeResult`."""
+        from ._message_purge import purge_record  # the facade's message purge builds on this module
+
+        self._admit_segment()
+        await save_pending(self._store, actor)
+        return await purge_record(self._store, self._name, index, replacement, actor, reason)
 
     # -- internals ----------------------------------------------------------------------------------------
 

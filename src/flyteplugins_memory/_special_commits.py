@@ -91,19 +91,25 @@ class SpecialCommits:
         *,
         actor: str,
         reason: str,
+        rewrites_transcript: bool = False,
     ) -> tuple[T, int]:
         """A purge's commit (`_purge`): commit the handle's unsaved changes, move to the newest commit, make
         `change` on the clean working copy (the path deleted, its proposals redacted, the ``purge`` audit
-        event) and commit it on its own, as commit kind ``purge``. Returns what `change` returned and the
-        commit. If that commit fails, its changes are forgotten."""
+        event) and commit it on its own, as commit kind ``purge``. A change that `rewrites_transcript`
+        returns its audit event, recorded in place of the generic rewrite event (whatever the handle's
+        ``audit``). Returns what `change` returned and the commit. If that commit fails, its changes are
+        forgotten."""
         async with self.lock:
             await self._ensure_loaded(holder)
             await self._settle(holder)
             await self._save_pending(holder, actor=None, reason=None)
             await self._refresh(holder)
             result = await change(self.view)
+            event = result if rewrites_transcript and isinstance(result, dict) else None
+            if event is not None and not holder.audit:  # an audited handle's commit records it as the rewrite's
+                self.view.changes.audit.append(event)
             try:
-                await self._commit(holder, actor=actor, reason=reason, decision=True, kind="purge")
+                await self._commit(holder, actor=actor, reason=reason, decision=True, kind="purge", event=event)
             except BaseException:
                 await self.view.forget_unsaved()
                 raise
