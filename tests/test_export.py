@@ -26,7 +26,6 @@ from flyteplugins_memory import (
     MemoryStore,
     StorageError,
     StoreAlreadyExists,
-    StoreDeleted,
     StoreNotFound,
     UnsavedChanges,
 )
@@ -185,7 +184,12 @@ def test_import_is_exclusive_and_refuses_a_taken_or_deleted_key(local_backend, k
     with pytest.raises(StoreAlreadyExists):
         MemoryStore.create(key="copy")
     MemoryStore.delete_store(key="copy", trusted=True)
-    with pytest.raises(StoreDeleted):
+    # a deleted key takes a new store (a new generation), here the archive's
+    assert (
+        MemoryStore.import_store(tmp_path / "a.tar.gz", key="copy").list_paths()
+        == MemoryStore.open(key=key).list_paths()
+    )
+    with pytest.raises(StoreAlreadyExists):
         MemoryStore.import_store(tmp_path / "a.tar.gz", key="copy")
 
 

@@ -95,6 +95,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "_checkpoints",
             "_keys",
             "_store_deletion",
+            "_generations",
             "_search_store",
             "_history",
             "_snapshot_retention",

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from . import _location
@@ -15,7 +14,6 @@ from ._session import Session
 from ._storage import RemoteStore
 from ._store_deletion import delete_stored
 from ._syncify import syncify
-from ._workdir import remove_empty_tree
 from ._writes import ChangeOptions
 
 
@@ -70,13 +68,11 @@ class BulkDeleteAPI:
         Refuses (`ReadOnlyPath`) a store holding files under read-only prefixes persisted with the store
         unless `trusted`. What stays is its deletion record (`actor`, `reason`, time, file count), in the
         journal's head and a few log slots: a handle of the deleted store that saves afterwards gets
-        `StoreDeleted` instead of bringing half a store back, and so does a ``create`` of the key.
+        `StoreDeleted` instead of bringing half a store back, and so does `open` of the key. ``create``
+        and ``get_or_create`` give the key a new, empty store (a new generation: nothing of the deleted
+        one is visible through it, and no handle of the deleted one can commit into it).
         """
         check_flag("trusted", trusted)
         ChangeOptions(actor, reason, None, False, True)  # actor and reason: the rules of every write
         remote = RemoteStore(_location.remote_path_for_key(key, org, project, domain))
-        if not await delete_stored(remote, trusted=trusted, actor=actor, reason=reason):
-            return False
-        if remote.capabilities.symlinks:  # local disk keeps empty directories, which list_keys would list
-            await asyncio.to_thread(remove_empty_tree, remote.prefix)
-        return True
+        return await delete_stored(remote, trusted=trusted, actor=actor, reason=reason)

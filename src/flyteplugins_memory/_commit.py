@@ -51,6 +51,7 @@ from ._retention import STALE_BASE_AFTER
 from ._search_index import Repairs
 from ._search_store import extend, updates_of
 from ._state import State
+from ._store_deletion import remove_empty_prefix
 
 logger = logging.getLogger(__name__)
 
@@ -129,6 +130,7 @@ async def run_save(remote: ObjectStorage, job: SaveJob) -> State:
         # its search segments too: the handle's cached ones, written or read, all belong to the gone store
         segments = {search_segment_name(sha) for sha in job.search_repairs.cache}
         await remote.remove_all(sorted(job.placed | set(blobs) | segments))
+        await remove_empty_prefix(remote)  # nor the directory they made (`list_keys` would list the key)
         raise
     except ReadOnlyPath:  # made read-only meanwhile: nothing may show up there (blobs are gc()'s)
         await remote.remove_all(sorted(job.placed))

@@ -2,7 +2,8 @@
 
     1. spool     read the archive once into a local temp directory, checking every rule
                  (`_archive_spool`): a refused archive has written nothing to storage
-    2. free      refuse (`StoreAlreadyExists`, `StoreDeleted`) a key that holds a store or its deletion
+    2. free      refuse (`StoreAlreadyExists`) a key that holds a store; a key whose store was deleted
+                 takes a new generation, as ``create`` does (`_generations`)
     3. claim     create-only ``log/1`` of the new journal with a tombstone: of concurrent creators
                  (``create``, another import), exactly one gets the slot, and the others'
                  ``create`` fails as for any existing store
@@ -33,7 +34,8 @@ from ._archive_spool import Limits, Spooled, spool
 from ._arguments import check_int, check_optional_str
 from ._codecs import utc_timestamp, write_event
 from ._contract import ObjectStorage
-from ._errors import InvalidArgument, StorageError, StoreAlreadyExists, StoreDeleted
+from ._errors import InvalidArgument, StorageError, StoreAlreadyExists
+from ._generations import generation_to_create
 from ._layout import HEAD_NAME, JOURNAL_DIR, log_name
 from ._markers import TOMBSTONE
 from ._paths import MESSAGES_PATH, validate_segment
@@ -41,7 +43,6 @@ from ._progress import CountingReader, ProgressCallback
 from ._relocate import old_view
 from ._special_commits import Settings
 from ._storage import RemoteStore, filesystem_for
-from ._store_deletion import is_deleted
 from ._syncify import syncify
 from ._workdir import remove_empty_tree
 from ._writes import ChangeOptions
@@ -84,7 +85,7 @@ class ImportAPI:
         """Create a new store for `key` (resolved like `create`; `root`, a storage root or raw-data path,
         instead of the context's), or at `remote_path`, from an archive `export` wrote at `src` (a local path
         or an fsspec URI), and return a handle of it. Exclusive like `create`: a key that
-        holds a store raises `StoreAlreadyExists` (`StoreDeleted` while a deletion record stands).
+        holds a store raises `StoreAlreadyExists`; a key whose store was deleted takes a new one.
 
         The archive is untrusted: it is read and checked in full before anything is stored, and refused with
         `UnsafeArchive` (its ``reason`` says which rule) if a member has an absolute path or ``..``, is a
@@ -106,7 +107,7 @@ class ImportAPI:
         spool_dir = pathlib.Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="flyte_memory_import_"))
         try:
             archive = await asyncio.to_thread(_spool_from, source, spool_dir, limits, report)
-            remote = RemoteStore(remote_path)
+            remote, _ = await generation_to_create(RemoteStore(remote_path))
             await _refuse_taken(cls, remote)
             await _claim(remote)
             written: list[tuple[bool, str]] = []
@@ -158,8 +159,6 @@ def _spool_from(source: str, into: pathlib.Path, limits: Limits, progress: Progr
 
 
 async def _refuse_taken(cls: Any, remote: RemoteStore) -> None:
-    if await is_deleted(remote):
-        raise StoreDeleted(f"MemoryStore at {remote.uri} was deleted; its deletion record stands")
     if await cls._remote_store_exists(remote.uri):
         raise StoreAlreadyExists(f"MemoryStore already exists at {remote.uri}")
 

@@ -15,6 +15,11 @@ every upstream open pay for it. The journal therefore lives beside the tree of s
 * A store at the root of a bucket has no outside: its journal stays in ``meta/.journal/`` (the layout of
   earlier versions, see `OLD_JOURNAL_DIR`), and nothing is ever moved.
 
+A key that took a new store after `delete_store` (generation ``g`` >= 1, see `_generations`) keeps that
+store's journal at ``{base}/.journal/.journal/g{g}/{tail}``: no journal of generation 0 can reach it (that
+would take a store whose tail is ``.journal``, and no remote path may contain such a segment), and the
+journal of the deleted generation, which stale handles still read, stays where it was.
+
 Object names inside the journal stay *logical* (``meta/.journal/log/...``, as `_layout` builds them);
 `RemoteStore` maps them to this location.
 """
@@ -33,6 +38,12 @@ _STANDARD_DEPTH = len(NAMESPACE) + 5
 
 def journal_root(store_prefix: str) -> str:
     """The journal's location for a store at `store_prefix` (a path without protocol, no trailing ``/``)."""
+    return generation_root(store_prefix, 0)
+
+
+def generation_root(store_prefix: str, generation: int) -> str:
+    """Where the journal of generation `generation` of the store at `store_prefix` lives (0: the key's first
+    store). A bucket-root store has no outside for its generations: `InvalidPath` for one past 0."""
     parts = store_prefix.rstrip("/").split("/")
     if _is_standard(parts):
         split = len(parts) - 5  # just before "v0"
@@ -41,8 +52,11 @@ def journal_root(store_prefix: str) -> str:
             raise InvalidPath(f"A store's remote path may not contain a {JOURNAL_SEGMENT!r} segment: {store_prefix!r}")
         split = len(parts) - 1
     if split < 1 or not "/".join(parts[:split]).strip("/"):
+        if generation:
+            raise InvalidPath(f"A store at the root of a bucket cannot be created again once deleted: {store_prefix!r}")
         return old_journal_root(store_prefix)
-    return "/".join([*parts[:split], JOURNAL_SEGMENT, *parts[split:]])
+    beside = [JOURNAL_SEGMENT, f"g{generation}"] if generation else []
+    return "/".join([*parts[:split], JOURNAL_SEGMENT, *beside, *parts[split:]])
 
 
 def old_journal_root(store_prefix: str) -> str:

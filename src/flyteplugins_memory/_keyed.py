@@ -13,12 +13,12 @@ from typing import Any, Self
 from . import _keys, _location
 from ._arguments import check_optional_str
 from ._compat import ExistsAccessor
-from ._errors import InvalidArgument, StoreAlreadyExists, StoreNotFound
+from ._errors import InvalidArgument, StoreAlreadyExists, StoreDeleted, StoreNotFound
+from ._generations import newest_generation
 from ._paths import MESSAGES_PATH
 from ._read_only_settings import creation_settings
 from ._relocate import journal_exists
 from ._storage import RemoteStore
-from ._store_deletion import is_deleted
 from ._syncify import syncify
 
 
@@ -35,7 +35,8 @@ class KeyedAPI:
         remote = RemoteStore(remote_path)
         if await remote.exists(MESSAGES_PATH):
             return True
-        return await journal_exists(remote) and not await is_deleted(remote)  # a deletion record is no store
+        newest, _, deleted = await newest_generation(remote)  # a deletion record is no store
+        return deleted is None and await journal_exists(newest)
 
     @classmethod
     def remote_path_for_key(
@@ -84,7 +85,8 @@ class KeyedAPI:
         """Open an existing store at its newest committed state, never creating one: by `key` (resolved
         like `remote_path_for_key`; `root`, a storage root or raw-data path, instead of the context's) or by
         `remote_path` (its key is the path's last segment). Raises
-        `StoreNotFound` if there is no store there. Read-only tools use it (the ``flyte-memory`` CLI)."""
+        `StoreNotFound` if there is no store there, `StoreDeleted` (who, when, why) if its store was deleted
+        and the key has taken none since. Read-only tools use it (the ``flyte-memory`` CLI)."""
         if (key is None) == (remote_path is None):
             raise InvalidArgument("MemoryStore.open needs exactly one of key=... or remote_path=...")
         check_optional_str("remote_path", remote_path)
@@ -126,7 +128,9 @@ class KeyedAPI:
     ) -> Self:
         """Create a new store for `key`; of concurrent creates exactly one wins, the rest raise
         `StoreAlreadyExists`. `read_only_prefixes` are this handle's, and are persisted with the store
-        too, so that every handle enforces them (`set_read_only_prefixes` changes them later)."""
+        too, so that every handle enforces them (`set_read_only_prefixes` changes them later). A key whose
+        store was deleted takes a new, empty one (a new generation): nothing of the deleted store shows
+        through it, and handles of the deleted store still get `StoreDeleted` when they save."""
         remote_path = cls.remote_path_for_key(key=key, org=org, project=project, domain=domain)
         options = handle_options(read_only_prefixes, audit, keep_versions, validate_messages, trusted)
         store = cls(key, remote_path=remote_path, **options)
@@ -151,12 +155,16 @@ class KeyedAPI:
         validate_messages: bool = False,
         trusted: bool = False,
     ) -> Self:
-        """Open the store for `key` at its newest committed state, creating it if it does not exist."""
+        """Open the store for `key` at its newest committed state, creating it if it does not exist. A key
+        whose store was deleted (`delete_store`) gets a new, empty one, as with `create`."""
         options = handle_options(read_only_prefixes, audit, keep_versions, validate_messages, trusted)
         remote_path = cls.remote_path_for_key(key=key, org=org, project=project, domain=domain)
         store = cls(key, remote_path=remote_path, **options)
-        if await store._session.open(store):
-            return store
+        try:
+            if await store._session.open(store):
+                return store
+        except StoreDeleted:  # the key is free again: a new generation (`_generations`)
+            pass
         try:
             return await cls.create.aio(key=key, org=org, project=project, domain=domain, **options)
         except StoreAlreadyExists:  # another creator won the race: open what it made

@@ -8,6 +8,7 @@
     log/<seq>.json  Deleted     the store was deleted (`delete_store`): who, when, why; also in head.json
     head.json                   and in the slots a stale handle may aim at, so no save lands after it
                                 (``format`` 2: earlier versions refuse it as newer, never resurrect)
+    log/<seq+1>.json Successor  right after a deletion record: the key took a new store (its generation)
     purged/<sha>.json  Purged   content purge() removed, so readers can tell purged from corrupt
     config.json     StoreConfig settings every handle of the store uses (the gc window)
 
@@ -80,6 +81,18 @@ class Deleted(_Lenient, Evolving):
         return f"MemoryStore at {uri} was deleted by {self.actor!r} at {self.at}{why}"
 
 
+class Successor(_Lenient, Evolving):
+    """The log slot right after a deletion record: the key took a new store, generation `generation`,
+    whose journal lives apart (`_journal_location.generation_root`; see `_generations`). Claimed
+    create-only by the first ``create`` after the deletion, so concurrent creators agree on one."""
+
+    format: Literal[2] = 2  # type: ignore[assignment]
+    #: required, so that no other small object ever reads as one
+    successor: Literal[True]
+    generation: int = Field(ge=1)
+    at: str
+
+
 class MovedHead(_Lenient, Evolving):
     seq: int
     checkpoint: int
@@ -140,6 +153,16 @@ def parse_deleted(data: bytes | None) -> Deleted | None:
         return None
     try:
         return Deleted.model_validate_json(data)
+    except ValidationError:
+        return None
+
+
+def parse_successor(data: bytes | None) -> Successor | None:
+    """The successor claim in `data` (the log slot after a deletion record), or None if it is not one."""
+    if data is None or len(data) > MARKER_MAX_BYTES or b'"successor"' not in data:
+        return None
+    try:
+        return Successor.model_validate_json(data)
     except ValidationError:
         return None
 

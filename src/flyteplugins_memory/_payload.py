@@ -39,6 +39,8 @@ def payload(store: MemoryStore) -> dict[str, Any]:
         "keep_versions": store.keep_versions,
         "validate_messages": store.validate_messages,  # the receiver checks its appends as the sender did
         "seq": store._session.payload_seq(),
+        # which of the key's stores that commit belongs to (`_generations`; None: the sender never loaded)
+        "generation": store._session.generation,
     }
 
 
@@ -71,7 +73,11 @@ def received_store(cls: type[S], value: dict[str, Any]) -> S:
     # set after: the inline transcript holds the committed one, which other handles may have written
     # unvalidated; the flag governs this handle's own appends
     store.validate_messages = value.get("validate_messages") is True
-    seq = value.get("seq")
+    seq, generation = value.get("seq"), value.get("generation")
+    if isinstance(generation, int) and not isinstance(generation, bool) and generation >= 0:
+        store._session.generation = generation  # a sender before generations sends none: its store is the first
+    elif isinstance(seq, int):
+        store._session.generation = 0
     store._session.receive(store, seq if isinstance(seq, int) else None)
     return store
 

@@ -34,6 +34,7 @@ from ._errors import (
     StoreNotFound,
 )
 from ._fold import Fold
+from ._generations import at_generation, generation_to_create, newest_generation
 from ._journal import same_write
 from ._limits import check_paths_fit, written_paths
 from ._merge import conflicts, merged_transcript
@@ -95,6 +96,9 @@ class Session(SpecialCommits):
         self._remote_path = remote_path
         self._resolve_path = resolve
         self._remote: RemoteStore | None = None
+        #: which of the key's stores this handle names (`_generations`): None until its first load finds
+        #: out (0 until then); fixed by that load, or by the payload of a received store
+        self.generation: int | None = None
         #: the committed state is loaded (a handle with no location yet has nothing to load)
         self.loaded = remote_path is None
         #: for a received store: the exact commit it was sent at
@@ -135,8 +139,11 @@ class Session(SpecialCommits):
 
     async def create(self, holder: TranscriptHolder, settings: Settings | None = None) -> None:
         """Create the store: the first commit, exclusive (`StoreAlreadyExists` if another got there),
-        holding `settings` (store-level extensions and the audit events of setting them)."""
+        holding `settings` (store-level extensions and the audit events of setting them). A deleted key
+        takes a new generation (`_generations`)."""
         async with self.lock:
+            remote, self.generation = await generation_to_create(self.remote(), self.generation or 0)
+            self._remote = remote
             if await self.remote().exists(MESSAGES_PATH):  # also refuses stores that upstream created
                 raise StoreAlreadyExists(f"MemoryStore already exists at {self.remote().uri}")
             self.loaded = True
@@ -157,7 +164,7 @@ class Session(SpecialCommits):
         if self._remote is None:
             if self._remote_path is None:
                 self._remote_path = self._resolve_path()
-            self._remote = RemoteStore(self._remote_path)
+            self._remote = at_generation(RemoteStore(self._remote_path), self.generation or 0)
         return self._remote
 
     def remote_if_known(self) -> RemoteStore | None:
@@ -260,8 +267,23 @@ class Session(SpecialCommits):
         async with self.lock:
             await self._ensure_loaded(holder)
             await self._settle(holder)
-            if not await self._save_pending(holder, actor=actor, reason=reason):
+            try:
+                saved = await self._save_pending(holder, actor=actor, reason=reason)
+            except StoreDeleted:
+                if not await self._take_new_generation():
+                    raise
+                saved = await self._save_pending(holder, actor=actor, reason=reason)
+            if not saved:
                 await self._repair_projections()
+
+    async def _take_new_generation(self) -> bool:
+        """A handle that never loaded a store (built directly, or found its key deleted on first use) saves
+        into whatever store its key has: after a deletion, a new generation, as ``get_or_create`` would
+        (`_generations`). False for a handle of a deleted store, which must never commit into a new one."""
+        if self.generation is not None or self.view.base.seq != 0:
+            return False
+        self._remote, self.generation = await generation_to_create(self.remote())
+        return True
 
     async def revert(self, holder: TranscriptHolder, paths: list[str] | None) -> list[str]:
         """Drop the unsaved changes of `paths` (every changed file when None): the paths dropped."""
@@ -321,15 +343,20 @@ class Session(SpecialCommits):
         return True
 
     async def _ensure_loaded(self, holder: TranscriptHolder) -> None:
-        """Load the committed state on first use; a store that does not exist yet starts empty."""
-        if not self.loaded and not await self._load_if_exists(holder):
+        """Load the committed state on first use; a store that does not exist yet starts empty, and so
+        does one whose key was deleted, for a handle that did not name a store yet (built directly, or
+        received from a sender that never loaded): its first save takes the key's next generation."""
+        unnamed = self.generation is None and self.lifecycle in (Lifecycle.NEW, Lifecycle.RECEIVED)
+        if not self.loaded and not await self._load_if_exists(holder, deleted_is_missing=unnamed):
             self.loaded = True
 
-    async def _load_if_exists(self, holder: TranscriptHolder) -> bool:
+    async def _load_if_exists(self, holder: TranscriptHolder, *, deleted_is_missing: bool = False) -> bool:
         try:
             await self._load(holder)
         except StoreDeleted:
-            raise  # a deleted store is not one to start afresh: its key stays retired (`_store_deletion`)
+            if deleted_is_missing and self.generation is None:
+                return False
+            raise  # `open`, or a handle of the deleted store: never one to start afresh (`_store_deletion`)
         except StoreNotFound:
             return False
         return True
@@ -341,12 +368,37 @@ class Session(SpecialCommits):
         if self._pinned_seq:
             state, imported = await state_at(remote, self._pinned_seq), False
         else:
-            state, imported = await open_state(remote)
+            state, imported = await self._open_newest(remote)
         self.view.base, self.view.imported, self.loaded = state, imported, True
         if self._pinned_seq is None:  # else the received inline transcript wins, as upstream
             holder.messages = after_committed(state.messages, holder.messages, self._root_transcript)
             self._root_transcript = 0
             self._saved_transcript = fingerprints(state.messages)
+
+    async def _open_newest(self, remote: RemoteStore) -> tuple[State, bool]:
+        """The newest state of the key's newest store: a handle that does not know its generation yet
+        follows a deleted one to the store its key took since (`_generations`)."""
+        try:
+            state, imported = await open_state(remote)
+        except StoreDeleted:
+            if self.generation is not None:
+                raise
+            newest, generation, _ = await newest_generation(remote)
+            if generation == 0:
+                raise
+            self._remote = newest
+            try:
+                state, imported = await open_state(newest)
+            except StoreDeleted:  # deleted too: the handle stays unresolved (a later create starts the next)
+                self._remote = None
+                raise
+            except StoreNotFound:  # claimed, but its creator has not committed yet: a first save goes there
+                self.generation = generation
+                raise
+            self.generation = generation
+        if self.generation is None:
+            self.generation = 0
+        return state, imported
 
     async def _commit(
         self,

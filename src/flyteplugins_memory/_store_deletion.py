@@ -15,17 +15,23 @@
 
 What stays is a few hundred bytes per young slot, all holding the deletion record: it is the audit of
 the deletion (who, when, why, how many files, after which commit), and what keeps a deleted store from
-coming back half-made. Versions of this package before it refuse the record as a newer format.
+coming back half-made. Versions of this package before it refuse the record as a newer format. The key
+itself is free again: its next ``create`` starts a new store, a new generation with a journal of its own
+(`_generations`), which no handle of the deleted one can commit into.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import os
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
 from ._contract import ObjectStorage
 from ._errors import ReadOnlyPath, StorageError, StoreDeleted, StoreNotFound
 from ._gc import clock
+from ._generations import newest_generation
 from ._layout import HEAD_NAME, JOURNAL_DIR, log_name
 from ._markers import Deleted, encode_marker, parse_deleted
 from ._open import log_seqs, open_state
@@ -33,14 +39,18 @@ from ._read_only import persisted, under_read_only
 from ._relocate import old_view
 from ._retention import SLOT_GRACE
 from ._state import State
+from ._workdir import remove_empty_tree
 
 #: Claims of the deletion slot before giving up under extreme contention.
 MAX_CLAIMS = 50
 
 
 async def delete_stored(remote: ObjectStorage, *, trusted: bool, actor: str, reason: str) -> bool:
-    """Delete the store at `remote` (steps in the module docstring); False if there is none, or another
-    deletion got there first."""
+    """Delete the store at `remote`, the newest of its key's generations (`_generations`; steps in the
+    module docstring); False if there is none, or another deletion got there first."""
+    remote, _, deleted = await newest_generation(remote)
+    if deleted is not None:
+        return False
     try:
         state, _ = await open_state(remote)
     except StoreDeleted:
@@ -54,6 +64,8 @@ async def delete_stored(remote: ObjectStorage, *, trusted: bool, actor: str, rea
     await remote.write_many({HEAD_NAME: data})
     await _sweep(remote, data, keep={HEAD_NAME, log_name(record.seq)})
     await _sweep_prefix(remote)
+    await remote.write_many({HEAD_NAME: data})  # again: a save that committed just before may have hinted since
+    await tidy_local_dirs(remote)  # local disk keeps empty directories, which list_keys would list
     return True
 
 
@@ -111,6 +123,24 @@ async def _sweep_prefix(remote: ObjectStorage) -> None:
     if remote.journal_moved:
         old = old_view(remote)
         await old.remove_all(list(await old.list(under=JOURNAL_DIR)))
+
+
+async def tidy_local_dirs(remote: ObjectStorage) -> None:
+    """On local disk, remove the empty directories under the store prefix and the journal, and the prefix
+    itself if empty: object stores have none, and `list_keys` lists a directory left behind as a store.
+    Files are never touched, so a racing writer of a new generation keeps what it wrote."""
+    if remote.capabilities.symlinks:  # local disk
+        for root in (remote.prefix, remote.journal_root):
+            await asyncio.to_thread(remove_empty_tree, root)
+
+
+async def remove_empty_prefix(remote: ObjectStorage) -> None:
+    """On local disk, remove the store prefix's directory if nothing is left in it (what a save refused
+    by a deletion leaves once it removed its uploads: removing a file already takes the directories it
+    leaves empty below the prefix). One call, however large a new generation in the prefix is."""
+    if remote.capabilities.symlinks:
+        with contextlib.suppress(OSError):  # not empty (a new generation's files), or already gone
+            await asyncio.to_thread(os.rmdir, remote.prefix)
 
 
 async def is_deleted(remote: ObjectStorage) -> bool:
