@@ -24,6 +24,7 @@ from ._codecs import MemoryMeta
 from ._commit_log import Commit
 from ._conversations import Conversation, conversation_log
 from ._errors import InvalidPath, PathEscapesRoot, UnsafeStoreContent, VersionNotFound
+from ._history import HistoryEntry
 from ._layout import Kind, classify
 from ._metadata import Scalar
 from ._purge import PurgeResult
@@ -265,6 +266,31 @@ class ScopedStore(ScopedStagedAPI):
     async def read_version_bytes(self, version_file: str) -> bytes:
         """Bytes of a version snapshot of a file of this scope (`VersionNotFound` for any other)."""
         return await self._store.read_version_bytes.aio(self._own_version(version_file))
+
+    @syncify
+    async def history(self, rel_path: str, limit: int = 20) -> list[HistoryEntry]:
+        """`MemoryStore.history` of the file at `rel_path` in this scope (version ids as the store's)."""
+        return await self._store.history.aio(await self._full(rel_path), limit)
+
+    @syncify
+    async def restore(
+        self,
+        rel_path: str,
+        version_id: str,
+        *,
+        actor: str = "agent",
+        reason: str = "",
+        expected_sha: str | None = None,
+    ) -> Any:
+        """`MemoryStore.restore` of version `version_id` of the file at `rel_path` in this scope."""
+        full = await self._full(rel_path)
+        found = await self._store.restore.aio(full, version_id, actor=actor, reason=reason, expected_sha=expected_sha)
+        return self._meta(found)
+
+    @syncify
+    async def diff(self, rel_path: str, a: str, b: str | None = None) -> str:
+        """`MemoryStore.diff` of the file at `rel_path` in this scope."""
+        return await self._store.diff.aio(await self._full(rel_path), a, b)
 
     @syncify
     async def log(self, limit: int = 20, path: str | None = None) -> list[Commit]:
