@@ -129,3 +129,37 @@ def test_a_compaction_refused_as_read_only_leaves_the_handle_as_it_was(durable, 
     store.append({"role": "user", "content": "later"})
     store.save()
     assert len(MemoryStore.open(key=key).messages) == 5
+
+
+def test_a_scope_refused_as_read_only_drops_its_own_changes_and_the_rest_saves(durable, key):
+    store, admin = opened(key)
+    alice = store.scope("users/alice")
+    alice.records("log").append({"secret": SECRET})
+    alice.session("chat").append({"role": "user", "content": SECRET})
+    alice.write_text("notes.md", SECRET)
+    store.write_text("b.txt", "another change")
+    admin.set_read_only_prefixes(["users/alice"])
+    with pytest.raises(ReadOnlyPath):
+        store.save()
+    assert alice.records("log").discard_unsaved() == 1 and alice.session("chat").discard_unsaved() == 1
+    assert alice.revert() == ["notes.md"]  # scope paths, every unsaved file change of the scope
+    assert alice.revert(["notes.md"]) == []  # nothing left to drop
+    store.save()
+    assert MemoryStore.open(key=key).list_paths() == ["a.txt", "b.txt"]
+    assert not [n for n in durable.objects(key) if n.startswith("users/")]
+    assert holding(durable, key, SECRET) == []
+
+
+def test_an_accept_refused_as_read_only_keeps_the_handles_changes_and_the_draft(durable, key):
+    store, admin = opened(key)
+    draft = store.propose("memory/tea.md", "likes green tea")
+    store.save()
+    admin.set_read_only_prefixes(["memory"])
+    store.write_text("b.txt", "another change")
+    with pytest.raises(ReadOnlyPath):
+        store.accept(draft.id)  # an untrusted handle may not accept into a read-only prefix
+    store.save()  # the rest saves
+    fresh = MemoryStore.open(key=key)
+    assert fresh.list_paths() == ["a.txt", "b.txt"] and fresh.proposal(draft.id).status == "draft"
+    assert admin.accept(draft.id).status == "accepted"  # a trusted handle decides it
+    assert MemoryStore.open(key=key).read_text("memory/tea.md") == "likes green tea"

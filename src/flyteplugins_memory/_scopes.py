@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +23,7 @@ from ._arguments import check_int
 from ._codecs import MemoryMeta
 from ._commit_log import Commit
 from ._conversations import Conversation, conversation_log
-from ._errors import InvalidPath, PathEscapesRoot, UnsafeStoreContent, VersionNotFound
+from ._errors import InvalidArgument, InvalidPath, PathEscapesRoot, UnsafeStoreContent, VersionNotFound
 from ._history import HistoryEntry
 from ._layout import Kind, classify
 from ._metadata import Scalar
@@ -237,6 +237,21 @@ class ScopedStore(ScopedStagedAPI):
     def has_unsaved_changes(self) -> bool:
         """Whether the handle (not only this scope) holds unsaved changes."""
         return self._store.has_unsaved_changes()
+
+    @syncify
+    async def revert(self, paths: Sequence[str] | None = None) -> list[str]:
+        """`MemoryStore.revert` of the files at scope paths `paths` (None: every unsaved file change of this
+        scope), e.g. after a save refused with `ReadOnlyPath`: their changes are dropped, the handle's others
+        stay for the next save. Returns the scope paths whose changes were dropped."""
+        if isinstance(paths, str) or not (paths is None or isinstance(paths, Sequence)):
+            raise InvalidArgument(f"paths is a sequence of paths or None, got {type(paths).__name__}")
+        if paths is None:
+            store, prefix = self._store, self._prefix
+            changed = await store._session.look(store, lambda view: list(view.changes.files))
+            full = [p for p in changed if is_inside(prefix, p)]
+        else:
+            full = [await self._full(p) for p in paths]
+        return [relative(self._prefix, p) for p in await self._store.revert.aio(full)]
 
     # -- versions, history, audit -------------------------------------------------------------------------
 
