@@ -87,24 +87,69 @@ def commit_info(
     audit: list[dict[str, Any]],
     states: tuple[State, State],
     transcript: tuple[int, bool],
+    hints: Mapping[str, int] | None = None,
 ) -> CommitInfo:
     """The info of a commit of `changes` (and `audit`); `states` are the state it lands on and the
-    handle's base, `transcript` the number of messages it appends and whether it rewrote committed ones."""
+    handle's base, `transcript` the number of messages it appends and whether it rewrote committed ones.
+    `hints`: for paths the handle knows the previous change of though neither state says it (a restore of
+    a path deleted before its base), that change; used where `previous_change` knows none."""
 
     def links(deleted: bool) -> dict[str, int | None]:
-        return {p: previous_change(p, *states) for p, r in sorted(changes.items()) if (r is None) == deleted}
+        chosen = [p for p, r in sorted(changes.items()) if (r is None) == deleted]
+        return {p: _link(previous_change(p, *states), (hints or {}).get(p)) for p in chosen}
 
     appended, rewrote = transcript
+    actor = shortened(about.actor) if about.actor is not None else actor_of(changes, audit)
+    reason = shortened(about.reason) if about.reason is not None else reason_of(changes, audit)
+    by = deleted_by(changes, audit, actor, reason)
     return CommitInfo(
         kind=about.kind,
         time=now(),
-        actor=shortened(about.actor) if about.actor is not None else actor_of(changes, audit),
-        reason=shortened(about.reason) if about.reason is not None else reason_of(changes, audit),
+        actor=actor,
+        reason=reason,
         wrote=links(deleted=False),
         deleted=links(deleted=True),
         appended=appended,
         rewrote=rewrote,
+        ext={BY_KEY: by} if by else {},
     )
+
+
+def _link(known: int | None, hint: int | None) -> int | None:
+    return known if known is not None else hint
+
+
+#: The key of a commit info's ``ext`` naming who deleted each path and why, where that is not the
+#: commit's own actor and reason (a save committing deletes of several actors): path -> [actor, reason].
+#: A write's own actor and reason are in its file entry (its sidecar fields), so only deletes need it.
+BY_KEY = "by"
+
+
+def deleted_by(
+    changes: Mapping[str, FileEntry | None], audit: list[dict[str, Any]], actor: str, reason: str
+) -> dict[str, list[str]]:
+    """Who deleted each deleted path of `changes` and why (from the last audit event of that path), for
+    those where it is not `actor` and `reason`; without an event (``audit=False``) the commit's stand."""
+    events = {e.get("path"): e for e in audit if isinstance(e.get("path"), str)}
+    out: dict[str, list[str]] = {}
+    for path in sorted(p for p, r in changes.items() if r is None):
+        event = events.get(path)
+        who, why = (event.get("actor"), event.get("reason")) if event is not None else (actor, reason)
+        if isinstance(who, str) and isinstance(why, str) and (who, why) != (actor, reason):
+            out[path] = [who, why]
+    return out
+
+
+def attribution(info: CommitInfo | None, path: str, entry: FileEntry | None) -> tuple[str, str]:
+    """Who made a commit's change of `path` and why: a write's own (its entry's sidecar fields), a
+    delete's from the info's `BY_KEY` map; else the commit's actor and reason."""
+    if entry is not None and entry.has_meta and not entry.meta_error and entry.updated_by:
+        return entry.updated_by, entry.reason
+    found = info.ext.get(BY_KEY) if info is not None else None
+    pair = found.get(path) if isinstance(found, dict) and entry is None else None
+    if isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, str) for x in pair):
+        return pair[0], pair[1]
+    return (info.actor, info.reason) if info is not None else ("", "")
 
 
 def import_info(files: Mapping[str, FileEntry], messages: list[dict[str, Any]]) -> CommitInfo:

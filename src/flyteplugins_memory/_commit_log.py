@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ._commit_info import attribution
 from ._contract import ObjectStorage
 from ._journal import Checkpoint, CommitInfo, CommitRecord, FileEntry, Origin, parse
 from ._layout import checkpoint_name, log_name
@@ -69,10 +70,14 @@ class Commit:
 
 @dataclass(frozen=True)
 class PathChange:
-    """One commit that changed a path, and what it left there (None: it deleted the path)."""
+    """One commit that changed a path, what it left there (None: it deleted the path), and who made that
+    change and why: the write's own actor and reason (a commit can hold writes of several actors; its
+    `Commit.actor` summarises them all)."""
 
     commit: Commit
     entry: FileEntry | None
+    actor: str = ""
+    reason: str = ""
 
 
 def _commit(record: CommitRecord) -> Commit:
@@ -154,7 +159,17 @@ def _reader(remote: ObjectStorage, newest: State) -> _Reader:
 
 
 def _imported_change(checkpoint: Checkpoint, path: str) -> PathChange:
-    return PathChange(_import(checkpoint), checkpoint.files.get(path))
+    entry = checkpoint.files.get(path)
+    return PathChange(_import(checkpoint), entry, *attribution(checkpoint.info, path, entry))
+
+
+async def last_change(remote: ObjectStorage | None, known: State, path: str) -> int | None:
+    """The commit that last changed `path` (wrote it, or deleted it) in the retained history, if any."""
+    newest = await _newest_state(remote, known)
+    if remote is None or newest.seq == 0 or is_reserved(path):
+        return None
+    found = await _last_change(_reader(remote, newest), newest, path)
+    return found or None
 
 
 async def _newest(reader: _Reader, seq: int, limit: int) -> list[Commit]:
@@ -222,6 +237,8 @@ async def _chain(reader: _Reader, seq: int | None, path: str, limit: int) -> lis
         elif len(out) >= limit:
             break
         out.append(change)
+        if len(out) >= limit and not _deletes(change, path):
+            break  # enough: no read for the link past the last one shown
         seq = await _previous(reader, change.commit.seq, info, path)
     return out
 
@@ -240,7 +257,8 @@ async def _commit_at(reader: _Reader, seq: int, path: str) -> tuple[PathChange, 
     record = await reader.record(seq)
     if record is None or not _names(record.info, path):
         return None
-    return PathChange(_commit(record), record.delta.files.get(path)), record.info
+    entry = record.delta.files.get(path)
+    return PathChange(_commit(record), entry, *attribution(record.info, path, entry)), record.info
 
 
 async def _previous(reader: _Reader, seq: int, info: CommitInfo | None, path: str) -> int | None:
@@ -250,6 +268,14 @@ async def _previous(reader: _Reader, seq: int, info: CommitInfo | None, path: st
     if info is None:
         return None
     link = info.previous(path)
-    if link is None and path in info.deleted:
+    if link is None and (path in info.deleted or await _deleted_since_checkpoint(reader, seq - 1, path)):
         return await _scan_back(reader, seq - 1, path)
     return link
+
+
+async def _deleted_since_checkpoint(reader: _Reader, seq: int, path: str) -> bool:
+    """Whether state `seq` says `path` was deleted since its checkpoint (its cumulative record maps the
+    path to None): a write linked to nothing on top of it came after that delete, whichever base its
+    handle had, so the path's history goes on past the write. One read, at the end of a path's chain."""
+    record = await reader.record(seq) if seq > 0 else None
+    return record is not None and path in record.delta.files and record.delta.files[path] is None

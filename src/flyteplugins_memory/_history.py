@@ -49,8 +49,10 @@ class HistoryEntry:
         sha256: Its content's sha256 (``""`` for a deletion).
         time: When it was committed (a journal version: UTC ISO-8601 with milliseconds) or written (a
             snapshot: to the second).
-        actor: Who wrote it (``""`` for a snapshot: its name does not say; see `audit_tail`).
-        reason: Why it was written (``""`` for a snapshot).
+        actor: Who wrote (or deleted) it: the write's own actor, as `get_meta` and the audit name it,
+            also when one save committed writes of several actors (``""`` for a snapshot: its name does
+            not say; see `audit_tail`).
+        reason: Why it was written: the write's own reason (``""`` for a snapshot).
         size: Its content's size in bytes (0 for a deletion).
         deleted: Whether this version is the path's deletion.
         commit: The commit that made it (a journal version), else None.
@@ -118,14 +120,14 @@ async def _live_change(remote: ObjectStorage | None, known: State, path: str) ->
     if entry is None or seq is None:
         return None
     commit = Commit(seq, "", "", entry.updated_at, entry.updated_by, entry.reason, (path,), (), 0, False)
-    return PathChange(commit, entry)
+    return PathChange(commit, entry, entry.updated_by, entry.reason)
 
 
 def _from_change(change: PathChange, path: str) -> HistoryEntry:
     commit, entry = change.commit, change.entry
     deleted = entry is None or path in commit.deleted
     sha, size = ("", 0) if deleted or entry is None else (entry.sha256, entry.bytes)
-    who = (commit.actor, commit.reason)
+    who = (change.actor, change.reason) if change.actor or change.reason else (commit.actor, commit.reason)
     expired = not deleted and is_expired(entry, _gc.clock())
     return HistoryEntry(journal_id(commit.seq), sha, commit.time, *who, size, deleted, commit.seq, expired)
 

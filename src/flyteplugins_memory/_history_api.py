@@ -13,6 +13,7 @@ from typing import Any
 from ._admission import Access, PathAdmission
 from ._arguments import check_int
 from ._codecs import MemoryMeta
+from ._commit_log import last_change
 from ._diff import Side, unified_diff
 from ._errors import VersionNotFound
 from ._history import HistoryEntry, Version, read_history, version_content
@@ -67,7 +68,11 @@ class HistoryAPI:
         if version.data is None:
             await self._session.delete(self, rel, options)
             return None
-        return await self._session.write(self, rel, version.data, options, dict(version.ext) or None)
+        link = await self._link_past_delete(rel)
+        meta = await self._session.write(self, rel, version.data, options, dict(version.ext) or None)
+        if link is not None:  # no await since the write: nothing of the handle changed in between
+            self._session.view.changes.links[rel] = link
+        return meta
 
     @syncify
     async def diff(self, path: str, a: str, b: str | None = None) -> str:
@@ -83,6 +88,16 @@ class HistoryAPI:
         return unified_diff(side_a, side_b)
 
     # -- internals ------------------------------------------------------------------------------------
+
+    async def _link_past_delete(self, rel: str) -> int | None:
+        """For a restore of a path that is not a file: the commit that last changed it (its delete), which
+        the restore's commit links to, so the path's history goes on through the delete to the versions
+        before it, whatever base the handle has. None for a live file (its entry links it)."""
+        live = await self._session.look(self, lambda view: view.entry(rel) is not None, paths=[rel])
+        if live:
+            return None
+        view = await self._session.ready(self)
+        return await last_change(self._session.remote_if_known(), view.base, rel)
 
     async def _version(self, rel: str, version_id: object) -> Version:
         view = await self._session.ready(self)

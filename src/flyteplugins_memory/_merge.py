@@ -44,12 +44,17 @@ class Changes:
     #: record with an empty ``ext`` reads its checkpoint's (docs/sync.md), so a cleared setting is empty
     ext: dict[str, Any] = field(default_factory=dict)
     entries: dict[tuple[str, str], Any] = field(default_factory=dict)
+    #: for a changed path, the commit that changed it before when the handle knows it and its base does
+    #: not say (a restore of a path deleted before the base): the link `store.log(path=...)` follows
+    links: dict[str, int] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(self.files or self.audit or self.ext or self.entries)
 
     def copy(self) -> Changes:
-        return Changes(dict(self.files), list(self.audit), set(self.guarded), dict(self.ext), dict(self.entries))
+        copied = Changes(dict(self.files), list(self.audit), set(self.guarded), dict(self.ext), dict(self.entries))
+        copied.links = dict(self.links)
+        return copied
 
 
 def ext_item(state: State, name: str, item: str) -> Any:
@@ -216,7 +221,7 @@ def rebase(
         audit_total=latest.audit_total + len(changes.audit),
         recent_audit=latest.recent_audit + changes.audit,
         recent_commits=[*latest.recent_commits, commit_id],
-        info=commit_info(about, changes.files, changes.audit, (latest, base), change),
+        info=commit_info(about, changes.files, changes.audit, (latest, base), change, changes.links),
         ext=with_entries(_ext_after(base, latest, changes.ext), changes.entries),
         min_reader=latest.min_reader,
         written_by=latest.written_by,
