@@ -218,3 +218,74 @@ def test_a_large_store_opens_in_at_most_5_requests_and_1_mib(disk_or_s3, key, co
     costs.reset()
     assert store.exists(f"files/{count // 2:06d}.txt")
     assert len(costs.parts_read()) == 1 and costs.read_bytes <= MIB, costs.ops
+
+
+# -- the first one-file save after a bulk save ----------------------------------------------------------------
+
+
+def blobs_of(backend, key: str) -> dict[str, bytes]:
+    return {n: d for n, d in backend.journal(key).items() if "/blobs/" in n}
+
+
+def test_the_first_one_file_save_after_a_bulk_save_is_6_requests(disk_or_s3, key, costs):
+    store = bulk_saved(key, 40)  # files created in place (`_inplace`): their bytes only at their paths
+    old = disk_or_s3.upstream_view(key)["files/00007.txt"]
+    head = journal_json(disk_or_s3, key, HEAD_NAME)["seq"]
+
+    costs.reset()
+    store.write_text("files/00007.txt", "changed")
+    store.save()
+    # the old bytes into a blob (held since the bulk save: not fetched again), the new bytes' blob, the
+    # search segment, the commit, the file and its sidecar; the head hint is left one commit behind
+    puts = costs.names("put")
+    assert costs.requests == 6 and len(puts) == 6 and costs.names("get") == [], costs.ops
+    assert {"files/00007.txt", "meta/files%2F00007.txt.json"} <= set(puts) and HEAD_NAME not in puts
+    assert journal_json(disk_or_s3, key, HEAD_NAME)["seq"] == head  # one behind: the next save moves it
+    assert old in blobs_of(disk_or_s3, key).values()  # older states still read the replaced bytes
+    assert MemoryStore.get_or_create(key=key).at(head).read_text("files/00007.txt") == old.decode()
+
+    costs.reset()
+    store.write_text("files/00007.txt", "changed again")
+    store.save()
+    puts = costs.names("put")
+    assert costs.requests == 6 and HEAD_NAME in puts, costs.ops  # the new blob, segment, commit, file, sidecar, head
+    assert journal_json(disk_or_s3, key, HEAD_NAME)["seq"] == head + 2
+
+    costs.reset()
+    fresh = MemoryStore.get_or_create(key=key)
+    assert fresh.read_text("files/00007.txt") == "changed again"
+
+
+def test_a_fresh_handle_s_first_change_of_an_in_place_file_fetches_its_old_bytes_once(disk_or_s3, key, costs):
+    bulk_saved(key, 40)
+    handle = MemoryStore.get_or_create(key=key)
+    handle.write_text("files/00007.txt", "changed")
+    costs.reset()
+    handle.save()
+    # a handle that never read the file has no copy of the bytes it replaces: one GET more than above
+    assert costs.names("get") == ["files/00007.txt"] and costs.requests == 7, costs.ops
+    assert HEAD_NAME not in costs.names("put")
+
+
+def test_a_hint_left_one_commit_behind_costs_an_open_nothing(disk_or_s3, key, costs):
+    store = bulk_saved(key, 40)
+    store.write_text("notes/a.txt", "a")
+    store.save()  # commit 3 leaves the hint at commit 2
+    assert journal_json(disk_or_s3, key, HEAD_NAME)["seq"] == 2
+    costs.reset()
+    opened = MemoryStore.get_or_create(key=key)
+    # the hint, the probe past it (record 3), the probe past that: what an open costs when the hint names
+    # its newest commit (the hint, that record, one probe); record 3 is on checkpoint 0, which has no object
+    log = "meta/.journal/log/0000000000000000000"
+    assert costs.names() == [HEAD_NAME, log + "3.json", log + "4.json"], costs.ops
+    assert opened.read_text("notes/a.txt") == "a" and len(opened.list_paths()) == 41
+
+    other = MemoryStore.get_or_create(key=key)
+    other.write_text("notes/b.txt", "b")
+    other.save()  # commit 4: its handle knows the hint names 2, so it brings it up to date
+    assert journal_json(disk_or_s3, key, HEAD_NAME)["seq"] == 4
+    store.write_text("notes/c.txt", "c")
+    store.save()  # rebased onto 4, commit 5: one past the hint, left
+    assert journal_json(disk_or_s3, key, HEAD_NAME)["seq"] == 4
+    costs.reset()
+    assert MemoryStore.get_or_create(key=key).list_paths()[-3:] == ["notes/a.txt", "notes/b.txt", "notes/c.txt"]

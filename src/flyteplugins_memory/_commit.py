@@ -6,7 +6,7 @@
        adopt      on a store's first save into this journal: fence and move the old one (`_relocate`)
     2. commit     create-only ``log/<n+1>``; if taken, read what won, rebase and try ``n+2``
     3. upstream   files (but those placed in place), sidecars, versions, deletions, messages.json,
-                  head hint   (after it)
+                  head hint (after it; a small save may leave it one commit behind, see `write_head`)
     4. checkpoint now and then: full state, audit segment, audit/log.jsonl, and gc() (`_gc`)
 
 A save that dies before step 2 leaves nothing any reader of ours sees; one that dies after it is
@@ -63,6 +63,8 @@ CHECKPOINT_BYTES = 32 * 1024
 CHECKPOINT_COMMITS = 500
 #: Commit attempts before a save gives up under extreme contention.
 MAX_ATTEMPTS = 200
+#: A save changing at most this many files may leave the head hint one commit behind (`write_head`).
+SMALL_SAVE_FILES = 4
 
 
 @dataclass
@@ -101,6 +103,9 @@ class SaveJob:
     #: docs a search of the handle found missing from the persisted search index, the commit they were
     #: found at (`_search_store.extend` persists them when the save lands right on it), its segment cache
     search_repairs: Repairs = field(default_factory=Repairs)
+    #: committed bytes of in-place files this save changes that the handle already holds (`View.held`):
+    #: their copy into a blob (`_preserve`) fetches nothing
+    held: dict[str, bytes] = field(default_factory=dict)
 
     def about(self) -> About:
         return About("create" if self.exclusive else self.kind, self.actor, self.reason)
@@ -121,7 +126,7 @@ async def run_save(remote: ObjectStorage, job: SaveJob) -> State:
         for p, r in job.changes.files.items()
         if r and not r.legacy and p not in job.placed
     }
-    await preserve_legacy(remote, job.base.files, job.changes.files)
+    await preserve_legacy(remote, job.base.files, job.changes.files, job.held)
     await remote.write_many(blobs)
     try:
         latest, moved = await _starting_point(remote, job)
@@ -189,6 +194,7 @@ async def _commit(remote: ObjectStorage, job: SaveJob, latest: State) -> tuple[S
         record = encode(new.record())
         job.attempted.append(new.seq)
         if await _create_or_find_landed(remote, job, new.seq, record):
+            new.head_hint = latest.head_hint  # what the head hint names, as far as this handle knows
             return new, len(record)
         latest = await latest_state(remote, latest) or latest
         if (mine := await _own_commit(remote, job, new.seq, latest)) is not None:
@@ -259,7 +265,18 @@ async def update_upstream_layout(remote: ObjectStorage, job: SaveJob, committed:
     await remote.write_many(objects)
     if MESSAGES_PATH in objects:
         await _newest_transcript_last(remote, committed)
+    await write_head(remote, committed, small=len(job.changes.files) <= SMALL_SAVE_FILES)
+
+
+async def write_head(remote: ObjectStorage, committed: State, small: bool = False) -> None:
+    """Point the head hint at `committed`, unless this is a `small` save and the hint names the commit just
+    before (`State.head_hint`): a hint one commit behind costs an open nothing (its first probe reads the
+    newest record, `_open`), so a small save after one that wrote the hint leaves it (one request of about
+    six), and the next save brings it up to date. The hint never lags by more than one commit this way."""
+    if small and committed.head_hint == committed.seq - 1 and committed.checkpoint.seq < committed.seq:
+        return
     await remote.write_many({HEAD_NAME: encode(Head(seq=committed.seq, checkpoint=committed.checkpoint.seq))})
+    committed.head_hint = committed.seq
 
 
 async def _newest_transcript_last(remote: ObjectStorage, committed: State) -> None:
@@ -296,6 +313,7 @@ async def checkpoint(remote: ObjectStorage, state: State) -> State:
     await remote.write_many({checkpoint_name(state.seq): encode(checkpoint)})
     await remote.write_many({HEAD_NAME: encode(Head(seq=state.seq, checkpoint=state.seq))})
     folded = state.on_checkpoint(checkpoint, index)
+    folded.head_hint = state.seq
     await collect_quietly(remote, folded)
     return folded
 

@@ -1,8 +1,10 @@
 """Reading committed states from the journal: the newest one, or exactly the one a task was handed.
 
-Opening costs O(1) requests however many files the store holds: the head hint, the newest commit record,
-one probe past it, and the checkpoint that record is relative to. Only when the hint names a commit or
-checkpoint that gc() removed does it list the log (small after gc) to find the newest record.
+Opening costs O(1) requests however many files the store holds: the head hint, one probe past it, the
+newest commit record, and the checkpoint that record is relative to. The probe comes first: a save may
+leave the hint one commit behind (`_commit.write_head`), and then the probe is what reads the
+newest record, at no extra request. Only when the hint names a commit or checkpoint that gc() removed does
+it list the log (small after gc) to find the newest record.
 """
 
 from __future__ import annotations
@@ -85,35 +87,45 @@ async def latest_state(remote: ObjectStorage, known: State | None = None) -> Sta
 
         return await latest_state(remote) or await old_latest_state(remote) or known
     try:
-        state = await _from_head(remote, known) or known
-        return await _probe(remote, state)
+        return await _from_head(remote, known) or await _probe(remote, known)
     except _Collected as gone:
         return await _from_listing(remote, known, gone.checkpoint)
 
 
-async def _probe(remote: ObjectStorage, state: State | None) -> State | None:
-    """`state`, or the newer one the records after it lead to."""
-    seq, record = (state.seq if state else 0), None
+async def _follow(remote: ObjectStorage, seq: int) -> tuple[int, CommitRecord | None]:
+    """The newest commit after `seq` and its record, probing one slot after the other (None: none)."""
+    record = None
     for _ in range(MAX_PROBES):
         try:
             following = await read_record(remote, seq + 1)
         except StateCollected:
             raise _Collected from None
         if following is None:
-            break
+            return seq, record
         seq, record = seq + 1, following
-    else:
-        raise CorruptStore(f"Commit log under {remote.uri} does not end")
+    raise CorruptStore(f"Commit log under {remote.uri} does not end")
+
+
+async def _probe(remote: ObjectStorage, state: State | None) -> State | None:
+    """`state`, or the newer one the records after it lead to."""
+    _, record = await _follow(remote, state.seq if state else 0)
     if record is None:
         if state is not None:
             state.observed_at = time.monotonic()  # verified newest just now
         return state
-    return await _state_from(remote, record, state)
+    return _hinted(await _state_from(remote, record, state), state.head_hint if state else -1)
+
+
+def _hinted(state: State, head_seq: int) -> State:
+    state.head_hint = max(state.head_hint, head_seq)
+    return state
 
 
 async def _from_head(remote: ObjectStorage, known: State | None) -> State | None:
-    """The state the head hint names, if it is newer than `known`: a checkpoint alone when the hint says
-    the newest commit was checkpointed (one small read instead of a large cumulative record)."""
+    """The newest state, found from the head hint if it names a commit newer than `known` (None: it does
+    not; probe from `known`). The slots past the hint are probed first, so a hint one commit behind costs
+    nothing; when nothing follows it, the state it names is read: a checkpoint alone when the hint says the
+    newest commit was checkpointed (one small read instead of a large cumulative record)."""
     data = await remote.read(HEAD_NAME)
     if data is None:
         return None
@@ -121,7 +133,17 @@ async def _from_head(remote: ObjectStorage, known: State | None) -> State | None
         raise StoreDeleted(deleted.describe(remote.uri))
     head = await parse_off_loop(Head, data, HEAD_NAME)
     if head.seq <= (known.seq if known else 0):
+        if known is not None and head.seq == known.seq:
+            known.head_hint = max(known.head_hint, head.seq)
         return None
+    _, newer = await _follow(remote, head.seq)
+    if newer is not None:
+        return _hinted(await _state_from(remote, newer, known), head.seq)
+    return _hinted(await _named_by(remote, head, known), head.seq)
+
+
+async def _named_by(remote: ObjectStorage, head: Head, known: State | None) -> State:
+    """The state the head hint names (nothing follows it: verified newest now)."""
     if head.checkpoint == head.seq:
         data = await remote.read(checkpoint_name(head.seq))
         if data is None:  # gc() removed it (then a newer state exists), or it is damage: the listing decides

@@ -22,13 +22,19 @@ logger = logging.getLogger(__name__)
 
 
 async def preserve_legacy(
-    remote: ObjectStorage, base: Mapping[str, FileEntry], changes: Mapping[str, FileEntry | None]
+    remote: ObjectStorage,
+    base: Mapping[str, FileEntry],
+    changes: Mapping[str, FileEntry | None],
+    held: Mapping[str, bytes] | None = None,
 ) -> None:
-    """Copy into blobs the upstream-written bytes that `changes` is about to replace or delete."""
+    """Copy into blobs the upstream-written bytes that `changes` is about to replace or delete; those the
+    handle `held` (read from its working root before it changed them) are not fetched again when they
+    match the record's sha256."""
     wanted = {p: base[p] for p in changes if p in base and base[p].legacy and changes[p] != base[p]}
     if not wanted:
         return
-    found = await remote.read_many(list(wanted))
+    local = {p: d for p, d in (held or {}).items() if p in wanted and sha256_bytes(d) == wanted[p].sha256}
+    found = {**local, **await remote.read_many([p for p in wanted if p not in local])}
     blobs = {}
     for path, record in wanted.items():
         data = found.get(path)

@@ -435,6 +435,7 @@ class Session(SpecialCommits):
             actor=actor,
             reason=reason,
             search_repairs=self.search.repairs_for(view.base),
+            held=dict(view.held),
             kind=kind or ("save" if settings is None else "settings"),
             trusted=trusted,
             fold=fold,

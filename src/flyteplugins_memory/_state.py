@@ -46,6 +46,9 @@ class State:
     #: `time.monotonic()` when this state was last known to be the newest (-inf: never, e.g. a pinned
     #: commit); a save from a state known newest long ago re-reads the head first (see `_commit`)
     observed_at: float = field(default_factory=time.monotonic)
+    #: the commit the head hint was last known to name (-1: not known); a save one past it leaves the hint
+    #: one commit behind (`_commit.write_head`), which an open's first probe covers (`_open`)
+    head_hint: int = -1
     #: what the commit that made this state did (None: a checkpoint, or a record without commit info)
     info: CommitInfo | None = None
     #: store-level extensions, carried into every record and checkpoint derived from this state

@@ -41,6 +41,11 @@ logger = logging.getLogger(__name__)
 PREFETCH_BATCH = 32
 
 
+#: In-place files up to this size are held in memory when changed (`View.held`); larger ones are fetched
+#: again by the save that copies them into a blob.
+HOLD_MAX_BYTES = 1024 * 1024
+
+
 class View:
     """One handle's view: committed base + unsaved changes, with file contents cached locally."""
 
@@ -57,6 +62,10 @@ class View:
         self.versions: dict[str, bytes] = {}
         #: path -> sha256 of the bytes cached in the working directory
         self.cached: dict[str, str] = {}
+        #: committed bytes of in-place files (``legacy``) this handle changed since its last save, read from
+        #: the working root before the change replaced them there: the save copies them into a blob
+        #: (`_preserve`) without fetching them again
+        self.held: dict[str, bytes] = {}
         #: the base is an import of an upstream-written store, not yet in the journal
         self.imported = False
         #: serializes changes and saves of this handle (all run on the one syncify loop)
@@ -185,6 +194,7 @@ class View:
             plan = dataclasses.replace(plan, record=plan.record.model_copy(update={"ext": {**plan.record.ext, **ext}}))
         for path in in_the_way:  # first: the root cannot hold `x/y` while it holds the file `x`
             await self.expire(path, dataclasses.replace(options, expected_sha=None, reason=EXPIRED_REASON), now)
+        await self._hold_replaced(rel)
         await self._mirror_change(plan)
         self._record(plan, guarded=options.expected_sha is not None)
         self.cached[rel] = plan.meta.sha256 if plan.meta else ""
@@ -200,6 +210,7 @@ class View:
         if current is None:
             return False
         plan = plan_delete(current, rel, options, self.versions)
+        await self._hold_replaced(rel)
         await self._mirror_change(plan)
         self._record(plan, guarded=options.expected_sha is not None)
         self.cached.pop(rel, None)
@@ -268,6 +279,25 @@ class View:
         written = (p for p, r in self.changes.files.items() if r is not None)
         self._written_dirs = Counter(d for p in written for d in parent_dirs(p))
 
+    async def _hold_replaced(self, rel: str) -> None:
+        """Keep the committed bytes of in-place file `rel` before a change replaces its working-root copy
+        (`held`), if the root holds them verified and they are small: the save that copies them into a blob
+        then reads nothing (a one-file save after a bulk save is one request shorter)."""
+        committed = self.base.files.get(rel)
+        if (
+            committed is None
+            or not committed.legacy
+            or committed.bytes > HOLD_MAX_BYTES
+            or rel in self.held
+            or rel in self.unsaved
+            or self.cached.get(rel) != committed.sha256
+        ):
+            return
+        await self.mirror.settled()
+        local = await asyncio.to_thread(self.workdir.read, rel)
+        if local is not None and sha256_bytes(local) == committed.sha256:
+            self.held[rel] = local
+
     def drop(self, paths: list[str]) -> None:
         """Forget the unsaved changes of `paths` (their writes, versions and audit events); their local
         copies are stale now (see `forget_local`)."""
@@ -277,6 +307,7 @@ class View:
             self.changes.guarded.discard(path)
             self.unsaved.pop(path, None)
             self.cached.pop(path, None)
+            self.held.pop(path, None)
         self.versions = {n: d for n, d in self.versions.items() if classify(n).path not in dropped}
         self.changes.audit = [e for e in self.changes.audit if e.get("path") not in dropped]
         self.changes.entries = {k: v for k, v in self.changes.entries.items() if entry_name(*k) not in dropped}
@@ -286,7 +317,7 @@ class View:
         """Forget every unsaved change (a decision whose commit failed: `Session.decide`); the working
         root's copies of the paths it changed go too (fetched again, as committed, when read)."""
         paths = list(self.changes.files)
-        self.changes, self.unsaved, self.versions = Changes(), {}, {}
+        self.changes, self.unsaved, self.versions, self.held = Changes(), {}, {}, {}
         for path in paths:
             self.cached.pop(path, None)
         self._retrack()
@@ -391,6 +422,7 @@ class View:
             self.cached.pop(path, None)
         self.cached.update({p: state.files[p].sha256 for p in saved if p in state.files})
         self.base, self.changes, self.unsaved, self.versions, self.imported = state, Changes(), {}, {}, False
+        self.held = {}
         self._written_dirs = Counter()
 
 
