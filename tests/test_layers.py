@@ -53,6 +53,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "_ttl",
             "_scope_paths",
             "_proposals",
+            "_purge_count",
             "_fold",
             "_diff",
             "_archive",

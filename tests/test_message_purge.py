@@ -169,3 +169,19 @@ def test_a_compacted_message_is_purged_through_its_archive(where, key):
     assert holding(where, PASTED) == []
     assert archive.read()[index] == {"role": "user", "content": "[redacted]"}
     assert MemoryStore.get_or_create(key=key).messages[0]["content"] == "summary of the start"
+
+
+def test_a_stale_handle_behind_a_later_commit_does_not_write_the_purged_message_back(where, key):
+    store = MemoryStore.get_or_create(key=key)
+    _chat(store)  # the secret is in checkpoint c, which later records keep
+    stale = MemoryStore.get_or_create(key=key)
+    stale.list_paths()  # loaded: checkpoint c, with the secret, is in its memory
+    store.purge_message(1)
+    fresh = MemoryStore.get_or_create(key=key)  # reads checkpoint c as rewritten
+    fresh.append({"role": "user", "content": "a later turn"})
+    fresh.save()  # its record keeps c's messages
+    stale.append({"role": "user", "content": "from the stale handle"})
+    stale.save()
+    stale.compact()
+    assert holding(where, PASTED) == []
+    assert all(PASTED not in str(m) for m in MemoryStore.get_or_create(key=key).messages)

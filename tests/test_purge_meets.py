@@ -280,3 +280,33 @@ def test_after_a_purge_no_read_path_brings_the_content_back(where, key):
     page = store.report()
     assert SECRET not in page and SSN not in page
     assert holding(where, SECRET, SSN, "rotated") == []
+
+
+async def test_concurrent_purges_on_two_handles_both_land(where, key):
+    store = await MemoryStore.get_or_create.aio(key=key)
+    await store.write_text.aio("a.md", "alpha", metadata={"ssn": SSN})
+    await store.write_text.aio("b.md", "bravo", metadata={"ssn": SSN})
+    await store.save.aio()
+    first, second = MemoryStore(key), MemoryStore(key)
+    await first.list_paths.aio()
+    await second.list_paths.aio()
+    import asyncio
+
+    results = await asyncio.gather(first.purge.aio("a.md"), second.purge.aio("b.md"))
+    assert {r.path for r in results} == {"a.md", "b.md"}
+    assert holding(where, SSN, "alpha", "bravo") == []
+    reopened = await MemoryStore.get_or_create.aio(key=key)
+    assert await reopened.list_paths.aio() == []
+    assert [e["op"] for e in await reopened.audit_tail.aio(2)] == ["purge", "purge"]
+
+
+def test_every_place_of_the_data_map_that_holds_content_in_the_journal_is_rewritten_by_purge():
+    from flyteplugins_memory._data_map import PLACES, Carries
+    from flyteplugins_memory._redact import HANDLED
+
+    rewritten = {"commit_record", "checkpoint", "index_part"}
+    user_data = Carries.CONTENT | Carries.LABELS | Carries.MESSAGES
+    for place in PLACES:
+        if set(place.objects) & rewritten and place.carries & user_data:
+            assert place.name in HANDLED, place.name
+    assert set(HANDLED) <= {p.name for p in PLACES}

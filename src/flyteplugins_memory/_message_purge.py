@@ -36,6 +36,7 @@ from ._mirror import write_text_file
 from ._open import latest_state
 from ._paths import MESSAGES_PATH
 from ._purge import PURGE_OP, PurgeResult, purge_contents
+from ._purge_count import counted
 from ._record_codec import (
     COUNT_EXT,
     POSITION_EXT,
@@ -117,16 +118,16 @@ async def purge_message(store: Owner, index: object, replacement: Any, actor: st
         before = list(store.messages)
         store.messages[:] = [new if encode_message(m) == encoded else m for m in before]
         found.update(old=old, new=new, before=before)
+        counted(view)
         event = _event(MESSAGES_PATH, encode_messages(before), encode_messages(store.messages), actor, reason)
         return {**event, "message": at}
 
-    why = reason or f"purge message {at}"
-    try:
-        _, commit = await session.purge_commit(store, change, actor=actor, reason=why, rewrites_transcript=True)
-    except BaseException:
+    def undo() -> None:
         if "before" in found:
-            store.messages[:] = found["before"]
-        raise
+            store.messages[:] = found.pop("before")
+
+    why = reason or f"purge message {at}"
+    _, commit = await session.purge_commit(store, change, actor=actor, reason=why, rewrites_transcript=True, undo=undo)
     redaction = Redaction(messages={encode_message(found["old"]): found["new"]})
     result = await _remove(session, set(), redaction, MESSAGES_PATH, actor, reason, commit)
     await _rewrite_local_transcript(store)
@@ -170,6 +171,7 @@ async def purge_record(store: Any, log: str, index: object, replacement: Any, ac
         await view.write(segment.path, content, options, ext)
         event = _event(segment.path, data, content.encode("utf-8"), actor, reason, record=at)
         view.changes.audit.append(event)
+        counted(view)
         found.update(old=old, new=new, sha=entry.sha256, path=segment.path, at=at)
 
     why = reason or f"purge record {value} of log {log}"

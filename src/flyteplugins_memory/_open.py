@@ -20,6 +20,7 @@ from ._legacy import import_remote
 from ._markers import MARKER_MAX_BYTES, Deleted, Fence, Tombstone, parse_deleted, parse_marker
 from ._offload import parse_off_loop
 from ._paths import MESSAGES_PATH
+from ._purge_count import purged_since
 from ._state import State
 
 #: A hostile store could claim an endless log; no real store gets near this between two opens.
@@ -241,8 +242,9 @@ def _at_checkpoint(checkpoint: Checkpoint, remote: ObjectStorage, known: State |
 
 
 async def _state_from(remote: ObjectStorage, record: CommitRecord, known: State | None) -> State:
-    """The state a record makes of its checkpoint (whose file index `known` may already hold)."""
-    if known is not None and known.checkpoint.seq == record.checkpoint:
+    """The state a record makes of its checkpoint (whose file index `known` may already hold, unless a purge
+    committed since `known`: it rewrote that checkpoint in storage, `_purge_count`)."""
+    if known is not None and known.checkpoint.seq == record.checkpoint and not purged_since(known.ext, record.ext):
         checkpoint, index = known.checkpoint, known.files.base
     elif not record.checkpoint_stored:
         checkpoint, index = EMPTY_CHECKPOINT, CheckpointFiles(EMPTY_CHECKPOINT, remote)

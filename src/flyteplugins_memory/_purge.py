@@ -45,6 +45,7 @@ from ._layout import (
 from ._markers import Purged, encode_marker, purge_marker_name
 from ._offload import parse_off_loop
 from ._proposals import EXT_MAP as PROPOSALS
+from ._purge_count import counted
 from ._redact import Redaction, read_all, redact_proposal, retire_parts, rewrite_journal
 from ._relocate import old_view
 from ._retention import Inventory
@@ -85,6 +86,7 @@ async def purge_change(view: View, rel: str, actor: str, reason: str) -> bool:
         op=PURGE_OP, path=rel, old_sha=old_sha, new_sha="", actor=actor, reason=reason, ts=now, version_file=""
     )
     view.changes.audit.append(event)
+    counted(view)  # handles that hold a checkpoint this purge rewrites read it again (`_purge_count`)
     found = view.base.ext.get(PROPOSALS)
     for proposal_id, raw in (found if isinstance(found, dict) else {}).items():
         if not isinstance(raw, dict) or raw.get("path") != rel:

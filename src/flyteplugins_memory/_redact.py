@@ -36,6 +36,7 @@ from ._layout import JOURNAL_DIR, checkpoint_name, log_name, part_name
 from ._markers import Purged, encode_marker, purge_marker_name
 from ._offload import parse_off_loop
 from ._proposals import EXT_MAP as PROPOSALS
+from ._purge_count import PURGES_EXT, counted, purged_since, purges
 from ._retention import Inventory
 from ._transcript import encode_message
 
@@ -229,4 +230,15 @@ async def read_all(journal: ObjectStorage, names: list[str]) -> list[tuple[str, 
     return out
 
 
-__all__ = ["HANDLED", "Redaction", "Rewritten", "redact_proposal", "retire_parts", "rewrite_journal"]
+__all__ = [
+    "HANDLED",
+    "PURGES_EXT",
+    "Redaction",
+    "counted",
+    "purged_since",
+    "purges",
+    "Rewritten",
+    "redact_proposal",
+    "retire_parts",
+    "rewrite_journal",
+]

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 #: a write to stage: path, content, how it is recorded, extensions of its file entry (`View.write`)
 StagedFile = tuple[str, str | bytes, ChangeOptions, dict[str, Any] | None]
 T = TypeVar("T")
+#: Attempts of a purge's commit against concurrent purges (see `SpecialCommits.purge_commit`).
+PURGE_ATTEMPTS = 5
 logger = logging.getLogger(__name__)
 
 
@@ -92,28 +94,38 @@ class SpecialCommits:
         actor: str,
         reason: str,
         rewrites_transcript: bool = False,
+        undo: Callable[[], None] | None = None,
     ) -> tuple[T, int]:
         """A purge's commit (`_purge`): commit the handle's unsaved changes, move to the newest commit, make
         `change` on the clean working copy (the path deleted, its proposals redacted, the ``purge`` audit
         event) and commit it on its own, as commit kind ``purge``. A change that `rewrites_transcript`
         returns its audit event, recorded in place of the generic rewrite event (whatever the handle's
-        ``audit``). Returns what `change` returned and the commit. If that commit fails, its changes are
-        forgotten."""
+        ``audit``). Returns what `change` returned and the commit.
+
+        If that commit fails, its changes are forgotten (and `undo` undoes what `change` did outside the
+        working copy). A commit that lost to a concurrent one (another purge: each counts itself, a
+        compare-and-swap) is made again on the newest commit, up to `PURGE_ATTEMPTS` times."""
         async with self.lock:
             await self._ensure_loaded(holder)
             await self._settle(holder)
             await self._save_pending(holder, actor=None, reason=None)
-            await self._refresh(holder)
-            result = await change(self.view)
-            event = result if rewrites_transcript and isinstance(result, dict) else None
-            if event is not None and not holder.audit:  # an audited handle's commit records it as the rewrite's
-                self.view.changes.audit.append(event)
-            try:
-                await self._commit(holder, actor=actor, reason=reason, decision=True, kind="purge", event=event)
-            except BaseException:
-                await self.view.forget_unsaved()
-                raise
-            return result, self.view.base.seq
+            for attempt in range(PURGE_ATTEMPTS):
+                await self._refresh(holder)
+                result = await change(self.view)
+                event = result if rewrites_transcript and isinstance(result, dict) else None
+                if event is not None and not holder.audit:  # an audited handle's commit records it as the rewrite's
+                    self.view.changes.audit.append(event)
+                try:
+                    await self._commit(holder, actor=actor, reason=reason, decision=True, kind="purge", event=event)
+                except BaseException as exc:
+                    await self.view.forget_unsaved()
+                    if undo is not None:
+                        undo()
+                    if isinstance(exc, ConcurrencyError) and attempt + 1 < PURGE_ATTEMPTS:
+                        continue
+                    raise
+                return result, self.view.base.seq
+            raise AssertionError("unreachable")  # every attempt returns or raises
 
     async def save_fold(
         self,
