@@ -28,7 +28,7 @@ from pydantic import ValidationError
 from ._contract import ObjectStorage
 from ._errors import CorruptStore
 from ._journal import Head
-from ._journal_location import generation_root
+from ._journal_location import generation_of, generation_root
 from ._layout import HEAD_NAME, log_name
 from ._markers import Deleted, Successor, encode_marker, parse_deleted, parse_successor
 
@@ -40,6 +40,8 @@ MAX_GENERATIONS = 100_000
 
 def at_generation(remote: S, generation: int) -> S:
     """`remote` (any generation's view of the store) with its journal names mapped to `generation`'s."""
+    if generation_of(remote.journal_root) == generation:
+        return remote
     return cast(S, remote.with_journal_root(generation_root(remote.prefix, generation)))
 
 

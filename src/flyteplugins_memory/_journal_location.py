@@ -59,6 +59,15 @@ def generation_root(store_prefix: str, generation: int) -> str:
     return "/".join([*parts[:split], JOURNAL_SEGMENT, *beside, *parts[split:]])
 
 
+def generation_of(root: str) -> int:
+    """The generation whose journal lives at `root` (as `generation_root` names them; 0 for any other)."""
+    marker = f"/{JOURNAL_SEGMENT}/{JOURNAL_SEGMENT}/g"
+    if marker not in root:
+        return 0
+    number = root.rsplit(marker, 1)[1].split("/", 1)[0]
+    return int(number) if number.isdigit() else 0
+
+
 def old_journal_root(store_prefix: str) -> str:
     """Where versions before issue 8 kept the journal: inside the store, under ``meta/.journal``."""
     return f"{store_prefix.rstrip('/')}/{OLD_JOURNAL_DIR}"

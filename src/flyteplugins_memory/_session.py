@@ -164,7 +164,8 @@ class Session(SpecialCommits):
         if self._remote is None:
             if self._remote_path is None:
                 self._remote_path = self._resolve_path()
-            self._remote = at_generation(RemoteStore(self._remote_path), self.generation or 0)
+            remote = RemoteStore(self._remote_path)
+            self._remote = at_generation(remote, self.generation) if self.generation else remote
         return self._remote
 
     def remote_if_known(self) -> RemoteStore | None:
