@@ -310,3 +310,32 @@ def test_every_place_of_the_data_map_that_holds_content_in_the_journal_is_rewrit
         if set(place.objects) & rewritten and place.carries & user_data:
             assert place.name in HANDLED, place.name
     assert set(HANDLED) <= {p.name for p in PLACES}
+
+
+def test_gc_export_and_import_after_a_purge_that_recut_parts(local_backend, key, monkeypatch):
+    from datetime import timedelta
+
+    from flyteplugins_memory import _parts
+
+    monkeypatch.setattr(_parts, "PART_TARGET_BYTES", 2048)
+    monkeypatch.setattr(_parts, "PART_MAX_BYTES", 4096)
+    monkeypatch.setattr(_parts, "PART_MIN_BYTES", 512)
+    monkeypatch.setattr(_parts, "INLINE_MAX_BYTES", 2048)
+    store = MemoryStore.get_or_create(key=key)
+    for i in range(40):
+        store.write_text(f"f/{i:04d}.md", f"file {i}", metadata={"n": i})
+    store.write_text("f/0005-secret.md", "secret file", metadata={"ssn": SSN})
+    store.append({"role": "user", "content": "hi"})
+    store.save()
+    store.compact()
+    store.write_text("g.md", "after")
+    store.save()
+    store.purge("f/0005-secret.md")
+    archive = f"{local_backend.raw_data_path}/exports/after.tar.gz"
+    store.export(archive)
+    copy = MemoryStore.import_store(archive, key=f"{key}-copy")
+    assert len(copy.list_paths()) == 41 and copy.read_text("f/0007.md") == "file 7"
+    store.gc(window=timedelta(0))
+    reopened = MemoryStore.get_or_create(key=key)
+    assert len(reopened.list_paths()) == 41 and dict(reopened.get_meta("f/0039.md").metadata) == {"n": 39}
+    assert holding(local_backend, SSN) == []
