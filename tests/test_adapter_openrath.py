@@ -169,7 +169,7 @@ def test_commit_archives_and_extracts(backend, key):
         "system: be nice\nuser: I live in Oslo\nassistant: Noted\nuser: and Rome"
     )
     handle = MemoryStore.get_or_create(key=key)
-    assert [m["content"] for m in handle.session("openrath-s-1").messages()][-1] == "and Rome"
+    assert [m["content"] for m in handle.session("openrath-s-1").messages][-1] == "and Rome"
     plain = opened(key).dispatch(MemoryOpCommit(session_id="s-2", messages=messages, wait=True))
     assert isinstance(plain, MemoryCommitResult) and plain.extracted_count == 0
 
@@ -411,7 +411,7 @@ def test_a_transcript_is_written_by_commits_only(backend, key):
 
     assert not any("transcript" in name for name in stored(backend, key))
     assert read(opened(key), "memory://session/s1/transcript") == "user: hi"  # "again" was not committed
-    assert [m["content"] for m in MemoryStore.get_or_create(key=key).session("openrath-s1").messages()] == ["hi"]
+    assert [m["content"] for m in MemoryStore.get_or_create(key=key).session("openrath-s1").messages] == ["hi"]
     child = plain.dispatch(MemoryOpWrite(uri="memory://session/s1/transcript/notes", content="a note"))
     assert isinstance(child, MemoryWriteResult)  # below the transcript is an ordinary directory
 

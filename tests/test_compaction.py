@@ -264,7 +264,7 @@ def test_session_messages_are_validated_with_the_typed_models(local_backend, key
         strict.append({"role": "wizard", "content": "x"})
     with pytest.raises(InvalidMessage):
         strict.extend([{"role": "user", "content": "ok"}, {"role": "assistant"}])
-    assert strict.messages() == [{"role": "user", "content": "hi"}]
+    assert strict.messages == [{"role": "user", "content": "hi"}]
     loose = MemoryStore.get_or_create(key=key).session("chat")
     loose.append({"role": "wizard", "content": "x"})  # upstream's rule: any dict
     assert loose.count() == 1

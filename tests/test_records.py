@@ -238,11 +238,11 @@ def test_session_round_trip_through_a_task_boundary(log_backend, key):
     store.save()
     received = MemoryStore._deserialize(store._serialize())
     other = received.session("abc")
-    assert other.messages() == [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    assert other.messages == [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
     other.append({"role": "user", "content": "again"})
     received.save()
     again = MemoryStore.get_or_create(key=key).session("abc")
-    assert [m["content"] for m in again.messages(since=1)] == ["hello", "again"] and again.count() == 3
+    assert [m["content"] for m in again.read(since=1)] == ["hello", "again"] and again.count() == 3
     assert len(segments(backend, key, "sessions/abc")) == 2
 
 

@@ -94,7 +94,7 @@ def test_a_session_refused_as_read_only_drops_its_messages_and_the_rest_saves(du
         store.save()
     assert chat.count() == 1
     assert chat.discard_unsaved() == 1
-    assert chat.messages() == []
+    assert chat.messages == []
     store.save()
     assert MemoryStore.open(key=key).list_paths() == ["a.txt", "b.txt"]
     assert holding(durable, key, SECRET) == []

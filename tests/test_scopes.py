@@ -76,7 +76,7 @@ def test_a_scope_confines_every_method_family(store_backend, key):
     assert fresh.read_text("users/alice/notes.md") == "alice 2" and fresh.read_json("users/alice/prefs.json")
     assert fresh.read_text("users/bob/notes.md") == "bob's secret"
     assert fresh.records("users/alice/events").read() == [{"e": 1}]
-    assert fresh.session("s1").messages() == [] and fresh.scope("users/alice").session("s1").count() == 1
+    assert fresh.session("s1").messages == [] and fresh.scope("users/alice").session("s1").count() == 1
     view = store_backend.upstream_view(key)
     assert view["users/alice/notes.md"] == b"alice 2" and view["users/alice/img/a.bin"] == b"\x00\xff"
     assert "users/alice/gone.md" not in view and "users/alice/tmp/t.md" not in view

@@ -1,6 +1,7 @@
-"""A process that used a store on S3 or GCS exits without "Unclosed client session": the HTTP sessions of
-the filesystems bound to the package's loop are closed before that loop stops, whatever order the
-modules registered their exit handlers in."""
+"""Sessions, both kinds. A process that used a store on S3 or GCS exits without "Unclosed client session":
+the HTTP sessions of the filesystems bound to the package's loop are closed before that loop stops,
+whatever order the modules registered their exit handlers in. And a store's conversations
+(``store.session(name)``): their ``messages`` is a list, as the store's transcript is."""
 
 from __future__ import annotations
 
@@ -49,3 +50,65 @@ def test_a_process_that_used_a_store_exits_with_its_sessions_closed(http_backend
     assert done.returncode == 0 and done.stdout.strip() == "done", done.stderr[-3000:]
     assert "Unclosed" not in done.stderr, done.stderr[-3000:]  # client session, or connector
     assert backend.upstream_view(key)["notes/a.md"] == b"from the child"
+
+
+# -- store.session(name): .messages is a list, as store.messages is (issue 23, defect 11) ----------------
+
+
+@pytest.fixture(params=["local_backend", "s3_backend"])
+def backend(request):
+    return request.getfixturevalue(request.param)
+
+
+def test_session_messages_is_a_list_like_the_transcript(backend, key):
+    from flyteplugins_memory import MemoryStore
+    from flyteplugins_memory._conversations import SessionMessages
+
+    store = MemoryStore.create(key=key)
+    chat = store.session("support")
+    assert chat.messages == [] and isinstance(chat.messages, list) and isinstance(store.messages, list)
+    chat.append({"role": "user", "content": "hi"})
+    chat.extend([{"role": "assistant", "content": "hello"}])
+    assert chat.messages == [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    assert isinstance(chat.messages, SessionMessages) and len(chat.messages) == 2
+    assert [m["content"] for m in chat.messages] == ["hi", "hello"] and chat.messages[-1]["role"] == "assistant"
+    store.save()
+    copy = chat.messages
+    copy[0]["content"] = "changed here only"
+    assert chat.messages[0]["content"] == "hi"  # fresh copies: the list is a view, not the log
+    fresh = MemoryStore.open(key=key).session("support")
+    assert fresh.messages == [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    assert fresh.read(since=1) == [{"role": "assistant", "content": "hello"}] and fresh.count() == 2
+    # stored in the session's record log, in the journal and upstream's layout, not in the transcript
+    assert b"hello" not in backend.objects(key).get("messages.json", b"")
+    assert any(b'"hello"' in data for data in backend.stored(key).values())
+
+
+def test_calling_session_messages_still_works_for_a_release_with_a_deprecation_warning(backend, key):
+    from flyteplugins_memory import InvalidArgument, MemoryStore
+
+    store = MemoryStore.create(key=key)
+    chat = store.session("support")
+    chat.extend([{"role": "user", "content": str(i)} for i in range(4)])
+    store.save()
+    listed = chat.messages
+    with pytest.warns(DeprecationWarning, match="session.messages is a list now"):
+        called = listed()
+    assert called is listed
+    with pytest.warns(DeprecationWarning):
+        assert [m["content"] for m in chat.messages(1, 2)] == ["1", "2"]
+    with pytest.warns(DeprecationWarning):
+        assert [m["content"] for m in chat.messages(since=3)] == ["3"]
+    with pytest.warns(DeprecationWarning), pytest.raises(InvalidArgument):
+        chat.messages(-1)
+
+
+def test_a_scoped_session_reads_its_messages_as_a_list(backend, key):
+    from flyteplugins_memory import MemoryStore
+
+    store = MemoryStore.create(key=key)
+    store.scope("users/alice").session("s1").append({"role": "user", "content": "alice"})
+    store.save()
+    fresh = MemoryStore.open(key=key)
+    assert fresh.scope("users/alice").session("s1").messages == [{"role": "user", "content": "alice"}]
+    assert fresh.session("s1").messages == []

@@ -65,7 +65,7 @@ def shows_nothing_old(store: MemoryStore) -> None:
     assert store.history("notes/a.md") == [] and store.list_versions("notes/a.md") == []
     assert store.search("old") == [] and store.search(OLD) == []
     assert store.proposals() == []
-    assert store.records("logs/events").read() == [] and store.session("support").messages() == []
+    assert store.records("logs/events").read() == [] and store.session("support").messages == []
     assert [c.kind for c in store.log(50)] == ["create"]
     assert not any(OLD in str(event) for event in store.audit_tail(0))
 

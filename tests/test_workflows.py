@@ -345,7 +345,7 @@ def test_an_openrath_agent_and_a_flyte_agent_share_one_keys_memory(where, runs):
     first_log = next(p for p in logs if committed[0] in p)
     first = [json.loads(line) for line in where.read(key, first_log).splitlines()]
     assert first[0] == {"role": "user", "content": REQUEST} and first[-1]["content"].startswith("Recorded 4 memories")
-    contents = [m["content"] for m in store.session(f"openrath-{committed[1]}").messages()]
+    contents = [m["content"] for m in store.session(f"openrath-{committed[1]}").messages]
     assert "Answer the open questions the advisor left under memory://agent/questions." in contents
 
     # one history: the researcher's commits, the advisor's (its question and its 12 messages), the researcher's

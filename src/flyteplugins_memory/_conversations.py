@@ -10,16 +10,18 @@ dicts; with ``validate_messages=True`` they must match the typed models) and mus
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable
 from typing import Any
 
+from ._arguments import check_int
 from ._errors import InvalidArgument, InvalidMessage, InvalidPath, InvalidRecord
 from ._messages import MessageModel, admit_all
 from ._records import RecordLog
 from ._syncify import syncify
 from ._transcript import committed_form
 
-__all__ = ["SESSIONS_PREFIX", "Conversation", "conversation_log"]
+__all__ = ["SESSIONS_PREFIX", "Conversation", "SessionMessages", "conversation_log"]
 
 #: Where conversations live in the store: session ``name`` is the record log ``sessions/<name>``.
 SESSIONS_PREFIX = "sessions"
@@ -32,10 +34,33 @@ def conversation_log(name: str) -> str:
     return f"{SESSIONS_PREFIX}/{name}"
 
 
+class SessionMessages(list[dict[str, Any]]):
+    """A session's messages (``store.session(name).messages``): a plain list of message dicts.
+
+    Until the next minor release it can also be called, as the method ``messages(since=0, limit=None)``
+    it replaces: that warns (`DeprecationWarning`) and returns the same list, or the slice `since` onwards
+    of at most `limit` messages."""
+
+    def __call__(self, since: int = 0, limit: int | None = None) -> list[dict[str, Any]]:
+        warnings.warn(
+            "session.messages is a list now, like store.messages: use session.messages (no call), or "
+            "session.read(since, limit); calling it stops working in the next minor release",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        check_int("since", since)
+        if limit is not None:
+            check_int("limit", limit)
+        if since == 0 and limit is None:
+            return self
+        return SessionMessages(self[since:] if limit is None else self[since : since + limit])
+
+
 class Conversation:
     """One session's messages (``store.session(name)``): `append` and `extend` like the store's transcript
-    (kept in the handle until ``store.save()``), `messages` reads them back, this handle's unsaved ones
-    last. Not the store's own transcript (``store.messages``), which upstream readers see."""
+    (kept in the handle until ``store.save()``), `messages` (a list, like ``store.messages``) reads them
+    back, this handle's unsaved ones last; `read(since, limit)` a part of them. Not the store's own
+    transcript (``store.messages``), which upstream readers see."""
 
     def __init__(self, log: RecordLog, name: str, *, validate: bool = False):
         self._log = log
@@ -77,9 +102,21 @@ class Conversation:
         (`RecordLog.discard_unsaved`)."""
         return await self._log.discard_unsaved.aio()
 
+    @property
+    def messages(self) -> SessionMessages:
+        """The session's messages, oldest first (this handle's unsaved ones last): a list, as
+        ``store.messages`` is the store's transcript. Read when asked for (each access reads the log
+        again, as any sync call of a handle does; fresh copies: changing the list changes nothing stored,
+        `append` and `extend` do). From async code, ``await session.read.aio(since, limit)``.
+
+        Calling it, ``session.messages(since, limit)`` as in 0.4, still works until the next minor
+        release, with a `DeprecationWarning`: it returns this list (or the slice asked for)."""
+        return SessionMessages(self._log.read())
+
     @syncify
-    async def messages(self, since: int = 0, limit: int | None = None) -> list[dict[str, Any]]:
-        """The session's messages from index `since` (at most `limit`), oldest first, as fresh copies."""
+    async def read(self, since: int = 0, limit: int | None = None) -> list[dict[str, Any]]:
+        """The session's messages from index `since` (at most `limit`), oldest first, as fresh copies
+        (what calling ``messages`` did before it was a list; reads only the log segments needed)."""
         return await self._log.read.aio(since, limit)
 
     @syncify

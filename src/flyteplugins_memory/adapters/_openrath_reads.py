@@ -67,10 +67,10 @@ def _entry(store: MemoryStore, uri: str, path: str) -> tuple[str, Mapping[str, A
 
 
 def _transcript(store: MemoryStore, session_id: str) -> str:
-    messages = store.session(session_log(session_id)).messages()
+    messages = store.session(session_log(session_id)).messages
     if not messages:
         store.refresh()  # another task may have committed since this handle loaded
-        messages = store.session(session_log(session_id)).messages()
+        messages = store.session(session_log(session_id)).messages
     # no messages (a commit of none, as OpenRath's local backend archives an empty list; or no commit
     # yet) is an empty transcript, so every archived_uri a commit returns reads back
     return "\n".join(f"{m.get('role', '')}: {m.get('content', '')}" for m in messages)
