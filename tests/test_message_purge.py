@@ -60,6 +60,7 @@ def test_purge_message_removes_every_stored_copy_now(where, key):
     assert reopened.log(limit=1)[0].kind == "purge"
     for commit in reopened.log(limit=20):
         assert all(PASTED not in str(m) for m in reopened.at(commit.seq).messages)
+    assert PASTED not in reopened.report()
     export_to(where, store, "after")
     assert holding(where, PASTED) == []
 
