@@ -138,3 +138,16 @@ def test_gc_leaves_no_label_of_an_expired_file(machine):
     machine.advance_clock()
     machine.gc(h=1, window=None)
     machine.store_matches_the_model()
+
+
+def test_purge_of_an_expired_file_keeps_it_gone(machine):
+    """Not in issue 23's list (open, see `OPEN_DEFECTS["purge_expired"]`): `purge(path)` of a file whose ttl
+    ran out, before gc deleted it, commits no deletion (the handle reads the path as missing), leaves
+    upstream's copy of the file (``<store>/<path>``) with the purged content, and after it a fresh handle
+    lists the path again and reads the purged content; gc no longer expires it."""
+    machine.write_and_save(h=1, kind="json", meta=2, path="notes/b.md", ttl=True)
+    machine.advance_clock()
+    machine.purge(h=0, path="notes/b.md")
+    machine.store_matches_the_model()
+    machine.gc(h=2, window=None)
+    machine.store_matches_the_model()

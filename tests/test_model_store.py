@@ -68,6 +68,8 @@ from flyteplugins_memory import (
 OPEN_DEFECTS: dict[str, str] = {
     # not in issue 23's list; found by this machine (tests/test_model_regressions.py), reported
     "export_expired": "export() of a store holding an expired file, before gc, archives its content and labels",
+    "purge_expired": "purge() of a file whose ttl ran out (before gc) brings it back: listed, readable (the purged "
+    "content, from upstream's copy left behind), permanent",
     "expired_labels_after_gc": "gc() deletes an expired file but its labels stay inline in commit records and "
     "checkpoints until the gc window passes",
     "history_attribution": "issue 23 item 7: history(path) names every actor of the commit, not the write's",
@@ -93,6 +95,7 @@ ARCHIVE = "archive/transcript"
 #: directories that hold record segments (their files are not the model's files)
 SEGMENT_DIRS = ("logs/", "sessions/", "archive/", "ro/log/")
 SEARCH_WORD = "alpha"
+REDACTED = "[redacted]"
 KINDS = ("text", "json", "bytes")
 
 STEPS: Counter[str] = Counter()
@@ -271,6 +274,10 @@ class StoreModel(RuleBasedStateMachine):
         #: every file-changing commit, oldest first: (paths written, paths deleted)
         self.commits: list[tuple[tuple[str, ...], tuple[str, ...]]] = []
         self.purged: list[Val] = []
+        #: tokens of transcript messages and log records that purge_message / RecordLog.purge redacted
+        self.purged_texts: set[str] = set()
+        #: paths purged while their committed file had expired (not yet deleted by gc)
+        self.purged_while_expired: set[str] = set()
         #: expired versions that a gc run since their expiry had to remove from storage
         self.gc_cleared: list[Val] = []
         self.collected = False  # a gc may have collected old states (history is then a suffix)
@@ -302,7 +309,8 @@ class StoreModel(RuleBasedStateMachine):
         return self.purged + [v for v in self.all_vals() if v.expired(now)]
 
     def forgotten_tokens(self) -> set[str]:
-        return {v.token for v in self.forgotten()} | {lab for v in self.forgotten() for lab in v.labels}
+        found = {v.token for v in self.forgotten()} | {lab for v in self.forgotten() for lab in v.labels}
+        return found | self.purged_texts
 
     def _commit_files(self, changes: dict[str, Val | None]) -> None:
         wrote, deleted = [], []
@@ -558,6 +566,51 @@ class StoreModel(RuleBasedStateMachine):
         handle.records.setdefault(log, []).append(record)
 
     @precondition(lambda self: not self.deleted and self.committed.messages)
+    @rule(h=st.integers(0, HANDLES - 1), pick=st.integers(0, 50))
+    @tolerant
+    def purge_message(self, h: int, pick: int) -> None:
+        handle = self._settle(h)
+        messages = self.committed.messages
+        if not messages:
+            return
+        index = pick % len(messages)
+        old = messages[index]
+        handle.store.purge_message(index, actor=handle.actor, reason="redact")
+        self.committed.messages = [REDACTED if m == old else m for m in messages]
+        if old != REDACTED:
+            self.purged_texts.add(old)
+        self.handles[h] = Handle(handle.store, self.committed.copy(), handle.actor)
+        self.deep = True
+
+    @precondition(lambda self: not self.deleted and any(self.committed.segments.values()))
+    @rule(h=st.integers(0, HANDLES - 1), log=st.sampled_from([*LOGS, "sessions/" + SESSION, ARCHIVE]),
+          pick=st.integers(0, 50))  # fmt: skip
+    @tolerant
+    def purge_record(self, h: int, log: str, pick: int) -> None:
+        handle = self._settle(h)
+        records = self.committed.records(log)
+        if not records:
+            return
+        index = pick % len(records)
+        if (log + "/").startswith(self.committed.read_only):
+            with pytest.raises(ReadOnlyPath):
+                handle.store.records(log).purge(index, actor=handle.actor)
+            return
+        old = records[index]
+        handle.store.records(log).purge(index, actor=handle.actor, reason="redact")
+        new: Any = {"role": old["role"], "content": REDACTED} if isinstance(old, dict) and "role" in old else REDACTED
+        seen = 0
+        for _sid, recs in self.committed.segments[log]:
+            if seen <= index < seen + len(recs):
+                recs[index - seen] = new
+            seen += len(recs)
+        text = (old.get("content") or old.get("tok")) if isinstance(old, dict) else old
+        if text != REDACTED:
+            self.purged_texts.add(text)
+        self.handles[h] = Handle(handle.store, self.committed.copy(), handle.actor)
+        self.deep = True
+
+    @precondition(lambda self: not self.deleted and self.committed.messages)
     @rule(h=st.integers(0, HANDLES - 1), keep=st.integers(0, 2))
     @tolerant
     def compact_transcript(self, h: int, keep: int) -> None:
@@ -666,10 +719,18 @@ class StoreModel(RuleBasedStateMachine):
             with pytest.raises(ReadOnlyPath):
                 handle.store.purge(path, actor=handle.actor, reason="purge")
             return
+        current = self.committed.files.get(path)
+        if current is not None and current.expired(self.now()) and open_defect("purge_expired"):
+            return
         handle.store.purge(path, actor=handle.actor, reason="purge")
         self.deep = True
+        if not open_defect("purge_audit"):  # an auditor tells a redaction from a delete
+            events = MemoryStore.open(key=self.key).audit_tail(5)
+            assert any(e.get("op") == "purge" and e.get("path") == path for e in events), events
         if path in self.committed.files and not self.committed.files[path].expired(self.now()):
             self._commit_files({path: None})
+        elif path in self.committed.files:
+            self.purged_while_expired.add(path)
         self.purged += [v for v in self.versions.get(path, []) if v is not None and v not in self.purged]
         for prop in self.committed.proposals.values() if not open_defect("purge_proposals") else ():
             # a purge redacts the path's drafts (discarded)
@@ -841,7 +902,7 @@ class StoreModel(RuleBasedStateMachine):
         cleared = self._needles(self.gc_cleared)
         if open_defect("expired_labels_after_gc"):
             cleared -= {lab.encode() for v in self.gc_cleared for lab in v.labels}
-        return purged | cleared
+        return purged | cleared | {t.encode() for t in self.purged_texts}
 
     def _storage_has_nothing_forgotten(self) -> None:
         """No stored object (store prefix and journal) holds purged content or labels, nor expired
@@ -877,6 +938,8 @@ class StoreModel(RuleBasedStateMachine):
         for log in (*LOGS, ARCHIVE):
             assert fresh.records(log).read() == c.records(log), log
         session = fresh.session(SESSION).messages
+        if not open_defect("sessions_messages"):  # a transcript-like view: a list, as store.messages
+            assert isinstance(session, list), type(session)
         got = session() if callable(session) else session
         assert got == c.records("sessions/" + SESSION)
         proposals = {p.id: (p.path, p.status) for p in fresh.proposals()}
@@ -923,7 +986,7 @@ class StoreModel(RuleBasedStateMachine):
         """Every read path of a fresh handle: at(commit), history/read_version/diff/restore, search,
         report, the audit, proposals."""
         forgotten = self.forgotten()
-        if not forgotten:
+        if not forgotten and not self.purged_texts:
             return
         tokens = self.forgotten_tokens()
         if open_defect("purge_labels"):
@@ -960,9 +1023,12 @@ class StoreModel(RuleBasedStateMachine):
                     fresh.read_version_bytes(path, entry.version_id)
                 with pytest.raises(MemoryStoreError):
                     fresh.diff(path, entry.version_id)
-        for tok in {v.token for v in forgotten}:
+        for tok in {v.token for v in forgotten} | self.purged_texts:
             assert not fresh.search(tok, limit=50), f"search finds forgotten {tok}"
             assert not fresh.search(tok, limit=50, include_transcript=True)
+        clean(json.dumps(fresh.messages), "messages")
+        for log in (*LOGS, ARCHIVE, "sessions/" + SESSION):
+            clean(json.dumps(fresh.records(log).read()), f"records({log})")
         clean(fresh.report(max_files=500, max_commits=500, max_events=1000), "report")
         clean(json.dumps(fresh.audit_tail(10000), default=str), "audit_tail")
         clean(json.dumps([p.metadata for p in fresh.proposals()]), "proposals")
@@ -997,7 +1063,10 @@ class StoreModel(RuleBasedStateMachine):
                     assert val in self.purged, (h, path)
             assert [m["content"] for m in store.messages] == handle.base.messages + handle.appended
             for log in LOGS:
-                assert store.records(log).read() == handle.log_records(log), (h, log)
+                try:
+                    assert store.records(log).read() == handle.log_records(log), (h, log)
+                except ContentPurged:
+                    assert self.purged_texts, (h, log)  # a stale handle: a record purge rewrote the segment
             hits = {hit.path for hit in store.search(SEARCH_WORD, limit=50)}
             assert hits == {p for p, v in files.items() if v.kind != "bytes"}, h
         except StateCollected:
