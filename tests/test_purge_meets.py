@@ -339,3 +339,32 @@ def test_gc_export_and_import_after_a_purge_that_recut_parts(local_backend, key,
     reopened = MemoryStore.get_or_create(key=key)
     assert len(reopened.list_paths()) == 41 and dict(reopened.get_meta("f/0039.md").metadata) == {"n": 39}
     assert holding(local_backend, SSN) == []
+
+
+def test_a_purged_paths_versions_stay_unreadable_when_another_path_holds_the_same_bytes(where, key):
+    store = MemoryStore.get_or_create(key=key)
+    store.write_text("mine.md", OTHER, metadata={"ssn": SSN})
+    store.write_text("theirs.md", OTHER)
+    store.save()
+    first = store.log(limit=1)[0].seq
+    result = store.purge("mine.md")
+    assert result.kept_shas and holding(where, SSN) == []
+    with pytest.raises(ContentPurged):
+        store.at(first).read_text("mine.md")
+    with pytest.raises(VersionNotFound):
+        store.read_version("mine.md", f"c{first}")
+    with pytest.raises(VersionNotFound):
+        store.restore("mine.md", f"c{first}")
+    assert dict(store.at(first).get_meta("mine.md").metadata) == {}
+    assert store.at(first).read_text("theirs.md") == OTHER and store.read_text("theirs.md") == OTHER
+    assert not store.exists("mine.md") and not store.has_unsaved_changes()
+
+
+def test_purge_of_a_path_that_only_ever_had_a_proposal(where, key):
+    store = MemoryStore.get_or_create(key=key)
+    proposal = store.propose("never/written.md", SECRET, metadata={"ssn": SSN})
+    store.save()
+    store.discard(proposal.id)
+    assert holding(where, SECRET)
+    store.purge("never/written.md", reason="a proposal held a secret")
+    assert holding(where, SECRET, SSN) == []

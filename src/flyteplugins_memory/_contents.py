@@ -18,6 +18,7 @@ from ._layout import blob_name
 from ._markers import parse_purged, purge_marker_name
 from ._offload import sha256_off_loop
 from ._open import raise_if_collected
+from ._purge_count import is_purged_entry
 from ._relocate import old_view
 from ._state import State
 
@@ -25,7 +26,12 @@ from ._state import State
 async def fetch_contents(
     remote: ObjectStorage | None, records: Mapping[str, FileEntry], base: State
 ) -> dict[str, bytes]:
-    """The verified contents of `records` (files of state `base`), or a typed error for the first missing."""
+    """The verified contents of `records` (files of state `base`), or a typed error for the first missing.
+    An entry of a purged path (`_purge_count.is_purged_entry`) is `ContentPurged` even where another live
+    path still holds the same bytes."""
+    for path, record in records.items():
+        if is_purged_entry(record.ext):
+            raise ContentPurged(f"{path!r} was purged ({record.updated_by!r}: {record.reason!r}); open the store again")
     if remote is None:
         if records:
             raise CorruptStore(f"Stored content of {next(iter(records))!r} is missing: the store has no location")

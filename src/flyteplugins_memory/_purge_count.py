@@ -1,14 +1,29 @@
-"""Pure: the count of purges a store has committed, carried in its store-level ``ext``.
+"""Pure: the marks a purge leaves in the journal's structured objects.
 
-A purge rewrites stored checkpoints in place (`_redact`); a handle that holds one in memory must not reuse
-it for a record committed after the purge. Every purge commit counts itself here, so a record whose count
-differs from the handle's state makes the reader read the checkpoint again (`_open._state_from`).
+The count of purges a store has committed, in its store-level ``ext``: a purge rewrites stored checkpoints
+in place (`_redact`); a handle that holds one in memory must not reuse it for a record committed after the
+purge. Every purge commit counts itself, so a record whose count differs from the handle's state makes the
+reader read the checkpoint again (`_open._state_from`).
+
+The purged file entry: every entry of a purged path, in every stored record, checkpoint and part, has its
+``ext`` replaced by ``{"purged": true}`` (labels, ttl and other extensions gone). Its bytes may still be
+stored for another live path that holds the same content, but no read of this entry returns them
+(`ContentPurged`, `_contents.fetch_contents`; `read_version` and `restore` raise `VersionNotFound`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+#: The ``ext`` of a purged path's file entry (and the mark of a redacted proposal).
+PURGED_FLAG = "purged"
+
+
+def is_purged_entry(ext: Mapping[str, Any]) -> bool:
+    """Whether a file entry's `ext` marks it as an entry of a purged path."""
+    return ext.get(PURGED_FLAG) is True
+
 
 #: The store-level ``ext`` key counting the purges committed: a handle whose state counts fewer than a
 #: record it reads does not reuse the checkpoint it holds in memory (a purge may have rewritten it).
@@ -33,4 +48,4 @@ def counted(view: Any) -> None:
     view.changes.ext[PURGES_EXT] = purges(view.base.ext) + 1
 
 
-__all__ = ["PURGES_EXT", "counted", "purged_since", "purges"]
+__all__ = ["PURGED_FLAG", "PURGES_EXT", "counted", "is_purged_entry", "purged_since", "purges"]

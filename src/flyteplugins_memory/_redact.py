@@ -36,7 +36,7 @@ from ._layout import JOURNAL_DIR, checkpoint_name, log_name, part_name
 from ._markers import Purged, encode_marker, purge_marker_name
 from ._offload import parse_off_loop
 from ._proposals import EXT_MAP as PROPOSALS
-from ._purge_count import PURGES_EXT, counted, purged_since, purges
+from ._purge_count import PURGED_FLAG, PURGES_EXT, counted, purged_since, purges
 from ._retention import Inventory
 from ._transcript import encode_message
 
@@ -49,15 +49,14 @@ HANDLED = (
 )
 #: Journal objects read at once.
 READ_BATCH = 64
-#: What replaces a redacted proposal's content and labels, and a purged file entry's extensions.
-PURGED_FLAG = "purged"
 
 
 @dataclass(frozen=True)
 class Redaction:
     """What a purge removes from stored records and checkpoints.
 
-    `path`: a purged path: its file entries lose their extensions (labels, ttl, record counts) and take
+    `path`: a purged path: its file entries' extensions (labels, ttl, record counts) become
+    ``{"purged": true}`` (`_purge_count.is_purged_entry`: no read returns their content) and they take
     the purge's actor and reason; its proposals lose their content and labels (``"purged": true``).
     `messages`: message encodings (`_transcript.encode_message`) mapped to the message that replaces each,
     wherever it sits in a stored transcript."""
@@ -70,7 +69,7 @@ class Redaction:
     def entry(self, path: str, entry: FileEntry | None) -> FileEntry | None:
         if entry is None or path != self.path:
             return entry
-        update = {"ext": {}, "updated_by": self.actor, "reason": self.reason}
+        update = {"ext": {PURGED_FLAG: True}, "updated_by": self.actor, "reason": self.reason}
         redacted = entry.model_copy(update=update)
         return entry if redacted == entry else redacted
 
