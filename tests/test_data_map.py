@@ -5,6 +5,7 @@ object without registering it fails here. docs/data-map.md is the map rendered."
 from __future__ import annotations
 
 import pathlib
+import re
 import time
 from datetime import timedelta
 
@@ -80,14 +81,36 @@ def every_feature(key: str, tmp_path: pathlib.Path, monkeypatch) -> MemoryStore:
     return store
 
 
+#: a stored object's name relative to its area: the journal (of any generation) or the store prefix
+JOURNAL_OBJECT = re.compile(r"\.journal/(?:\.journal/g[0-9]+/)?v0/[^/]+/[^/]+/[^/]+/[^/]+/(.+)")
+STORE_OBJECT = re.compile(r"v0/[^/]+/[^/]+/[^/]+/[^/]+/(.+)")
+
+
+def everything_stored(backend) -> list[tuple[Area, str]]:
+    """Every object under the tree of stores (every key, every generation, the journals beside them), read
+    through the backend's own filesystem, with its area and name relative to it."""
+    tree = backend.prefix("any").split("/v0/", 1)[0]
+    backend.fs.invalidate_cache()
+    found = []
+    for path in backend.fs.find(tree):
+        relative = path[len(tree) + 1 :]
+        if journal := JOURNAL_OBJECT.fullmatch(relative):
+            found.append((Area.JOURNAL, journal.group(1)))
+        elif store := STORE_OBJECT.fullmatch(relative):
+            found.append((Area.STORE, store.group(1)))
+        else:
+            raise AssertionError(f"{path} is neither in a store nor in a journal")
+    return found
+
+
 def test_every_stored_object_has_a_kind(backend, key, tmp_path, monkeypatch):
     every_feature(key, tmp_path, monkeypatch)
+    again = MemoryStore.create(key=key + "-gone")  # a deleted key takes a new store
+    again.write_text("y.md", "a new life", metadata={"n": 1})
+    again.save()
     seen: dict[str, list[str]] = {}
-    for each in (key, key + "-copy", key + "-gone"):
-        for name in backend.objects(each):
-            seen.setdefault(classify_object(Area.STORE, name).name, []).append(name)
-        for name in backend.journal(each):
-            seen.setdefault(classify_object(Area.JOURNAL, name.removeprefix(JOURNAL_DIR + "/")).name, []).append(name)
+    for area, name in everything_stored(backend):
+        seen.setdefault(classify_object(area, name).name, []).append(name)
     # the scenario reached the kinds it should; a kind no scenario reaches is still listed in the map
     reached = {"commit_record", "blob", "search_segment", "head", "messages", "sidecar", "version_snapshot"}
     reached |= {"record_segment", "file", "settings", "checkpoint", "audit_segment", "audit_log"}

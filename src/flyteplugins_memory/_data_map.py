@@ -105,13 +105,17 @@ OBJECTS: tuple[ObjectKind, ...] = (
         Area.JOURNAL,
         "log/<seq:020>.json",
         Carries.CONTENT | Carries.LABELS | Carries.MESSAGES | Carries.PATHS | Carries.ATTRIBUTION,
-        "every path changed since its checkpoint, the transcript appended since it, the proposals map",
+        "every path changed since its checkpoint, the transcript appended since it, the proposals map (the same "
+        "slot may instead hold gc's tombstone, a deletion record, or the claim naming the key's next generation)",
         purge="rewritten in place without the path's labels, proposal text and attribution (see PLACES)",
         expiry="gc's expiry commit deletes the entry; the record stays until gc collects it",
         gc="emptied into a tombstone once no kept state is that commit, deleted an hour later",
         read_only="n/a (no user path); saves into a read-only prefix are refused before the commit point",
         scopes="n/a: scopes are views of a handle",
-        delete_store="replaced by the deletion record (slot) or " + _DELETES,
+        delete_store="the slot after the newest commit takes the deletion record; the rest is "
+        + _DELETES
+        + "; a later create claims the slot after it for the key's next generation, whose journal lives apart "
+        "(.journal/.journal/g<n>/...) and starts empty",
         export="archived up to the pinned commit (journal/)",
         inventory="records",
         regex=rf"log/{_SEQ}\.json",
