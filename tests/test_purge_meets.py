@@ -368,3 +368,20 @@ def test_purge_of_a_path_that_only_ever_had_a_proposal(where, key):
     assert holding(where, SECRET)
     store.purge("never/written.md", reason="a proposal held a secret")
     assert holding(where, SECRET, SSN) == []
+
+
+def test_purge_of_a_file_whose_ttl_ran_out_deletes_it_for_good(local_backend, key, monkeypatch):
+    import time
+    from datetime import timedelta
+
+    from flyteplugins_memory import _gc
+
+    store = MemoryStore.get_or_create(key=key)
+    store.write_text("tmp.md", SECRET, metadata={"ssn": SSN}, ttl=timedelta(hours=1))
+    store.save()
+    monkeypatch.setattr(_gc, "clock", lambda: time.time() + 2 * 3600)  # its ttl ran out; gc has not run
+    store.purge("tmp.md")
+    monkeypatch.undo()  # back to now: a file that was not deleted would read as live again
+    reopened = MemoryStore.get_or_create(key=key)
+    assert reopened.list_paths() == [] and not reopened.exists("tmp.md")
+    assert holding(local_backend, SECRET, SSN) == []

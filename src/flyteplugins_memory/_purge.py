@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from . import _gc
 from ._codecs import utc_timestamp, write_event
 from ._contract import ObjectStorage
 from ._index import CheckpointFiles
@@ -79,7 +80,10 @@ async def purge_change(view: View, rel: str, actor: str, reason: str) -> bool:
     ``purge``. Returns whether `rel` was a live file."""
     await view.need([rel])
     current = view.entry(rel)
-    deleted = await view.delete(rel, ChangeOptions(actor, reason, None, False, False))
+    options = ChangeOptions(actor, reason, None, False, False)
+    deleted = await view.delete(rel, options)
+    if not deleted:  # a file whose ttl ran out reads as missing, but its entry is there until gc deletes it
+        await view.expire(rel, options, _gc.clock())
     now = utc_timestamp()
     old_sha = current.sha256 if current is not None and deleted else ""
     event = write_event(
