@@ -934,6 +934,9 @@ class StoreModel(RuleBasedStateMachine):
             assert fresh.read_bytes(path) == val.data, path
             meta = fresh.get_meta(path)
             assert meta is not None and meta.metadata == val.meta(), path
+            assert meta.updated_by == val.actor, (path, meta.updated_by, val.actor)
+            if val.kind != "bytes":  # search agrees with a scan: a write's own word finds exactly it
+                assert [hit.path for hit in fresh.search(val.token, limit=50)] == [path], path
         assert [m["content"] for m in fresh.messages] == c.messages
         for log in (*LOGS, ARCHIVE):
             assert fresh.records(log).read() == c.records(log), log
