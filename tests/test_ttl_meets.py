@@ -197,6 +197,24 @@ def test_content_also_written_without_ttl_stays_for_that_write(backend, key, mon
     assert MemoryStore.open(key=key).read_text("copy.md") == SECRET
 
 
+def test_an_export_after_the_ttl_ran_out_holds_no_expired_content(backend, key, monkeypatch, tmp_path):
+    import tarfile
+
+    scratch_store(key, keep_versions=True)
+    later(monkeypatch, 2)
+    handle = MemoryStore.open(key=key)
+    handle.export(tmp_path / "late.tar.gz")
+    with tarfile.open(tmp_path / "late.tar.gz", "r:gz") as tar:
+        data = [tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()]  # type: ignore[union-attr]
+    assert not [d for d in data if SECRET.encode() in d]
+    copy = MemoryStore.import_store(tmp_path / "late.tar.gz", key=f"{key}-late")
+    assert copy.list_paths() == ["keep.md"] and copy.read_text("keep.md") == "kept"
+    assert [v.expired for v in copy.history("scratch.md")] == [True]
+    with pytest.raises(VersionExpired):
+        copy.read_version("scratch.md", copy.history("scratch.md")[0].version_id)
+    assert [hit.path for hit in copy.search("kept")] == ["keep.md"]
+
+
 # -- ttl x scopes, read-only prefixes, purge --------------------------------------------------------------
 
 

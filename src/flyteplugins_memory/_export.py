@@ -29,6 +29,7 @@ from ._codecs import sha256_bytes
 from ._contract import ObjectStorage
 from ._errors import InvalidArgument, StoreDeleted, StoreNotFound, UnsavedChanges
 from ._export_state import Pinned, Read, Source, pin, settle
+from ._gc import expired_objects
 from ._layout import JOURNAL_DIR
 from ._progress import ProgressCallback
 from ._relocate import old_view
@@ -139,6 +140,7 @@ class ExportAPI:
         pinned = await pin(remote)  # before listing: what the listing adds of later states is left out
         names = await _names(remote)
         names = pinned.select(names) if pinned is not None else names
+        names = _without_expired(names, await expired_objects(remote))
         archive = await asyncio.to_thread(ArchiveOut, target, fs, overwrite=check_flag("overwrite", overwrite))
         writer: _Writer | None = None
         try:
@@ -168,6 +170,15 @@ def _within(fs: Any, path: str, root: str) -> bool:
         path, root = os.path.realpath(path), os.path.realpath(root)
     path, root = path.rstrip("/"), root.rstrip("/")
     return path == root or path.startswith(root + "/")
+
+
+def _without_expired(names: dict[str, Source], expired: set[str]) -> dict[str, Source]:
+    """`names` without the objects that hold expired content (`_gc.expired_objects`): no archive carries
+    content whose ttl ran out, whether or not gc() has run (the records that name it say it expired)."""
+    if not expired:
+        return names
+    is_journal = lambda name: name.startswith(JOURNAL_DIR + "/")  # noqa: E731
+    return {m: s for m, s in names.items() if not (s[1] in expired and s[0] == is_journal(s[1]))}
 
 
 async def _names(remote: ObjectStorage) -> dict[str, Source]:

@@ -26,7 +26,7 @@ from ._checkpoints import read_all_parts
 from ._contract import ObjectStorage
 from ._errors import MemoryStoreError
 from ._journal import CommitRecord, Head, Origin, encode
-from ._layout import HEAD_NAME, JOURNAL_DIR, log_name, search_segment_name
+from ._layout import HEAD_NAME, JOURNAL_DIR, blob_name, log_name, search_segment_name, sidecar_name
 from ._markers import CONFIG_NAME, TOMBSTONE, TOMBSTONE_MAX_BYTES, encode_marker, parse_config
 from ._offload import parse_off_loop
 from ._open import LOG_DIR, latest_state, read_checkpoint
@@ -35,6 +35,7 @@ from ._retention import SLOT_GRACE, Inventory, Needs, Removal, kept_commits, nee
 from ._retention_policy import journal_span, persisted_policy
 from ._snapshot_retention import Expired, expired_snapshots, snapshot_removal
 from ._state import State
+from ._ttl import is_expired
 
 logger = logging.getLogger(__name__)
 
@@ -128,6 +129,27 @@ async def _plan(
     parts = await read_all_parts(remote, checkpoints.values())  # O(files): the blobs they name are kept
     need = needs(newest, kept, records, checkpoints, parts, now)
     return removal(inventory, newest.seq, need, cutoff, slot_cutoff), need
+
+
+async def expired_objects(remote: ObjectStorage) -> set[str]:
+    """The objects of the store at `remote` that hold content whose every stored entry has expired (read
+    only: what an export leaves out, so no archive carries expired content, whether or not gc() has run):
+    its blobs, ``versions/`` snapshots and search index segments, and upstream's copy (file and sidecar)
+    of each path whose newest entry has expired. Reads every stored record, checkpoint and part."""
+    newest = await latest_state(remote)
+    if newest is None or newest.seq == 0 or newest.origin is not Origin.JOURNAL:
+        return set()
+    now = clock()
+    inventory = Inventory.of(await remote.stat(JOURNAL_DIR))
+    _, need = await _plan(remote, newest, inventory, float("-inf"), float("-inf"), now)
+    await newest.files.need_all()
+    gone = {p for p, entry in newest.files.items() if is_expired(entry, now)}
+    if not need.expired and not gone:
+        return set()
+    names = {blob_name(sha) for sha in need.expired_shas if sha in inventory.blobs}
+    names |= set(await _expired_snapshots(remote, need))
+    names |= set(await _segments_holding(remote, inventory, need.expired_shas))
+    return names | {name for path in gone for name in (path, sidecar_name(path))}
 
 
 async def _segments_holding(remote: ObjectStorage, inventory: Inventory, shas: frozenset[str]) -> dict[str, int]:

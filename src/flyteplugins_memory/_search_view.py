@@ -11,6 +11,7 @@ also drops from the index the segments found unreadable (purge() removes segment
 
 from __future__ import annotations
 
+from . import _gc
 from ._contract import ObjectStorage
 from ._journal import FileEntry
 from ._metadata import EXT_KEY as METADATA_KEY
@@ -18,6 +19,7 @@ from ._search_index import Corpus, Repairs, Segment, Updates, read_ext
 from ._search_store import doc_for, read_contents, read_segments
 from ._search_text import Doc
 from ._state import State
+from ._ttl import is_expired
 from ._view import View
 
 
@@ -85,10 +87,11 @@ def _describes(doc: Doc, entry: FileEntry) -> bool:
 
 async def _reconcile(remote: ObjectStorage | None, view: View, known: Corpus) -> Updates:
     """Docs for the base's files that `known` lacks or describes wrongly, and tombstones for its docs of
-    paths the base does not hold."""
+    paths the base does not hold (or holds expired: their content is read no more, and gc removes it)."""
     base = view.base
     await base.files.need_under("")
-    entries = {p: base.files[p] for p in base.files}
+    now = _gc.clock()
+    entries = {p: e for p in base.files if not is_expired(e := base.files[p], now)}
     stale = sorted(p for p, e in entries.items() if p not in known.owner or not _describes(known.doc(p), e))
     contents = await read_contents(lambda p: view.fetch_committed(remote, p, entries[p]), stale)
     repairs: Updates = {p: doc_for(p, entries[p], contents[p]) for p in stale}
