@@ -186,3 +186,18 @@ def test_a_stale_handle_behind_a_later_commit_does_not_write_the_purged_message_
     stale.compact()
     assert holding(where, PASTED) == []
     assert all(PASTED not in str(m) for m in MemoryStore.get_or_create(key=key).messages)
+
+
+def test_a_redacted_tool_call_and_tool_result_stay_valid_messages(local_backend, key):
+    store = MemoryStore.get_or_create(key=key, validate_messages=True)
+    call = {"id": "c1", "type": "function", "function": {"name": "login", "arguments": f'{{"pw": "{PASTED}"}}'}}
+    store.append({"role": "assistant", "content": None, "tool_calls": [call]})
+    store.append({"role": "tool", "tool_call_id": "c1", "name": "login", "content": f"ok {PASTED}"})
+    store.save()
+    store.purge_message(0)
+    store.purge_message(1)
+    assert MemoryStore.get_or_create(key=key).messages == [
+        {"role": "assistant", "content": "[redacted]"},
+        {"role": "tool", "tool_call_id": "c1", "name": "login", "content": "[redacted]"},
+    ]
+    assert holding(local_backend, PASTED) == []

@@ -18,8 +18,9 @@ removes every stored copy now, in two steps, like `purge(path)` (`_purge`):
    redacted too.
 
 The redacted form: `replacement` if it is a dict (or any JSON value, for a record); else a message of the
-same ``role`` whose ``content`` is `replacement` (``"[redacted]"`` by default); a record that is not a
-message becomes the string.
+same ``role`` (a tool result keeps its ``tool_call_id`` and ``name``; tool calls and every other field go)
+whose ``content`` is `replacement` (``"[redacted]"`` by default); a record that is not a message becomes
+the string.
 """
 
 from __future__ import annotations
@@ -68,12 +69,17 @@ class Owner(Protocol):
     _session: Session
 
 
+#: The fields of a message a redaction keeps (they name, they do not say): a tool result stays one.
+KEPT_FIELDS = ("role", "tool_call_id", "name")
+
+
 def redacted_form(old: Any, replacement: Any) -> Any:
-    """What replaces `old` (see the module docstring)."""
+    """What replaces `old` (see the module docstring): a str replacement of a message keeps its role (and
+    a tool result's ``tool_call_id`` and ``name``) and drops everything else (tool calls' arguments too)."""
     if replacement is None:
         replacement = REDACTED
     if isinstance(replacement, str) and isinstance(old, dict) and "role" in old:
-        return {"role": old["role"], "content": replacement}
+        return {**{k: old[k] for k in KEPT_FIELDS if k in old}, "content": replacement}
     return replacement
 
 
