@@ -62,9 +62,10 @@ PURGE_OP = "purge"
 
 @dataclass(frozen=True)
 class PurgeResult:
-    """What one purge() removed: objects and their bytes (records and checkpoints rewritten count too),
-    the content hashes now gone from storage, the hashes kept because another live path holds them, and
-    the purge's own commit (every purge commits: see the module docstring)."""
+    """What one purge removed: objects and their bytes (records and checkpoints rewritten count too), the
+    content hashes now gone from storage, the hashes kept because another live path holds them, and the
+    purge's own commit (every purge commits: see the module docstring). `path` is the purged path; for
+    ``purge_message`` ``"messages.json"``, for ``RecordLog.purge`` the segment that held the record."""
 
     path: str
     objects: int
