@@ -256,3 +256,13 @@ def test_purging_a_ttl_file_before_it_expired(backend, key, monkeypatch):
     store.gc()
     assert anywhere(backend, key, "later secret 51") == []
     assert MemoryStore.open(key=key).list_paths() == ["keep.md"]
+
+
+def test_purging_a_ttl_file_after_it_expired_removes_every_copy(backend, key, monkeypatch):
+    store = scratch_store(key, keep_versions=True)
+    later(monkeypatch, 2)
+    assert not store.exists("scratch.md")
+    store.purge("scratch.md")  # expired: reads as missing, and purge still removes every copy
+    assert anywhere(backend, key, SECRET) == []
+    assert MemoryStore.open(key=key).list_paths() == ["keep.md"]
+    assert store.gc().expired == ()
