@@ -357,7 +357,7 @@ def test_extensions_only_the_checkpoint_holds_survive_the_next_save_and_checkpoi
     # extensions of its own would be
     record = {k: v for k, v in load(local_backend, key, log_name(3)).items() if k != "ext"}
     put(local_backend, key, log_name(3), json.dumps(record).encode())
-    assert load(local_backend, key, HEAD_NAME)["seq"] == 3
+    assert load(local_backend, key, HEAD_NAME)["seq"] == 2  # a small save leaves it; an open probes record 3
 
     other = MemoryStore.get_or_create(key=key)
     other.write_text("c.txt", "c")
