@@ -201,3 +201,27 @@ def test_a_redacted_tool_call_and_tool_result_stay_valid_messages(local_backend,
         {"role": "tool", "tool_call_id": "c1", "name": "login", "content": "[redacted]"},
     ]
     assert holding(local_backend, PASTED) == []
+
+
+def test_a_save_landing_between_the_first_rewrite_and_the_commit(where, key, monkeypatch):
+    from flyteplugins_memory import _message_purge
+
+    store = MemoryStore.get_or_create(key=key)
+    _chat(store)
+    real = _message_purge._rewrite
+    landed = []
+
+    async def rewrite_then_another_save(session, redaction):
+        await real(session, redaction)
+        if not landed:  # another handle opens the half-purged store and commits before the purge does
+            other = await MemoryStore.get_or_create.aio(key=key)
+            other.append({"role": "user", "content": "meanwhile"})
+            await other.save.aio()
+            landed.append(other)
+
+    monkeypatch.setattr(_message_purge, "_rewrite", rewrite_then_another_save)
+    store.purge_message(1)
+    assert landed and holding(where, PASTED) == []
+    reopened = MemoryStore.get_or_create(key=key)
+    assert [m["content"] for m in reopened.messages] == ["hello", "[redacted]", "noted", "bye", "meanwhile"]
+    assert reopened.audit_tail(1)[0]["op"] == "purge"

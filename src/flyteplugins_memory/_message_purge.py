@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ._arguments import check_int
 from ._codecs import encode_messages, sha256_bytes, utc_timestamp, write_event
 from ._commit_info import check_note
-from ._errors import CorruptStore, InvalidArgument, MessageNotFound, RecordNotFound
+from ._errors import ConcurrencyError, CorruptStore, InvalidArgument, MessageNotFound, RecordNotFound
+from ._layout import JOURNAL_DIR
 from ._messages import admit
 from ._mirror import write_text_file
 from ._open import latest_state
@@ -48,7 +49,9 @@ from ._record_codec import (
     ordered,
     position,
 )
-from ._redact import Redaction
+from ._redact import Redaction, rewrite_journal
+from ._relocate import old_view
+from ._retention import Inventory
 from ._transcript import committed_form, encode_message
 from ._writes import ChangeOptions
 
@@ -109,21 +112,27 @@ async def purge_message(store: Owner, index: object, replacement: Any, actor: st
     """`MemoryStore.purge_message`."""
     check_note("actor", actor)
     check_note("reason", reason)
-    size = len(store.messages)
-    at = _index("message", index, size, MessageNotFound)  # checked before anything is saved
     session = store._session
+    await session.ready(store)  # the committed transcript is what `index` counts in
+    at = _index("message", index, len(store.messages), MessageNotFound)  # checked before anything is saved
+    old = committed_form([store.messages[at]])[0]
+    new = admit(redacted_form(old, replacement), validate=store.validate_messages)
+    encoded = encode_message(old)
+    redaction = Redaction(messages={encoded: new})
+    # Stored copies first, then the commit (then once more, for what landed meanwhile): a handle that loads
+    # a checkpoint after the commit finds it redacted already, and one that loaded it before counts fewer
+    # purges than the commit's record, so it reads it again (`_purge_count`).
+    await _rewrite(session, redaction)
     found: dict[str, Any] = {}
 
     async def change(view: View) -> dict[str, Any]:
-        # after the handle's changes were saved and it moved to the newest commit: same index, same list
-        if at >= len(store.messages):
-            raise MessageNotFound(f"No message at index {at}: there are {len(store.messages)}")
-        old = committed_form([store.messages[at]])[0]
-        new = admit(redacted_form(old, replacement), validate=store.validate_messages)
-        encoded = encode_message(old)
+        # after the handle's changes were saved and it moved to the newest commit: same index, same message
+        # (or already redacted: a concurrent save built on a record the first rewrite had redacted)
+        if at >= len(store.messages) or encode_message(store.messages[at]) not in (encoded, encode_message(new)):
+            raise ConcurrencyError(MESSAGES_PATH, "", "", paths=(MESSAGES_PATH,))
         before = list(store.messages)
         store.messages[:] = [new if encode_message(m) == encoded else m for m in before]
-        found.update(old=old, new=new, before=before)
+        found["before"] = before
         counted(view)
         event = _event(MESSAGES_PATH, encode_messages(before), encode_messages(store.messages), actor, reason)
         return {**event, "message": at}
@@ -134,7 +143,6 @@ async def purge_message(store: Owner, index: object, replacement: Any, actor: st
 
     why = reason or f"purge message {at}"
     _, commit = await session.purge_commit(store, change, actor=actor, reason=why, rewrites_transcript=True, undo=undo)
-    redaction = Redaction(messages={encode_message(found["old"]): found["new"]})
     result = await _remove(session, set(), redaction, MESSAGES_PATH, actor, reason, commit)
     await _rewrite_local_transcript(store)
     return result
@@ -187,6 +195,14 @@ async def purge_record(store: Any, log: str, index: object, replacement: Any, ac
         messages[encode_message(found["old"])] = found["new"]
     redaction = Redaction(messages=messages)
     return await _remove(session, {found["sha"]}, redaction, found["path"], actor, reason, commit)
+
+
+async def _rewrite(session: Session, redaction: Redaction) -> None:
+    async with session.lock:
+        remote = session.remote()
+        journals = [remote, old_view(remote)] if remote.journal_moved else [remote]
+        for journal in journals:
+            await rewrite_journal(journal, Inventory.of(await journal.stat(JOURNAL_DIR)), redaction)
 
 
 async def _remove(

@@ -15,7 +15,7 @@ from ._errors import ConcurrencyError, InvalidMessage, ReadOnlyPath, StorageErro
 from ._fold import Fold
 from ._paths import MESSAGES_PATH
 from ._state import State
-from ._transcript import fingerprints
+from ._transcript import committed_form, fingerprints, is_rewrite
 from ._view import View
 from ._writes import ChangeOptions
 
@@ -113,8 +113,8 @@ class SpecialCommits:
                 await self._refresh(holder)
                 result = await change(self.view)
                 event = result if rewrites_transcript and isinstance(result, dict) else None
-                if event is not None and not holder.audit:  # an audited handle's commit records it as the rewrite's
-                    self.view.changes.audit.append(event)
+                if event is not None and not (holder.audit and self._rewrites(holder)):
+                    self.view.changes.audit.append(event)  # else the commit records it as the rewrite's event
                 try:
                     await self._commit(holder, actor=actor, reason=reason, decision=True, kind="purge", event=event)
                 except BaseException as exc:
@@ -126,6 +126,10 @@ class SpecialCommits:
                     raise
                 return result, self.view.base.seq
             raise AssertionError("unreachable")  # every attempt returns or raises
+
+    def _rewrites(self, holder: TranscriptHolder) -> bool:
+        """Whether the handle's transcript rewrites its base's (then the commit records a rewrite event)."""
+        return is_rewrite(fingerprints(self.view.base.messages), fingerprints(committed_form(holder.messages)))
 
     async def save_fold(
         self,
