@@ -101,7 +101,7 @@ def test_an_expired_version_is_unreadable_through_history(machine):
 
 
 def test_history_names_the_actor_of_the_write_not_of_its_commit(machine):
-    """Issue 23 item 7 (found on moto S3): a write saved with record appends (actor ``agent``) was listed
+    """Issue 23 item 7 (found on moto S3; fixed by ec501be): a write saved with record appends (actor ``agent``) was listed
     in `history` as ``agent, h2``."""
     machine.write(h=2, kind="json", meta=1, path="a.txt", ttl=False)
     machine.record(h=2, log="logs/ev")
@@ -110,7 +110,7 @@ def test_history_names_the_actor_of_the_write_not_of_its_commit(machine):
 
 
 def test_history_continues_across_a_delete_and_a_restore(machine):
-    """Issue 23 item 8: after ``ro/d.md`` was written, deleted and restored from its first version,
+    """Issue 23 item 8 (fixed by ec501be): after ``ro/d.md`` was written, deleted and restored from its first version,
     `history` listed only the restored version."""
     machine.write_and_save(h=1, kind="bytes", meta=1, path="ro/d.md", ttl=False)
     machine.delete(h=0, path="ro/d.md")
@@ -122,7 +122,8 @@ def test_history_continues_across_a_delete_and_a_restore(machine):
 
 def test_an_export_holds_no_expired_content(machine):
     """Not in issue 23's list (open, see `OPEN_DEFECTS["export_expired"]`): `export()` of a store holding a
-    file whose ttl ran out, before any gc, archives its labels (inline in the commit record) and its content."""
+    file whose ttl ran out, before any gc, archived its content (fixed by 3d4b2d0) and its labels, inline in
+    the commit record that wrote it (still open)."""
     machine.write_and_save(h=0, kind="text", meta=1, path="a.txt", ttl=True)
     machine.advance_clock()
     machine.store_matches_the_model()
@@ -141,13 +142,27 @@ def test_gc_leaves_no_label_of_an_expired_file(machine):
 
 
 def test_purge_of_an_expired_file_keeps_it_gone(machine):
-    """Not in issue 23's list (open, see `OPEN_DEFECTS["purge_expired"]`): `purge(path)` of a file whose ttl
-    ran out, before gc deleted it, commits no deletion (the handle reads the path as missing), leaves
-    upstream's copy of the file (``<store>/<path>``) with the purged content, and after it a fresh handle
-    lists the path again and reads the purged content; gc no longer expires it."""
+    """Not in issue 23's list (fixed by 2ac465f): `purge(path)` of a file whose ttl ran out, before gc
+    deleted it, committed no deletion (the handle reads the path as missing), left upstream's copy of the
+    file (``<store>/<path>``) with the purged content, and after it a fresh handle listed the path again
+    and read the purged content; gc no longer expired it."""
     machine.write_and_save(h=1, kind="json", meta=2, path="notes/b.md", ttl=True)
     machine.advance_clock()
     machine.purge(h=0, path="notes/b.md")
     machine.store_matches_the_model()
     machine.gc(h=2, window=None)
+    machine.store_matches_the_model()
+
+
+def test_a_stale_handles_save_never_stores_purged_bytes_again(machine):
+    """Not in issue 23's list (open, see `OPEN_DEFECTS["stale_save_restores_purged"]`): handle 1 wrote and
+    saved ``notes/c.bin``; handle 0 purged it; handle 1, still holding the old bytes in its working root,
+    rewrote the path and saved: the save (refused, as a conflict) first copied the purged bytes back into
+    the journal's blobs, where they stay (`_preserve.preserve_legacy` keeps an in-place file's old bytes,
+    taken from the handle's working root since 6583174 rather than fetched, which found nothing)."""
+    machine.write_and_save(h=1, kind="bytes", meta=0, path="notes/c.bin", ttl=True)
+    machine.purge(h=0, path="notes/c.bin")
+    machine.store_matches_the_model()
+    machine.write(h=1, kind="json", meta=2, path="notes/c.bin", ttl=False)
+    machine.save(h=1)
     machine.store_matches_the_model()

@@ -67,13 +67,12 @@ from flyteplugins_memory import (
 #: its name is here. Remove a name when its fix lands (``git log``).
 OPEN_DEFECTS: dict[str, str] = {
     # not in issue 23's list; found by this machine (tests/test_model_regressions.py), reported
-    "export_expired": "export() of a store holding an expired file, before gc, archives its content and labels",
-    "purge_expired": "purge() of a file whose ttl ran out (before gc) brings it back: listed, readable (the purged "
-    "content, from upstream's copy left behind), permanent",
+    "export_expired": "export() of a store holding an expired file archives its labels, inline in the commit "
+    "record that wrote it (its content is left out since 3d4b2d0)",
+    "stale_save_restores_purged": "a stale handle's save (even a refused one) that changes a file it holds copies "
+    "the file's purged old bytes back into the journal's blobs (_preserve with View.held, since 6583174)",
     "expired_labels_after_gc": "gc() deletes an expired file but its labels stay inline in commit records and "
     "checkpoints until the gc window passes",
-    "history_attribution": "issue 23 item 7: history(path) names every actor of the commit, not the write's",
-    "history_continuity": "issue 23 item 8: restoring a deleted path can cut history(path) to the restored version",
 }
 # MODEL_STORE_OPEN_DEFECTS adds names (comma-separated) to run the machine against an older tree;
 # MODEL_STORE_FIXED_DEFECTS removes names, to see whether a fix has landed
@@ -276,8 +275,8 @@ class StoreModel(RuleBasedStateMachine):
         self.purged: list[Val] = []
         #: tokens of transcript messages and log records that purge_message / RecordLog.purge redacted
         self.purged_texts: set[str] = set()
-        #: paths purged while their committed file had expired (not yet deleted by gc)
-        self.purged_while_expired: set[str] = set()
+        #: purged versions a stale handle's save had in its base and changed (see OPEN_DEFECTS)
+        self.stale_preserved: list[Val] = []
         #: expired versions that a gc run since their expiry had to remove from storage
         self.gc_cleared: list[Val] = []
         self.collected = False  # a gc may have collected old states (history is then a suffix)
@@ -344,6 +343,7 @@ class StoreModel(RuleBasedStateMachine):
         """Save handle h as the model predicts: refused (conflict, read-only), or committed."""
         handle = self.handles[h]
         dirty = handle.store.has_unsaved_changes()
+        self.stale_preserved += [v for p in handle.changes if (v := handle.base.files.get(p)) in self.purged]
         if handle.changes or handle.appended or any(handle.records.values()) or handle.proposals:
             assert dirty, "the model holds unsaved changes the handle does not"
         if handle.read_only_changes(self.committed.read_only):
@@ -719,18 +719,13 @@ class StoreModel(RuleBasedStateMachine):
             with pytest.raises(ReadOnlyPath):
                 handle.store.purge(path, actor=handle.actor, reason="purge")
             return
-        current = self.committed.files.get(path)
-        if current is not None and current.expired(self.now()) and open_defect("purge_expired"):
-            return
         handle.store.purge(path, actor=handle.actor, reason="purge")
         self.deep = True
         if not open_defect("purge_audit"):  # an auditor tells a redaction from a delete
             events = MemoryStore.open(key=self.key).audit_tail(5)
             assert any(e.get("op") == "purge" and e.get("path") == path for e in events), events
-        if path in self.committed.files and not self.committed.files[path].expired(self.now()):
+        if path in self.committed.files:  # an expired file (gc has not deleted it yet) too
             self._commit_files({path: None})
-        elif path in self.committed.files:
-            self.purged_while_expired.add(path)
         self.purged += [v for v in self.versions.get(path, []) if v is not None and v not in self.purged]
         for prop in self.committed.proposals.values() if not open_defect("purge_proposals") else ():
             # a purge redacts the path's drafts (discarded)
@@ -911,13 +906,19 @@ class StoreModel(RuleBasedStateMachine):
         stored = self.backend.stored(self.key)
         self.figures["scans"] += 1
         leaks = {n: forgotten_in(d, needles) for n, d in stored.items()}
+        if open_defect("stale_save_restores_purged"):
+            again = self._needles(self.stale_preserved)
+            blobs = [n for n in leaks if n.startswith("journal:meta/.journal/blobs/")]
+            leaks.update({n: [x for x in leaks[n] if x not in again] for n in blobs})
         assert not {n: v for n, v in leaks.items() if v}, f"forgotten content still stored: {leaks}"
 
     def _archive_has_nothing_forgotten(self, archive: bytes) -> None:
         """An export holds nothing forgotten: nothing purged, nothing expired (gc or not)."""
         needles = self._stored_needles()
-        if not open_defect("export_expired"):
-            needles |= self._needles([v for v in self.all_vals() if v.expired(self.now())])
+        expired = [v for v in self.all_vals() if v.expired(self.now())]
+        needles |= self._needles(expired)
+        if open_defect("export_expired"):
+            needles -= {lab.encode() for v in expired for lab in v.labels} - self._stored_needles()
         with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
             for member in tar.getmembers():
                 f = tar.extractfile(member)
