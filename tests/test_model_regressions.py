@@ -101,8 +101,8 @@ def test_an_expired_version_is_unreadable_through_history(machine):
 
 
 def test_history_names_the_actor_of_the_write_not_of_its_commit(machine):
-    """Issue 23 item 7 (found on moto S3; fixed by ec501be): a write saved with record appends (actor ``agent``) was listed
-    in `history` as ``agent, h2``."""
+    """Issue 23 item 7 (found on moto S3; fixed by ec501be): a write saved with record appends (actor
+    ``agent``) was listed in `history` as ``agent, h2``."""
     machine.write(h=2, kind="json", meta=1, path="a.txt", ttl=False)
     machine.record(h=2, log="logs/ev")
     machine.save(h=2)
