@@ -37,8 +37,6 @@ from ._layout import (
     JOURNAL_DIR,
     VERSIONS_DIR,
     blob_name,
-    checkpoint_name,
-    log_name,
     search_segment_name,
     sidecar_name,
     versions_dir_name,
@@ -47,7 +45,7 @@ from ._markers import Purged, encode_marker, purge_marker_name
 from ._offload import parse_off_loop
 from ._proposals import EXT_MAP as PROPOSALS
 from ._purge_count import counted
-from ._redact import Redaction, read_all, redact_proposal, retire_parts, rewrite_journal
+from ._redact import Redaction, journal_objects, read_all, redact_proposal, retire_parts, rewrite_journal
 from ._relocate import old_view
 from ._retention import Inventory
 from ._state import State
@@ -114,10 +112,12 @@ async def purge_stored(
     journals = [remote, old_view(remote)] if remote.journal_moved else [remote]
     held: set[str] = set()
     inventories: list[Inventory] = []
+    read: list[list[tuple[str, bytes]]] = []
     for journal in journals:
-        hashes, inventory = await _hashes_in_journal(journal, rel)
+        hashes, inventory, stored = await _hashes_in_journal(journal, rel)
         held |= hashes
         inventories.append(inventory)
+        read.append(stored)
     versions = await remote.list(under=VERSIONS_DIR)
     own_versions = {n for n in versions if n.startswith(versions_dir_name(rel) + "/")}
     held |= {sha for n in own_versions if (sha := _version_sha(n))}
@@ -126,7 +126,7 @@ async def purge_stored(
     doomed = {n: versions[n] for n in own_versions}
     if rel not in newest.files:
         doomed.update(await _sizes(remote, [rel, sidecar_name(rel)]))
-    core = _Purge(remote, journals, inventories, rel, actor, reason)
+    core = _Purge(remote, journals, inventories, rel, actor, reason, read)
     objects, size, gone = await core.run(held, live, Redaction(path=rel, actor=actor, reason=reason), versions, doomed)
     return PurgeResult(rel, objects, size, tuple(gone), tuple(sorted(held & live)), commit)
 
@@ -167,6 +167,8 @@ class _Purge:
     path: str
     actor: str
     reason: str
+    #: each journal's records and checkpoints as already read (None: read them again)
+    read: list[list[tuple[str, bytes]]] | None = None
 
     async def run(
         self, held: set[str], live: set[str], redaction: Redaction, versions: dict[str, int], doomed: dict[str, int]
@@ -181,8 +183,9 @@ class _Purge:
         }
         await self.remote.write_many(marker)  # first: readers that miss the content learn why
         objects, size = 0, 0
-        for journal, inventory in zip(self.journals, self.inventories, strict=True):
-            rewritten = await rewrite_journal(journal, inventory, redaction)
+        read = self.read or [None] * len(self.journals)
+        for journal, inventory, stored in zip(self.journals, self.inventories, read, strict=True):
+            rewritten = await rewrite_journal(journal, inventory, redaction, stored=stored)
             retired, retired_bytes = await retire_parts(journal, rewritten, self.path, self.actor, self.reason)
             objects, size = objects + rewritten.objects + retired, size + rewritten.bytes + retired_bytes
         doomed = {**doomed, **{n: versions[n] for n in versions if _version_sha(n) in gone}}
@@ -199,13 +202,13 @@ class _Purge:
         return objects, size, gone
 
 
-async def _hashes_in_journal(journal: ObjectStorage, rel: str) -> tuple[set[str], Inventory]:
-    """Every hash `rel` has in a commit record or checkpoint this journal still stores, and its inventory."""
+async def _hashes_in_journal(journal: ObjectStorage, rel: str) -> tuple[set[str], Inventory, list[tuple[str, bytes]]]:
+    """Every hash `rel` has in a commit record or checkpoint this journal still stores, its inventory, and
+    those objects as read (the rewrite uses them: `_redact.rewrite_journal`)."""
     inventory = Inventory.of(await journal.stat(JOURNAL_DIR))
-    records = [log_name(s) for s in inventory.live_records(max(inventory.records, default=0))]
-    checkpoints = [checkpoint_name(s) for s in inventory.checkpoints]
+    stored = await read_all(journal, journal_objects(inventory))
     found: set[str] = set()
-    for name, data in await read_all(journal, records + checkpoints):
+    for name, data in stored:
         model = CommitRecord if name.startswith(f"{JOURNAL_DIR}/log/") else Checkpoint
         try:
             parsed = await parse_off_loop(model, data, name)
@@ -217,7 +220,7 @@ async def _hashes_in_journal(journal: ObjectStorage, rel: str) -> tuple[set[str]
             record = await _in_checkpoint(journal, parsed, rel)
         if record is not None:
             found.add(record.sha256)
-    return found, inventory
+    return found, inventory, stored
 
 
 async def _in_checkpoint(journal: ObjectStorage, checkpoint: Checkpoint, rel: str) -> FileEntry | None:

@@ -124,17 +124,27 @@ class Rewritten:
     replaced: dict[str, int] = field(default_factory=dict)
 
 
+def journal_objects(inventory: Inventory) -> list[str]:
+    """The names of the commit records (not tombstones) and checkpoints `inventory` lists."""
+    records = [log_name(s) for s in inventory.live_records(max(inventory.records, default=0))]
+    return records + [checkpoint_name(s) for s in sorted(inventory.checkpoints)]
+
+
 async def rewrite_journal(
-    journal: ObjectStorage, inventory: Inventory, redaction: Redaction, *, upto: int | None = None
+    journal: ObjectStorage,
+    inventory: Inventory,
+    redaction: Redaction,
+    *,
+    stored: list[tuple[str, bytes]] | None = None,
 ) -> Rewritten:
-    """Rewrite every commit record and checkpoint `inventory` lists (up to commit `upto`) that holds what
-    `redaction` removes; cut again the parts of partitioned checkpoints that hold the purged path."""
+    """Rewrite every commit record and checkpoint `inventory` lists that holds what `redaction` removes;
+    cut again the parts of partitioned checkpoints that hold the purged path. `stored`: those objects as
+    the caller read them already (`journal_objects`), else they are read here."""
     done = Rewritten()
-    newest = max(inventory.records, default=0) if upto is None else upto
-    records = [log_name(s) for s in inventory.live_records(newest)]
-    checkpoints = [checkpoint_name(s) for s in sorted(inventory.checkpoints)]
     out: dict[str, bytes] = {}
-    for name, data in await read_all(journal, records + checkpoints):
+    if stored is None:
+        stored = await read_all(journal, journal_objects(inventory))
+    for name, data in stored:
         try:
             if name.startswith(f"{JOURNAL_DIR}/log/"):
                 record: CommitRecord = await parse_off_loop(CommitRecord, data, name)
@@ -231,6 +241,7 @@ async def read_all(journal: ObjectStorage, names: list[str]) -> list[tuple[str, 
 
 __all__ = [
     "HANDLED",
+    "journal_objects",
     "PURGES_EXT",
     "Redaction",
     "counted",
