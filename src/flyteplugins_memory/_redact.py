@@ -17,8 +17,9 @@ the two in step.
 
 Concurrent readers: an object is replaced by one write (atomic on every backend), so a reader sees the old
 object or the redacted one, both valid. Stale handles keep what they hold in memory, but cannot write it
-back: every purge commits first (a purge commit: the path deleted, its proposals redacted), so a stale
-handle's next save finds its slot taken and rebases onto the newest record, which it reads from storage.
+back: every purge makes a commit of its own (`_purge`, `_message_purge`), so a stale handle's next save
+finds its slot taken and rebases onto the newest record, read from storage, and a checkpoint it holds is
+read again when the record counts more purges than its state (`_purge_count`).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from ._layout import JOURNAL_DIR, checkpoint_name, log_name, part_name
 from ._markers import Purged, encode_marker, purge_marker_name
 from ._offload import parse_off_loop
 from ._proposals import EXT_MAP as PROPOSALS
-from ._purge_count import PURGED_FLAG, PURGES_EXT, counted, purged_since, purges
+from ._purge_count import PURGED_FLAG
 from ._retention import Inventory
 from ._transcript import encode_message
 
@@ -239,16 +240,4 @@ async def read_all(journal: ObjectStorage, names: list[str]) -> list[tuple[str, 
     return out
 
 
-__all__ = [
-    "HANDLED",
-    "journal_objects",
-    "PURGES_EXT",
-    "Redaction",
-    "counted",
-    "purged_since",
-    "purges",
-    "Rewritten",
-    "redact_proposal",
-    "retire_parts",
-    "rewrite_journal",
-]
+__all__ = ["HANDLED", "Redaction", "Rewritten", "journal_objects", "redact_proposal", "retire_parts", "rewrite_journal"]
