@@ -166,3 +166,19 @@ def test_a_stale_handles_save_never_stores_purged_bytes_again(machine):
     machine.write(h=1, kind="json", meta=2, path="notes/c.bin", ttl=False)
     machine.save(h=1)
     machine.store_matches_the_model()
+
+
+def test_a_stale_handles_save_leaves_no_search_segment_of_purged_content(machine):
+    """Not in issue 23's list (open, see `OPEN_DEFECTS["stale_save_search_orphan"]`): handle 2 loaded the
+    search index while ``a.txt`` was live; handle 0 purged it; handle 2's next save first tried to commit on
+    its own (stale) base, folding its cached segments, the purged file's doc among them, into a new search
+    segment (`_search_store._fold`), lost the commit slot, and committed on the newest state at its second
+    attempt: the first attempt's segment stays stored, unreferenced, with the purged words, first line and
+    labels (until gc collects orphans after the window)."""
+    machine.write_and_save(h=0, kind="text", meta=1, path="a.txt", ttl=False)
+    machine.refresh(h=2)
+    machine.store_matches_the_model()  # every handle searches: handle 2 holds the index's segments
+    machine.purge(h=0, path="a.txt")
+    machine.store_matches_the_model()
+    machine.write_and_save(h=2, kind="bytes", meta=0, path="notes/b.md", ttl=False)
+    machine.store_matches_the_model()

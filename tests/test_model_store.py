@@ -71,6 +71,9 @@ OPEN_DEFECTS: dict[str, str] = {
     "record that wrote it (its content is left out since 3d4b2d0)",
     "stale_save_restores_purged": "a stale handle's save (even a refused one) that changes a file it holds copies "
     "the file's purged old bytes back into the journal's blobs (_preserve with View.held, since 6583174)",
+    "stale_save_search_orphan": "a stale handle's save whose first commit attempt runs on its stale base writes a "
+    "search segment merged from its cache (with a since-purged file's words and labels), loses the slot, and "
+    "leaves that segment stored, unreferenced, until gc collects orphans",
     "expired_labels_after_gc": "gc() deletes an expired file but its labels stay inline in commit records and "
     "checkpoints until the gc window passes",
 }
@@ -277,6 +280,8 @@ class StoreModel(RuleBasedStateMachine):
         self.purged_texts: set[str] = set()
         #: purged versions a stale handle's save had in its base and changed (see OPEN_DEFECTS)
         self.stale_preserved: list[Val] = []
+        #: purged versions a stale handle's base still held when it saved (see OPEN_DEFECTS)
+        self.stale_indexed: list[Val] = []
         #: expired versions that a gc run since their expiry had to remove from storage
         self.gc_cleared: list[Val] = []
         self.collected = False  # a gc may have collected old states (history is then a suffix)
@@ -344,6 +349,7 @@ class StoreModel(RuleBasedStateMachine):
         handle = self.handles[h]
         dirty = handle.store.has_unsaved_changes()
         self.stale_preserved += [v for p in handle.changes if (v := handle.base.files.get(p)) in self.purged]
+        self.stale_indexed += [v for v in handle.base.files.values() if v in self.purged]
         if handle.changes or handle.appended or any(handle.records.values()) or handle.proposals:
             assert dirty, "the model holds unsaved changes the handle does not"
         if handle.read_only_changes(self.committed.read_only):
@@ -910,6 +916,10 @@ class StoreModel(RuleBasedStateMachine):
             again = self._needles(self.stale_preserved)
             blobs = [n for n in leaks if n.startswith("journal:meta/.journal/blobs/")]
             leaks.update({n: [x for x in leaks[n] if x not in again] for n in blobs})
+        if open_defect("stale_save_search_orphan"):
+            again = self._needles(self.stale_indexed)
+            segments = [n for n in leaks if n.startswith("journal:meta/.journal/search/")]
+            leaks.update({n: [x for x in leaks[n] if x not in again] for n in segments})
         assert not {n: v for n, v in leaks.items() if v}, f"forgotten content still stored: {leaks}"
 
     def _archive_has_nothing_forgotten(self, archive: bytes) -> None:
