@@ -289,3 +289,21 @@ def test_a_hint_left_one_commit_behind_costs_an_open_nothing(disk_or_s3, key, co
     assert journal_json(disk_or_s3, key, HEAD_NAME)["seq"] == 4
     costs.reset()
     assert MemoryStore.get_or_create(key=key).list_paths()[-3:] == ["notes/a.txt", "notes/b.txt", "notes/c.txt"]
+
+
+def test_a_handle_holds_only_small_in_place_files_it_replaces_and_their_old_bytes_stay_readable(disk_or_s3, key, costs):
+    store = MemoryStore.create(key=key)
+    big = b"B" * (1024 * 1024 + 1)  # over `HOLD_MAX_BYTES`: fetched again by the save, not held in memory
+    store.write_bytes("big.bin", big)
+    store.write_text("small.txt", "small")
+    store.save()
+    first = store.log(limit=1)[0].seq
+    costs.reset()
+    store.write_bytes("big.bin", b"smaller now")
+    store.delete("small.txt")  # a delete replaces the in-place bytes as a write does
+    store.save()
+    assert costs.names("get") == ["big.bin"], costs.ops
+    stored = set(blobs_of(disk_or_s3, key).values())
+    assert {big, b"small"} <= stored  # both copied before the commit that replaced them
+    past = MemoryStore.get_or_create(key=key).at(first)
+    assert past.read_bytes("big.bin") == big and past.read_text("small.txt") == "small"

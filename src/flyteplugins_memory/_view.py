@@ -41,9 +41,10 @@ logger = logging.getLogger(__name__)
 PREFETCH_BATCH = 32
 
 
-#: In-place files up to this size are held in memory when changed (`View.held`); larger ones are fetched
-#: again by the save that copies them into a blob.
+#: In-place files up to this size are held in memory when changed (`View.held`), up to `HOLD_TOTAL_BYTES`
+#: in all; the others are fetched again by the save that copies them into a blob.
 HOLD_MAX_BYTES = 1024 * 1024
+HOLD_TOTAL_BYTES = 64 * 1024 * 1024
 
 
 class View:
@@ -291,12 +292,17 @@ class View:
             or rel in self.held
             or rel in self.unsaved
             or self.cached.get(rel) != committed.sha256
+            or self._held_bytes() + committed.bytes > HOLD_TOTAL_BYTES
         ):
             return
         await self.mirror.settled()
         local = await asyncio.to_thread(self.workdir.read, rel)
         if local is not None and sha256_bytes(local) == committed.sha256:
             self.held[rel] = local
+
+    def _held_bytes(self) -> int:
+        """Bytes in `held` (a handle rarely holds more than a few: its first changes of in-place files)."""
+        return sum(len(data) for data in self.held.values()) if len(self.held) < 4096 else HOLD_TOTAL_BYTES
 
     def drop(self, paths: list[str]) -> None:
         """Forget the unsaved changes of `paths` (their writes, versions and audit events); their local
