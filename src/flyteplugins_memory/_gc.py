@@ -30,12 +30,13 @@ from ._layout import HEAD_NAME, JOURNAL_DIR, blob_name, log_name, search_segment
 from ._markers import CONFIG_NAME, TOMBSTONE, TOMBSTONE_MAX_BYTES, encode_marker, parse_config
 from ._offload import parse_off_loop
 from ._open import LOG_DIR, latest_state, read_checkpoint
+from ._redact import Redaction, retire_parts, rewrite_journal
 from ._relocate import clean_old_journal
 from ._retention import SLOT_GRACE, Inventory, Needs, Removal, kept_commits, needs, removal
 from ._retention_policy import journal_span, persisted_policy
 from ._snapshot_retention import Expired, expired_snapshots, snapshot_removal
 from ._state import State
-from ._ttl import is_expired
+from ._ttl import EXPIRED_REASON, is_expired
 
 logger = logging.getLogger(__name__)
 
@@ -112,7 +113,17 @@ async def collect(
         plan = replace(plan, delete={**plan.delete, **segments})
     if not dry_run:
         await _remove(remote, newest, plan, versions)
+        if snapshots and need.labelled:
+            await _scrub_labels(remote, need.labelled, now)
     return await _with_old(remote, _result(plan, versions, dry_run), dry_run)
+
+
+async def _scrub_labels(remote: ObjectStorage, paths: frozenset[str], now: float) -> None:
+    """Rewrite the stored records and checkpoints (and parts) holding labels of entries of `paths` whose
+    ttl ran out by `now`, without those labels (in place, as purge does: `_redact`); their expiry stays."""
+    inventory = Inventory.of(await remote.stat(JOURNAL_DIR))
+    done = await rewrite_journal(remote, inventory, Redaction(expired=paths, now=now))
+    await retire_parts(remote, done, min(paths), "gc", EXPIRED_REASON)
 
 
 async def _plan(

@@ -35,11 +35,13 @@ from ._index import load_part
 from ._journal import Checkpoint, CommitRecord, encode
 from ._layout import JOURNAL_DIR, checkpoint_name, log_name, part_name
 from ._markers import Purged, encode_marker, purge_marker_name
+from ._metadata import EXT_KEY as METADATA
 from ._offload import parse_off_loop
 from ._proposals import EXT_MAP as PROPOSALS
 from ._purge_count import PURGED_FLAG
 from ._retention import Inventory
 from ._transcript import encode_message
+from ._ttl import is_expired
 
 #: The places of `_data_map.PLACES` this module rewrites (a test checks every place that carries content,
 #: labels or messages in a journal object is among them).
@@ -66,21 +68,34 @@ class Redaction:
     actor: str = ""
     reason: str = ""
     messages: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+    #: paths whose entries written with a ttl that ran out by `now` lose their labels (gc, `_expiry`):
+    #: their ``expires_at`` stays, so every reader still sees them expired
+    expired: frozenset[str] = frozenset()
+    now: float = 0.0
 
     def entry(self, path: str, entry: FileEntry | None) -> FileEntry | None:
-        if entry is None or path != self.path:
+        if entry is None:
+            return entry
+        if path in self.expired and path != self.path:
+            return _without_labels(entry) if is_expired(entry, self.now) else entry
+        if path != self.path:
             return entry
         update = {"ext": {PURGED_FLAG: True}, "updated_by": self.actor, "reason": self.reason}
         redacted = entry.model_copy(update=update)
         return entry if redacted == entry else redacted
 
+    def paths(self) -> list[str]:
+        """The paths whose entries this redaction may change."""
+        return sorted({*self.expired, *([self.path] if self.path is not None else [])})
+
+    def in_range(self, first: str, last: str) -> bool:
+        """Whether a part holding paths `first` to `last` may hold an entry this redaction changes."""
+        return any(first <= path <= last for path in self.paths())
+
     def files(self, files: Mapping[str, FileEntry | None]) -> dict[str, Any] | None:
         """`files` redacted, or None if nothing in them changes."""
-        if self.path is None or self.path not in files:
-            return None
-        before = files[self.path]
-        after = self.entry(self.path, before)
-        return None if after is before else {**files, self.path: after}
+        changed = {p: after for p in self.paths() if p in files and (after := self.entry(p, files[p])) is not files[p]}
+        return {**files, **changed} if changed else None
 
     def transcript(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
         if not self.messages:
@@ -101,6 +116,13 @@ class Redaction:
             if isinstance(raw, dict) and raw.get("path") == self.path and (redacted := redact_proposal(raw)) != raw:
                 proposals[proposal_id], changed = redacted, True
         return {**ext, PROPOSALS: proposals} if changed else None
+
+
+def _without_labels(entry: FileEntry) -> FileEntry:
+    """An expired entry without its labels (the rest of its ``ext``, its expiry included, stays)."""
+    if METADATA not in entry.ext:
+        return entry
+    return entry.model_copy(update={"ext": {k: v for k, v in entry.ext.items() if k != METADATA}})
 
 
 def redact_proposal(raw: dict[str, Any]) -> dict[str, Any]:
@@ -203,7 +225,7 @@ async def _checkpoint(
         update["messages"] = messages
     if (ext := redaction.ext(checkpoint.ext)) is not None:
         update["ext"] = ext
-    if checkpoint.parts and redaction.path is not None:
+    if checkpoint.parts and redaction.paths():
         refs = [await _part(journal, ref, redaction, done) for ref in checkpoint.parts]
         if refs != checkpoint.parts:
             update["parts"] = refs
@@ -212,8 +234,7 @@ async def _checkpoint(
 
 async def _part(journal: ObjectStorage, ref: PartRef, redaction: Redaction, done: Rewritten) -> PartRef:
     """`ref`, or the reference of the part cut again without the purged path's data (cached by sha256)."""
-    assert redaction.path is not None
-    if not ref.first <= redaction.path <= ref.last:
+    if not redaction.in_range(ref.first, ref.last):
         return ref
     if ref.sha256 in done.parts:
         return done.parts[ref.sha256]

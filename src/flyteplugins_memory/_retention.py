@@ -33,6 +33,7 @@ from ._layout import (
     search_segment_name,
 )
 from ._markers import TOMBSTONE_MAX_BYTES, purge_marker_name
+from ._metadata import EXT_KEY as METADATA
 from ._search_index import referenced_segments
 from ._state import State
 from ._storage import Listed
@@ -112,6 +113,8 @@ class Needs:
     search: frozenset[str] = frozenset()
     #: content only expired entries hold: (path, sha256) of each such entry (its blob goes, however young)
     expired: frozenset[tuple[str, str]] = frozenset()
+    #: paths of expired entries that still carry labels (gc rewrites the records holding them, `_redact`)
+    labelled: frozenset[str] = frozenset()
 
     @property
     def expired_shas(self) -> frozenset[str]:
@@ -144,10 +147,11 @@ def needs(
     dead = {(p, r.sha256) for p, r in entries if now is not None and is_expired(r, now)}
     shas = {r.sha256 for _, r in entries if now is None or not is_expired(r, now)}
     expired = frozenset((p, sha) for p, sha in dead if sha not in shas)
+    labelled = frozenset(p for p, r in entries if now is not None and METADATA in r.ext and is_expired(r, now))
     needed = needed_checkpoints(newest, records.values())
     exts = [newest.ext, *(r.ext for r in records.values()), *(c.ext for c in checkpoints.values())]
     search = frozenset(sha for ext in exts for sha in referenced_segments(ext))
-    found = (frozenset(segments), frozenset(shas), frozenset(part_shas), search, expired)
+    found = (frozenset(segments), frozenset(shas), frozenset(part_shas), search, expired, labelled)
     return Needs(frozenset(kept), frozenset(needed), *found)
 
 
