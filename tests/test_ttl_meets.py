@@ -5,6 +5,7 @@ the journal)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from datetime import timedelta
@@ -12,6 +13,7 @@ from datetime import timedelta
 import pytest
 
 from flyteplugins_memory import MemoryStore, ReadOnlyPath, VersionExpired, VersionNotFound, _gc
+from flyteplugins_memory._layout import version_name
 
 HOURS = 3600.0
 SECRET = "scratch secret 7f3a"
@@ -297,3 +299,23 @@ def labels_of_an_expired_file_go_with_gc(backend, key: str, monkeypatch, files: 
     assert fresh.list_paths(where={"kind": "kept-label"}) == ["keep.md"]
     assert [v.expired for v in fresh.history("scratch.md")][1:] == [True, True]
     assert len(fresh.list_paths("bulk")) == files
+
+
+def test_a_snapshot_an_earlier_release_took_of_a_ttl_write_expires_with_it(backend, key, monkeypatch):
+    """This release takes no snapshot of a ttl write; one an earlier release took reads as expired."""
+    store = scratch_store(key, keep_versions=True)
+    name = version_name("scratch.md", "2026-01-01T00:00:00+00:00", hashlib.sha256(SECRET.encode()).hexdigest())
+    backend.put(key, name, SECRET.encode())
+    assert store.read_version(name) == SECRET
+    later(monkeypatch, 2)
+    handle = MemoryStore.open(key=key)
+    for read in (
+        lambda: handle.read_version(name),
+        lambda: handle.read_version_bytes(name),
+        lambda: handle.read_version("scratch.md", name),
+        lambda: handle.restore("scratch.md", name),
+    ):
+        with pytest.raises(VersionExpired):
+            read()
+    handle.gc()
+    assert anywhere(backend, key, SECRET) == []

@@ -17,6 +17,7 @@ from . import _gc, _versions
 from ._admission import Access, PathAdmission
 from ._codecs import MemoryMeta
 from ._errors import InvalidArgument
+from ._history import refuse_expired_snapshot
 from ._metadata import Scalar
 from ._record_codec import check_not_segment
 from ._session import Session
@@ -75,5 +76,6 @@ class BinaryAPI:
         ``read_version_bytes(path, version_id)``: bytes of version `version_id` of `path` (see `history`)."""
         if version_id is not None:
             return await self._version_bytes(version_file, version_id)
+        await refuse_expired_snapshot((await self._session.ready(self)).base, version_file)
         remote, pending = self._session.remote_if_known(), self._session.view.versions
         return await _versions.read_version_bytes(remote, pending, version_file)

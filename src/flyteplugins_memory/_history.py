@@ -27,7 +27,7 @@ from ._contract import ObjectStorage
 from ._errors import ContentPurged, CorruptStore, InvalidArgument, StateCollected, VersionExpired, VersionNotFound
 from ._inventory import take_inventory
 from ._journal import FileEntry
-from ._layout import versions_dir_name
+from ._layout import classify, versions_dir_name
 from ._metadata import EXT_KEY, Scalar, from_ext
 from ._open import latest_state
 from ._state import State
@@ -199,6 +199,7 @@ async def version_content(
     """What version `version_id` of `path` holds; `VersionNotFound` if it is unknown or no longer stored."""
     named = parse_version_id(path, version_id)
     if isinstance(named, str):
+        await refuse_expired_snapshot(known, named)
         data = await _versions.read_version_bytes(remote, pending, named)
         return Version(None if _from_snapshot(named, 0).deleted else data)
     change = await read_path_change(remote, known, named, path)
@@ -216,6 +217,19 @@ async def version_content(
         raise VersionExpired(f"Version {version_id} of {path!r} was written with a ttl that has run out")
     kept = {k: v for k, v in entry.ext.items() if k != EXT_KEY}
     return Version(await _blob(remote, known, path, entry, str(version_id)), from_ext(entry.ext, path), kept)
+
+
+async def refuse_expired_snapshot(known: State, name: str) -> None:
+    """`VersionExpired` if the ``versions/`` snapshot `name` holds the content of its path's entry in
+    `known` and that entry's ttl has run out (a snapshot an earlier release took of a ttl write: this one
+    takes none; gc removes them with the expired file). Other names pass (the read decides)."""
+    if not _versions.names_a_version(name):
+        return
+    path, sha = classify(name).path, _from_snapshot(name, 0).sha256
+    await known.files.need([path])
+    entry = known.files.get(path)
+    if sha and entry is not None and entry.sha256 == sha and is_expired(entry, _gc.clock()):
+        raise VersionExpired(f"Version snapshot {name!r} holds content whose ttl has run out")
 
 
 async def _blob(remote: ObjectStorage | None, known: State, path: str, entry: FileEntry, version_id: str) -> bytes:

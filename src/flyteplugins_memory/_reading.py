@@ -17,6 +17,7 @@ from ._arguments import check_int
 from ._codecs import MemoryMeta, encode_audit_event, encode_messages
 from ._compat import upstream_awaitable
 from ._errors import CorruptStore
+from ._history import refuse_expired_snapshot
 from ._inventory import take_inventory
 from ._layout import AUDIT_LOG_PATH, VERSIONS_DIR
 from ._metadata import Scalar, check_where, from_ext, matches
@@ -151,6 +152,7 @@ class ReadAPI:
         if version_id is not None:
             data = await self._version_bytes(version_file, version_id)
             return _versions.decode_text(data, f"{version_file}@{version_id}")
+        await refuse_expired_snapshot((await self._session.ready(self)).base, version_file)
         remote, pending = self._session.remote_if_known(), self._session.view.versions
         return await _versions.read_version(remote, pending, version_file)
 
