@@ -88,6 +88,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "_gc",
             "_purge",
             "_redact",
+            "_purge_aftermath",
             "_audit",
             "_versions",
             "_commit",

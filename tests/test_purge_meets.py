@@ -385,3 +385,40 @@ def test_purge_of_a_file_whose_ttl_ran_out_deletes_it_for_good(local_backend, ke
     reopened = MemoryStore.get_or_create(key=key)
     assert reopened.list_paths() == [] and not reopened.exists("tmp.md")
     assert holding(local_backend, SECRET, SSN) == []
+
+
+# -- stale handles' saves after a purge (found by the model, tests/test_model_regressions.py) -------------
+
+
+@pytest.mark.parametrize("then", ["rewrite", "delete"])
+def test_a_stale_handles_save_never_stores_purged_bytes_again(where, key, then):
+    from flyteplugins_memory import ConcurrencyError
+
+    writer = MemoryStore.get_or_create(key=key)
+    writer.write_bytes("notes/c.bin", SECRET.encode())  # a new file: written in place, at its path
+    writer.save()
+    writer.read_bytes("notes/c.bin")  # held in its working root
+    MemoryStore.get_or_create(key=key).purge("notes/c.bin")
+    assert holding(where, SECRET) == []
+    if then == "rewrite":
+        writer.write_text("notes/c.bin", "new content")
+        with pytest.raises(ConcurrencyError):
+            writer.save()  # a conflict with the purge's delete
+    else:
+        writer.delete("notes/c.bin")
+        writer.save()  # the same change as the purge's: it merges
+    assert holding(where, SECRET) == []
+
+
+def test_a_stale_handles_save_leaves_no_search_segment_of_purged_content(where, key):
+    store = MemoryStore.get_or_create(key=key)
+    store.write_text("a.txt", f"alpha {SECRET}", metadata={"ssn": SSN})
+    store.save()
+    stale = MemoryStore.get_or_create(key=key)
+    assert stale.search("alpha")  # it holds the index's segments, a.txt's doc among them
+    MemoryStore.get_or_create(key=key).purge("a.txt")
+    assert holding(where, SECRET, SSN) == []
+    stale.write_text("notes/b.md", "bravo")
+    stale.save()  # its first attempt, on its stale base, folds its cached segments into a new one
+    assert holding(where, SECRET, SSN) == []
+    assert [h.path for h in MemoryStore.get_or_create(key=key).search("bravo")] == ["notes/b.md"]

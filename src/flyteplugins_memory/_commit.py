@@ -19,6 +19,7 @@ import asyncio
 import logging
 import random
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +46,7 @@ from ._merge import Changes, rebase
 from ._open import landed_state, latest_state, read_record, state_at
 from ._paths import MESSAGES_PATH, parent_dirs
 from ._preserve import preserve_legacy
+from ._purge_aftermath import after_losing, cache_for, drop_purged_copies, written_segments
 from ._read_only import refuse_read_only
 from ._relocate import adopt, clean_after_move, persist_import
 from ._retention import STALE_BASE_AFTER
@@ -106,6 +108,8 @@ class SaveJob:
     #: committed bytes of in-place files this save changes that the handle already holds (`View.held`):
     #: their copy into a blob (`_preserve`) fetches nothing
     held: dict[str, bytes] = field(default_factory=dict)
+    #: contents this save copied into blobs before its commit point (`_preserve`)
+    preserved: list[str] = field(default_factory=list)
 
     def about(self) -> About:
         return About("create" if self.exclusive else self.kind, self.actor, self.reason)
@@ -126,7 +130,7 @@ async def run_save(remote: ObjectStorage, job: SaveJob) -> State:
         for p, r in job.changes.files.items()
         if r and not r.legacy and p not in job.placed
     }
-    await preserve_legacy(remote, job.base.files, job.changes.files, job.held)
+    job.preserved = await preserve_legacy(remote, job.base.files, job.changes.files, job.held)
     await remote.write_many(blobs)
     try:
         latest, moved = await _starting_point(remote, job)
@@ -142,6 +146,7 @@ async def run_save(remote: ObjectStorage, job: SaveJob) -> State:
         raise
     job.changes = committed_changes(job.changes, job.placed)  # as landed: a later repair compares these
     # Committed: from here on nothing may fail the save (a save that raises must not be visible).
+    await _quietly(drop_purged_copies(remote, job.base, committed, job.preserved))  # `_purge_aftermath`
     try:
         await update_upstream_layout(remote, job, committed)
     except StorageError as exc:
@@ -189,20 +194,32 @@ async def _commit(remote: ObjectStorage, job: SaveJob, latest: State) -> tuple[S
             )
         except ConcurrencyError:
             await remote.remove_all(clashing_strays(latest, job.placed))
+            await _quietly(drop_purged_copies(remote, job.base, latest, job.preserved))
             raise
+        cache_for(job.base, latest, job.search_repairs)
         await extend(remote, latest, new, docs, job.search_repairs)
         record = encode(new.record())
         job.attempted.append(new.seq)
         if await _create_or_find_landed(remote, job, new.seq, record):
             new.head_hint = latest.head_hint  # what the head hint names, as far as this handle knows
             return new, len(record)
+        written, before = written_segments(latest, new), latest
         latest = await latest_state(remote, latest) or latest
+        await after_losing(remote, before, written, latest, job.search_repairs)
         if (mine := await _own_commit(remote, job, new.seq, latest)) is not None:
             return mine, 0  # an attempt landed, but its answer was lost
         if job.exclusive:
             raise StoreAlreadyExists(f"MemoryStore already exists at {remote.uri}")
         await asyncio.sleep(random.uniform(0, min(0.002 * 2**attempt, 0.25)))
     raise StorageError(f"Could not commit to {remote.uri} after {MAX_ATTEMPTS} attempts")
+
+
+async def _quietly(cleanup: Awaitable[None]) -> None:
+    """Run a cleanup that must not fail the save (`_purge_aftermath`): a storage error is logged."""
+    try:
+        await cleanup
+    except StorageError as exc:
+        logger.warning("Could not remove what a purge removed and this save stored again: %s", exc)
 
 
 def clashing_strays(latest: State, placed: set[str]) -> list[str]:

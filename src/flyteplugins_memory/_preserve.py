@@ -26,13 +26,13 @@ async def preserve_legacy(
     base: Mapping[str, FileEntry],
     changes: Mapping[str, FileEntry | None],
     held: Mapping[str, bytes] | None = None,
-) -> None:
+) -> list[str]:
     """Copy into blobs the upstream-written bytes that `changes` is about to replace or delete; those the
     handle `held` (read from its working root before it changed them) are not fetched again when they
-    match the record's sha256."""
+    match the record's sha256. Returns the sha256s copied."""
     wanted = {p: base[p] for p in changes if p in base and base[p].legacy and changes[p] != base[p]}
     if not wanted:
-        return
+        return []
     local = {p: d for p, d in (held or {}).items() if p in wanted and sha256_bytes(d) == wanted[p].sha256}
     found = {**local, **await remote.read_many([p for p in wanted if p not in local])}
     blobs = {}
@@ -43,3 +43,4 @@ async def preserve_legacy(
         else:  # already replaced (a concurrent save copied it first) or changed behind our back
             logger.info("Upstream-written bytes of %r are no longer at their path; not copied", path)
     await remote.write_many(blobs)
+    return [name.rsplit("/", 1)[-1] for name in blobs]
