@@ -225,3 +225,18 @@ def test_a_save_landing_between_the_first_rewrite_and_the_commit(where, key, mon
     reopened = MemoryStore.get_or_create(key=key)
     assert [m["content"] for m in reopened.messages] == ["hello", "[redacted]", "noted", "bye", "meanwhile"]
     assert reopened.audit_tail(1)[0]["op"] == "purge"
+
+
+def test_a_session_message_is_purged_through_the_session(where, key):
+    store = MemoryStore.get_or_create(key=key)
+    chat = store.session("support")
+    chat.extend([{"role": "user", "content": "hi"}, {"role": "user", "content": f"key {PASTED}"}])
+    store.save()
+    result = chat.purge_message(1, reason="pasted a key")
+    assert result.path.startswith("sessions/support/") and holding(where, PASTED) == []
+    assert MemoryStore.get_or_create(key=key).session("support").messages == [
+        {"role": "user", "content": "hi"},
+        {"role": "user", "content": "[redacted]"},
+    ]
+    with pytest.raises(RecordNotFound):
+        chat.purge_message(2)

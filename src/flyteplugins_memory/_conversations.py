@@ -17,6 +17,7 @@ from typing import Any
 from ._arguments import check_int
 from ._errors import InvalidArgument, InvalidMessage, InvalidPath, InvalidRecord
 from ._messages import MessageModel, admit_all
+from ._purge import PurgeResult
 from ._records import RecordLog
 from ._syncify import syncify
 from ._transcript import committed_form
@@ -123,3 +124,13 @@ class Conversation:
     async def count(self) -> int:
         """How many messages the session holds (this handle's unsaved ones included)."""
         return await self._log.count.aio()
+
+    @syncify
+    async def purge_message(
+        self, index: int, *, replacement: str | dict[str, Any] | None = None, actor: str = "agent", reason: str = ""
+    ) -> PurgeResult:
+        """Redact the session's message `index` and remove every stored copy of its old text now, as
+        ``store.purge_message`` does for the store's transcript (`RecordLog.purge` of the session's log:
+        the message becomes a message of the same role whose content is `replacement`, ``"[redacted]"`` by
+        default; `RecordNotFound` for an index the session does not have)."""
+        return await self._log.purge.aio(index, replacement=replacement, actor=actor, reason=reason)
