@@ -211,13 +211,22 @@ class Handle:
 
 
 class Clock:
-    """`_gc.clock`, moved forward by the model (never by sleeping)."""
+    """`_gc.clock`, moved forward by the model (never by sleeping), and the monotonic time a save compares
+    its base's age with (`_commit`): both move together, as they do in a real run, so a handle whose base
+    is older than ``STALE_BASE_AFTER`` by the moved clock reads the head before committing (a commit slot gc
+    emptied is only free once it is older than ``SLOT_GRACE``, judged by `_gc.clock`)."""
 
     def __init__(self) -> None:
         self.offset = 0.0
 
     def __call__(self) -> float:
         return time.time() + self.offset
+
+    def __getattr__(self, name: str) -> Any:  # stands in for the `time` module in `_commit`
+        return getattr(time, name)
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.offset
 
 
 def tolerant(rule_fn):
@@ -1133,6 +1142,7 @@ def _collapsed(items: list[str]) -> list[str]:
 def clock(monkeypatch) -> Clock:
     moved = Clock()
     monkeypatch.setattr(_gc, "clock", moved)
+    monkeypatch.setattr(_commit, "time", moved)
     # checkpoint every few commits, so saves, opens and refreshes cross checkpoints all the time
     monkeypatch.setattr(_commit, "CHECKPOINT_COMMITS", 3)
     return moved
