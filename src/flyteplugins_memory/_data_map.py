@@ -108,7 +108,8 @@ OBJECTS: tuple[ObjectKind, ...] = (
         "every path changed since its checkpoint, the transcript appended since it, the proposals map (the same "
         "slot may instead hold gc's tombstone, a deletion record, or the claim naming the key's next generation)",
         purge="rewritten in place without the path's labels, proposal text and attribution (see PLACES)",
-        expiry="gc's expiry commit deletes the entry; the record stays until gc collects it",
+        expiry="gc's expiry commit deletes the entry; gc rewrites kept records without the labels of entries "
+        "whose ttl ran out (their expiry kept)",
         gc="emptied into a tombstone once no kept state is that commit, deleted an hour later",
         read_only="n/a (no user path); saves into a read-only prefix are refused before the commit point",
         scopes="n/a: scopes are views of a handle",
@@ -175,7 +176,8 @@ OBJECTS: tuple[ObjectKind, ...] = (
         Carries.CONTENT,
         "any path that held that content (content-addressed)",
         purge="deleted unless a live path holds the same bytes (a purge marker is written first)",
-        expiry="deleted by gc once no kept state holds the content",
+        expiry="deleted by the first gc after the ttl ran out, whatever the window, unless an entry whose ttl "
+        "has not run out holds the content",
         gc="deleted once no kept state holds it and it is older than the window",
         read_only="n/a (immutable)",
         scopes="n/a",
@@ -313,7 +315,7 @@ OBJECTS: tuple[ObjectKind, ...] = (
         Carries.CONTENT | Carries.PATHS,
         "one path's past content (keep_versions=True)",
         purge="every snapshot with the purged content is deleted, of any path",
-        expiry="snapshots of expired content are deleted by gc",
+        expiry="a ttl write takes none; snapshots of expired content (older releases') are deleted by gc",
         gc="kept while a retention rule keeps it",
         read_only="follows its path",
         scopes="follows its path",
@@ -373,7 +375,7 @@ OBJECTS: tuple[ObjectKind, ...] = (
         Carries.CONTENT | Carries.LABELS | Carries.MESSAGES | Carries.PATHS | Carries.ATTRIBUTION,
         "the whole store at one commit",
         purge="not reached: an archive is the caller's copy; an export after a purge holds none of it",
-        expiry="not reached; an export after gc holds no expired content",
+        expiry="never holds it: export leaves out every object that holds expired content, gc or not",
         gc="not reached",
         read_only="settings travel inside it",
         scopes="n/a (a whole store)",
@@ -401,7 +403,8 @@ PLACES: tuple[Place, ...] = (
         Carries.LABELS | Carries.PATHS | Carries.ATTRIBUTION,
         purge="the entry's labels (ext.metadata), actor and reason are replaced by the purge's in every "
         "stored record, checkpoint and part; its sha256 names purged content (ContentPurged on read)",
-        expiry="the entry leaves the state with gc's expiry commit; older records are collected by gc",
+        expiry="the entry leaves the state with gc's expiry commit; gc rewrites every stored record, checkpoint "
+        "and part without the labels of entries whose ttl ran out (sha256, size and expires_at stay)",
     ),
     Place(
         "appended messages (delta.append) and the checkpoint transcript (messages)",
