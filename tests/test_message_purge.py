@@ -9,6 +9,7 @@ import pytest
 
 from flyteplugins_memory import (
     InvalidArgument,
+    InvalidMessage,
     MemoryStore,
     MessageNotFound,
     PurgeResult,
@@ -240,3 +241,18 @@ def test_a_session_message_is_purged_through_the_session(where, key):
     ]
     with pytest.raises(RecordNotFound):
         chat.purge_message(2)
+
+
+def test_a_bad_index_or_note_saves_nothing(local_backend, key):
+    store = MemoryStore.get_or_create(key=key)
+    store.append({"role": "user", "content": "a"})
+    store.save()
+    store.records("events").append({"n": 1})  # unsaved
+    before = store.log(limit=1)[0].seq
+    with pytest.raises(InvalidArgument):
+        store.purge_message("0")  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument):
+        store.records("events").purge(None)  # type: ignore[arg-type]
+    with pytest.raises(InvalidMessage):
+        store.purge_message(0, actor=3)  # type: ignore[arg-type]
+    assert store.log(limit=1)[0].seq == before and store.has_unsaved_changes()

@@ -13,7 +13,7 @@ from typing import Any, cast
 
 from . import _gc
 from ._admission import Access, PathAdmission
-from ._arguments import check_flag, check_window
+from ._arguments import check_flag, check_int, check_window
 from ._commit_info import check_note
 from ._expiry import expire_files
 from ._gc import GcResult, collect, set_window
@@ -119,6 +119,9 @@ class MaintenanceAPI:
         ``compact_transcript`` archived is purged through its archive log (``records(archive).purge``).
         """
         check_replacement(replacement)
+        check_int("index", index, minimum=None)  # a bad index or note saves nothing
+        check_note("actor", actor)
+        check_note("reason", reason)
         await save_pending(cast(LogOwner, self), actor)
         return await purge_message(cast(Any, self), index, replacement, actor, reason)
 

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from ._admission import Access, PathAdmission
 from ._arguments import check_int
+from ._commit_info import check_note
 from ._errors import CorruptStore, InvalidArgument
 from ._purge import PurgeResult
 from ._record_codec import (
@@ -162,6 +163,9 @@ class RecordLog:
         Returns the `PurgeResult`."""
         from ._message_purge import purge_record  # the facade's message purge builds on this module
 
+        check_int("index", index, minimum=None)  # a bad index saves nothing
+        check_note("actor", actor)
+        check_note("reason", reason)
         self._admit_segment()
         await save_pending(self._store, actor)
         return await purge_record(self._store, self._name, index, replacement, actor, reason)
