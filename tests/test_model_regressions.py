@@ -9,6 +9,8 @@ Each test names the defect it found (issue 23's list, or what it was when not li
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from test_model_store import StoreModel, clock  # noqa: F401  (the fixture the machine's clock needs)
@@ -181,4 +183,20 @@ def test_a_stale_handles_save_leaves_no_search_segment_of_purged_content(machine
     machine.purge(h=0, path="a.txt")
     machine.store_matches_the_model()
     machine.write_and_save(h=2, kind="bytes", meta=0, path="notes/b.md", ttl=False)
+    machine.store_matches_the_model()
+
+
+def test_a_stale_handles_save_never_stores_collected_bytes_that_a_purge_then_misses(machine):
+    """Not in issue 23's list (open, see `OPEN_DEFECTS["stale_save_restores_purged"]`), found by the long run:
+    handle 2 held ``notes/b.md``'s first bytes; handle 0 replaced them and gc collected them; handle 2's save
+    (refused, a conflict) copied them back into the journal's blobs, and a later purge of the path, which
+    walks the history gc left, did not find them: the purged path's old content stays stored."""
+    machine.write_and_save(h=0, kind="bytes", meta=1, path="notes/b.md", ttl=False)
+    machine.refresh(h=2)
+    machine.store_matches_the_model()  # every handle reads every file: handle 2 holds the bytes
+    machine.write_and_save(h=0, kind="text", meta=0, path="notes/b.md", ttl=False)
+    machine.gc(h=0, window=timedelta(0))
+    machine.store_matches_the_model()
+    machine.write_and_save(h=2, kind="json", meta=0, path="notes/b.md", ttl=False)
+    machine.purge(h=0, path="notes/b.md")
     machine.store_matches_the_model()

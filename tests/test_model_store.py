@@ -70,7 +70,8 @@ OPEN_DEFECTS: dict[str, str] = {
     "export_expired": "export() of a store holding an expired file archives its labels, inline in the commit "
     "record that wrote it (its content is left out since 3d4b2d0)",
     "stale_save_restores_purged": "a stale handle's save (even a refused one) that changes a file it holds copies "
-    "the file's purged old bytes back into the journal's blobs (_preserve with View.held, since 6583174)",
+    "the file's old bytes back into the journal's blobs although a purge (or gc) removed them since "
+    "(_preserve.preserve_legacy with View.held, since 6583174)",
     "stale_save_search_orphan": "a stale handle's save whose first commit attempt runs on its stale base writes a "
     "search segment merged from its cache (with a since-purged file's words and labels), loses the slot, and "
     "leaves that segment stored, unreferenced, until gc collects orphans",
@@ -357,7 +358,9 @@ class StoreModel(RuleBasedStateMachine):
         """Save handle h as the model predicts: refused (conflict, read-only), or committed."""
         handle = self.handles[h]
         dirty = handle.store.has_unsaved_changes()
-        self.stale_preserved += [v for p in handle.changes if (v := handle.base.files.get(p)) in self.purged]
+        # a save keeps the old bytes of the files it changes (from its working root): purged or collected
+        # since, they would be stored again (OPEN_DEFECTS "stale_save_restores_purged")
+        self.stale_preserved += [v for p in handle.changes if (v := handle.base.files.get(p)) is not None]
         self.stale_indexed += [v for v in handle.base.files.values() if v in self.purged]
         if handle.changes or handle.appended or any(handle.records.values()) or handle.proposals:
             assert dirty, "the model holds unsaved changes the handle does not"
@@ -493,9 +496,14 @@ class StoreModel(RuleBasedStateMachine):
             with pytest.raises(ReadOnlyPath):
                 handle.store.set_metadata(path, dict(metadata) or None, actor=handle.actor)
             return
-        if current is not None and current in self.purged:
-            with pytest.raises(ContentPurged):  # a stale handle: the content it would keep is gone
+        if current is not None and current in self.purged:  # a stale handle: the content it keeps is purged
+            try:
                 handle.store.set_metadata(path, dict(metadata) or None, actor=handle.actor)
+            except ContentPurged:
+                return  # it had to fetch the bytes
+            # it held them: its save conflicts with the purge, and may store them again (OPEN_DEFECTS)
+            handle.changes[path] = replace(current, metadata=metadata, labels=labels, actor=handle.actor)
+            self.stale_preserved.append(current)
             return
         result = handle.store.set_metadata(path, dict(metadata) or None, actor=handle.actor)
         assert (result is None) == (current is None)
