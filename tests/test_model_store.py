@@ -622,11 +622,13 @@ class StoreModel(RuleBasedStateMachine):
         old = records[index]
         handle.store.records(log).purge(index, actor=handle.actor, reason="redact")
         new: Any = {"role": old["role"], "content": REDACTED} if isinstance(old, dict) and "role" in old else REDACTED
-        seen = 0
-        for _sid, recs in self.committed.segments[log]:
+        seen, segments = 0, []
+        for sid, recs in self.committed.segments[log]:  # new lists: handles' bases keep what they saw
             if seen <= index < seen + len(recs):
-                recs[index - seen] = new
+                recs = [*recs[: index - seen], new, *recs[index - seen + 1 :]]
+            segments.append((sid, recs))
             seen += len(recs)
+        self.committed.segments[log] = segments
         text = (old.get("content") or old.get("tok")) if isinstance(old, dict) else old
         if text != REDACTED:
             self.purged_texts.add(text)
