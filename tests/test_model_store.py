@@ -624,9 +624,10 @@ class StoreModel(RuleBasedStateMachine):
         new: Any = {"role": old["role"], "content": REDACTED} if isinstance(old, dict) and "role" in old else REDACTED
         seen, segments = 0, []
         for sid, recs in self.committed.segments[log]:  # new lists: handles' bases keep what they saw
+            kept = list(recs)
             if seen <= index < seen + len(recs):
-                recs = [*recs[: index - seen], new, *recs[index - seen + 1 :]]
-            segments.append((sid, recs))
+                kept[index - seen] = new
+            segments.append((sid, kept))
             seen += len(recs)
         self.committed.segments[log] = segments
         text = (old.get("content") or old.get("tok")) if isinstance(old, dict) else old
