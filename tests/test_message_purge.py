@@ -256,3 +256,11 @@ def test_a_bad_index_or_note_saves_nothing(local_backend, key):
     with pytest.raises(InvalidMessage):
         store.purge_message(0, actor=3)  # type: ignore[arg-type]
     assert store.log(limit=1)[0].seq == before and store.has_unsaved_changes()
+
+
+def test_purge_message_of_a_message_never_saved(local_backend, key):
+    store = MemoryStore(key)
+    store.append({"role": "user", "content": PASTED})
+    store.purge_message(0)
+    assert holding(local_backend, PASTED) == []
+    assert MemoryStore.get_or_create(key=key).messages == [{"role": "user", "content": "[redacted]"}]
