@@ -27,7 +27,7 @@ from ._checkpoints import checkpoint_of
 from ._codecs import encode_audit_event, encode_messages, encode_meta, lines_holding
 from ._commit_info import About
 from ._contract import ObjectStorage
-from ._errors import ConcurrencyError, ReadOnlyPath, StorageError, StoreAlreadyExists, StoreDeleted
+from ._errors import ConcurrencyError, MemoryStoreError, ReadOnlyPath, StorageError, StoreAlreadyExists, StoreDeleted
 from ._fold import Fold
 from ._gc import collect_quietly, configured_window
 from ._inplace import committed_changes, upload_in_place
@@ -136,13 +136,21 @@ async def run_save(remote: ObjectStorage, job: SaveJob) -> State:
         latest, moved = await _starting_point(remote, job)
         committed, record_size = await _commit(remote, job, latest)
     except StoreDeleted:  # what this save uploaded must not outlive the store (`_store_deletion`)
-        # its search segments too: the handle's cached ones, written or read, all belong to the gone store
+        # its search segments too: the handle's cached ones, written or read, all belong to the gone store;
+        # and the copies of in-place bytes it preserved (a purge or the deletion had removed them)
         segments = {search_segment_name(sha) for sha in job.search_repairs.cache}
-        await remote.remove_all(sorted(job.placed | set(blobs) | segments))
+        preserved = {blob_name(sha) for sha in job.preserved}
+        await remote.remove_all(sorted(job.placed | set(blobs) | segments | preserved))
         await remove_empty_prefix(remote)  # nor the directory they made (`list_keys` would list the key)
         raise
     except ReadOnlyPath:  # made read-only meanwhile: nothing may show up there (blobs are gc()'s)
         await remote.remove_all(sorted(job.placed))
+        await _drop_purged_preserved(remote, job)
+        raise
+    except ConcurrencyError:  # `_commit` dropped the purged copies against the state it lost to
+        raise
+    except Exception:
+        await _drop_purged_preserved(remote, job)
         raise
     job.changes = committed_changes(job.changes, job.placed)  # as landed: a later repair compares these
     # Committed: from here on nothing may fail the save (a save that raises must not be visible).
@@ -164,6 +172,18 @@ async def run_save(remote: ObjectStorage, job: SaveJob) -> State:
     except StorageError as exc:  # a later save checkpoints instead
         logger.warning("Committed, but could not write a checkpoint: %s", exc)
         return committed
+
+
+async def _drop_purged_preserved(remote: ObjectStorage, job: SaveJob) -> None:
+    """A save that failed after copying in-place bytes into blobs (`_preserve`): if a purge removed that
+    content meanwhile, the copies go (another save may share a copy of content still held: those stay)."""
+    if not job.preserved:
+        return
+    try:
+        latest = await latest_state(remote, job.base) or job.base
+        await drop_purged_copies(remote, job.base, latest, job.preserved)
+    except MemoryStoreError as exc:  # the save's own failure is what the caller must see
+        logger.warning("Could not check this failed save's copies against purges: %s", exc)
 
 
 async def _starting_point(remote: ObjectStorage, job: SaveJob) -> tuple[State, bool]:
