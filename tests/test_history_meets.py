@@ -143,6 +143,24 @@ def test_a_write_after_a_delete_since_the_checkpoint_continues_the_history(backe
     assert [h.actor for h in MemoryStore.open(key=key).history("a.md")] == ["w2", "d1", "w1"]
 
 
+def test_a_write_by_another_handle_after_a_create_and_delete_continues_the_history(backend, key):
+    """The path was created and deleted since the checkpoint: the records say so (``None``), so a write
+    by a handle whose base is a later commit still reads back to the delete and the write before it."""
+    store = MemoryStore.create(key=key)
+    store.write_text("x.md", "v1", actor="w1")
+    store.save()
+    store.delete("x.md", actor="d1")
+    store.save()
+    store.write_text("y.md", "y")
+    store.save()
+    writer = MemoryStore.open(key=key)
+    writer.write_text("x.md", "v2", actor="w2")
+    writer.save()
+    assert [h.actor for h in MemoryStore.open(key=key).history("x.md")] == ["w2", "d1", "w1"]
+    deleted_at = next(c.seq for c in writer.log(limit=10) if "x.md" in c.deleted)
+    assert records(backend, key)[deleted_at + 1]["delta"]["files"]["x.md"] is None
+
+
 # -- history x purge, history x scopes ---------------------------------------------------------------------
 
 

@@ -252,10 +252,11 @@ class Files(Mapping[str, FileEntry]):
         """These files with `changes` applied (the parts holding their paths must be loaded)."""
         out = dict(self.changes)
         for path, entry in changes.items():
-            if entry is None and self.base.lookup(path) is None:
-                out.pop(path, None)  # never in the checkpoint: nothing to record
-            else:
-                out[path] = entry
+            if entry is None and self.base.lookup(path) is None and path not in out:
+                continue  # never in the checkpoint nor written since: nothing to record
+            # a path written since the checkpoint and deleted again stays, as None: the records up to the
+            # next checkpoint say it was deleted, which lets a later write's history read back to it
+            out[path] = entry
         return Files(self.base, out)
 
     # -- loading ---------------------------------------------------------------------------------------
