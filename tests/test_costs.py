@@ -307,3 +307,25 @@ def test_a_handle_holds_only_small_in_place_files_it_replaces_and_their_old_byte
     assert {big, b"small"} <= stored  # both copied before the commit that replaced them
     past = MemoryStore.get_or_create(key=key).at(first)
     assert past.read_bytes("big.bin") == big and past.read_text("small.txt") == "small"
+
+
+def test_the_costs_benchmark_prints_its_table(tmp_path):
+    import pathlib
+    import subprocess
+    import sys
+
+    script = pathlib.Path(__file__).parent.parent / "benchmarks" / "costs_bench.py"
+    out = tmp_path / "costs.md"
+    done = subprocess.run(
+        [sys.executable, str(script), "--sizes", "30", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [line.split(" | ") for line in out.read_text().splitlines() if line.startswith("| 30 ")]
+    rows = {cells[1]: cells[2] for cells in lines}
+    assert rows["first one-file save after the bulk save, same handle"] == "6"
+    assert rows["first one-file save after the bulk save, fresh handle"] == "7"
+    assert rows["open + full listing"] == "3"  # 30 files: the index is inline in the commit record
