@@ -62,6 +62,7 @@ bench: $(BIN)/python
 	$(BIN)/python benchmarks/sync_bench.py
 	$(BIN)/python benchmarks/maintenance_bench.py
 	$(BIN)/python benchmarks/history_bench.py
+	$(BIN)/python benchmarks/costs_bench.py
 
 clean:
 	rm -rf $(VENV) $(UPSONIC_VENV) build src/*.egg-info .pytest_cache
