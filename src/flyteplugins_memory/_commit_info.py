@@ -102,6 +102,9 @@ def commit_info(
     actor = shortened(about.actor) if about.actor is not None else actor_of(changes, audit)
     reason = shortened(about.reason) if about.reason is not None else reason_of(changes, audit)
     by = deleted_by(changes, audit, actor, reason)
+    extensions: dict[str, Any] = {BY_KEY: by} if by else {}
+    if about.kind == "purge" and (gone := purged_deleted(changes, audit)):
+        extensions[PURGED_KEY] = gone
     return CommitInfo(
         kind=about.kind,
         time=now(),
@@ -111,12 +114,23 @@ def commit_info(
         deleted=links(deleted=True),
         appended=appended,
         rewrote=rewrote,
-        ext={BY_KEY: by} if by else {},
+        ext=extensions,
     )
 
 
 def _link(known: int | None, hint: int | None) -> int | None:
     return known if known is not None else hint
+
+
+#: The key of a purge commit's info ``ext`` listing the paths it purged that were deleted before it: the
+#: commit changes no file there, yet it belongs to each path's history (`_commit_log`).
+PURGED_KEY = "purged"
+
+
+def purged_deleted(changes: Mapping[str, FileEntry | None], audit: list[dict[str, Any]]) -> list[str]:
+    """The paths a purge commit's audit events name (op ``purge``) that its changes do not touch."""
+    named = {e.get("path") for e in audit if e.get("op") == "purge"}
+    return sorted(p for p in named if isinstance(p, str) and p not in changes and p != "messages.json")
 
 
 #: The key of a commit info's ``ext`` naming who deleted each path and why, where that is not the

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._commit_info import attribution
+from ._commit_info import PURGED_KEY, attribution
 from ._contract import ObjectStorage
 from ._journal import Checkpoint, CommitInfo, CommitRecord, FileEntry, Origin, parse
 from ._layout import checkpoint_name, log_name
@@ -219,7 +219,13 @@ async def _scan_back(reader: _Reader, seq: int, path: str) -> int | None:
 
 
 def _names(info: CommitInfo | None, path: str) -> bool:
-    return info is not None and (path in info.wrote or path in info.deleted)
+    return info is not None and (path in info.wrote or path in info.deleted or _purged(info, path))
+
+
+def _purged(info: CommitInfo, path: str) -> bool:
+    """Whether `info` is of a purge of `path` deleted before it (`_commit_info.PURGED_KEY`)."""
+    found = info.ext.get(PURGED_KEY)
+    return isinstance(found, list) and path in found
 
 
 async def _chain(reader: _Reader, seq: int | None, path: str, limit: int) -> list[PathChange]:
@@ -268,7 +274,8 @@ async def _previous(reader: _Reader, seq: int, info: CommitInfo | None, path: st
     if info is None:
         return None
     link = info.previous(path)
-    if link is None and (path in info.deleted or await _deleted_since_checkpoint(reader, seq - 1, path)):
+    gone = path in info.deleted or _purged(info, path)
+    if link is None and (gone or await _deleted_since_checkpoint(reader, seq - 1, path)):
         return await _scan_back(reader, seq - 1, path)
     return link
 

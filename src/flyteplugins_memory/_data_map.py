@@ -401,8 +401,9 @@ PLACES: tuple[Place, ...] = (
         "file entry (delta.files / files / part files)",
         ("commit_record", "checkpoint", "index_part", "old_journal"),
         Carries.LABELS | Carries.PATHS | Carries.ATTRIBUTION,
-        purge="the entry's labels (ext.metadata), actor and reason are replaced by the purge's in every "
-        "stored record, checkpoint and part; its sha256 names purged content (ContentPurged on read)",
+        purge="the entry's extensions (labels, ttl, record count) become {purged: true} in every stored record, "
+        "checkpoint and part, its actor and reason stay (history, log and audit agree on who wrote it); its "
+        "sha256 names purged content (ContentPurged on read)",
         expiry="the entry leaves the state with gc's expiry commit; gc rewrites every stored record, checkpoint "
         "and part without the labels of entries whose ttl ran out (sha256, size and expires_at stay)",
     ),

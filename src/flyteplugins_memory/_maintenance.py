@@ -86,8 +86,9 @@ class MaintenanceAPI:
         check_note("reason", reason)
         await save_pending(cast(LogOwner, self), actor)  # appended records are saved first, like other changes
         session = self._session
+        reason = reason or f"purge {rel}"  # one reason in the commit, the audit and the history alike
         change = lambda view: purge_change(view, rel, actor, reason)  # noqa: E731
-        _, commit = await session.purge_commit(self, change, actor=actor, reason=reason or f"purge {rel}")
+        _, commit = await session.purge_commit(self, change, actor=actor, reason=reason)
         async with session.lock:
             remote, view = session.remote(), session.view
             newest = await latest_state(remote, view.base) or view.base  # what other paths hold now stays theirs

@@ -115,6 +115,7 @@ async def purge_message(store: Owner, index: object, replacement: Any, actor: st
     session = store._session
     await session.ready(store)  # the committed transcript is what `index` counts in
     at = _index("message", index, len(store.messages), MessageNotFound)  # checked before anything is saved
+    reason = reason or f"purge message {at}"  # one reason in the commit and the audit alike
     old = committed_form([store.messages[at]])[0]
     new = admit(redacted_form(old, replacement), validate=store.validate_messages)
     encoded = encode_message(old)
@@ -141,8 +142,9 @@ async def purge_message(store: Owner, index: object, replacement: Any, actor: st
         if "before" in found:
             store.messages[:] = found.pop("before")
 
-    why = reason or f"purge message {at}"
-    _, commit = await session.purge_commit(store, change, actor=actor, reason=why, rewrites_transcript=True, undo=undo)
+    _, commit = await session.purge_commit(
+        store, change, actor=actor, reason=reason, rewrites_transcript=True, undo=undo
+    )
     result = await _remove(session, set(), redaction, MESSAGES_PATH, actor, reason, commit)
     await _rewrite_local_transcript(store)
     return result
@@ -153,6 +155,7 @@ async def purge_record(store: Any, log: str, index: object, replacement: Any, ac
     check_note("actor", actor)
     check_note("reason", reason)
     value = check_int("index", index, minimum=None)
+    reason = reason or f"purge record {value} of log {log}"  # one reason in the commit and the audit alike
     session = store._session
     remote = session.remote()
     found: dict[str, Any] = {}
@@ -188,8 +191,7 @@ async def purge_record(store: Any, log: str, index: object, replacement: Any, ac
         counted(view)
         found.update(old=old, new=new, sha=entry.sha256, path=segment.path, at=at)
 
-    why = reason or f"purge record {value} of log {log}"
-    _, commit = await session.purge_commit(store, change, actor=actor, reason=why)
+    _, commit = await session.purge_commit(store, change, actor=actor, reason=reason)
     messages = {}
     if isinstance(found["old"], dict):  # a message `compact_transcript` archived: it sat in transcripts
         messages[encode_message(found["old"])] = found["new"]

@@ -59,8 +59,9 @@ class Redaction:
     """What a purge removes from stored records and checkpoints.
 
     `path`: a purged path: its file entries' extensions (labels, ttl, record counts) become
-    ``{"purged": true}`` (`_purge_count.is_purged_entry`: no read returns their content) and they take
-    the purge's actor and reason; its proposals lose their content and labels (``"purged": true``).
+    ``{"purged": true}`` (`_purge_count.is_purged_entry`: no read returns their content); who wrote them
+    and why stay (attribution is not content, and history, log and audit must agree on it); its proposals
+    lose their content and labels (``"purged": true``).
     `messages`: message encodings (`_transcript.encode_message`) mapped to the message that replaces each,
     wherever it sits in a stored transcript."""
 
@@ -80,8 +81,7 @@ class Redaction:
             return _without_labels(entry) if is_expired(entry, self.now) else entry
         if path != self.path:
             return entry
-        update = {"ext": {PURGED_FLAG: True}, "updated_by": self.actor, "reason": self.reason}
-        redacted = entry.model_copy(update=update)
+        redacted = entry.model_copy(update={"ext": {PURGED_FLAG: True}})
         return entry if redacted == entry else redacted
 
     def paths(self) -> list[str]:
