@@ -25,6 +25,10 @@ once they are older than its window (``gc(window=timedelta(0))`` right after a p
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import weakref
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -103,11 +107,33 @@ async def purge_change(view: View, rel: str, actor: str, reason: str) -> bool:
     return deleted
 
 
+#: One rewrite of a store's history at a time in this process and event loop (`rewriting`).
+_REWRITES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = weakref.WeakKeyDictionary()
+
+
+@contextlib.asynccontextmanager
+async def rewriting(remote: ObjectStorage) -> AsyncIterator[None]:
+    """Hold while reading and rewriting a store's records and checkpoints: two purges of one store in this
+    process (two handles, ``asyncio.gather``) would otherwise each read an object before the other wrote it,
+    and the later write would bring back what the earlier one redacted. Purges in different processes are
+    not serialized (docs/sync.md, "What a purge cannot reach")."""
+    locks = _REWRITES.setdefault(asyncio.get_running_loop(), {})
+    async with locks.setdefault(remote.uri, asyncio.Lock()):
+        yield
+
+
 async def purge_stored(
     remote: ObjectStorage, rel: str, newest: State, *, actor: str, reason: str, commit: int | None
 ) -> PurgeResult:
     """Remove every stored copy of `rel`'s content that no live path of `newest` holds, and its labels
     and proposals' text from every stored record and checkpoint (`_redact`). Runs after the purge commit."""
+    async with rewriting(remote):
+        return await _purge_stored(remote, rel, newest, actor=actor, reason=reason, commit=commit)
+
+
+async def _purge_stored(
+    remote: ObjectStorage, rel: str, newest: State, *, actor: str, reason: str, commit: int | None
+) -> PurgeResult:
     newest.check_can_write("purge", remote.uri)
     journals = [remote, old_view(remote)] if remote.journal_moved else [remote]
     held: set[str] = set()
@@ -147,12 +173,13 @@ async def purge_contents(
     what `redaction` names in every stored record and checkpoint. `path` is what the markers name."""
     newest.check_can_write("purge", remote.uri)
     journals = [remote, old_view(remote)] if remote.journal_moved else [remote]
-    inventories = [Inventory.of(await journal.stat(JOURNAL_DIR)) for journal in journals]
-    await newest.files.need_all()
-    live = {r.sha256 for r in newest.files.values()}
-    versions = await remote.list(under=VERSIONS_DIR) if shas else {}
-    core = _Purge(remote, journals, inventories, path, actor, reason)
-    objects, size, gone = await core.run(shas, live, redaction, versions, {})
+    async with rewriting(remote):
+        inventories = [Inventory.of(await journal.stat(JOURNAL_DIR)) for journal in journals]
+        await newest.files.need_all()
+        live = {r.sha256 for r in newest.files.values()}
+        versions = await remote.list(under=VERSIONS_DIR) if shas else {}
+        core = _Purge(remote, journals, inventories, path, actor, reason)
+        objects, size, gone = await core.run(shas, live, redaction, versions, {})
     return PurgeResult(path, objects, size, tuple(gone), tuple(sorted(shas & live)), commit)
 
 
