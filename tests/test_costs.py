@@ -103,7 +103,8 @@ def journal_json(backend, key: str, name: str) -> dict:
 
 
 def bulk_saved(key: str, count: int) -> MemoryStore:
-    """A store of `count` new 1 KiB-ish files written by one save (which folds them into checkpoint 2)."""
+    """A store of `count` new 1 KiB-ish files written by one save (commit 2; with 1,000 files that save also
+    folds them into checkpoint 2: its record passes 32 KiB)."""
     store = MemoryStore.create(key=key)
     for i in range(count):
         store.write_text(f"files/{i:05d}.txt", f"content {i} " * 80)
@@ -130,7 +131,7 @@ def test_open_and_full_listing_of_a_1000_file_store_is_4_requests(disk_or_s3, ke
     store = MemoryStore.get_or_create(key=key)
     opened = costs.names()
     assert len(store.list_paths()) == 1000
-    # the head hint, checkpoint 2, one probe past it; then the one part
+    # the head hint, one probe past it, checkpoint 2; then the one part
     assert costs.requests == 4 and len(opened) == 3 and len(costs.parts_read()) == 1, costs.ops
     assert costs.read_bytes < 400 * KIB
 
@@ -329,3 +330,21 @@ def test_the_costs_benchmark_prints_its_table(tmp_path):
     assert rows["first one-file save after the bulk save, same handle"] == "6"
     assert rows["first one-file save after the bulk save, fresh handle"] == "7"
     assert rows["open + full listing"] == "3"  # 30 files: the index is inline in the commit record
+
+
+def test_the_issue_9_release_reads_and_saves_a_store_of_one_mib_parts_and_a_hint_one_behind(
+    local_backend, key, tmp_path
+):
+    from released import ISSUE_9_RELEASE, released_source, run_released
+
+    store = bulk_saved(key, 1000)  # checkpoint 2: one part of about 250 KiB (0.4.0 cut parts of 32 KiB)
+    store.write_text("notes/a.txt", "a")
+    store.save()  # commit 3 leaves the hint at 2
+    assert journal_json(local_backend, key, HEAD_NAME)["seq"] == 2
+    released = released_source(ISSUE_9_RELEASE, tmp_path / "released")
+    config = {"key": key, "raw": local_backend.raw_data_path, "endpoint": None}
+    seen = run_released(released, "read", config)
+    assert seen["error"] == "" and len(seen["result"]) == 1001 and seen["result"]["notes/a.txt"] == "a"
+    run_released(released, "write", {**config, "writes": {"notes/b.txt": "from 0.4"}})
+    fresh = MemoryStore.get_or_create(key=key)
+    assert fresh.read_text("notes/b.txt") == "from 0.4" and len(fresh.list_paths()) == 1002
