@@ -37,7 +37,7 @@ from ._messages import admit
 from ._mirror import write_text_file
 from ._open import latest_state
 from ._paths import MESSAGES_PATH
-from ._purge import PURGE_OP, PurgeResult, purge_contents
+from ._purge import PURGE_OP, PurgeResult, purge_contents, rewriting
 from ._purge_count import counted
 from ._record_codec import (
     COUNT_EXT,
@@ -203,8 +203,9 @@ async def _rewrite(session: Session, redaction: Redaction) -> None:
     async with session.lock:
         remote = session.remote()
         journals = [remote, old_view(remote)] if remote.journal_moved else [remote]
-        for journal in journals:
-            await rewrite_journal(journal, Inventory.of(await journal.stat(JOURNAL_DIR)), redaction)
+        async with rewriting(remote):  # no other purge of this store in this process rewrites meanwhile
+            for journal in journals:
+                await rewrite_journal(journal, Inventory.of(await journal.stat(JOURNAL_DIR)), redaction)
 
 
 async def _remove(
