@@ -56,3 +56,14 @@ def test_a_purge_without_a_reason_is_recorded_alike_everywhere(where, key):
     fresh = MemoryStore.open(key=key)
     reasons = {fresh.log(limit=1)[0].reason, fresh.audit_tail(1)[0]["reason"], fresh.history("p.md")[0].reason}
     assert len(reasons) == 1, reasons
+
+
+def test_a_purge_of_a_path_the_store_never_held_is_no_version_of_it(where, key):
+    store = MemoryStore.get_or_create(key=key)
+    store.write_text("a.md", "a")
+    store.save()
+    store.purge("never.md", actor="sec", reason="just in case")
+    fresh = MemoryStore.open(key=key)
+    assert fresh.history("never.md") == []
+    assert fresh.log(path="never.md") == []
+    assert fresh.audit_tail(1)[0]["op"] == "purge"

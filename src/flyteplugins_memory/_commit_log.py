@@ -213,13 +213,21 @@ async def _scan_back(reader: _Reader, seq: int, path: str) -> int | None:
             if found is None:
                 return None
             if _names(found.info, path):
-                return found.seq
+                if not _only_purged(found.info, path):
+                    return found.seq
+                # a purge of a path deleted before it: one of its versions, unless the path never was one
+                earlier = await _scan_back(reader, found.seq - 1, path)
+                return found.seq if earlier != 0 else 0
         seq = batch[-1] - 1
     return 0
 
 
 def _names(info: CommitInfo | None, path: str) -> bool:
     return info is not None and (path in info.wrote or path in info.deleted or _purged(info, path))
+
+
+def _only_purged(info: CommitInfo | None, path: str) -> bool:
+    return info is not None and path not in info.wrote and path not in info.deleted and _purged(info, path)
 
 
 def _purged(info: CommitInfo, path: str) -> bool:

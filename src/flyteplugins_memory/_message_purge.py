@@ -29,7 +29,7 @@ import json
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ._arguments import check_int
-from ._codecs import encode_messages, sha256_bytes, utc_timestamp, write_event
+from ._codecs import decode_messages, encode_messages, sha256_bytes, utc_timestamp, write_event
 from ._commit_info import check_note
 from ._errors import ConcurrencyError, CorruptStore, InvalidArgument, MessageNotFound, RecordNotFound
 from ._layout import JOURNAL_DIR
@@ -146,7 +146,7 @@ async def purge_message(store: Owner, index: object, replacement: Any, actor: st
         store, change, actor=actor, reason=reason, rewrites_transcript=True, undo=undo
     )
     result = await _remove(session, set(), redaction, MESSAGES_PATH, actor, reason, commit)
-    await _rewrite_local_transcript(store)
+    await _forget_held(store, redaction)
     return result
 
 
@@ -196,7 +196,9 @@ async def purge_record(store: Any, log: str, index: object, replacement: Any, ac
     if isinstance(found["old"], dict):  # a message `compact_transcript` archived: it sat in transcripts
         messages[encode_message(found["old"])] = found["new"]
     redaction = Redaction(messages=messages)
-    return await _remove(session, {found["sha"]}, redaction, found["path"], actor, reason, commit)
+    result = await _remove(session, {found["sha"]}, redaction, found["path"], actor, reason, commit)
+    await _forget_held(store, redaction)
+    return result
 
 
 async def _rewrite(session: Session, redaction: Redaction) -> None:
@@ -219,6 +221,26 @@ async def _remove(
         )
         session.search.reset()  # it may hold segments the purge removed
         return result
+
+
+async def _forget_held(store: Owner, redaction: Redaction) -> None:
+    """After the stored copies: the transcript the handle holds in memory and in its working root, and
+    upstream's ``messages.json`` (written by saves only when the transcript changed: a purge commit built
+    on a transcript the first rewrite had redacted already, or a record purge, changes none there)."""
+    if not redaction.messages:
+        return
+    session = store._session
+    async with session.lock:
+        session.redact_held(store, redaction.transcript)
+        remote = session.remote()
+        stored = await remote.read(MESSAGES_PATH)
+        try:
+            redacted = None if stored is None else redaction.transcript(decode_messages(stored))
+        except CorruptStore:
+            redacted = None  # not a transcript this version reads: the next save writes it anew
+        if redacted is not None:
+            await remote.write_many({MESSAGES_PATH: encode_messages(redacted)})
+    await _rewrite_local_transcript(store)
 
 
 async def _bytes(view: View, remote: Any, path: str) -> bytes:

@@ -252,6 +252,19 @@ class Session(SpecialCommits):
             corpus = await self.search.corpus(self.remote_if_known(), self.view)
             return corpus, self.search.shadow(self.view)
 
+    def redact_held(self, holder: TranscriptHolder, redact: Callable[[list[Any]], list[Any] | None]) -> None:
+        """A message purge rewrote stored transcripts: the committed transcript this handle holds (its
+        base, and the same messages in `holder`) takes the redaction too, so that its next save neither
+        writes the old text back nor sees a change it did not make."""
+        base = redact(list(self.view.base.messages))
+        if base is None:
+            return
+        unsaved = self.has_unsaved_changes(holder)
+        self.view.base.messages = as_committed(base)
+        holder.messages[:] = redact(list(holder.messages)) or holder.messages
+        if not unsaved:
+            self._saved_transcript = fingerprints(holder.messages)
+
     def has_unsaved_changes(self, holder: TranscriptHolder) -> bool:
         if self.view.has_unsaved_changes():
             return True

@@ -1,0 +1,58 @@
+"""A message purge reaches what handles hold, not only what storage holds: the purging handle's own
+transcript (a record or session purge that redacts an equal transcript message), and upstream's
+``messages.json`` when the purge commit itself changes no transcript (found by the hostile review of
+issue 23)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from flyteplugins_memory import MemoryStore
+from flyteplugins_memory._location import storage_root
+from flyteplugins_memory.testing._kit import objects_under
+
+SECRET = "pasted-api-key-SECRET-41c7"
+
+
+@pytest.fixture(params=["local_backend", "s3_backend"])
+def where(request):
+    """Local disk, then moto S3."""
+    return request.getfixturevalue(request.param)
+
+
+def holding(backend, needle: str) -> list[str]:
+    root = backend.fs._strip_protocol(storage_root(backend.raw_data_path)).rstrip("/")
+    return sorted(n for n, d in objects_under(backend.fs, root).items() if needle.encode() in d)
+
+
+def test_a_session_purge_of_a_message_also_in_the_transcript_is_not_undone_by_the_next_save(where, key):
+    store = MemoryStore.get_or_create(key=key)
+    message = {"role": "user", "content": f"my key {SECRET}"}
+    store.append(dict(message))
+    store.session("chat").append(dict(message))
+    store.save()
+    store.session("chat").purge_message(0, actor="sec", reason="pasted a key")
+    assert holding(where, SECRET) == []
+    assert SECRET not in json.dumps(store.messages)
+    store.append({"role": "user", "content": "next"})
+    store.save()
+    assert holding(where, SECRET) == []
+    fresh = MemoryStore.open(key=key)
+    assert [m["content"] for m in fresh.messages] == ["[redacted]", "next"]
+    assert not store.has_unsaved_changes()
+
+
+def test_a_message_purge_after_another_handles_save_rewrites_upstreams_transcript(where, key):
+    first = MemoryStore.get_or_create(key=key)
+    first.append({"role": "user", "content": f"my key {SECRET}"})
+    first.append({"role": "user", "content": "ok"})
+    first.save()
+    other = MemoryStore.open(key=key)
+    other.write_text("notes.md", "unrelated")
+    other.save()
+    first.purge_message(0, actor="sec", reason="pasted a key")
+    assert holding(where, SECRET) == []
+    upstream = json.loads(where.objects(key)["messages.json"])
+    assert [m["content"] for m in upstream] == ["[redacted]", "ok"]
