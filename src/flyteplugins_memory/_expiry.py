@@ -24,6 +24,7 @@ from ._contract import ObjectStorage
 from ._errors import ConcurrencyError
 from ._expiry_pending import read_pending, unfinished, upstream_copies, write_pending
 from ._index import Files
+from ._purge_count import counted
 from ._session import Session
 from ._snapshot_retention import Expired, expired_snapshots
 from ._ttl import EXPIRED_REASON, is_expired
@@ -104,6 +105,9 @@ async def _commit_expiry(
     marker = await write_pending(remote, shas)
     for path in sorted(shas):
         await session.view.expire(path, options, now)
+    # gc removes the expired content's stored copies and labels as a purge does: counted like one, so a
+    # handle that holds them (a checkpoint, its search cache) drops them before its next save
+    counted(session.view)
     try:
         await session._commit(holder, actor=ACTOR, reason=REASON, trusted=True)
     except ConcurrencyError as exc:

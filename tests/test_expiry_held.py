@@ -1,0 +1,42 @@
+"""gc's expiry reaches what handles hold: a handle that searched before a file expired does not store the
+expired file's words and labels again with its next save (its search cache held the segments gc removed;
+found by the hostile review of issue 23)."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+import pytest
+
+from flyteplugins_memory import MemoryStore, _gc
+from flyteplugins_memory._location import storage_root
+from flyteplugins_memory.testing._kit import objects_under
+
+BODY, LABEL = "expiring-body-TTL-5b37", "expiring-label-TTL-9d01"
+
+
+@pytest.fixture(params=["local_backend", "s3_backend"])
+def where(request):
+    """Local disk, then moto S3."""
+    return request.getfixturevalue(request.param)
+
+
+def holding(backend, needle: str) -> list[str]:
+    root = backend.fs._strip_protocol(storage_root(backend.raw_data_path)).rstrip("/")
+    return sorted(n for n, d in objects_under(backend.fs, root).items() if needle.encode() in d)
+
+
+def test_a_handle_that_searched_before_expiry_stores_nothing_expired_again(where, key, monkeypatch):
+    store = MemoryStore.get_or_create(key=key)
+    store.write_text("t.md", f"tmp {BODY}", ttl=timedelta(hours=1), metadata={"tag": LABEL})
+    store.save()
+    old = MemoryStore.open(key=key)
+    assert old.search("tmp")
+    monkeypatch.setattr(_gc, "clock", lambda: time.time() + 2 * 3600)
+    MemoryStore.open(key=key).gc()
+    assert holding(where, BODY) == [] and holding(where, LABEL) == []
+    old.write_text("o.md", "other")
+    old.save()
+    assert holding(where, BODY) == [] and holding(where, LABEL) == []
+    assert [h.path for h in MemoryStore.open(key=key).search("other")] == ["o.md"]
