@@ -190,9 +190,10 @@ OBJECTS: tuple[ObjectKind, ...] = (
         "purge_marker",
         Area.JOURNAL,
         "purged/<sha[:2]>/<sha256>.json",
-        Carries.ATTRIBUTION,
-        "the purged content's hash (no content, no path)",
-        purge="written before the purge deletes",
+        Carries.PATHS | Carries.ATTRIBUTION,
+        "a purged content's hash, or an index part a purge cut again: the path purged, who, when, why (no content)",
+        purge="written before the purge deletes content, and for each index part it cuts again (a reader still "
+        "naming the old part gets ContentPurged)",
         expiry="n/a",
         gc="deleted once no kept state names the content and it is older than the window",
         read_only="n/a",
@@ -411,7 +412,8 @@ PLACES: tuple[Place, ...] = (
         "appended messages (delta.append) and the checkpoint transcript (messages)",
         ("commit_record", "checkpoint", "messages", "old_journal"),
         Carries.MESSAGES,
-        purge="a message purge rewrites each message at that index, in every stored record and checkpoint",
+        purge="a message purge replaces every message of the same content (matched by content, not index) in "
+        "every stored record and checkpoint, the handle's transcript and upstream's messages.json",
         expiry="n/a",
     ),
     Place(

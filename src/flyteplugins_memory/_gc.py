@@ -30,7 +30,7 @@ from ._layout import HEAD_NAME, JOURNAL_DIR, blob_name, log_name, search_segment
 from ._markers import CONFIG_NAME, TOMBSTONE, TOMBSTONE_MAX_BYTES, encode_marker, parse_config
 from ._offload import parse_off_loop
 from ._open import LOG_DIR, latest_state, read_checkpoint
-from ._redact import Redaction, retire_parts, rewrite_journal
+from ._redact import Redaction, retire_parts, rewrite_journal, rewriting
 from ._relocate import clean_old_journal
 from ._retention import SLOT_GRACE, Inventory, Needs, Removal, kept_commits, needs, removal
 from ._retention_policy import journal_span, persisted_policy
@@ -121,9 +121,10 @@ async def collect(
 async def _scrub_labels(remote: ObjectStorage, paths: frozenset[str], now: float) -> None:
     """Rewrite the stored records and checkpoints (and parts) holding labels of entries of `paths` whose
     ttl ran out by `now`, without those labels (in place, as purge does: `_redact`); their expiry stays."""
-    inventory = Inventory.of(await remote.stat(JOURNAL_DIR))
-    done = await rewrite_journal(remote, inventory, Redaction(expired=paths, now=now))
-    await retire_parts(remote, done, min(paths), "gc", EXPIRED_REASON)
+    async with rewriting(remote):  # not while a purge in this process rewrites them (it would undo ours)
+        inventory = Inventory.of(await remote.stat(JOURNAL_DIR))
+        done = await rewrite_journal(remote, inventory, Redaction(expired=paths, now=now))
+        await retire_parts(remote, done, min(paths), "gc", EXPIRED_REASON)
 
 
 async def _plan(

@@ -37,7 +37,7 @@ from ._messages import admit
 from ._mirror import write_text_file
 from ._open import latest_state
 from ._paths import MESSAGES_PATH
-from ._purge import PURGE_OP, PurgeResult, purge_contents, rewriting
+from ._purge import PURGE_OP, PurgeResult, purge_contents
 from ._purge_count import counted
 from ._record_codec import (
     COUNT_EXT,
@@ -49,7 +49,7 @@ from ._record_codec import (
     ordered,
     position,
 )
-from ._redact import Redaction, rewrite_journal
+from ._redact import Redaction, rewrite_journal, rewriting
 from ._relocate import old_view
 from ._retention import Inventory
 from ._transcript import committed_form, encode_message

@@ -25,10 +25,6 @@ once they are older than its window (``gc(window=timedelta(0))`` right after a p
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import weakref
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -49,7 +45,15 @@ from ._markers import Purged, encode_marker, purge_marker_name
 from ._offload import parse_off_loop
 from ._proposals import EXT_MAP as PROPOSALS
 from ._purge_count import counted
-from ._redact import Redaction, journal_objects, read_all, redact_proposal, retire_parts, rewrite_journal
+from ._redact import (
+    Redaction,
+    journal_objects,
+    read_all,
+    redact_proposal,
+    retire_parts,
+    rewrite_journal,
+    rewriting,
+)
 from ._relocate import old_view
 from ._retention import Inventory
 from ._state import State
@@ -105,21 +109,6 @@ async def purge_change(view: View, rel: str, actor: str, reason: str) -> bool:
         if redacted != raw:
             view.changes.entries[(PROPOSALS, proposal_id)] = redacted
     return deleted
-
-
-#: One rewrite of a store's history at a time in this process and event loop (`rewriting`).
-_REWRITES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = weakref.WeakKeyDictionary()
-
-
-@contextlib.asynccontextmanager
-async def rewriting(remote: ObjectStorage) -> AsyncIterator[None]:
-    """Hold while reading and rewriting a store's records and checkpoints: two purges of one store in this
-    process (two handles, ``asyncio.gather``) would otherwise each read an object before the other wrote it,
-    and the later write would bring back what the earlier one redacted. Purges in different processes are
-    not serialized (docs/sync.md, "What a purge cannot reach")."""
-    locks = _REWRITES.setdefault(asyncio.get_running_loop(), {})
-    async with locks.setdefault(remote.uri, asyncio.Lock()):
-        yield
 
 
 async def purge_stored(

@@ -24,7 +24,10 @@ read again when the record counts more purges than its state (`_purge_count`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+import contextlib
+import weakref
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -261,4 +264,28 @@ async def read_all(journal: ObjectStorage, names: list[str]) -> list[tuple[str, 
     return out
 
 
-__all__ = ["HANDLED", "Redaction", "Rewritten", "journal_objects", "redact_proposal", "retire_parts", "rewrite_journal"]
+__all__ = [
+    "HANDLED",
+    "Redaction",
+    "Rewritten",
+    "journal_objects",
+    "redact_proposal",
+    "retire_parts",
+    "rewrite_journal",
+    "rewriting",
+]
+
+
+#: One rewrite of a store's history at a time in this process and event loop (`rewriting`).
+_REWRITES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = weakref.WeakKeyDictionary()
+
+
+@contextlib.asynccontextmanager
+async def rewriting(remote: ObjectStorage) -> AsyncIterator[None]:
+    """Hold while reading and rewriting a store's records and checkpoints: two purges of one store in this
+    process (two handles, ``asyncio.gather``) would otherwise each read an object before the other wrote it,
+    and the later write would bring back what the earlier one redacted. Purges in different processes are
+    not serialized (docs/sync.md, "What a purge cannot reach")."""
+    locks = _REWRITES.setdefault(asyncio.get_running_loop(), {})
+    async with locks.setdefault(remote.uri, asyncio.Lock()):
+        yield
