@@ -200,3 +200,18 @@ def test_a_stale_handles_save_never_stores_collected_bytes_that_a_purge_then_mis
     machine.write_and_save(h=2, kind="json", meta=0, path="notes/b.md", ttl=False)
     machine.purge(h=0, path="notes/b.md")
     machine.store_matches_the_model()
+
+
+def test_history_continues_across_a_delete_and_another_paths_purge(machine):
+    """Not in issue 23's list (open, see `OPEN_DEFECTS["history_across_purge"]`), found by the long run:
+    ``a.txt`` written (handle 2), deleted (handle 1), then ``notes/b.md`` (a path never written) purged, then
+    ``a.txt`` written again by handle 2 after a refresh: `history("a.txt")` lists only the last version,
+    not the deletion and the first version (item 8's continuity, broken by the purge commit between)."""
+    machine.write_and_save(h=2, kind="text", meta=1, path="a.txt", ttl=False)
+    machine.refresh(h=1)
+    machine.delete(h=1, path="a.txt")
+    machine.save(h=1)
+    machine.purge(h=0, path="notes/b.md")
+    machine.refresh(h=2)
+    machine.write_and_save(h=2, kind="text", meta=0, path="a.txt", ttl=False)
+    machine.store_matches_the_model()
