@@ -264,3 +264,22 @@ def test_a_directly_built_handle_of_a_deleted_key_saves_into_a_new_store(durable
     with pytest.raises(StoreDeleted):  # but a handle of a deleted store never saves into the new one
         named.save()
     assert holding(durable, OLD) == [] and holding(durable, LATE) == []
+
+
+def test_a_commit_of_the_deleted_generation_is_not_found_in_the_new_one(local_backend, key):
+    """`at(commit)` of a `Commit` the deleted store made names no state of the key's new store, though its
+    number may: `CommitNotFound`, not the new store's state (found by the hostile review)."""
+    from flyteplugins_memory import CommitNotFound
+
+    old = MemoryStore.get_or_create(key=key)
+    old.write_text("p.md", "old generation")
+    old.save()
+    made = old.log()[0]
+    MemoryStore.delete_store(key=key, actor="ops", reason="forget")
+    new = MemoryStore.create(key=key)
+    new.write_text("p.md", "new generation")
+    new.save()
+    assert new.log()[0].seq >= made.seq
+    with pytest.raises(CommitNotFound):
+        new.at(made)
+    assert new.at(new.log()[0]).read_text("p.md") == "new generation"

@@ -189,7 +189,11 @@ class TimeTravelAPI:
         seq = _seq_of(commit)
         view = await self._session.ready(self)
         remote = self._session.remote_if_known()
-        return StoreAt(await _state(remote, view.base, seq), remote, self._admission)
+        state = await _state(remote, view.base, seq)
+        if isinstance(commit, Commit) and commit.id and state.recent_commits and state.recent_commits[-1] != commit.id:
+            # the same number in another store: the one this key had before `delete_store`, or another key's
+            raise CommitNotFound(f"Commit {seq} ({commit.id}) is not a commit of this store")
+        return StoreAt(state, remote, self._admission)
 
 
 def _seq_of(commit: object) -> int:
