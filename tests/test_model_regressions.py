@@ -134,7 +134,7 @@ def test_an_export_holds_no_expired_content(machine):
 
 
 def test_gc_leaves_no_label_of_an_expired_file(machine):
-    """Not in issue 23's list (open, see `OPEN_DEFECTS["expired_labels_after_gc"]`): gc deletes an expired
+    """Not in issue 23's list (fixed by 5d53165): gc deleted an expired
     file and its content, but its labels stay inline in the commit records and checkpoints that wrote it
     until the gc window passes (DESIGN.md 5b: present in no stored object once gc has run)."""
     machine.write_and_save(h=0, kind="json", meta=1, path="notes/b.md", ttl=True)
@@ -157,7 +157,7 @@ def test_purge_of_an_expired_file_keeps_it_gone(machine):
 
 
 def test_a_stale_handles_save_never_stores_purged_bytes_again(machine):
-    """Not in issue 23's list (open, see `OPEN_DEFECTS["stale_save_restores_purged"]`): handle 1 wrote and
+    """Not in issue 23's list (fixed on main by 11:55): handle 1 wrote and
     saved ``notes/c.bin``; handle 0 purged it; handle 1, still holding the old bytes in its working root,
     rewrote the path and saved: the save (refused, as a conflict) first copied the purged bytes back into
     the journal's blobs, where they stay (`_preserve.preserve_legacy` keeps an in-place file's old bytes,
@@ -171,7 +171,7 @@ def test_a_stale_handles_save_never_stores_purged_bytes_again(machine):
 
 
 def test_a_stale_handles_save_leaves_no_search_segment_of_purged_content(machine):
-    """Not in issue 23's list (open, see `OPEN_DEFECTS["stale_save_search_orphan"]`): handle 2 loaded the
+    """Not in issue 23's list (fixed on main by 11:55, 5d53165's purge count): handle 2 loaded the
     search index while ``a.txt`` was live; handle 0 purged it; handle 2's next save first tried to commit on
     its own (stale) base, folding its cached segments, the purged file's doc among them, into a new search
     segment (`_search_store._fold`), lost the commit slot, and committed on the newest state at its second
@@ -187,7 +187,7 @@ def test_a_stale_handles_save_leaves_no_search_segment_of_purged_content(machine
 
 
 def test_a_stale_handles_save_never_stores_collected_bytes_that_a_purge_then_misses(machine):
-    """Not in issue 23's list (open, see `OPEN_DEFECTS["stale_save_restores_purged"]`), found by the long run:
+    """Not in issue 23's list (open, see `OPEN_DEFECTS["stale_save_restores_collected"]`), found by the long run:
     handle 2 held ``notes/b.md``'s first bytes; handle 0 replaced them and gc collected them; handle 2's save
     (refused, a conflict) copied them back into the journal's blobs, and a later purge of the path, which
     walks the history gc left, did not find them: the purged path's old content stays stored."""

@@ -69,16 +69,11 @@ OPEN_DEFECTS: dict[str, str] = {
     # not in issue 23's list; found by this machine (tests/test_model_regressions.py), reported
     "export_expired": "export() of a store holding an expired file archives its labels, inline in the commit "
     "record that wrote it (its content is left out since 3d4b2d0)",
-    "stale_save_restores_purged": "a stale handle's save (even a refused one) that changes a file it holds copies "
-    "the file's old bytes back into the journal's blobs although a purge (or gc) removed them since "
-    "(_preserve.preserve_legacy with View.held, since 6583174)",
-    "stale_save_search_orphan": "a stale handle's save whose first commit attempt runs on its stale base writes a "
-    "search segment merged from its cache (with a since-purged file's words and labels), loses the slot, and "
-    "leaves that segment stored, unreferenced, until gc collects orphans",
+    "stale_save_restores_collected": "a stale handle's save (even a refused one) that changes a file it holds "
+    "copies the file's old bytes back into the journal's blobs after gc collected them, and a later purge of the "
+    "path misses them (_preserve.preserve_legacy with View.held, since 6583174; the purged case is fixed)",
     "history_across_purge": "after a path is deleted and a purge of another path commits, a write of the path "
     "by a handle whose base came later starts its history afresh: the deletion and the versions before it vanish",
-    "expired_labels_after_gc": "gc() deletes an expired file but its labels stay inline in commit records and "
-    "checkpoints until the gc window passes",
 }
 # MODEL_STORE_OPEN_DEFECTS adds names (comma-separated) to run the machine against an older tree;
 # MODEL_STORE_FIXED_DEFECTS removes names, to see whether a fix has landed
@@ -290,7 +285,7 @@ class StoreModel(RuleBasedStateMachine):
         self.purged: list[Val] = []
         #: tokens of transcript messages and log records that purge_message / RecordLog.purge redacted
         self.purged_texts: set[str] = set()
-        #: purged versions a stale handle's save had in its base and changed (see OPEN_DEFECTS)
+        #: versions a stale handle's save had in its base and changed (see OPEN_DEFECTS)
         self.stale_preserved: list[Val] = []
         #: purged versions a stale handle's base still held when it saved (see OPEN_DEFECTS)
         self.stale_indexed: list[Val] = []
@@ -361,9 +356,11 @@ class StoreModel(RuleBasedStateMachine):
         """Save handle h as the model predicts: refused (conflict, read-only), or committed."""
         handle = self.handles[h]
         dirty = handle.store.has_unsaved_changes()
-        # a save keeps the old bytes of the files it changes (from its working root): purged or collected
-        # since, they would be stored again (OPEN_DEFECTS "stale_save_restores_purged")
-        self.stale_preserved += [v for p in handle.changes if (v := handle.base.files.get(p)) is not None]
+        # a save keeps the old bytes of the files it changes (from its working root): collected by gc since,
+        # they are stored again, and a later purge misses them (OPEN_DEFECTS "stale_save_restores_collected")
+        self.stale_preserved += [
+            v for p in handle.changes if (v := handle.base.files.get(p)) is not None and v not in self.purged
+        ]
         self.stale_indexed += [v for v in handle.base.files.values() if v in self.purged]
         if handle.changes or handle.appended or any(handle.records.values()) or handle.proposals:
             assert dirty, "the model holds unsaved changes the handle does not"
@@ -504,9 +501,8 @@ class StoreModel(RuleBasedStateMachine):
                 handle.store.set_metadata(path, dict(metadata) or None, actor=handle.actor)
             except ContentPurged:
                 return  # it had to fetch the bytes
-            # it held them: its save conflicts with the purge, and may store them again (OPEN_DEFECTS)
+            # it held them: its save conflicts with the purge (and must not store them again)
             handle.changes[path] = replace(current, metadata=metadata, labels=labels, actor=handle.actor)
-            self.stale_preserved.append(current)
             return
         result = handle.store.set_metadata(path, dict(metadata) or None, actor=handle.actor)
         assert (result is None) == (current is None)
@@ -936,7 +932,7 @@ class StoreModel(RuleBasedStateMachine):
         stored = self.backend.stored(self.key)
         self.figures["scans"] += 1
         leaks = {n: forgotten_in(d, needles) for n, d in stored.items()}
-        if open_defect("stale_save_restores_purged"):
+        if open_defect("stale_save_restores_collected"):
             again = self._needles(self.stale_preserved)
             blobs = [n for n in leaks if n.startswith("journal:meta/.journal/blobs/")]
             leaks.update({n: [x for x in leaks[n] if x not in again] for n in blobs})
