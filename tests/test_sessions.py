@@ -112,3 +112,30 @@ def test_a_scoped_session_reads_its_messages_as_a_list(backend, key):
     fresh = MemoryStore.open(key=key)
     assert fresh.scope("users/alice").session("s1").messages == [{"role": "user", "content": "alice"}]
     assert fresh.session("s1").messages == []
+
+
+def test_a_change_to_session_messages_is_refused_not_lost(local_backend, key):
+    """``session.messages`` is read from the log when asked for: a change to the list would be lost, so it is
+    refused (typed); the dicts are copies, so editing one changes nothing stored (found by the hostile review)."""
+    import copy
+
+    from flyteplugins_memory import MemoryStore, ReadOnlySnapshot
+
+    store = MemoryStore.get_or_create(key=key)
+    chat = store.session("chat")
+    chat.append({"role": "user", "content": "m0"})
+    store.save()
+    messages = chat.messages
+    for change in (
+        lambda: messages.append({"role": "user", "content": "x"}),
+        lambda: messages.extend([]),
+        lambda: messages.__setitem__(0, {}),
+        lambda: messages.__delitem__(0),
+        lambda: messages.pop(),
+        lambda: messages.clear(),
+    ):
+        with pytest.raises(ReadOnlySnapshot, match="session.append"):
+            change()
+    messages[0]["content"] = "edited"
+    assert MemoryStore.open(key=key).session("chat").messages == [{"role": "user", "content": "m0"}]
+    assert copy.deepcopy(chat.messages) == [{"role": "user", "content": "m0"}]

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NoReturn
 
 from ._arguments import check_int
-from ._errors import InvalidArgument, InvalidMessage, InvalidPath, InvalidRecord
+from ._errors import InvalidArgument, InvalidMessage, InvalidPath, InvalidRecord, ReadOnlySnapshot
 from ._messages import MessageModel, admit_all
 from ._purge import PurgeResult
 from ._records import RecordLog
@@ -41,6 +41,19 @@ class SessionMessages(list[dict[str, Any]]):
     Until the next minor release it can also be called, as the method ``messages(since=0, limit=None)``
     it replaces: that warns (`DeprecationWarning`) and returns the same list, or the slice `since` onwards
     of at most `limit` messages."""
+
+    def _refuse(self, *args: object, **kwargs: object) -> NoReturn:
+        raise ReadOnlySnapshot(
+            "session.messages is a copy of the session's log, read when asked for: a change to the list "
+            "would be lost; append with session.append(...), redact with session.purge_message(i)"
+        )
+
+    # list changes would be silently lost (a session's log is append-only records): refused, typed
+    append = extend = insert = pop = remove = clear = sort = reverse = _refuse  # type: ignore[assignment]
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple[Any, ...]:  # copy, deepcopy and pickle rebuild it whole, not by appends
+        return (SessionMessages, (list(self),))
 
     def __call__(self, since: int = 0, limit: int | None = None) -> list[dict[str, Any]]:
         warnings.warn(

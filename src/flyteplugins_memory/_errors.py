@@ -267,7 +267,9 @@ class CommitNotFound(MemoryStoreError, LookupError):
 
 
 class ReadOnlySnapshot(AccessDenied):
-    """A write, delete or save through a view of the store's past (``store.at(commit)``)."""
+    """A write, delete or save through a view of the store's past (``store.at(commit)``), or a change made
+    to the list ``store.session(name).messages`` (a copy of the session's log: append with
+    ``session.append``, redact with ``session.purge_message``)."""
 
 
 class ArchiveNotFound(MemoryStoreError, FileNotFoundError):
