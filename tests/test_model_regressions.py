@@ -215,3 +215,14 @@ def test_history_continues_across_a_delete_and_another_paths_purge(machine):
     machine.refresh(h=2)
     machine.write_and_save(h=2, kind="text", meta=0, path="a.txt", ttl=False)
     machine.store_matches_the_model()
+
+
+def test_a_purge_of_a_path_never_held_is_no_version_of_it_after_gc(machine):
+    """Not in issue 23's list (open, see `OPEN_DEFECTS["history_purge_never_held"]`), found by the long run:
+    a purge of ``a.txt``, which the store never held (only unsaved writes of other handles), is no version of
+    it (9ed593b), until a gc with an empty window: then `history("a.txt")` lists the purge as its deletion."""
+    machine.write(h=2, kind="text", meta=0, path="a.txt", ttl=False)
+    machine.purge(h=1, path="a.txt")
+    machine.store_matches_the_model()
+    machine.gc(h=0, window=timedelta(0))
+    machine.store_matches_the_model()
