@@ -141,6 +141,8 @@ class ConcurrencyError(MemoryStoreError, _upstream.ConcurrencyError):
 
     def __init__(self, path: str, expected_sha: str, actual_sha: str, *, paths: tuple[str, ...] = ()):
         message = f"ConcurrencyError for {path!r}: expected_sha={expected_sha} actual_sha={actual_sha}"
+        if not expected_sha and not actual_sha:  # no hashes to show (the transcript, a purge): say what happened
+            message = f"ConcurrencyError for {path!r}: a concurrent save changed it (refresh() and try again)"
         if len(paths) > 1:
             message = f"ConcurrencyError: concurrent changes conflict on {', '.join(map(repr, paths))}"
         Exception.__init__(self, message)  # upstream's __init__ takes (path, expected_sha, actual_sha)
