@@ -25,7 +25,7 @@ from ._errors import InvalidArgument, InvalidMessage, InvalidRecord
 from ._fold import Fold, fold_point
 from ._messages import MessageModel, admit
 from ._paths import MESSAGES_PATH
-from ._record_codec import COUNT_EXT, LONGEST_SEGMENT, check_records, encode_segment, segment_name
+from ._record_codec import COUNT_EXT, check_records, encode_segment, segment_name
 from ._records import RecordLog
 from ._session import Session
 from ._special_commits import StagedFile
@@ -116,7 +116,7 @@ class CompactionAPI:
         check_note("actor", actor)
         check_note("reason", reason)
         log = RecordLog(self, archive)  # pyright: ignore[reportArgumentType]  (this is the store)
-        self._admission.admit(f"{log.name}/{LONGEST_SEGMENT}", Access.WRITE)  # ReadOnlyPath, ReservedPath
+        log._admit_segment()  # ReadOnlyPath (naming the log), ReservedPath
         return log
 
     def _summary(self, produced: object) -> dict[str, Any]:

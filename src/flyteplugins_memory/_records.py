@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from ._admission import Access, PathAdmission
 from ._arguments import check_int
 from ._commit_info import check_note
-from ._errors import CorruptStore, InvalidArgument
+from ._errors import CorruptStore, InvalidArgument, ReadOnlyPath
 from ._purge import PurgeResult
 from ._record_codec import (
     COUNT_EXT,
@@ -175,7 +175,10 @@ class RecordLog:
     def _admit_segment(self) -> None:
         """Refuse appends to a log that may not be written, before anything is appended."""
         longest = f"{self._name}/{LONGEST_SEGMENT}"
-        self._store._admission.admit(longest, Access.WRITE)
+        try:
+            self._store._admission.admit(longest, Access.WRITE)
+        except ReadOnlyPath as exc:  # name the log, not the placeholder segment the check was made with
+            raise ReadOnlyPath(str(exc).replace(repr(longest), f"record log {self._name!r}")) from None
 
     async def _counted(self) -> tuple[list[Segment], dict[str, list[Any]]]:
         """The log's segments in order, and the records of those whose count had to be fetched."""
