@@ -1169,7 +1169,7 @@ def clock(monkeypatch) -> Clock:
 
 #: (examples, steps) per backend: bounded in `make test`, long in `make test-slow`
 BOUNDED = {"local": (int(os.environ.get("MS_EX", "8")), int(os.environ.get("MS_STEPS", "25"))), "s3": (3, 15)}
-LONG = {"local": (200, 50), "s3": (60, 40)}
+LONG = {"local": (200, 50), "s3": (15, 40)}
 
 
 @pytest.fixture(params=["local_backend", "s3_backend"])
