@@ -295,10 +295,19 @@ class View:
             or self._held_bytes() + committed.bytes > HOLD_TOTAL_BYTES
         ):
             return
-        await self.mirror.settled()
-        local = await asyncio.to_thread(self.workdir.read, rel)
-        if local is not None and sha256_bytes(local) == committed.sha256:
-            self.held[rel] = local
+        # the root's writes are atomic: read at once, and wait for its writer only if the bytes are not there
+        # yet (a store's own root is written behind the calls)
+        for settle in (False, True):
+            if settle:
+                await self.mirror.settled()
+            try:  # a small local file is read on the loop: a thread hop costs more than the read
+                small = committed.bytes <= 64 * 1024
+                local = self.workdir.read(rel) if small else await asyncio.to_thread(self.workdir.read, rel)
+            except OSError:  # unreadable here: the save fetches them, as it would have anyway
+                return
+            if local is not None and sha256_bytes(local) == committed.sha256:
+                self.held[rel] = local
+                return
 
     def _held_bytes(self) -> int:
         """Bytes in `held` (a handle rarely holds more than a few: its first changes of in-place files)."""
