@@ -1180,7 +1180,7 @@ def clock(monkeypatch) -> Clock:
 
 #: (examples, steps) per backend: bounded in `make test`, long in `make test-slow`
 BOUNDED = {"local": (int(os.environ.get("MS_EX", "12")), int(os.environ.get("MS_STEPS", "30"))), "s3": (3, 15)}
-LONG = {"local": (100, 50), "s3": (15, 40)}
+LONG = {"local": (100, 50), "s3": (10, 40)}
 
 
 @pytest.fixture(params=["local_backend", "s3_backend"])
