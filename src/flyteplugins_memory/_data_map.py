@@ -107,7 +107,8 @@ OBJECTS: tuple[ObjectKind, ...] = (
         Carries.CONTENT | Carries.LABELS | Carries.MESSAGES | Carries.PATHS | Carries.ATTRIBUTION,
         "every path changed since its checkpoint, the transcript appended since it, the proposals map (the same "
         "slot may instead hold gc's tombstone, a deletion record, or the claim naming the key's next generation)",
-        purge="rewritten in place without the path's labels, proposal text and attribution (see PLACES)",
+        purge="rewritten in place: the path's entries lose labels and ttl, its proposals their text, purged "
+        "messages their text (who wrote what stays; see the places below)",
         expiry="gc's expiry commit deletes the entry; gc rewrites kept records without the labels of entries "
         "whose ttl ran out (their expiry kept)",
         gc="emptied into a tombstone once no kept state is that commit, deleted an hour later",
@@ -143,7 +144,7 @@ OBJECTS: tuple[ObjectKind, ...] = (
         "parts/<sha[:2]>/<sha256>.json",
         Carries.LABELS | Carries.PATHS | Carries.ATTRIBUTION,
         "a sorted run of paths of a partitioned checkpoint",
-        purge="the part holding the path is cut again without it, and the checkpoint names the new part",
+        purge="the part holding the path is cut again with its entry redacted, and the checkpoint names the new part",
         expiry="the next checkpoint's parts leave the path out",
         gc="deleted once no kept checkpoint references it and it is older than the window",
         read_only="n/a",
@@ -486,6 +487,10 @@ def render_markdown() -> str:
         'names are relative to the journal (docs/sync.md, "Objects"), store names to the store prefix.',
         "",
         "## Stored objects",
+        "",
+        "| kind | where | name | carries |",
+        "| --- | --- | --- | --- |",
+        *(f"| `{k.name}` | {k.area.value} | `{k.pattern}` | {_carries(k.carries)} |" for k in OBJECTS),
         "",
     ]
     for kind in OBJECTS:
