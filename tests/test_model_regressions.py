@@ -202,11 +202,15 @@ def test_a_stale_handles_save_never_stores_collected_bytes_that_a_purge_then_mis
     machine.store_matches_the_model()
 
 
-def test_history_continues_across_a_delete_and_another_paths_purge(machine):
-    """Not in issue 23's list (open, see `OPEN_DEFECTS["history_across_purge"]`), found by the long run:
-    ``a.txt`` written (handle 2), deleted (handle 1), then ``notes/b.md`` (a path never written) purged, then
-    ``a.txt`` written again by handle 2 after a refresh: `history("a.txt")` lists only the last version,
-    not the deletion and the first version (item 8's continuity, broken by the purge commit between)."""
+def test_history_continues_across_a_delete_and_another_paths_purge(machine, monkeypatch):
+    """Not in issue 23's list, found by the long run: ``a.txt`` written (handle 2), deleted (handle 1), then
+    ``notes/b.md`` (a path never written) purged, then ``a.txt`` written again by handle 2 after a refresh:
+    `history("a.txt")` listed only the last version, not the deletion and the first version (the delete was
+    folded into the checkpoint the purge's record sits on). Fixed; checked here with the guard of the wider
+    `OPEN_DEFECTS["history_across_purge"]` off."""
+    import test_model_store
+
+    monkeypatch.delitem(test_model_store.OPEN_DEFECTS, "history_across_purge")
     machine.write_and_save(h=2, kind="text", meta=1, path="a.txt", ttl=False)
     machine.refresh(h=1)
     machine.delete(h=1, path="a.txt")

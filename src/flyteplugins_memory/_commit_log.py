@@ -290,7 +290,17 @@ async def _previous(reader: _Reader, seq: int, info: CommitInfo | None, path: st
 
 async def _deleted_since_checkpoint(reader: _Reader, seq: int, path: str) -> bool:
     """Whether state `seq` says `path` was deleted since its checkpoint (its cumulative record maps the
-    path to None): a write linked to nothing on top of it came after that delete, whichever base its
-    handle had, so the path's history goes on past the write. One read, at the end of a path's chain."""
+    path to None), or the state its checkpoint holds says so of the checkpoint before (a delete folded into
+    that checkpoint: a purge, which writes one, or any save's, between the delete and the write): a write
+    linked to nothing on top of it came after that delete, whichever base its handle had, so the path's
+    history goes on past the write. At most two reads, at the end of a path's chain."""
     record = await reader.record(seq) if seq > 0 else None
-    return record is not None and path in record.delta.files and record.delta.files[path] is None
+    if record is None:
+        return False
+    if path in record.delta.files:
+        return record.delta.files[path] is None
+    folded = record.checkpoint
+    if not 0 < folded < seq or not record.checkpoint_stored:
+        return False
+    before = await reader.record(folded)
+    return before is not None and path in before.delta.files and before.delta.files[path] is None
