@@ -227,6 +227,12 @@ def adapter_backend(request, moto_endpoint):
     return chosen, (moto_endpoint if chosen.name == "s3" else None)
 
 
+@pytest.fixture(params=["local_backend", "s3_backend"])
+def where(request):
+    """Local disk, then moto S3: the two backends issue 23's tests of features meeting run on."""
+    return request.getfixturevalue(request.param)
+
+
 @pytest.fixture
 def key() -> str:
     return f"agent-{uuid.uuid4().hex[:8]}"

@@ -7,24 +7,10 @@ from __future__ import annotations
 import time
 from datetime import timedelta
 
-import pytest
-
 from flyteplugins_memory import MemoryStore, _gc
-from flyteplugins_memory._location import storage_root
-from flyteplugins_memory.testing._kit import objects_under
+from helpers import holding
 
 BODY, LABEL = "expiring-body-TTL-5b37", "expiring-label-TTL-9d01"
-
-
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def where(request):
-    """Local disk, then moto S3."""
-    return request.getfixturevalue(request.param)
-
-
-def holding(backend, needle: str) -> list[str]:
-    root = backend.fs._strip_protocol(storage_root(backend.raw_data_path)).rstrip("/")
-    return sorted(n for n, d in objects_under(backend.fs, root).items() if needle.encode() in d)
 
 
 def test_a_handle_that_searched_before_expiry_stores_nothing_expired_again(where, key, monkeypatch):

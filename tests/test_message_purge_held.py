@@ -7,24 +7,10 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from flyteplugins_memory import MemoryStore
-from flyteplugins_memory._location import storage_root
-from flyteplugins_memory.testing._kit import objects_under
+from helpers import holding
 
 SECRET = "pasted-api-key-SECRET-41c7"
-
-
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def where(request):
-    """Local disk, then moto S3."""
-    return request.getfixturevalue(request.param)
-
-
-def holding(backend, needle: str) -> list[str]:
-    root = backend.fs._strip_protocol(storage_root(backend.raw_data_path)).rstrip("/")
-    return sorted(n for n, d in objects_under(backend.fs, root).items() if needle.encode() in d)
 
 
 def test_a_session_purge_of_a_message_also_in_the_transcript_is_not_undone_by_the_next_save(where, key):

@@ -4,15 +4,7 @@ the path was deleted before it was purged (found by the hostile review of issue 
 
 from __future__ import annotations
 
-import pytest
-
 from flyteplugins_memory import MemoryStore
-
-
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def where(request):
-    """Local disk, then moto S3."""
-    return request.getfixturevalue(request.param)
 
 
 def test_versions_before_a_purge_keep_their_writers(where, key):

@@ -9,22 +9,9 @@ from datetime import timedelta
 import pytest
 
 from flyteplugins_memory import MemoryStore, ReadOnlyPath, StorageError, StoreDeleted, _commit
-from flyteplugins_memory._location import storage_root
-from flyteplugins_memory.testing._kit import objects_under
+from helpers import holding
 
 SECRET = "stale-handle-SECRET-7f3a"
-
-
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def where(request):
-    """Local disk, then moto S3."""
-    return request.getfixturevalue(request.param)
-
-
-def holding(backend, needle: str) -> list[str]:
-    """Every object under the storage root (stores and journals) whose bytes hold `needle`."""
-    root = backend.fs._strip_protocol(storage_root(backend.raw_data_path)).rstrip("/")
-    return sorted(n for n, d in objects_under(backend.fs, root).items() if needle.encode() in d)
 
 
 def stale_reader(key: str) -> MemoryStore:
