@@ -68,11 +68,6 @@ from flyteplugins_memory.testing._kit import objects_under
 #: its name is here. Remove a name when its fix lands (``git log``).
 OPEN_DEFECTS: dict[str, str] = {
     # not in issue 23's list; found by this machine (tests/test_model_regressions.py), reported
-    "export_expired": "export() of a store holding an expired file archives its labels, inline in the commit "
-    "record that wrote it (its content is left out since 3d4b2d0)",
-    "stale_save_restores_collected": "a stale handle's save (even a refused one) that changes a file it holds "
-    "copies the file's old bytes back into the journal's blobs after gc collected them, and a later purge of the "
-    "path misses them (_preserve.preserve_legacy with View.held, since 6583174; the purged case is fixed)",
     "history_purge_never_held": "a purge of a path the store never held is no version of it, until gc(window=0): "
     "then history(path) lists the purge as the path's deletion",
     "history_across_purge": "after more purges a path's deletion can be listed as a content version (the first "
@@ -174,6 +169,9 @@ class Committed:
     def records(self, log: str) -> list[Any]:
         return [r for _, recs in self.segments.get(log, []) for r in recs]
 
+    def segment_records(self) -> dict[int, list[Any]]:
+        return {sid: recs for segs in self.segments.values() for sid, recs in segs}
+
 
 @dataclass
 class Handle:
@@ -188,17 +186,26 @@ class Handle:
     proposals: dict[str, Prop] = field(default_factory=dict)
     #: the segment files a delete_prefix of this handle deleted (to revert them)
     base_segment_paths: list[str] = field(default_factory=list)
+    #: segment id -> its file, for the segments in `dropped_segments` (a conflict names the file)
+    dropped_paths: dict[int, str] = field(default_factory=dict)
 
     def files(self, now: float) -> dict[str, Val]:
         merged: dict[str, Val | None] = {**self.base.files, **self.changes}
         return {p: v for p, v in merged.items() if v is not None and not v.expired(now)}
 
     def conflicts(self, committed: Committed) -> list[str]:
-        return sorted(
+        files = [
             p
             for p, ours in self.changes.items()
             if committed.files.get(p) != self.base.files.get(p) and committed.files.get(p) != ours
-        )
+        ]
+        # a segment this handle deletes that another save rewrote since (a record purge): the delete
+        # conflicts, as a file's would; one another save deleted too agrees with ours
+        theirs, base = committed.segment_records(), self.base.segment_records()
+        segments = [
+            self.dropped_paths[sid] for sid in self.dropped_segments if sid in theirs and theirs[sid] != base.get(sid)
+        ]
+        return sorted(files + segments)
 
     def read_only_changes(self, prefixes: tuple[str, ...]) -> bool:
         touched = list(self.changes) + [f"{log}/x" for log, recs in self.records.items() if recs]
@@ -289,8 +296,6 @@ class StoreModel(RuleBasedStateMachine):
         self.purged: list[Val] = []
         #: tokens of transcript messages and log records that purge_message / RecordLog.purge redacted
         self.purged_texts: set[str] = set()
-        #: versions a stale handle's save had in its base and changed (see OPEN_DEFECTS)
-        self.stale_preserved: list[Val] = []
         #: purged versions a stale handle's base still held when it saved (see OPEN_DEFECTS)
         self.stale_indexed: list[Val] = []
         #: expired versions that a gc run since their expiry had to remove from storage
@@ -362,11 +367,6 @@ class StoreModel(RuleBasedStateMachine):
         """Save handle h as the model predicts: refused (conflict, read-only), or committed."""
         handle = self.handles[h]
         dirty = handle.store.has_unsaved_changes()
-        # a save keeps the old bytes of the files it changes (from its working root): collected by gc since,
-        # they are stored again, and a later purge misses them (OPEN_DEFECTS "stale_save_restores_collected")
-        self.stale_preserved += [
-            v for p in handle.changes if (v := handle.base.files.get(p)) is not None and v not in self.purged
-        ]
         self.stale_indexed += [v for v in handle.base.files.values() if v in self.purged]
         if handle.changes or handle.appended or any(handle.records.values()) or handle.proposals:
             assert dirty, "the model holds unsaved changes the handle does not"
@@ -405,6 +405,7 @@ class StoreModel(RuleBasedStateMachine):
         if handle.dropped_segments & ro_segments:  # a delete_prefix of a log's segments there
             handle.store.revert([p for p in handle.base_segment_paths if p.startswith(prefixes)])
             handle.dropped_segments -= ro_segments
+            handle.dropped_paths = {s: p for s, p in handle.dropped_paths.items() if s in handle.dropped_segments}
 
     def _settle(self, h: int) -> Handle:
         """Save handle h (a conflict: refresh, dropping the conflicting changes, and save again), then
@@ -431,11 +432,14 @@ class StoreModel(RuleBasedStateMachine):
             set(),
             handle.proposals,
         )
-        # segments a delete_prefix dropped stay dropped only if still committed: re-derive
+        # segments a delete_prefix dropped stay dropped only if still committed and not rewritten since
+        # (a refresh drops a conflicting delete as it drops a conflicting file change): re-derive
+        committed = self.committed.segment_records()
         self.handles[h].dropped_segments = {
-            sid
-            for sid in handle.dropped_segments
-            if any(sid == s for segs in self.committed.segments.values() for s, _ in segs)
+            sid for sid in handle.dropped_segments if sid in committed and handle.dropped_paths[sid] not in dropped
+        }
+        self.handles[h].dropped_paths = {
+            s: p for s, p in handle.dropped_paths.items() if s in self.handles[h].dropped_segments
         }
 
     def _metadata(self, choice: int) -> tuple[tuple[tuple[str, Any], ...], tuple[str, ...]]:
@@ -553,6 +557,11 @@ class StoreModel(RuleBasedStateMachine):
         handle.base_segment_paths += [p for p in deleted if is_segment(p)]
         assert sorted(p for p in deleted if not is_segment(p)) == sorted(files)
         assert len([p for p in deleted if is_segment(p)]) == len(segments)
+        for log in logs:  # a log's segment files sort in its order (their names start with the time)
+            sids = [sid for sid, _ in handle.base.segments.get(log, []) if sid not in handle.dropped_segments]
+            files_of_log = sorted(p for p in deleted if is_segment(p) and p.rpartition("/")[0] == log)
+            assert len(files_of_log) == len(sids)
+            handle.dropped_paths.update(zip(sids, files_of_log, strict=True))
         for path in files:
             if path in handle.base.files:
                 handle.changes[path] = None
@@ -625,12 +634,6 @@ class StoreModel(RuleBasedStateMachine):
                 handle.store.records(log).purge(index, actor=handle.actor)
             return
         old = records[index]
-        sids = {sid for sid, _ in self.committed.segments[log]}
-        if any(h2 != h and other.dropped_segments & sids for h2, other in enumerate(self.handles)):
-            # The store is right here: a record purge rewrites its segment, so another handle's unsaved
-            # delete_prefix of that segment conflicts (refresh drops it, save raises). The model does not
-            # state that conflict for segments yet (only for files): not driven until it does.
-            return
         handle.store.records(log).purge(index, actor=handle.actor, reason="redact")
         new: Any = {"role": old["role"], "content": REDACTED} if isinstance(old, dict) and "role" in old else REDACTED
         seen, segments = 0, []
@@ -952,10 +955,6 @@ class StoreModel(RuleBasedStateMachine):
         stored = self._stored()
         self.figures["scans"] += 1
         leaks = {n: forgotten_in(d, needles) for n, d in stored.items()}
-        if open_defect("stale_save_restores_collected"):
-            again = self._needles(self.stale_preserved)
-            blobs = [n for n in leaks if n.startswith(".journal/") and "/blobs/" in n]
-            leaks.update({n: [x for x in leaks[n] if x not in again] for n in blobs})
         if open_defect("stale_save_search_orphan"):
             again = self._needles(self.stale_indexed)
             segments = [n for n in leaks if n.startswith(".journal/") and "/search/" in n]
