@@ -312,3 +312,25 @@ def test_purge_removes_the_index_copies_and_search_stays_right(backend, key):
     fresh = MemoryStore.get_or_create(key=key)
     assert index_of(fresh).seq == fresh._session.view.base.seq
     assert paths(fresh.search("heron")) == ["files/005.md"] and len(fresh.search("osprey", limit=50)) == 10
+
+
+def test_a_handle_that_read_the_index_before_a_purge_warns_once(backend, key, caplog):
+    store = MemoryStore.create(key=key)
+    for i in range(3):
+        store.write_text(f"files/{i}.md", filler(i) + " osprey")
+    store.write_text("secret.md", "the vault code is quixotrebbly, osprey")
+    store.save()
+    stale = MemoryStore.get_or_create(key=key)  # its state names the index's segments; it has read none
+    assert stale.read_text("secret.md").startswith("the vault")
+
+    store.purge("secret.md")
+
+    with caplog.at_level("WARNING", logger="flyteplugins_memory"):
+        for _ in range(3):  # the index's segments are gone: it reads files again, and the purged one matches nothing
+            assert sorted(paths(stale.search("osprey", limit=50))) == ["files/0.md", "files/1.md", "files/2.md"]
+            assert stale.search("quixotrebbly") == []
+    gone = [r.getMessage() for r in caplog.records if "Search segment" in r.getMessage()]
+    assert len(gone) == 1 and "gone" in gone[0], gone  # not once per search, and not called corruption
+    stale.refresh()
+    assert stale.search("quixotrebbly") == [] and len(stale.search("osprey", limit=50)) == 3
+    assert [n for n, d in backend.stored(key).items() if b"quixotrebbly" in d] == []

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
@@ -42,6 +43,12 @@ from ._state import State
 from ._version import WRITER
 
 logger = logging.getLogger(__name__)
+
+#: Segments already reported missing, by sha256 (bounded): a handle that read the index before another
+#: handle's purge or gc rewrote it meets the same gone segment at each search and save until it refreshes,
+#: and one warning says it all.
+_REPORTED: OrderedDict[str, None] = OrderedDict()
+_REPORTED_MAX = 256
 
 
 def doc_for(path: str, entry: FileEntry, data: bytes) -> Doc:
@@ -82,14 +89,30 @@ async def read_segments(remote: ObjectStorage, refs: list[SegmentRef], cache: di
 
 
 def _checked(ref: SegmentRef, data: bytes | None) -> Segment | None:
-    if data is None or len(data) != ref.bytes or hashlib.sha256(data).hexdigest() != ref.sha256:
-        logger.warning("Search segment %s is missing or corrupt, indexing files instead", ref.sha256)
+    if data is None:
+        _report(
+            ref.sha256,
+            "Search segment %s is gone (a purge or gc rewrote the index since it was read), indexing files instead",
+        )
+        return None
+    if len(data) != ref.bytes or hashlib.sha256(data).hexdigest() != ref.sha256:
+        _report(ref.sha256, "Search segment %s is corrupt, indexing files instead")
         return None
     try:
         return decode_segment(data)
     except ValueError as exc:
         logger.warning("Search segment %s is malformed, indexing files instead: %s", ref.sha256, exc)
         return None
+
+
+def _report(sha256: str, message: str) -> None:
+    """Warn of an unusable segment once per process (a long-lived handle meets it again and again)."""
+    if sha256 in _REPORTED:
+        return
+    _REPORTED[sha256] = None
+    if len(_REPORTED) > _REPORTED_MAX:
+        _REPORTED.popitem(last=False)
+    logger.warning(message, sha256)
 
 
 async def extend(remote: ObjectStorage, latest: State, new: State, updates: Updates | None, repairs: Repairs) -> None:

@@ -11,8 +11,11 @@ also drops from the index the segments found unreadable (purge() removes segment
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
+
 from . import _gc
 from ._contract import ObjectStorage
+from ._errors import ContentPurged
 from ._journal import FileEntry
 from ._metadata import EXT_KEY as METADATA_KEY
 from ._search_index import Corpus, Repairs, Segment, Updates, read_ext
@@ -85,6 +88,15 @@ def _describes(doc: Doc, entry: FileEntry) -> bool:
     return doc.sha256 == entry.sha256 and doc.meta == meta and doc.metadata == (entry.ext.get(METADATA_KEY) or {})
 
 
+async def _unless_purged(read: Awaitable[bytes]) -> bytes | None:
+    """A file's content, or None if another handle purged it since this one read its state: it matches
+    no search (the handle keeps the entry until it refreshes, but reading it raises `ContentPurged`)."""
+    try:
+        return await read
+    except ContentPurged:
+        return None
+
+
 async def _reconcile(remote: ObjectStorage | None, view: View, known: Corpus) -> Updates:
     """Docs for the base's files that `known` lacks or describes wrongly, and tombstones for its docs of
     paths the base does not hold (or holds expired: their content is read no more, and gc removes it)."""
@@ -93,7 +105,7 @@ async def _reconcile(remote: ObjectStorage | None, view: View, known: Corpus) ->
     now = _gc.clock()
     entries = {p: e for p in base.files if not is_expired(e := base.files[p], now)}
     stale = sorted(p for p, e in entries.items() if p not in known.owner or not _describes(known.doc(p), e))
-    contents = await read_contents(lambda p: view.fetch_committed(remote, p, entries[p]), stale)
-    repairs: Updates = {p: doc_for(p, entries[p], contents[p]) for p in stale}
+    contents = await read_contents(lambda p: _unless_purged(view.fetch_committed(remote, p, entries[p])), stale)
+    repairs: Updates = {p: doc_for(p, entries[p], data) for p in stale if (data := contents[p]) is not None}
     repairs.update({p: None for p in known.paths() if p not in entries})
     return repairs
