@@ -123,9 +123,9 @@ def test_history_continues_across_a_delete_and_a_restore(machine):
 
 
 def test_an_export_holds_no_expired_content(machine):
-    """Not in issue 23's list (open, see `OPEN_DEFECTS["export_expired"]`): `export()` of a store holding a
-    file whose ttl ran out, before any gc, archived its content (fixed by 3d4b2d0) and its labels, inline in
-    the commit record that wrote it (still open)."""
+    """Not in issue 23's list (fixed): `export()` of a store holding a file whose ttl ran out, before any gc,
+    archived its content (fixed by 3d4b2d0) and its labels, inline in the commit record that wrote it
+    (fixed: records, checkpoints and parts are archived redacted, `_archive_forget`)."""
     machine.write_and_save(h=0, kind="text", meta=1, path="a.txt", ttl=True)
     machine.advance_clock()
     machine.store_matches_the_model()

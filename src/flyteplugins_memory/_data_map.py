@@ -118,7 +118,8 @@ OBJECTS: tuple[ObjectKind, ...] = (
         + _DELETES
         + "; a later create claims the slot after it for the key's next generation, whose journal lives apart "
         "(.journal/.journal/g<n>/...) and starts empty",
-        export="archived up to the pinned commit (journal/)",
+        export="archived up to the pinned commit (journal/), without the labels of entries whose ttl ran out "
+        "(redacted as gc does, their expiry kept)",
         inventory="records",
         regex=rf"log/{_SEQ}\.json",
     ),
@@ -134,7 +135,7 @@ OBJECTS: tuple[ObjectKind, ...] = (
         read_only="n/a",
         scopes="n/a",
         delete_store=_DELETES,
-        export="archived up to the pinned commit",
+        export="archived up to the pinned commit, redacted like a commit record",
         inventory="checkpoints",
         regex=rf"checkpoints/{_SEQ}\.json",
     ),
@@ -150,7 +151,8 @@ OBJECTS: tuple[ObjectKind, ...] = (
         read_only="n/a",
         scopes="n/a",
         delete_store=_DELETES,
-        export="archived as read (immutable)",
+        export="archived as read (immutable); one holding labels of an expired entry is archived cut again without "
+        "them, as the redacted checkpoint names it",
         inventory="parts",
         regex=rf"parts/[0-9a-f]{{2}}/{_SHA}\.json",
     ),
@@ -377,7 +379,8 @@ OBJECTS: tuple[ObjectKind, ...] = (
         Carries.CONTENT | Carries.LABELS | Carries.MESSAGES | Carries.PATHS | Carries.ATTRIBUTION,
         "the whole store at one commit",
         purge="not reached: an archive is the caller's copy; an export after a purge holds none of it",
-        expiry="never holds it: export leaves out every object that holds expired content, gc or not",
+        expiry="never holds it: export leaves out every object that holds expired content, and redacts the "
+        "labels of expired entries from records, checkpoints and parts, gc or not",
         gc="not reached",
         read_only="settings travel inside it",
         scopes="n/a (a whole store)",

@@ -24,12 +24,12 @@ from fsspec.implementations.local import LocalFileSystem
 
 from ._archive import MANIFEST_NAME, Manifest, count_kinds, journal_member, store_member
 from ._archive_file import ArchiveOut
+from ._archive_forget import Forgetting, forgetting
 from ._arguments import check_flag
 from ._codecs import sha256_bytes
 from ._contract import ObjectStorage
 from ._errors import InvalidArgument, StoreDeleted, StoreNotFound, UnsavedChanges
 from ._export_state import Pinned, Read, Source, pin, settle
-from ._gc import expired_objects
 from ._layout import JOURNAL_DIR
 from ._progress import ProgressCallback
 from ._relocate import old_view
@@ -140,12 +140,13 @@ class ExportAPI:
         pinned = await pin(remote)  # before listing: what the listing adds of later states is left out
         names = await _names(remote)
         names = pinned.select(names) if pinned is not None else names
-        names = _without_expired(names, await expired_objects(remote))
+        forget = await forgetting(remote)  # nothing expired is archived: left out, or redacted as read
+        names = forget.select(names)
         archive = await asyncio.to_thread(ArchiveOut, target, fs, overwrite=check_flag("overwrite", overwrite))
         writer: _Writer | None = None
         try:
             writer = await asyncio.to_thread(_Writer, archive)
-            await _write_all(remote, names, writer, pinned, progress or _silent)
+            await _write_all(remote, names, writer, pinned, forget, progress or _silent)
             manifest = _manifest(self.key, remote.uri, writer)
             size = await asyncio.to_thread(_finish, writer, archive, manifest)
         except BaseException:
@@ -172,15 +173,6 @@ def _within(fs: Any, path: str, root: str) -> bool:
     return path == root or path.startswith(root + "/")
 
 
-def _without_expired(names: dict[str, Source], expired: set[str]) -> dict[str, Source]:
-    """`names` without the objects that hold expired content (`_gc.expired_objects`): no archive carries
-    content whose ttl ran out, whether or not gc() has run (the records that name it say it expired)."""
-    if not expired:
-        return names
-    is_journal = lambda name: name.startswith(JOURNAL_DIR + "/")  # noqa: E731
-    return {m: s for m, s in names.items() if not (s[1] in expired and s[0] == is_journal(s[1]))}
-
-
 async def _names(remote: ObjectStorage) -> dict[str, Source]:
     """Every object to archive, by member name."""
     if await is_deleted(remote):
@@ -200,6 +192,7 @@ async def _write_all(
     names: dict[str, Source],
     writer: _Writer,
     pinned: Pinned | None,
+    forget: Forgetting,
     progress: ProgressCallback,
 ) -> None:
     views = {False: old_view(remote), True: remote}
@@ -210,10 +203,16 @@ async def _write_all(
         for in_journal, view in views.items():
             wanted = [names[m][1] for m in batch if names[m][0] is in_journal]
             read.update({(in_journal, n): d for n, d in (await view.read_many(wanted)).items()})
-        ready = await settle(pinned, [(m, names[m], read.get(names[m][:2]), "") for m in batch])
+        reads = await forget.redact([(m, names[m], read.get(names[m][:2]), "") for m in batch])
+        ready = await settle(pinned, reads)
         await asyncio.to_thread(writer.add_batch, ready)
         done += sum(len(data or b"") for _, _, data, _ in ready)
         # an object may have grown since it was listed: the total grows with it, never below what is done
+        progress("export", done, max(done, total))
+    cut = forget.cut_parts(writer.members)  # in place of the parts left out for the labels they held
+    if cut:
+        await asyncio.to_thread(writer.add_batch, cut)
+        done += sum(len(data or b"") for _, _, data, _ in cut)
         progress("export", done, max(done, total))
 
 

@@ -143,25 +143,39 @@ async def _plan(
     return removal(inventory, newest.seq, need, cutoff, slot_cutoff), need
 
 
-async def expired_objects(remote: ObjectStorage) -> set[str]:
-    """The objects of the store at `remote` that hold content whose every stored entry has expired (read
-    only: what an export leaves out, so no archive carries expired content, whether or not gc() has run):
-    its blobs, ``versions/`` snapshots and search index segments, and upstream's copy (file and sidecar)
-    of each path whose newest entry has expired. Reads every stored record, checkpoint and part."""
+@dataclass(frozen=True)
+class ExpiredNow:
+    """What holds expired data now (`expired_now`)."""
+
+    #: the objects that hold expired content: leave them out
+    objects: frozenset[str] = frozenset()
+    #: the labels of expired entries that records, checkpoints and parts still hold: redact them
+    #: (None: none hold any)
+    labels: Redaction | None = None
+
+
+async def expired_now(remote: ObjectStorage) -> ExpiredNow:
+    """What of the store at `remote` holds expired data now, whether or not gc() has run (read only: what
+    an export leaves out or redacts): the objects holding content whose every stored entry has expired
+    (its blobs, ``versions/`` snapshots and search index segments, and upstream's copy, file and sidecar,
+    of each path whose newest entry has expired), and the labels of expired entries, as gc() scrubs them.
+    Reads every stored record, checkpoint and part."""
     newest = await latest_state(remote)
     if newest is None or newest.seq == 0 or newest.origin is not Origin.JOURNAL:
-        return set()
+        return ExpiredNow()
     now = clock()
     inventory = Inventory.of(await remote.stat(JOURNAL_DIR))
     _, need = await _plan(remote, newest, inventory, float("-inf"), float("-inf"), now)
     await newest.files.need_all()
     gone = {p for p, entry in newest.files.items() if is_expired(entry, now)}
+    labels = Redaction(expired=need.labelled, now=now) if need.labelled else None
     if not need.expired and not gone:
-        return set()
+        return ExpiredNow(labels=labels)
     names = {blob_name(sha) for sha in need.expired_shas if sha in inventory.blobs}
     names |= set(await _expired_snapshots(remote, need))
     names |= set(await _segments_holding(remote, inventory, need.expired_shas))
-    return names | {name for path in gone for name in (path, sidecar_name(path))}
+    names |= {name for path in gone for name in (path, sidecar_name(path))}
+    return ExpiredNow(frozenset(names), labels)
 
 
 async def _segments_holding(remote: ObjectStorage, inventory: Inventory, shas: frozenset[str]) -> dict[str, int]:

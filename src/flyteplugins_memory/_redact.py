@@ -171,23 +171,43 @@ async def rewrite_journal(
     if stored is None:
         stored = await read_all(journal, journal_objects(inventory))
     for name, data in stored:
-        try:
-            if name.startswith(f"{JOURNAL_DIR}/log/"):
-                record: CommitRecord = await parse_off_loop(CommitRecord, data, name)
-                redacted: CommitRecord | Checkpoint | None = _record(record, redaction)
-            else:
-                checkpoint: Checkpoint = await parse_off_loop(Checkpoint, data, name)
-                redacted = await _checkpoint(journal, checkpoint, redaction, done)
-        except ValueError:
-            continue  # a marker, a newer format or a damaged object: it names no content of ours
-        if redacted is not None:
-            out[name] = encode(redacted)
+        if (redacted := await redact_object(journal, name, data, redaction, done)) is not None:
+            out[name] = redacted
     new_parts = {part_name(sha): data for sha, data in done.cut.items()}
     await journal.write_many(new_parts)  # before the checkpoints that name them
     await journal.write_many(out)
     done.objects += len(out) + len(new_parts)
     done.bytes += sum(map(len, out.values())) + sum(map(len, new_parts.values()))
     return done
+
+
+async def redact_object(
+    journal: ObjectStorage, name: str, data: bytes, redaction: Redaction, done: Rewritten
+) -> bytes | None:
+    """Commit record or checkpoint `name` of `journal` (its bytes: `data`) without what `redaction`
+    removes, or None if it holds none of it (or is no record or checkpoint of ours: a marker, a newer
+    format, a damaged object). A checkpoint's parts that hold it are cut again into `done` (not written)."""
+    try:
+        if name.startswith(f"{JOURNAL_DIR}/log/"):
+            record: CommitRecord = await parse_off_loop(CommitRecord, data, name)
+            redacted: CommitRecord | Checkpoint | None = _record(record, redaction)
+        elif name.startswith(f"{JOURNAL_DIR}/checkpoints/"):
+            checkpoint: Checkpoint = await parse_off_loop(Checkpoint, data, name)
+            redacted = await _checkpoint(journal, checkpoint, redaction, done)
+        else:
+            return None
+    except ValueError:
+        return None  # a marker, a newer format or a damaged object: it names no content of ours
+    return None if redacted is None else encode(redacted)
+
+
+def part_holds(data: bytes, redaction: Redaction) -> bool:
+    """Whether index part `data` holds an entry `redaction` changes (a part that does not parse: no)."""
+    try:
+        part = Part.model_validate_json(data)
+    except ValueError:
+        return False
+    return redaction.files(part.files) is not None
 
 
 async def retire_parts(journal: ObjectStorage, done: Rewritten, path: str, actor: str, reason: str) -> tuple[int, int]:
@@ -269,6 +289,8 @@ __all__ = [
     "Redaction",
     "Rewritten",
     "journal_objects",
+    "part_holds",
+    "redact_object",
     "redact_proposal",
     "retire_parts",
     "rewrite_journal",
