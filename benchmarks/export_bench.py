@@ -56,7 +56,7 @@ def timed(server: CountingServer | None, action: Callable[[], object]) -> tuple[
 
 def bench(backend: str, files: int, repeats: int, server: CountingServer | None, root: str) -> dict:
     from flyteplugins_memory import MemoryStore
-    from flyteplugins_memory._storage import RemoteStore
+    from flyteplugins_memory.storage._fsspec import RemoteStore
 
     key = f"src-{uuid.uuid4().hex[:6]}"
     store = populate(key, files)

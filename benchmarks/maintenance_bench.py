@@ -28,8 +28,8 @@ BIG = 200_000
 @contextlib.contextmanager
 def journal_inside_prefix():
     """Ours before issue 8: the journal in ``meta/.journal/`` inside the store prefix."""
-    from flyteplugins_memory._journal_location import old_journal_root
-    from flyteplugins_memory._storage import RemoteStore
+    from flyteplugins_memory._rules.journal_location import old_journal_root
+    from flyteplugins_memory.storage._fsspec import RemoteStore
 
     saved = RemoteStore.__dict__["journal_root"]
     RemoteStore.journal_root = property(lambda self: old_journal_root(self.prefix))

@@ -33,12 +33,12 @@ def seed(key: str, files: int) -> None:
 
 
 async def _commit_files(remote_path: str, files: int) -> None:
-    from flyteplugins_memory._commit import checkpoint
-    from flyteplugins_memory._journal import FileEntry, encode
-    from flyteplugins_memory._layout import blob_name, log_name
-    from flyteplugins_memory._merge import Changes, rebase
-    from flyteplugins_memory._open import latest_state
-    from flyteplugins_memory._storage import RemoteStore
+    from flyteplugins_memory._journal.commit import checkpoint
+    from flyteplugins_memory._journal.opening import latest_state
+    from flyteplugins_memory._rules.journal_objects import FileEntry, encode
+    from flyteplugins_memory._rules.layout import blob_name, log_name
+    from flyteplugins_memory._rules.merge import Changes, rebase
+    from flyteplugins_memory.storage._fsspec import RemoteStore
 
     remote = RemoteStore(remote_path)
     base = await latest_state(remote)
@@ -60,7 +60,7 @@ class CheckpointBytes:
         self.objects = 0
 
     def __enter__(self) -> CheckpointBytes:
-        from flyteplugins_memory._storage import RemoteStore
+        from flyteplugins_memory.storage._fsspec import RemoteStore
 
         self._original = original = RemoteStore.write_many
         counter = self
@@ -76,7 +76,7 @@ class CheckpointBytes:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        from flyteplugins_memory._storage import RemoteStore
+        from flyteplugins_memory.storage._fsspec import RemoteStore
 
         RemoteStore.write_many = self._original  # type: ignore[method-assign]
 

@@ -55,7 +55,7 @@ class SeamCounter:
     """Counts object operations and bytes written at `RemoteStore` (names written kept, for index bytes)."""
 
     def __init__(self) -> None:
-        from flyteplugins_memory._storage import RemoteStore
+        from flyteplugins_memory.storage._fsspec import RemoteStore
 
         self.requests = 0
         self.written: list[tuple[str, int]] = []
@@ -134,7 +134,7 @@ def ours(counter: SeamCounter, key: str, saves: int) -> dict:
 def _record(store: Any, name: str) -> bytes:
     import asyncio
 
-    from flyteplugins_memory._storage import RemoteStore
+    from flyteplugins_memory.storage._fsspec import RemoteStore
 
     return asyncio.run(RemoteStore(store.remote_path).read(name)) or b"{}"
 
@@ -142,8 +142,8 @@ def _record(store: Any, name: str) -> bytes:
 def naive(counter: SeamCounter, key: str) -> dict:
     """Open, list, read every file, score with the same BM25 (an in-memory corpus of all docs)."""
     from flyteplugins_memory import MemoryStore
-    from flyteplugins_memory._search_index import Corpus
-    from flyteplugins_memory._search_text import make_doc, tokenize
+    from flyteplugins_memory._rules.search_index import Corpus
+    from flyteplugins_memory._rules.search_text import make_doc, tokenize
 
     def scan() -> list:
         store = MemoryStore.get_or_create(key=key)

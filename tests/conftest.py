@@ -69,7 +69,7 @@ class Backend:
     capabilities: frozenset[str] = field(default_factory=frozenset)
 
     def store_uri(self, key: str) -> str:
-        from flyteplugins_memory._location import storage_root, store_path
+        from flyteplugins_memory._rules.location import storage_root, store_path
 
         return store_path(storage_root(self.raw_data_path), ORG, PROJECT, DOMAIN, key)
 
@@ -79,7 +79,7 @@ class Backend:
 
     def journal_prefix(self, key: str) -> str:
         """Where the journal of `key` lives: outside the store prefix (see ``_journal_location``)."""
-        from flyteplugins_memory._journal_location import journal_root
+        from flyteplugins_memory._rules.journal_location import journal_root
 
         return journal_root(self.prefix(key))
 
@@ -266,7 +266,7 @@ class IOCounter:
 
 @pytest.fixture
 def io_counter(monkeypatch) -> IOCounter:
-    from flyteplugins_memory._storage import RemoteStore
+    from flyteplugins_memory.storage._fsspec import RemoteStore
 
     counter = IOCounter()
 

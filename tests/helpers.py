@@ -96,7 +96,7 @@ def race_children(code: str, config: dict, *, workers: int = 2, timeout: float =
 
 def holding(backend, needle: str) -> list[str]:
     """Every object under the backend's storage root (stores and journals) whose bytes hold `needle`."""
-    from flyteplugins_memory._location import storage_root
+    from flyteplugins_memory._rules.location import storage_root
     from flyteplugins_memory.testing._kit import objects_under
 
     root = backend.fs._strip_protocol(storage_root(backend.raw_data_path)).rstrip("/")

@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 
 from flyteplugins_memory import InvalidArgument, MemoryStore, MemoryStoreError
-from flyteplugins_memory._errors import __all__ as error_names
+from flyteplugins_memory.errors import __all__ as error_names
 
 
 def saved(key: str) -> MemoryStore:

@@ -18,8 +18,8 @@ from fsspec.implementations.memory import MemoryFileSystem
 
 import flyteplugins_memory
 from flyteplugins_memory import MemoryStore, UnsupportedBackend
-from flyteplugins_memory._conditional import create_exclusive
-from flyteplugins_memory._storage import RemoteStore
+from flyteplugins_memory.storage._conditional import create_exclusive
+from flyteplugins_memory.storage._fsspec import RemoteStore
 
 PROTOCOL = "carelessmem"
 

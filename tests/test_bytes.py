@@ -360,7 +360,7 @@ def test_a_handle_of_the_deployed_release_cannot_save_a_deleted_store_back(
 
 
 def test_the_deletion_record_parses_only_as_itself():
-    from flyteplugins_memory._markers import Deleted, encode_marker, parse_deleted, parse_marker
+    from flyteplugins_memory._rules.markers import Deleted, encode_marker, parse_deleted, parse_marker
 
     record = Deleted(deleted=True, seq=4, at="2026-01-01T00:00:00.000+00:00", actor="a", reason="r", files=2)
     data = encode_marker(record)

@@ -13,8 +13,8 @@ from flyte.ai.agents import MemoryStore as UpstreamStore
 
 from conftest import JOURNAL
 from flyteplugins_memory import Commit, InvalidMessage, InvalidPath, MemoryStore
-from flyteplugins_memory._commit_info import MAX_SUMMARY
-from flyteplugins_memory._layout import log_name
+from flyteplugins_memory._rules.commit_info import MAX_SUMMARY
+from flyteplugins_memory._rules.layout import log_name
 from oldversion import old_version
 
 MS_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00")

@@ -11,10 +11,10 @@ import fsspec
 import pytest
 
 from flyteplugins_memory import Capabilities, MemoryStore, ObjectStorage, set_storage_options
-from flyteplugins_memory._commit import _claim
-from flyteplugins_memory._fs_options import storage_options_for
-from flyteplugins_memory._fsio import bound_to_running_loop
-from flyteplugins_memory._storage import RemoteStore, filesystem_for
+from flyteplugins_memory._journal.commit import _claim
+from flyteplugins_memory.storage._fsio import bound_to_running_loop
+from flyteplugins_memory.storage._fsspec import RemoteStore, filesystem_for
+from flyteplugins_memory.storage._options import storage_options_for
 
 
 def test_remote_store_implements_the_protocol(tmp_path):
@@ -104,7 +104,7 @@ def test_async_filesystems_are_bound_once_per_loop(s3_backend):
     thread.start()
     thread.join()
     assert other[0][0] is not first  # another loop, another copy (fsspec's cache would have shared one)
-    assert bound_to_running_loop.__module__ == "flyteplugins_memory._fsio"
+    assert bound_to_running_loop.__module__ == "flyteplugins_memory.storage._fsio"
 
 
 async def test_s3_calls_run_on_the_running_loop_without_a_thread(s3_backend, key, monkeypatch):

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from flyteplugins_memory import MemoryStore, _parts
-from flyteplugins_memory._layout import HEAD_NAME, checkpoint_name
+from flyteplugins_memory._rules.layout import HEAD_NAME, checkpoint_name
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -55,7 +55,7 @@ _inside_bulk = contextvars.ContextVar("inside_bulk", default=False)
 
 @pytest.fixture
 def costs(monkeypatch) -> Costs:
-    from flyteplugins_memory._storage import RemoteStore
+    from flyteplugins_memory.storage._fsspec import RemoteStore
 
     counter = Costs()
 
@@ -182,12 +182,12 @@ def seeded_directly(key: str, count: int) -> None:
 
 
 async def _commit_files(remote_path: str, count: int) -> None:
-    from flyteplugins_memory._commit import checkpoint
-    from flyteplugins_memory._journal import FileEntry, encode
-    from flyteplugins_memory._layout import blob_name, log_name
-    from flyteplugins_memory._merge import Changes, rebase
-    from flyteplugins_memory._open import latest_state
-    from flyteplugins_memory._storage import RemoteStore
+    from flyteplugins_memory._journal.commit import checkpoint
+    from flyteplugins_memory._journal.opening import latest_state
+    from flyteplugins_memory._rules.journal_objects import FileEntry, encode
+    from flyteplugins_memory._rules.layout import blob_name, log_name
+    from flyteplugins_memory._rules.merge import Changes, rebase
+    from flyteplugins_memory.storage._fsspec import RemoteStore
 
     payload = b"x" * 1024
     remote = RemoteStore(remote_path)

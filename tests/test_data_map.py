@@ -12,7 +12,8 @@ from datetime import timedelta
 import pytest
 
 from flyteplugins_memory import MemoryStore, _gc
-from flyteplugins_memory._data_map import (
+from flyteplugins_memory._journal.retention import Inventory
+from flyteplugins_memory._rules.data_map import (
     OBJECTS,
     PLACES,
     Area,
@@ -22,9 +23,8 @@ from flyteplugins_memory._data_map import (
     journal_kind,
     render_markdown,
 )
-from flyteplugins_memory._layout import JOURNAL_DIR
-from flyteplugins_memory._retention import Inventory
-from flyteplugins_memory._storage import Listed
+from flyteplugins_memory._rules.layout import JOURNAL_DIR
+from flyteplugins_memory.storage._fsspec import Listed
 
 DOCS = pathlib.Path(__file__).parent.parent / "docs" / "data-map.md"
 HOURS = 3600.0
@@ -174,4 +174,6 @@ def test_every_place_that_holds_content_or_labels_says_how_purge_reaches_it():
 
 
 def test_docs_show_the_map():
-    assert DOCS.read_text() == render_markdown(), "run: python -c 'from flyteplugins_memory._data_map import *; ...'"
+    assert DOCS.read_text() == render_markdown(), (
+        "run: python -c 'from flyteplugins_memory._rules.data_map import *; ...'"
+    )

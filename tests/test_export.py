@@ -253,7 +253,7 @@ async def test_export_and_import_have_aio_forms(local_backend, key, tmp_path):
 
 def test_an_import_that_fails_while_storing_removes_what_it_stored(local_backend, key, tmp_path, monkeypatch):
     from flyteplugins_memory import StorageError
-    from flyteplugins_memory._storage import RemoteStore
+    from flyteplugins_memory.storage._fsspec import RemoteStore
 
     populated(key)
     MemoryStore.open(key=key).export(tmp_path / "a.tar.gz")
@@ -396,7 +396,7 @@ def test_an_export_archives_the_state_it_started_from_while_a_save_rewrites_the_
     reads then see the rewritten file, the deleted one gone, the new transcript). Either way the
     archive is the pinned state: ours and upstream's `MemoryStore` read the same old content in the
     imported store, the later commit and its new file are not there, sidecars name what is there."""
-    from flyteplugins_memory import _export
+    from flyteplugins_memory._api.archive import export as _export
 
     store = MemoryStore.create(key=key)
     store.write_text("a.md", "old content")

@@ -298,7 +298,7 @@ def test_retry_policy_bounds_and_validation():
 def test_transient_failures_are_told_apart_from_permanent_ones():
     import errno
 
-    from flyteplugins_memory._retry import is_transient
+    from flyteplugins_memory._base.retry import is_transient
 
     class HttpError(Exception):
         def __init__(self, code: int):
@@ -450,7 +450,7 @@ def test_a_short_read_never_tears_an_imported_audit_line(faulty, key):
 
 
 def test_only_a_real_precondition_failure_means_the_slot_is_taken():
-    from flyteplugins_memory._conditional import _is_precondition_failure
+    from flyteplugins_memory.storage._conditional import _is_precondition_failure
 
     class ClientError(Exception):
         def __init__(self, code: str, status: int):

@@ -22,9 +22,9 @@ from flyteplugins_memory import (
     MemoryStoreError,
     StoreFormatTooNew,
 )
-from flyteplugins_memory._layout import HEAD_NAME, checkpoint_name, log_name
-from flyteplugins_memory._markers import CONFIG_NAME, purge_marker_name
-from flyteplugins_memory._version import PACKAGE_VERSION, SOURCE_VERSION, WRITER
+from flyteplugins_memory._base.version import PACKAGE_VERSION, SOURCE_VERSION, WRITER
+from flyteplugins_memory._rules.layout import HEAD_NAME, checkpoint_name, log_name
+from flyteplugins_memory._rules.markers import CONFIG_NAME, purge_marker_name
 from released import BEFORE_EVOLUTION, released_source, result_of, run_released, start_released
 
 FUTURE = "flyteplugins-memory 9.1.0"

@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 
 from flyteplugins_memory import GcResult, MemoryStore, StateCollected, _commit, _gc
-from flyteplugins_memory._codecs import sha256_bytes
+from flyteplugins_memory._rules.codecs import sha256_bytes
 from helpers import commit, saved
 
 

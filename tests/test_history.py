@@ -22,8 +22,8 @@ from flyteplugins_memory import (
     VersionNotFound,
     _gc,
 )
-from flyteplugins_memory._codecs import sha256_bytes
-from flyteplugins_memory._layout import blob_name
+from flyteplugins_memory._rules.codecs import sha256_bytes
+from flyteplugins_memory._rules.layout import blob_name
 
 
 @pytest.fixture(params=["local_backend", "s3_backend"])

@@ -14,7 +14,7 @@ import pytest
 import flyteplugins_memory
 from conftest import report
 from flyteplugins_memory import MemoryStore, MemoryStoreError
-from flyteplugins_memory._layout import sidecar_name
+from flyteplugins_memory._rules.layout import sidecar_name
 
 CORPUS = json.loads((pathlib.Path(__file__).parent / "hostile" / "corpus.json").read_text())
 BACKENDS = ("local", "memory", "s3")
@@ -75,7 +75,7 @@ def place(backend, key: str, case: dict, outside: pathlib.Path) -> None:
     if case["base"] == "ours":
         # the corpus's records name these files' blobs: keep them out of the in-place upload (`_inplace`)
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr("flyteplugins_memory._inplace.places_in_place", lambda remote: False)
+            patch.setattr("flyteplugins_memory._journal.inplace.places_in_place", lambda remote: False)
             store = MemoryStore.create(key=key)
             store.write_text("notes/a.md", "alpha")
             store.write_text("b.txt", "beta")

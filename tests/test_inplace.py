@@ -11,9 +11,9 @@ import pytest
 from flyte.ai.agents import MemoryStore as UpstreamStore
 
 from flyteplugins_memory import ConcurrencyError, CorruptStore, MemoryStore, StateCollected, _commit
-from flyteplugins_memory._codecs import sha256_bytes
-from flyteplugins_memory._inplace import places_in_place
-from flyteplugins_memory._storage import RemoteStore
+from flyteplugins_memory._journal.inplace import places_in_place
+from flyteplugins_memory._rules.codecs import sha256_bytes
+from flyteplugins_memory.storage._fsspec import RemoteStore
 from helpers import commit, save_dying_before_commit, saved
 
 
@@ -225,7 +225,7 @@ def test_in_place_only_where_creates_are_atomic():
 
 
 def test_on_a_backend_without_atomic_creates_new_files_go_to_blobs(memory_backend, key, monkeypatch):
-    monkeypatch.setattr("flyteplugins_memory._inplace.places_in_place", lambda remote: False)
+    monkeypatch.setattr("flyteplugins_memory._journal.inplace.places_in_place", lambda remote: False)
     store = MemoryStore.get_or_create(key=key)
     store.write_text("a.txt", "in a blob")
     store.save()

@@ -37,13 +37,13 @@ BIG = 200_000
     ],
 )
 def test_the_journal_lives_beside_the_tree_of_stores(store, journal):
-    from flyteplugins_memory._journal_location import journal_root
+    from flyteplugins_memory._rules.journal_location import journal_root
 
     assert journal_root(store) == journal
 
 
 def test_an_explicit_path_inside_a_journal_is_refused():
-    from flyteplugins_memory._journal_location import journal_root
+    from flyteplugins_memory._rules.journal_location import journal_root
 
     with pytest.raises(InvalidPath):
         journal_root("b/x/.journal/mine")
@@ -53,7 +53,7 @@ def test_an_explicit_path_inside_a_journal_is_refused():
 
 def test_no_key_or_user_path_can_reach_a_journal():
     """Every journal of the standard layout is outside every store prefix, whatever the key."""
-    from flyteplugins_memory._journal_location import journal_root
+    from flyteplugins_memory._rules.journal_location import journal_root
 
     keys = ["k", ".journal", "meta", "v0", "agents"]
     stores = [f"b/agents/memory-store/v0/o/p/d/{k}" for k in keys]
@@ -258,7 +258,7 @@ class Crash(BaseException):
 
 
 def _crash_at(monkeypatch, k: int) -> list[int]:
-    from flyteplugins_memory._storage import RemoteStore
+    from flyteplugins_memory.storage._fsspec import RemoteStore
 
     calls = [0]
     original = RemoteStore._call

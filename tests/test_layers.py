@@ -1,9 +1,12 @@
-"""The package's layer order: no module imports one from a layer above its own.
+"""The package's layer order: no module imports one from a layer above its own, and the outer rings use
+only the public API.
 
-Read from the bottom up, the layers are how README's "Layout of the code" tells the package: rules
-without I/O, the storage seam, the journal's reads and writes, the handle, and the public facade. Every
-module must be placed here, so a new one is placed on purpose. Imports made only for type checkers
-(``if TYPE_CHECKING:``) do not count: they create no dependency at run time.
+The layers are the package's subpackages, read from the bottom up as README's "Layout of the code" tells
+them: the foundation (`errors`, `_base`), rules without I/O (`_rules`), the storage seam (`storage`), the
+journal's reads and writes (`_journal`), the handle (`_handle`), and the public facade (`_api` and the
+package's `__init__`); then the conformance kit, the framework adapters and the command line. Every file of
+the package is checked, at any depth. Imports made only for type checkers (``if TYPE_CHECKING:``) do not
+count: they create no dependency at run time.
 """
 
 from __future__ import annotations
@@ -14,151 +17,48 @@ import pathlib
 import flyteplugins_memory
 
 PACKAGE = pathlib.Path(flyteplugins_memory.__file__).parent
+NAME = "flyteplugins_memory"
 
-#: bottom first; a module may import modules of its own layer or below
+#: bottom first; a module may import modules of its own layer or below (by the package's top-level names)
 LAYERS: list[tuple[str, set[str]]] = [
-    ("foundation", {"_errors", "_retry", "_syncify", "_compat", "_version"}),
-    (
-        "rules without I/O",
-        {
-            "_paths",
-            "_codecs",
-            "_layout",
-            "_location",
-            "_journal_location",
-            "_writes",
-            "_limits",
-            "_transcript",
-            "_messages",
-            "_journal",
-            "_markers",
-            "_merge",
-            "_inventory",
-            "_admission",
-            "_offload",
-            "_format",
-            "_commit_info",
-            "_arguments",
-            "_metadata",
-            "_entries",
-            "_parts",
-            "_index",
-            "_state",
-            "_record_codec",
-            "_search_text",
-            "_search_index",
-            "_read_only",
-            "_retention_policy",
-            "_data_map",
-            "_ttl",
-            "_scope_paths",
-            "_proposals",
-            "_purge_count",
-            "_fold",
-            "_diff",
-            "_archive",
-            "_progress",
-        },
-    ),
-    (
-        "storage seam",
-        {
-            "_backends",
-            "_conditional",
-            "_contract",
-            "_fs_options",
-            "_fsio",
-            "_workdir",
-            "_storage",
-            "_s3_writes",
-            "_archive_spool",
-            "_archive_file",
-        },
-    ),
-    (
-        "journal reads and writes",
-        {
-            "_retention",
-            "_open",
-            "_legacy",
-            "_relocate",
-            "_preserve",
-            "_contents",
-            "_export_state",
-            "_gc",
-            "_purge",
-            "_redact",
-            "_purge_aftermath",
-            "_audit",
-            "_versions",
-            "_commit",
-            "_commit_log",
-            "_inplace",
-            "_checkpoints",
-            "_keys",
-            "_store_deletion",
-            "_generations",
-            "_search_store",
-            "_history",
-            "_snapshot_retention",
-            "_expiry_pending",
-        },
-    ),
-    ("the handle", {"_mirror", "_view", "_special_commits", "_session", "_search_view"}),
-    (
-        "facade",
-        {
-            "_keyed",
-            "_reading",
-            "_binary",
-            "_bulk_delete",
-            "_maintenance",
-            "_message_purge",
-            "_report",
-            "_report_html",
-            "_payload",
-            "_metadata_update",
-            "_transcript_reads",
-            "_compaction",
-            "_records",
-            "_conversations",
-            "_search",
-            "_read_only_settings",
-            "_retention_settings",
-            "_expiry",
-            "_scope_history",
-            "_scopes",
-            "_staged",
-            "_scope_staged",
-            "_history_api",
-            "_time_travel",
-            "_export",
-            "_import_archive",
-            "_store",
-            "_flyte_type",
-            "__init__",
-        },
-    ),
+    ("foundation", {"errors", "_base"}),
+    ("rules without I/O", {"_rules"}),
+    ("storage seam", {"storage"}),
+    ("journal reads and writes", {"_journal"}),
+    ("the handle", {"_handle"}),
+    ("facade", {"_api", ""}),  # "": the package itself (its __init__)
     ("conformance kit", {"testing"}),
-    ("framework adapters (public API only)", {"adapters"}),
+    ("framework adapters", {"adapters"}),
     ("command line", {"cli"}),
 ]
+#: what the outer rings may import of the package besides themselves: its public modules
+PUBLIC = {"", "errors", "storage", "testing"}
+OUTER = {"adapters", "cli"}
 
 
 def _layer_of() -> dict[str, int]:
     return {name: index for index, (_, names) in enumerate(LAYERS) for name in names}
 
 
-def _modules() -> dict[str, pathlib.Path]:
-    """Every module of the package by its name in the layer table (subpackages count as one module)."""
-    found = {path.stem: path for path in PACKAGE.glob("*.py")}
-    for init in PACKAGE.glob("*/__init__.py"):
-        found[init.parent.name] = init
-    return found
+def _module(path: pathlib.Path) -> tuple[str, bool]:
+    """The dotted name of a file inside the package ("" for its __init__), and whether it is a package."""
+    parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        return ".".join(parts[:-1]), True
+    return ".".join(parts), False
+
+
+def _files() -> dict[str, pathlib.Path]:
+    return {_module(path)[0]: path for path in sorted(PACKAGE.rglob("*.py"))}
 
 
 def _runtime_imports(path: pathlib.Path) -> set[str]:
-    """The package modules `path` imports at run time (anywhere in it, functions included)."""
+    """The package modules `path` imports at run time (anywhere in it, functions included), dotted
+    from the package ("" for the package itself)."""
+    module, is_package = _module(path)
+    here = module.split(".") if module else []
+    if not is_package:
+        here = here[:-1]
     tree = ast.parse(path.read_text(encoding="utf-8"))
     type_only = {
         id(node)
@@ -167,35 +67,105 @@ def _runtime_imports(path: pathlib.Path) -> set[str]:
         for stmt in block.body
         for node in ast.walk(stmt)
     }
-    depth = 2 if path.name == "__init__.py" and path.parent != PACKAGE else 1
     imported: set[str] = set()
     for node in ast.walk(tree):
-        if not isinstance(node, ast.ImportFrom) or id(node) in type_only or node.level != depth:
+        if id(node) in type_only:
             continue
-        if node.module:
-            imported.add(node.module.split(".")[0])
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = here[: len(here) - (node.level - 1)] + (node.module.split(".") if node.module else [])
+            target = ".".join(base)
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == NAME:
+            target = (node.module or "").partition(".")[2]
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == NAME:
+                    imported.add(alias.name.partition(".")[2])
+            continue
         else:
-            imported.update(alias.name for alias in node.names)
+            continue
+        for alias in node.names:  # `from . import x`: x may be a module, else a name of `target`
+            sub = f"{target}.{alias.name}" if target else alias.name
+            is_module = (PACKAGE / sub.replace(".", "/")).with_suffix(".py").exists()
+            imported.add(sub if is_module or (PACKAGE / sub.replace(".", "/") / "__init__.py").exists() else target)
     return imported
 
 
-def test_every_module_has_a_layer():
-    unplaced = sorted(set(_modules()) - set(_layer_of()))
-    assert not unplaced, f"place these modules in tests/test_layers.py LAYERS: {unplaced}"
+def _top(module: str) -> str:
+    return module.split(".", maxsplit=1)[0]
+
+
+def test_every_file_has_a_layer():
+    layer_of = _layer_of()
+    unplaced = sorted(m for m in _files() if _top(m) not in layer_of)
+    assert not unplaced, f"place these in tests/test_layers.py LAYERS (or move them into a layer): {unplaced}"
 
 
 def test_no_module_imports_one_above_it():
     layer_of = _layer_of()
     violations = [
-        f"{name} ({LAYERS[layer_of[name]][0]}) imports {imported} ({LAYERS[layer_of[imported]][0]})"
-        for name, path in sorted(_modules().items())
+        f"{name or NAME} ({LAYERS[layer_of[_top(name)]][0]}) imports {imported or NAME} "
+        f"({LAYERS[layer_of[_top(imported)]][0]})"
+        for name, path in _files().items()
         for imported in sorted(_runtime_imports(path))
-        if imported in layer_of and layer_of[imported] > layer_of.get(name, len(LAYERS))
+        if _top(imported) in layer_of and layer_of[_top(imported)] > layer_of[_top(name)]
     ]
     assert not violations, "\n".join(violations)
 
 
-def test_the_table_reads_the_real_imports():
+def test_adapters_and_the_cli_use_only_the_public_api():
+    violations = [
+        f"{name} imports {imported}"
+        for name, path in _files().items()
+        if _top(name) in OUTER
+        for imported in sorted(_runtime_imports(path))
+        if _top(imported) != _top(name) and _top(imported) not in PUBLIC
+    ]
+    assert not violations, "\n".join(violations)
+
+
+def test_every_module_says_what_it_is_for():
+    bare = [name or NAME for name, path in _files().items() if ast.get_docstring(ast.parse(path.read_text())) is None]
+    assert not bare, f"give these modules a docstring: {bare}"
+
+
+def test_the_check_reads_the_real_imports():
     """The check sees imports at all (a broken parser would pass everything)."""
-    assert "_journal" in _runtime_imports(PACKAGE / "_commit.py")
-    assert "_store" not in _runtime_imports(PACKAGE / "_payload.py")  # imported for type checkers only
+    assert "_rules.journal_objects" in _runtime_imports(PACKAGE / "_journal" / "commit.py")
+    assert "_api.store" not in _runtime_imports(PACKAGE / "_api" / "payload.py")  # for type checkers only
+    assert "" in _runtime_imports(PACKAGE / "cli" / "_files.py")  # `from flyteplugins_memory import ...`
+    assert {"_api.store", "errors"} <= _runtime_imports(PACKAGE / "__init__.py")
+
+
+def test_no_import_cycle():
+    """No module needs, at run time and through any chain, a module that needs it back (a cycle makes the
+    import order matter and hides a layer inside a layer): Tarjan's strongly connected components."""
+    files = _files()
+    graph = {m: sorted(i for i in _runtime_imports(p) if i in files and i != m) for m, p in files.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in graph[node]:
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member or NAME)
+                if member == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for node in graph:
+        if node not in index:
+            visit(node)
+    assert not cycles, cycles

@@ -7,7 +7,7 @@ import pytest
 from flyte.ai.agents import MemoryStore as UpstreamStore
 
 from flyteplugins_memory import MemoryStore
-from flyteplugins_memory._codecs import sha256_bytes
+from flyteplugins_memory._rules.codecs import sha256_bytes
 
 
 @pytest.fixture(params=["local_backend", "s3_backend"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from flyteplugins_memory import InvalidPath
-from flyteplugins_memory._limits import check_path_fits, stored_names
+from flyteplugins_memory._rules.limits import check_path_fits, stored_names
 
 
 def test_stored_names_of_a_path():

@@ -9,7 +9,7 @@ from flyte.models import ActionID, RawDataPath, TaskContext
 from flyte.report import Report
 
 from flyteplugins_memory import ContextError, MemoryStore
-from flyteplugins_memory._location import LOCAL_RAW_DATA_ROOT
+from flyteplugins_memory._rules.location import LOCAL_RAW_DATA_ROOT
 
 
 def task_context(mode: str, raw: str, org: str | None = None) -> TaskContext:

@@ -15,8 +15,8 @@ import flyte
 import pytest
 
 from flyteplugins_memory import BlockingCallOnLoop, MemoryStore
-from flyteplugins_memory._syncify import LOOP_THREAD_NAME, SyncCallable, run_sync, syncify
-from flyteplugins_memory._view import View
+from flyteplugins_memory._base.syncify import LOOP_THREAD_NAME, SyncCallable, run_sync, syncify
+from flyteplugins_memory._handle.view import View
 
 SEEN: contextvars.ContextVar[str] = contextvars.ContextVar("SEEN", default="unset")
 

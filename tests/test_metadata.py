@@ -18,8 +18,8 @@ from flyteplugins_memory import (
     MemoryMeta,
     MemoryStore,
 )
-from flyteplugins_memory._journal import FileEntry
-from flyteplugins_memory._metadata import MAX_ENCODED_BYTES, MAX_KEY_LENGTH, MAX_KEYS, from_ext, matches
+from flyteplugins_memory._rules.journal_objects import FileEntry
+from flyteplugins_memory._rules.metadata import MAX_ENCODED_BYTES, MAX_KEY_LENGTH, MAX_KEYS, from_ext, matches
 from released import ISSUE_9_RELEASE, released_source, run_released
 
 SIDECAR = "meta/notes%2Fa.md.json"

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from flyteplugins_memory._errors import CorruptStore, UnsafeStoreContent
-from flyteplugins_memory._journal import Checkpoint, FileEntry, encode, parse
-from flyteplugins_memory._offload import OFF_LOOP_BYTES, parse_off_loop, sha256_off_loop
-from flyteplugins_memory._syncify import run_sync
-from flyteplugins_memory._writes import ChangeOptions, plan_write, plan_write_off_loop
+from flyteplugins_memory._base.syncify import run_sync
+from flyteplugins_memory._rules.journal_objects import Checkpoint, FileEntry, encode, parse
+from flyteplugins_memory._rules.offload import OFF_LOOP_BYTES, parse_off_loop, sha256_off_loop
+from flyteplugins_memory._rules.writes import ChangeOptions, plan_write, plan_write_off_loop
+from flyteplugins_memory.errors import CorruptStore, UnsafeStoreContent
 
 #: Ticks that prove the loop ran beside the work (a thread hop alone gives one or two).
 MIN_TICKS = 20

@@ -7,7 +7,7 @@ import pytest
 from flyte.ai.agents import MemoryStore as UpstreamStore
 
 from flyteplugins_memory import ContentPurged, MemoryStore, PurgeResult, ReadOnlyPath, ReservedPath
-from flyteplugins_memory._codecs import sha256_bytes
+from flyteplugins_memory._rules.codecs import sha256_bytes
 from oldversion import old_version
 
 SECRET = "sk-live-4f7a9c2e-THIS-MUST-GO"

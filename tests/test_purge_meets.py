@@ -11,8 +11,8 @@ import tarfile
 import pytest
 
 from flyteplugins_memory import ContentPurged, MemoryStore, VersionNotFound
-from flyteplugins_memory._layout import part_name
-from flyteplugins_memory._location import storage_root
+from flyteplugins_memory._rules.layout import part_name
+from flyteplugins_memory._rules.location import storage_root
 from flyteplugins_memory.testing._kit import objects_under
 
 SECRET = "sk-live-PROPOSED-9c2e-MUST-GO"
@@ -144,7 +144,7 @@ def test_purge_removes_a_files_labels_from_every_stored_object_and_read_path(whe
 
 
 def test_purge_removes_labels_from_index_parts_and_recuts_them(where, key, monkeypatch):
-    from flyteplugins_memory import _parts
+    from flyteplugins_memory._rules import parts as _parts
 
     monkeypatch.setattr(_parts, "PART_TARGET_BYTES", 2048)  # small parts: a few files each
     monkeypatch.setattr(_parts, "PART_MAX_BYTES", 4096)
@@ -301,8 +301,8 @@ async def test_concurrent_purges_on_two_handles_both_land(where, key):
 
 
 def test_every_place_of_the_data_map_that_holds_content_in_the_journal_is_rewritten_by_purge():
-    from flyteplugins_memory._data_map import PLACES, Carries
-    from flyteplugins_memory._redact import HANDLED
+    from flyteplugins_memory._journal.redact import HANDLED
+    from flyteplugins_memory._rules.data_map import PLACES, Carries
 
     rewritten = {"commit_record", "checkpoint", "index_part"}
     user_data = Carries.CONTENT | Carries.LABELS | Carries.MESSAGES
@@ -315,7 +315,7 @@ def test_every_place_of_the_data_map_that_holds_content_in_the_journal_is_rewrit
 def test_gc_export_and_import_after_a_purge_that_recut_parts(local_backend, key, monkeypatch):
     from datetime import timedelta
 
-    from flyteplugins_memory import _parts
+    from flyteplugins_memory._rules import parts as _parts
 
     monkeypatch.setattr(_parts, "PART_TARGET_BYTES", 2048)
     monkeypatch.setattr(_parts, "PART_MAX_BYTES", 4096)
@@ -374,7 +374,7 @@ def test_purge_of_a_file_whose_ttl_ran_out_deletes_it_for_good(local_backend, ke
     import time
     from datetime import timedelta
 
-    from flyteplugins_memory import _gc
+    from flyteplugins_memory._journal import gc as _gc
 
     store = MemoryStore.get_or_create(key=key)
     store.write_text("tmp.md", SECRET, metadata={"ssn": SSN}, ttl=timedelta(hours=1))

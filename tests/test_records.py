@@ -23,7 +23,7 @@ from flyteplugins_memory import (
     ReservedPath,
     UnsavedChanges,
 )
-from flyteplugins_memory._records import RecordLog as RecordLogImpl
+from flyteplugins_memory._api.records import RecordLog as RecordLogImpl
 from released import released_source, run_released
 from test_multiprocess import child
 

@@ -13,8 +13,8 @@ import flyte
 import pytest
 
 from flyteplugins_memory import Commit, InvalidArgument, MemoryStore
-from flyteplugins_memory._report import FileRow, Snapshot
-from flyteplugins_memory._report_html import render_document, render_fragment
+from flyteplugins_memory._api.report.build import FileRow, Snapshot
+from flyteplugins_memory._api.report.html import render_document, render_fragment
 
 #: every tag the page may hold (anything else, a <script> above all, is a bug)
 ALLOWED_TAGS = {
@@ -210,7 +210,7 @@ def test_bad_arguments_are_refused(local_backend, key, arguments):
 
 def test_publish_outside_a_task_only_warns(local_backend, key, caplog):
     store = build_agent_store(key)
-    with caplog.at_level(logging.WARNING, logger="flyteplugins_memory._report"):
+    with caplog.at_level(logging.WARNING, logger="flyteplugins_memory._api.report.build"):
         page_html = store.report(publish=True)
     assert "outside a Flyte task" in caplog.text and "search_docs" in page_html
 

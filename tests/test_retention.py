@@ -25,9 +25,9 @@ from flyteplugins_memory import (
     _expiry,
     _gc,
 )
-from flyteplugins_memory._layout import version_name, versions_dir_name
-from flyteplugins_memory._retention_policy import persisted_policy
-from flyteplugins_memory._versions import version_order
+from flyteplugins_memory._journal.versions import version_order
+from flyteplugins_memory._rules.layout import version_name, versions_dir_name
+from flyteplugins_memory._rules.retention_policy import persisted_policy
 
 HOURS = 3600.0
 

@@ -20,8 +20,8 @@ from flyteplugins_memory import (
     _storage,
     set_retry_policy,
 )
-from flyteplugins_memory._layout import versions_dir_name
-from flyteplugins_memory._versions import version_order
+from flyteplugins_memory._journal.versions import version_order
+from flyteplugins_memory._rules.layout import versions_dir_name
 
 DRAFTS = 4
 LIVE = {"doc.txt": f"draft {DRAFTS - 1}", "keep.txt": "kept"}

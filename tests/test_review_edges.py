@@ -16,7 +16,7 @@ from flyteplugins_memory import (
     MemoryStore,
     UnsupportedBackend,
 )
-from flyteplugins_memory._storage import RemoteStore
+from flyteplugins_memory.storage._fsspec import RemoteStore
 from helpers import commit, saved
 
 
@@ -95,7 +95,7 @@ async def test_a_fetch_racing_a_write_never_puts_old_bytes_back_in_the_root(loca
 
 
 def test_the_newest_transcript_is_projected_last(local_backend, key, monkeypatch):
-    from flyteplugins_memory import _commit
+    from flyteplugins_memory._journal import commit as _commit
 
     store = MemoryStore.get_or_create(key=key)
     store.save()

@@ -28,7 +28,7 @@ from flyteplugins_memory import (
     _export,
     _gc,
 )
-from flyteplugins_memory._layout import versions_dir_name
+from flyteplugins_memory._rules.layout import versions_dir_name
 
 HOURS = 3600.0
 

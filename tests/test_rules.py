@@ -8,10 +8,10 @@ import pytest
 from flyte.models import PathRewrite
 
 from flyteplugins_memory import CorruptStore, InvalidKey, InvalidPath, ReadOnlyPath, ReservedPath
-from flyteplugins_memory._codecs import decode_audit_lines, decode_messages, decode_meta
-from flyteplugins_memory._layout import Kind, classify, sidecar_name, version_name
-from flyteplugins_memory._location import storage_root, store_path
-from flyteplugins_memory._paths import check_writable, normalize_path, validate_segment
+from flyteplugins_memory._rules.codecs import decode_audit_lines, decode_messages, decode_meta
+from flyteplugins_memory._rules.layout import Kind, classify, sidecar_name, version_name
+from flyteplugins_memory._rules.location import storage_root, store_path
+from flyteplugins_memory._rules.paths import check_writable, normalize_path, validate_segment
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ import s3fs
 
 from faults import Faults, FaultyFileSystem
 from flyteplugins_memory import MemoryStore, RetryPolicy, _s3_writes, _storage, set_retry_policy
-from flyteplugins_memory._storage import RemoteStore
+from flyteplugins_memory.storage._fsspec import RemoteStore
 
 
 def _remote(backend, key: str) -> RemoteStore:

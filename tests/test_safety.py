@@ -21,7 +21,7 @@ from flyteplugins_memory import (
     ReservedPath,
     UnsafeStoreContent,
 )
-from flyteplugins_memory._codecs import encode_meta, sha256_bytes
+from flyteplugins_memory._rules.codecs import encode_meta, sha256_bytes
 
 
 def local_tree(root: pathlib.Path) -> dict[str, bytes]:
@@ -226,7 +226,7 @@ def test_hostile_object_names_are_refused(backend, key):
 
 
 def test_local_writes_are_atomic(tmp_path, monkeypatch):
-    from flyteplugins_memory._workdir import WorkDir
+    from flyteplugins_memory.storage._workdir import WorkDir
 
     workdir = WorkDir(tmp_path / "root")
     workdir.write("doc.txt", b"old")

@@ -15,11 +15,11 @@ from datetime import timedelta
 import pytest
 
 from flyteplugins_memory import CorruptStore, MemoryStore, StateCollected, StoreFormatTooNew, UnsafeStoreContent, _parts
-from flyteplugins_memory._entries import PartRef
-from flyteplugins_memory._index import CheckpointFiles, Files, PartNotLoaded
-from flyteplugins_memory._journal import Checkpoint
-from flyteplugins_memory._layout import HEAD_NAME, checkpoint_name, log_name, part_name
-from flyteplugins_memory._version import WRITER
+from flyteplugins_memory._base.version import WRITER
+from flyteplugins_memory._rules.entries import PartRef
+from flyteplugins_memory._rules.index import CheckpointFiles, Files, PartNotLoaded
+from flyteplugins_memory._rules.journal_objects import Checkpoint
+from flyteplugins_memory._rules.layout import HEAD_NAME, checkpoint_name, log_name, part_name
 from released import BEFORE_PARTS, released_source, run_released
 
 FILES = 1000

@@ -12,7 +12,7 @@ import pytest
 from flyte.ai.agents import MemoryStore as UpstreamMemoryStore
 
 from flyteplugins_memory import InvalidArgument, InvalidMetadata, InvalidPath, MemoryStore, SearchHit
-from flyteplugins_memory._search_index import EXT_KEY, MAX_SEGMENTS, decode_segment, read_ext
+from flyteplugins_memory._rules.search_index import EXT_KEY, MAX_SEGMENTS, decode_segment, read_ext
 from released import ISSUE_9_RELEASE, released_source, run_released
 
 SEGMENTS = "meta/.journal/search/"

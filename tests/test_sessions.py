@@ -62,7 +62,7 @@ def backend(request):
 
 def test_session_messages_is_a_list_like_the_transcript(backend, key):
     from flyteplugins_memory import MemoryStore
-    from flyteplugins_memory._conversations import SessionMessages
+    from flyteplugins_memory._api.conversations import SessionMessages
 
     store = MemoryStore.create(key=key)
     chat = store.session("support")

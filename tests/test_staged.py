@@ -28,7 +28,7 @@ from flyteplugins_memory import (
     ReadOnlyPath,
     ReservedPath,
 )
-from flyteplugins_memory._proposals import MAX_CONTENT_BYTES
+from flyteplugins_memory._rules.proposals import MAX_CONTENT_BYTES
 from released import ISSUE_9_RELEASE, released_source, run_released
 
 WORKERS = str(pathlib.Path(__file__).with_name("workers.py"))

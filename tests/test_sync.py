@@ -257,7 +257,7 @@ def test_received_store_sees_exactly_the_commit_it_was_sent_at(backend, key):
 
 
 def test_checkpoints_keep_history_exact_and_reads_bounded(backend, key, monkeypatch, io_counter):
-    from flyteplugins_memory import _commit
+    from flyteplugins_memory._journal import commit as _commit
 
     monkeypatch.setattr(_commit, "CHECKPOINT_COMMITS", 3)
     store = MemoryStore.get_or_create(key=key)
@@ -309,7 +309,7 @@ def test_a_file_can_become_a_directory_and_back(backend, key):
 
 
 async def test_a_message_appended_while_saving_is_kept(backend, key, monkeypatch):
-    from flyteplugins_memory import _commit
+    from flyteplugins_memory._journal import commit as _commit
 
     store = await MemoryStore.get_or_create.aio(key=key)
     original = _commit.update_upstream_layout

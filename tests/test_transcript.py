@@ -16,7 +16,7 @@ import pytest
 from flyte.ai.agents import MemoryStore as UpstreamStore
 
 from flyteplugins_memory import ConcurrencyError, InvalidMessage, MemoryStore
-from flyteplugins_memory._transcript import committed_form, encode_message, fingerprints, merged
+from flyteplugins_memory._rules.transcript import committed_form, encode_message, fingerprints, merged
 
 
 class Ticket:
@@ -210,7 +210,7 @@ def test_a_committed_transcript_knows_its_fingerprints_and_refuses_changes_in_pl
 
 
 def test_a_save_encodes_a_long_transcript_a_few_times_not_once_per_comparison(local_backend, key, monkeypatch):
-    import flyteplugins_memory._transcript as transcript
+    import flyteplugins_memory._rules.transcript as transcript
 
     store = MemoryStore.get_or_create(key=key)
     store.extend([{"role": "user", "content": f"m{i}"} for i in range(1000)])

@@ -13,7 +13,7 @@ from datetime import timedelta
 import pytest
 
 from flyteplugins_memory import MemoryStore, ReadOnlyPath, VersionExpired, VersionNotFound, _gc
-from flyteplugins_memory._layout import version_name
+from flyteplugins_memory._rules.layout import version_name
 
 HOURS = 3600.0
 SECRET = "scratch secret 7f3a"

@@ -27,7 +27,7 @@ import fsspec
 import pytest
 
 from flyteplugins_memory import MemoryStore, ReadOnlyPath, __version__
-from flyteplugins_memory._location import LOCAL_RAW_DATA_ROOT
+from flyteplugins_memory._rules.location import LOCAL_RAW_DATA_ROOT
 
 FOLDER = pathlib.Path(__file__).parent.parent / "workflows"
 WORKFLOWS = sorted(FOLDER.glob("[0-9][0-9]_*.py"))

@@ -24,10 +24,10 @@ ANCHOR = "from flyte.models import PathRewrite, RawDataPath\n"
 OURS = """
 # --- pointed at flyteplugins-memory by tests/upstream_floor.py ---
 from flyteplugins_memory import MESSAGES_PATH, AccessDenied, ConcurrencyError, MemoryStore, MemoryStoreError
-from flyteplugins_memory._location import join_remote_path as _join_remote_path
-from flyteplugins_memory._location import rewrite_mounted_path as _normalize_raw_data_path
-from flyteplugins_memory._location import storage_root as _storage_root
-from flyteplugins_memory._paths import validate_segment as _ensure_namespace_segment
+from flyteplugins_memory._rules.location import join_remote_path as _join_remote_path
+from flyteplugins_memory._rules.location import rewrite_mounted_path as _normalize_raw_data_path
+from flyteplugins_memory._rules.location import storage_root as _storage_root
+from flyteplugins_memory._rules.paths import validate_segment as _ensure_namespace_segment
 
 
 def _memory_storage_root(raw_data_path, *, path_rewrite=None):

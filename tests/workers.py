@@ -79,7 +79,7 @@ def crash(config: dict) -> None:
     audit log, checkpoint, head); "imported" saves a store upstream wrote, for the first time.
     """
     from flyteplugins_memory import MemoryStore, _commit
-    from flyteplugins_memory._storage import RemoteStore
+    from flyteplugins_memory.storage._fsspec import RemoteStore
 
     checkpointing = config.get("scenario") == "checkpointing"
     if checkpointing:
@@ -109,8 +109,8 @@ def load(config: dict) -> None:
     round, appending a message and, every fifth round, rewriting a file all workers share (redone after
     refresh when it conflicts). Prints what it committed and how often it had to retry."""
     from flyteplugins_memory import ConcurrencyError, MemoryStore
-    from flyteplugins_memory._layout import JOURNAL_DIR
-    from flyteplugins_memory._storage import RemoteStore
+    from flyteplugins_memory._rules.layout import JOURNAL_DIR
+    from flyteplugins_memory.storage._fsspec import RemoteStore
 
     attempts = {"commits": 0, "lost": 0}
     original = RemoteStore.create_exclusive

@@ -4,14 +4,38 @@ A drop-in for ``flyte.ai.agents.MemoryStore`` (same API, same storage layout) wi
 uniform sync / ``.aio`` surface and safe handling of hostile paths and content.
 """
 
-from . import _version
-from ._backends import UNVERIFIED_BACKENDS_ENV, allow_unverified_backend
-from ._codecs import MemoryMeta
-from ._commit_log import Commit
-from ._compaction import CompactionResult
-from ._contract import Capabilities, ObjectStorage
-from ._conversations import Conversation
-from ._errors import (
+from ._api.archive.export import ExportResult
+from ._api.compaction import CompactionResult
+from ._api.conversations import Conversation
+from ._api.flyte_type import MemoryStoreTransformer, register_memory_store_type
+from ._api.records import RecordLog
+from ._api.scopes import ScopedStore
+from ._api.search import SearchHit
+from ._api.store import MemoryStore
+from ._api.time_travel import StoreAt
+from ._base import version as _version
+from ._base.retry import RetryPolicy, get_retry_policy, set_retry_policy
+from ._base.version import READER_REVISION
+from ._journal.commit_log import Commit
+from ._journal.gc import GcResult
+from ._journal.history import HistoryEntry
+from ._journal.purge import PurgeResult
+from ._rules.codecs import MemoryMeta
+from ._rules.messages import (
+    AssistantMessage,
+    FunctionCall,
+    Message,
+    MessageModel,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
+from ._rules.paths import MESSAGES_PATH
+from ._rules.progress import ProgressCallback
+from ._rules.proposals import Proposal, ProposalStatus
+from ._rules.retention_policy import RetentionPolicy
+from .errors import (
     AccessDenied,
     ArchiveExists,
     ArchiveNotFound,
@@ -54,33 +78,9 @@ from ._errors import (
     VersionExpired,
     VersionNotFound,
 )
-from ._export import ExportResult
-from ._flyte_type import MemoryStoreTransformer, register_memory_store_type
-from ._fs_options import set_storage_options
-from ._gc import GcResult
-from ._history import HistoryEntry
-from ._messages import (
-    AssistantMessage,
-    FunctionCall,
-    Message,
-    MessageModel,
-    SystemMessage,
-    ToolCall,
-    ToolMessage,
-    UserMessage,
-)
-from ._paths import MESSAGES_PATH
-from ._progress import ProgressCallback
-from ._proposals import Proposal, ProposalStatus
-from ._purge import PurgeResult
-from ._records import RecordLog
-from ._retention_policy import RetentionPolicy
-from ._retry import RetryPolicy, get_retry_policy, set_retry_policy
-from ._scopes import ScopedStore
-from ._search import SearchHit
-from ._store import MemoryStore
-from ._time_travel import StoreAt
-from ._version import READER_REVISION
+from .storage._contract import Capabilities, ObjectStorage
+from .storage._options import set_storage_options
+from .storage._registry import UNVERIFIED_BACKENDS_ENV, allow_unverified_backend
 
 __all__ = [
     "AccessDenied",

@@ -14,12 +14,12 @@ from typing import Any, TypeVar, cast
 import pytest
 from fsspec.utils import get_protocol
 
-from .._contract import Capabilities
-from .._fs_options import set_storage_options
-from .._journal_location import journal_root
-from .._location import storage_root, store_path
-from .._storage import RemoteStore, filesystem_for
-from .._store import MemoryStore
+from .._api.store import MemoryStore
+from .._rules.journal_location import journal_root
+from .._rules.location import storage_root, store_path
+from ..storage._contract import Capabilities
+from ..storage._fsspec import RemoteStore, filesystem_for
+from ..storage._options import set_storage_options
 
 T = TypeVar("T")
 

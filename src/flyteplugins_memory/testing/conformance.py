@@ -20,8 +20,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from .. import _storage
-from .._errors import (
+from .._api.store import MemoryStore
+from .._base.retry import RetryPolicy, set_retry_policy
+from .._rules.journal_location import journal_root
+from ..errors import (
     AccessDenied,
     ConcurrencyError,
     InvalidPath,
@@ -32,9 +34,7 @@ from .._errors import (
     StoreAlreadyExists,
     UnsafeStoreContent,
 )
-from .._journal_location import journal_root
-from .._retry import RetryPolicy, set_retry_policy
-from .._store import MemoryStore
+from ..storage import _fsspec as _storage
 from ._kit import Kit, StoreRoot, at_once, bound
 from .faults import Faults, FaultyFileSystem, at_call
 

@@ -20,8 +20,8 @@ from typing import Any, cast
 import fsspec
 from fsspec.asyn import AsyncFileSystem
 
-from .._conditional import create_exclusive, create_exclusive_async
-from .._fsio import bound_to_running_loop
+from ..storage._conditional import create_exclusive, create_exclusive_async
+from ..storage._fsio import bound_to_running_loop
 
 __all__ = ["KINDS", "Faults", "FaultyFileSystem", "Plan", "at_call", "at_random", "from_call"]
 

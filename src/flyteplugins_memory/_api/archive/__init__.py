@@ -1,0 +1,1 @@
+"""Export and import archives: `export`, `import_archive`, and the archive file and spool they use."""

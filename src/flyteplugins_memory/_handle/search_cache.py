@@ -1,0 +1,111 @@
+"""The handle's search index in memory: its base state's corpus and docs for its unsaved writes.
+
+Loaded on a handle's first search and kept on its session until the base changes (save, refresh):
+segments are cached by sha256 across bases, so a warm search reads nothing. When the persisted index is
+not exact for the base (a store upstream or an older release wrote, a commit whose index update failed,
+a missing or corrupt segment), the corpus is checked against the whole file index: files whose doc is
+missing or describes other content are read (64 at a time) and indexed, docs of deleted paths dropped.
+Those repairs are kept here and persisted by the handle's next save (`SaveJob.search_repairs`), which
+also drops from the index the segments found unreadable (purge() removes segments; so may an operator).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+
+from .._journal import gc as _gc
+from .._journal.search_segments import doc_for, read_contents, read_segments
+from .._rules.journal_objects import FileEntry
+from .._rules.metadata import EXT_KEY as METADATA_KEY
+from .._rules.search_index import Corpus, Repairs, Segment, Updates, read_ext
+from .._rules.search_text import Doc
+from .._rules.state import State
+from .._rules.ttl import is_expired
+from ..errors import ContentPurged
+from ..storage._contract import ObjectStorage
+from .view import View
+
+
+class SearchCache:
+    """One handle's search index (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.segments: dict[str, Segment] = {}
+        self._base: State | None = None
+        self._corpus = Corpus([], {})
+        self._repairs = Repairs(cache=self.segments)
+        self._unsaved: dict[tuple[str, str], Doc] = {}
+
+    def repairs_for(self, base: State) -> Repairs:
+        """What a check against the file index of `base` found (nothing, unless checked at `base`), and
+        the segments this handle holds parsed."""
+        return self._repairs if self._base is base else Repairs(cache=self.segments)
+
+    def reset(self) -> None:
+        """Forget everything (after a purge removed segments this handle may hold)."""
+        self.segments.clear()
+        self._base, self._corpus, self._unsaved = None, Corpus([], {}), {}
+        self._repairs = Repairs(cache=self.segments)
+
+    async def corpus(self, remote: ObjectStorage | None, view: View) -> Corpus:
+        """The corpus of the view's base (call under the session's lock)."""
+        if self._base is not view.base:
+            base = view.base
+            self._corpus, self._repairs = await self._load(remote, view)
+            self._base = base
+        return self._corpus
+
+    async def _load(self, remote: ObjectStorage | None, view: View) -> tuple[Corpus, Repairs]:
+        base = view.base
+        refs = sx.segments if (sx := read_ext(base.ext)) else []
+        found = await read_segments(remote, refs, self.segments) if remote else {}
+        segments = [found[r.sha256] for r in refs if r.sha256 in found]
+        for sha in set(self.segments) - set(found):  # segments merged away since: not needed again
+            del self.segments[sha]
+        if sx is not None and len(found) == len(refs) and sx.seq == base.seq:
+            return Corpus(segments, {}), Repairs(cache=self.segments)
+        docs = await _reconcile(remote, view, Corpus(segments, {}))
+        dropped = frozenset(r.sha256 for r in refs if r.sha256 not in found)
+        return Corpus(segments, docs), Repairs(base.seq, docs, dropped, self.segments)
+
+    def shadow(self, view: View) -> Updates:
+        """Docs for the handle's unsaved changes (None: deleted), cached by content."""
+        out: Updates = {}
+        kept: dict[tuple[str, str], Doc] = {}
+        for path, entry in view.changes.files.items():
+            if entry is None or path not in view.unsaved:
+                out[path] = None
+                continue
+            key = (path, entry.sha256)
+            doc = self._unsaved.get(key) or doc_for(path, entry, view.unsaved[path])
+            out[path] = kept[key] = doc
+        self._unsaved = kept
+        return out
+
+
+def _describes(doc: Doc, entry: FileEntry) -> bool:
+    meta = (entry.updated_at, entry.updated_by, entry.reason, entry.bytes)
+    return doc.sha256 == entry.sha256 and doc.meta == meta and doc.metadata == (entry.ext.get(METADATA_KEY) or {})
+
+
+async def _unless_purged(read: Awaitable[bytes]) -> bytes | None:
+    """A file's content, or None if another handle purged it since this one read its state: it matches
+    no search (the handle keeps the entry until it refreshes, but reading it raises `ContentPurged`)."""
+    try:
+        return await read
+    except ContentPurged:
+        return None
+
+
+async def _reconcile(remote: ObjectStorage | None, view: View, known: Corpus) -> Updates:
+    """Docs for the base's files that `known` lacks or describes wrongly, and tombstones for its docs of
+    paths the base does not hold (or holds expired: their content is read no more, and gc removes it)."""
+    base = view.base
+    await base.files.need_under("")
+    now = _gc.clock()
+    entries = {p: e for p in base.files if not is_expired(e := base.files[p], now)}
+    stale = sorted(p for p, e in entries.items() if p not in known.owner or not _describes(known.doc(p), e))
+    contents = await read_contents(lambda p: _unless_purged(view.fetch_committed(remote, p, entries[p])), stale)
+    repairs: Updates = {p: doc_for(p, entries[p], data) for p in stale if (data := contents[p]) is not None}
+    repairs.update({p: None for p in known.paths() if p not in entries})
+    return repairs

@@ -1,0 +1,384 @@
+"""Saving: upload new content, commit with one create-only write, then update upstream's view.
+
+    1. upload     files at paths the base does not hold, in place, create-only (`_inplace`); other
+                  new contents as blobs, content-addressed and immutable   (before the commit point), and
+                  the bytes of in-place or upstream-written files this save changes (`_preserve`)
+       adopt      on a store's first save into this journal: fence and move the old one (`_relocate`)
+    2. commit     create-only ``log/<n+1>``; if taken, read what won, rebase and try ``n+2``
+    3. upstream   files (but those placed in place), sidecars, versions, deletions, messages.json,
+                  head hint (after it; a small save may leave it one commit behind, see `write_head`)
+    4. checkpoint now and then: full state, audit segment, audit/log.jsonl, and gc() (`_gc`)
+
+A save that dies before step 2 leaves nothing any reader of ours sees; one that dies after it is
+committed, and only upstream's view (step 3) lags until those paths are written again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._rules.codecs import encode_audit_event, encode_messages, encode_meta, lines_holding
+from .._rules.commit_info import About
+from .._rules.fold import Fold
+from .._rules.journal_objects import RECENT_COMMITS, Checkpoint, Head, encode
+from .._rules.layout import (
+    AUDIT_LOG_PATH,
+    HEAD_NAME,
+    audit_segment_name,
+    blob_name,
+    checkpoint_name,
+    log_name,
+    search_segment_name,
+    sidecar_name,
+)
+from .._rules.merge import Changes, rebase
+from .._rules.paths import MESSAGES_PATH, parent_dirs
+from .._rules.read_only import refuse_read_only
+from .._rules.search_index import Repairs
+from .._rules.state import State
+from ..errors import (
+    ConcurrencyError,
+    MemoryStoreError,
+    ReadOnlyPath,
+    StorageError,
+    StoreAlreadyExists,
+    StoreDeleted,
+)
+from ..storage._contract import ObjectStorage
+from .checkpoints import checkpoint_of
+from .gc import collect_quietly, configured_window
+from .inplace import committed_changes, upload_in_place
+from .log_reads import read_record
+from .opening import landed_state, latest_state, state_at
+from .preserve import preserve_legacy
+from .purge_aftermath import after_losing, cache_for, drop_purged_copies, written_segments
+from .relocate import adopt, clean_after_move, persist_import
+from .retention import STALE_BASE_AFTER
+from .search_segments import extend, updates_of
+from .store_deletion import remove_empty_prefix
+
+logger = logging.getLogger(__name__)
+
+#: Checkpoint once the newest record exceeds this many bytes (records carry every change since the last
+#: checkpoint, so this bounds the bytes a save writes; a checkpoint costs O(files), amortized over the
+#: saves it took to grow a record this large) ...
+CHECKPOINT_BYTES = 32 * 1024
+#: ... or this many commits have piled up since the last checkpoint.
+CHECKPOINT_COMMITS = 500
+#: Commit attempts before a save gives up under extreme contention.
+MAX_ATTEMPTS = 200
+#: A save changing at most this many files may leave the head hint one commit behind (`write_head`).
+SMALL_SAVE_FILES = 4
+
+
+@dataclass
+class SaveJob:
+    """One save: the handle's base state, its changes and transcript, and the bytes it uploads."""
+
+    base: State
+    changes: Changes
+    messages: list[dict[str, Any]]
+    contents: dict[str, bytes]
+    versions: dict[str, bytes] = field(default_factory=dict)
+    commit_id: str = ""
+    #: the base is an import of an upstream-written store whose checkpoint 0 is not stored yet
+    imported: bool = False
+    #: refuse (StoreAlreadyExists) instead of rebasing if the first commit slot is taken
+    exclusive: bool = False
+    #: the log slots this save tried to create; only these can hold its commit
+    attempted: list[int] = field(default_factory=list)
+    #: it committed, but upstream's layout could not be brought up to date (the next save does)
+    projection_failed: bool = False
+    #: who saves and why, recorded in the commit info (None: taken from the writes it holds)
+    actor: str | None = None
+    reason: str | None = None
+    #: new files this save created at their own paths (`_inplace`): they need no blob and no projection
+    placed: set[str] = field(default_factory=set)
+    #: a trusted handle's decision on a proposal: the store's read-only prefixes do not bind its files
+    trusted: bool = False
+    #: a decision on a proposal: if it does not commit, the handle forgets it and never saves it again, so
+    #: it must leave nothing at a path (no in-place upload: a stray there would list a discarded memory)
+    decision: bool = False
+    #: what the commit info calls a commit that is not a create ("save", or "settings" for a change of
+    #: store-level settings such as the persisted read-only prefixes)
+    kind: str = "save"
+    #: the transcript change is a fold (`compact_transcript`): it merges with concurrent appends
+    fold: Fold | None = None
+    #: docs a search of the handle found missing from the persisted search index, the commit they were
+    #: found at (`_search_store.extend` persists them when the save lands right on it), its segment cache
+    search_repairs: Repairs = field(default_factory=Repairs)
+    #: committed bytes of in-place files this save changes that the handle already holds (`View.held`):
+    #: their copy into a blob (`_preserve`) fetches nothing
+    held: dict[str, bytes] = field(default_factory=dict)
+    #: contents this save copied into blobs before its commit point (`_preserve`)
+    preserved: list[str] = field(default_factory=list)
+
+    def about(self) -> About:
+        return About("create" if self.exclusive else self.kind, self.actor, self.reason)
+
+
+async def run_save(remote: ObjectStorage, job: SaveJob) -> State:
+    """Commit `job` and update upstream's view; returns the new committed state."""
+    job.base.check_can_write("save", remote.uri)  # before anything is written
+    if not job.trusted:  # a handle that wrote before it loaded the setting
+        refuse_read_only(job.changes.files, job.base.ext)
+    await job.base.files.need(job.changes.files)  # what the upload, the merge and the checks look at
+    no_strays = job.exclusive or job.decision  # a loser of either must leave no file behind
+    job.placed = await upload_in_place(
+        remote, job.base, job.changes, job.contents, exclusive=no_strays, imported=job.imported
+    )
+    blobs = {
+        blob_name(r.sha256): job.contents[p]
+        for p, r in job.changes.files.items()
+        if r and not r.legacy and p not in job.placed
+    }
+    job.preserved = await preserve_legacy(remote, job.base.files, job.changes.files, job.held)
+    await remote.write_many(blobs)
+    try:
+        latest, moved = await _starting_point(remote, job)
+        committed, record_size = await _commit(remote, job, latest)
+    except StoreDeleted:  # what this save uploaded must not outlive the store (`_store_deletion`)
+        # its search segments too: the handle's cached ones, written or read, all belong to the gone store;
+        # and the copies of in-place bytes it preserved (a purge or the deletion had removed them)
+        segments = {search_segment_name(sha) for sha in job.search_repairs.cache}
+        preserved = {blob_name(sha) for sha in job.preserved}
+        await remote.remove_all(sorted(job.placed | set(blobs) | segments | preserved))
+        await remove_empty_prefix(remote)  # nor the directory they made (`list_keys` would list the key)
+        raise
+    except ReadOnlyPath:  # made read-only meanwhile: nothing may show up there (blobs are gc()'s)
+        await remote.remove_all(sorted(job.placed))
+        await _drop_purged_preserved(remote, job)
+        raise
+    except ConcurrencyError:  # `_commit` dropped the purged copies against the state it lost to
+        raise
+    except Exception:
+        await _drop_purged_preserved(remote, job)
+        raise
+    job.changes = committed_changes(job.changes, job.placed)  # as landed: a later repair compares these
+    # Committed: from here on nothing may fail the save (a save that raises must not be visible).
+    await _quietly(drop_purged_copies(remote, job.base, committed, job.preserved))  # `_purge_aftermath`
+    try:
+        await update_upstream_layout(remote, job, committed)
+    except StorageError as exc:
+        logger.warning("Committed, but upstream's layout lags until the next save: %s", exc)
+        job.projection_failed = True
+    if moved:
+        try:
+            await clean_after_move(remote)
+        except StorageError as exc:  # the move stands; the old journal's objects go on a later save
+            logger.warning("Committed, but could not remove the old journal yet: %s", exc)
+    if not record_size:  # found our commit after a lost reply; newer ones may exist, so leave folding to them
+        return committed
+    try:
+        return await _maybe_checkpoint(remote, committed, record_size)
+    except StorageError as exc:  # a later save checkpoints instead
+        logger.warning("Committed, but could not write a checkpoint: %s", exc)
+        return committed
+
+
+async def _drop_purged_preserved(remote: ObjectStorage, job: SaveJob) -> None:
+    """A save that failed after copying in-place bytes into blobs (`_preserve`): if a purge removed that
+    content meanwhile, the copies go (another save may share a copy of content still held: those stay)."""
+    if not job.preserved:
+        return
+    try:
+        latest = await latest_state(remote, job.base) or job.base
+        await drop_purged_copies(remote, job.base, latest, job.preserved)
+    except MemoryStoreError as exc:  # the save's own failure is what the caller must see
+        logger.warning("Could not check this failed save's copies against purges: %s", exc)
+
+
+async def _starting_point(remote: ObjectStorage, job: SaveJob) -> tuple[State, bool]:
+    """The state to rebase on first, and whether this save moves an old journal (cleaned after it).
+
+    A store's first save into this journal adopts it (`_relocate.adopt`). A base last known newest long ago
+    is checked against the head first: gc() may have collected the slot after it (see `_retention`)."""
+    if job.imported or job.base.needs_save:
+        if remote.journal_moved:
+            imported = job.base.checkpoint if job.imported else None
+            window = await configured_window(remote)
+            return await adopt(remote, job.base, imported_checkpoint=imported, exclusive=job.exclusive, window=window)
+        if job.imported:
+            return await persist_import(remote, job.base.checkpoint, job.base), False
+    if time.monotonic() - job.base.observed_at > STALE_BASE_AFTER:
+        return await latest_state(remote, job.base) or job.base, False
+    return job.base, False
+
+
+async def _commit(remote: ObjectStorage, job: SaveJob, latest: State) -> tuple[State, int]:
+    changes = committed_changes(job.changes, job.placed)
+    docs = await updates_of(job.changes.files, job.contents)  # the search index's share of this save
+    for attempt in range(MAX_ATTEMPTS):
+        await latest.files.need(changes.files)
+        try:
+            new = rebase(
+                job.base, latest, changes, job.messages, job.commit_id, job.about(), job.fold, trusted=job.trusted
+            )
+        except ConcurrencyError:
+            await remote.remove_all(clashing_strays(latest, job.placed))
+            await _quietly(drop_purged_copies(remote, job.base, latest, job.preserved))
+            raise
+        cache_for(job.base, latest, job.search_repairs)
+        await extend(remote, latest, new, docs, job.search_repairs)
+        record = encode(new.record())
+        job.attempted.append(new.seq)
+        if await _create_or_find_landed(remote, job, new.seq, record):
+            new.head_hint = latest.head_hint  # what the head hint names, as far as this handle knows
+            return new, len(record)
+        written, before = written_segments(latest, new), latest
+        latest = await latest_state(remote, latest) or latest
+        await after_losing(remote, before, written, latest, job.search_repairs)
+        if (mine := await _own_commit(remote, job, new.seq, latest)) is not None:
+            return mine, 0  # an attempt landed, but its answer was lost
+        if job.exclusive:
+            raise StoreAlreadyExists(f"MemoryStore already exists at {remote.uri}")
+        await asyncio.sleep(random.uniform(0, min(0.002 * 2**attempt, 0.25)))
+    raise StorageError(f"Could not commit to {remote.uri} after {MAX_ATTEMPTS} attempts")
+
+
+async def _quietly(cleanup: Awaitable[None]) -> None:
+    """Run a cleanup that must not fail the save (`_purge_aftermath`): a storage error is logged."""
+    try:
+        await cleanup
+    except StorageError as exc:
+        logger.warning("Could not remove what a purge removed and this save stored again: %s", exc)
+
+
+def clashing_strays(latest: State, placed: set[str]) -> list[str]:
+    """Files this save created in place (`_inplace`) that `latest` makes a file and a directory of one
+    name (``x/y`` under its file ``x``, or ``x`` over its ``x/y``): a conflicting save leaves its in-place
+    files behind, but these no save can commit while `latest` stands, and upstream's download of the
+    store trips over them (an object store holds both; no filesystem does)."""
+    return sorted(p for p in placed if latest.files.has_under(p) or any(d in latest.files for d in parent_dirs(p)))
+
+
+async def _create_or_find_landed(remote: ObjectStorage, job: SaveJob, seq: int, record: bytes) -> bool:
+    """Create log slot `seq`; if the request fails, whether it landed anyway (a lost reply), so that a
+    save that raises is one that did not commit, wherever the answer can be had."""
+    try:
+        return await _claim(remote, log_name(seq), record)
+    except StorageError:
+        try:
+            landed = await landed_state(remote, seq, job.commit_id)
+        except StorageError:
+            landed = None  # outcome unknown: the handle settles it before its next save
+        if landed is None:
+            raise
+        return True
+
+
+async def _claim(remote: ObjectStorage, name: str, record: bytes) -> bool:
+    """Create log slot `name` holding `record`. Where create-only writes are not atomic (the capability
+    ``atomic_create``: the GCS emulator, an opted-in backend), two saves can both pass the backend's
+    existence check and both write: read the slot back and keep it only if it holds our record, so the
+    race shrinks from check-to-write to write-to-read-back, and the loser rebases onto the next slot."""
+    if not await remote.create_exclusive(name, record):
+        return False
+    return remote.capabilities.atomic_create or await remote.read(name) == record
+
+
+async def _own_commit(remote: ObjectStorage, job: SaveJob, seq: int, latest: State) -> State | None:
+    """The state our commit created if slot `seq` holds it (never a later one: it is what we projected)."""
+    if job.commit_id in latest.recent_commits:
+        return latest if latest.recent_commits[-1] == job.commit_id else await state_at(remote, seq)
+    if latest.seq - seq >= RECENT_COMMITS:  # too many commits since for the window to tell
+        return await landed_state(remote, seq, job.commit_id)
+    return None
+
+
+async def update_upstream_layout(remote: ObjectStorage, job: SaveJob, committed: State) -> None:
+    """Bring upstream's layout up to date with what this save changed."""
+    objects: dict[str, bytes] = dict(job.versions)
+    removed: list[str] = []
+    for path, record in job.changes.files.items():
+        if record is None:
+            removed += [path, sidecar_name(path)]
+            continue
+        if not record.legacy:  # a file placed in place is at its path already
+            objects[path] = job.contents[path]
+        if (meta := record.meta(path)) is not None:
+            objects[sidecar_name(path)] = encode_meta(meta)
+    if job.messages != job.base.messages or job.base.seq == 0:  # messages.json marks the store as existing
+        objects[MESSAGES_PATH] = encode_messages(committed.messages)
+    await remote.remove_many(removed)  # first: a deleted `x` may be where `x/y` now goes, and vice versa
+    await remote.write_many(objects)
+    if MESSAGES_PATH in objects:
+        await _newest_transcript_last(remote, committed)
+    await write_head(remote, committed, small=len(job.changes.files) <= SMALL_SAVE_FILES)
+
+
+async def write_head(remote: ObjectStorage, committed: State, small: bool = False) -> None:
+    """Point the head hint at `committed`, unless this is a `small` save and the hint names the commit just
+    before (`State.head_hint`): a hint one commit behind costs an open nothing (its first probe reads the
+    newest record, `_open`), so a small save after one that wrote the hint leaves it (one request of about
+    six), and the next save brings it up to date. The hint never lags by more than one commit this way."""
+    if small and committed.head_hint == committed.seq - 1 and committed.checkpoint.seq < committed.seq:
+        return
+    await remote.write_many({HEAD_NAME: encode(Head(seq=committed.seq, checkpoint=committed.checkpoint.seq))})
+    committed.head_hint = committed.seq
+
+
+async def _newest_transcript_last(remote: ObjectStorage, committed: State) -> None:
+    """Every save that appends rewrites ``messages.json``, so two saves projecting in the opposite order
+    of their commits would leave the older transcript there. After writing ours, look past our commit:
+    if a newer one exists (its projection may have landed before ours), write the newest transcript.
+    A save that commits later projects later, so the last write is always the newest one's."""
+    while await read_record(remote, committed.seq + 1) is not None:  # one probe when nothing is newer
+        newer = await latest_state(remote, committed) or committed
+        await remote.write_many({MESSAGES_PATH: encode_messages(newer.messages)})
+        committed = newer
+
+
+async def _maybe_checkpoint(remote: ObjectStorage, state: State, record_size: int) -> State:
+    """Fold the state into a checkpoint when its records have grown; returns the state re-based on it."""
+    if record_size < CHECKPOINT_BYTES and state.seq - state.checkpoint.seq < CHECKPOINT_COMMITS:
+        return state
+    return await checkpoint(remote, state)
+
+
+async def checkpoint(remote: ObjectStorage, state: State) -> State:
+    """Write committed `state` as a checkpoint (and bring ``audit/log.jsonl`` up to date); returns the
+    state re-based on it. Writing one twice is harmless: the content is fully determined by the state."""
+    state.check_can_write("compact", remote.uri)
+    if state.seq == state.checkpoint.seq:
+        return state
+    segments = list(state.checkpoint.audit_segments)
+    if state.recent_audit:
+        segment = b"".join(encode_audit_event(e) for e in state.recent_audit)
+        await remote.write_many({audit_segment_name(state.seq): segment})
+        await _append_audit_log(remote, state.checkpoint, segment)
+        segments.append(state.seq)
+    checkpoint, index = await checkpoint_of(remote, state, segments)  # its parts first, then it
+    await remote.write_many({checkpoint_name(state.seq): encode(checkpoint)})
+    await remote.write_many({HEAD_NAME: encode(Head(seq=state.seq, checkpoint=state.seq))})
+    folded = state.on_checkpoint(checkpoint, index)
+    folded.head_hint = state.seq
+    await collect_quietly(remote, folded)
+    return folded
+
+
+async def _append_audit_log(remote: ObjectStorage, before: Checkpoint, segment: bytes) -> None:
+    """Rewrite upstream's ``audit/log.jsonl`` as the events up to checkpoint `before` plus `segment`."""
+    current = [line for line in (await remote.read(AUDIT_LOG_PATH) or b"").splitlines(keepends=True) if line.strip()]
+    kept = _whole(lines_holding(current, before.audit_total))
+    if kept is None:
+        # Fewer events than recorded (a short read, an outside edit, or an earlier rewrite that failed):
+        # rebuild from our segments, below the imported store's events, which exist only in this object.
+        legacy = _whole(lines_holding(current, before.legacy_audit_lines))
+        segments = await remote.read_many([audit_segment_name(s) for s in before.audit_segments])
+        if legacy is None or len(segments) < len(before.audit_segments):
+            logger.warning("Not rewriting %s: it or our audit segments lost events", AUDIT_LOG_PATH)
+            return
+        kept = legacy + [segments[audit_segment_name(s)] for s in before.audit_segments]
+    await remote.write_many({AUDIT_LOG_PATH: b"".join(kept) + segment})
+
+
+def _whole(lines: list[bytes] | None) -> list[bytes] | None:
+    """`lines` if the last one is complete (a short read can cut one in half), else None."""
+    return lines if lines is not None and (not lines or lines[-1].endswith(b"\n")) else None

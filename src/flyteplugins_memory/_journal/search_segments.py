@@ -1,0 +1,177 @@
+"""The search index in storage: reading its segments, and updating it with each commit.
+
+Segments are immutable journal objects, ``search/<sha[:2]>/<sha256>.json``, named by their bytes and
+uploaded before the commit record that names them (from ``ext["search"]``, see `_search_index`); each
+save that changes files writes one (its docs, merged with the newest segments), and purge() removes
+those that hold a purged content (`purge_segments`). The
+index is a derived cache, never the truth: a save whose index update fails for any reason commits
+without it (the record then carries the previous index, whose ``seq`` no longer matches, and readers
+check it against the file index), and a reader that meets a missing or corrupt segment indexes files
+instead. Nothing here raises into a save.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+
+from .._base.version import WRITER
+from .._rules.journal_objects import EMPTY_CHECKPOINT, FileEntry
+from .._rules.layout import search_segment_name
+from .._rules.metadata import EXT_KEY as METADATA_KEY
+from .._rules.offload import off_loop
+from .._rules.search_index import (
+    EXT_KEY,
+    Repairs,
+    SearchExt,
+    Segment,
+    SegmentRef,
+    Updates,
+    decode_segment,
+    encode_segment,
+    merge_plan,
+    merged,
+    read_ext,
+)
+from .._rules.search_text import Doc, make_doc
+from .._rules.state import State
+from ..errors import MemoryStoreError, StorageError
+from ..storage._contract import ObjectStorage
+
+logger = logging.getLogger(__name__)
+
+#: Segments already reported missing, by sha256 (bounded): a handle that read the index before another
+#: handle's purge or gc rewrote it meets the same gone segment at each search and save until it refreshes,
+#: and one warning says it all.
+_REPORTED: OrderedDict[str, None] = OrderedDict()
+_REPORTED_MAX = 256
+
+
+def doc_for(path: str, entry: FileEntry, data: bytes) -> Doc:
+    """The index's doc for a file: its content, and what `get_meta` gives for it."""
+    meta = (entry.updated_at, entry.updated_by, entry.reason, entry.bytes)
+    metadata = entry.ext.get(METADATA_KEY) or {}
+    return make_doc(entry.sha256, data, meta, metadata if isinstance(metadata, dict) else {})
+
+
+def docs_for(changes: Mapping[str, FileEntry | None], contents: Mapping[str, bytes]) -> Updates | None:
+    """Docs for a save's changes (None for deletions); None if some content is not at hand."""
+    if any(e is not None and p not in contents for p, e in changes.items()):
+        return None
+    return {p: (doc_for(p, e, contents[p]) if e is not None else None) for p, e in changes.items()}
+
+
+async def updates_of(changes: Mapping[str, FileEntry | None], contents: Mapping[str, bytes]) -> Updates | None:
+    """`docs_for`, off the loop when the save is large."""
+    size = sum(len(contents.get(p, b"")) for p in changes)
+    return await off_loop(size, docs_for, changes, contents)
+
+
+async def read_segments(remote: ObjectStorage, refs: list[SegmentRef], cache: dict[str, Segment]) -> dict[str, Segment]:
+    """Those of the segments `refs` names that can be had, by sha256: from `cache` where it holds them,
+    else read concurrently, checked, and cached. A missing or corrupt one is left out (logged): the
+    caller indexes files instead of trusting what it held."""
+    missing = [r for r in refs if r.sha256 not in cache]
+    if missing:
+        try:
+            found = await remote.read_many([search_segment_name(r.sha256) for r in missing])
+        except (StorageError, MemoryStoreError) as exc:
+            logger.warning("Search index unreadable, indexing files instead: %s", exc)
+            found = {}
+        for ref in missing:
+            if (segment := _checked(ref, found.get(search_segment_name(ref.sha256)))) is not None:
+                cache[ref.sha256] = segment
+    return {r.sha256: cache[r.sha256] for r in refs if r.sha256 in cache}
+
+
+def _checked(ref: SegmentRef, data: bytes | None) -> Segment | None:
+    if data is None:
+        _report(
+            ref.sha256,
+            "Search segment %s is gone (a purge or gc rewrote the index since it was read), indexing files instead",
+        )
+        return None
+    if len(data) != ref.bytes or hashlib.sha256(data).hexdigest() != ref.sha256:
+        _report(ref.sha256, "Search segment %s is corrupt, indexing files instead")
+        return None
+    try:
+        return decode_segment(data)
+    except ValueError as exc:
+        logger.warning("Search segment %s is malformed, indexing files instead: %s", ref.sha256, exc)
+        return None
+
+
+def _report(sha256: str, message: str) -> None:
+    """Warn of an unusable segment once per process (a long-lived handle meets it again and again)."""
+    if sha256 in _REPORTED:
+        return
+    _REPORTED[sha256] = None
+    if len(_REPORTED) > _REPORTED_MAX:
+        _REPORTED.popitem(last=False)
+    logger.warning(message, sha256)
+
+
+async def extend(remote: ObjectStorage, latest: State, new: State, updates: Updates | None, repairs: Repairs) -> None:
+    """Set `new`'s ``ext["search"]``: `latest`'s index plus a segment of `updates` (this commit's docs)
+    and, when they were made against `latest`, `repairs`' docs. Best effort: on any failure `new` keeps
+    `latest`'s index, which then no longer claims to be exact."""
+    if updates is None:
+        return
+    try:
+        sx = await _extended(remote, latest, new.seq, updates, repairs)
+    except Exception as exc:
+        logger.warning("Committing without updating the search index: %s", exc)
+        return
+    new.ext = {**new.ext, EXT_KEY: sx.encoded()}
+
+
+async def _extended(remote: ObjectStorage, latest: State, seq: int, updates: Updates, repairs: Repairs) -> SearchExt:
+    old = read_ext(latest.ext) or SearchExt()
+    repaired = repairs.seq is not None and repairs.seq == latest.seq
+    exact = repaired or old.seq == latest.seq or _empty(latest)
+    sx = SearchExt(seq if exact else old.seq, list(old.segments))
+    docs: Updates = dict(repairs.docs) if repaired else {}
+    if repaired:  # their docs were read from the files: the index no longer needs the unreadable segments
+        sx.segments = [r for r in sx.segments if r.sha256 not in repairs.dropped]
+    docs.update(updates)
+    if docs:
+        await _fold(remote, sx, docs, repairs.cache)
+    return sx
+
+
+def _empty(state: State) -> bool:
+    """A store's empty start (a new store: no file, so nothing the index could miss)."""
+    return state.seq == 0 and state.checkpoint == EMPTY_CHECKPOINT and not state.files.changes
+
+
+async def _fold(remote: ObjectStorage, sx: SearchExt, docs: Updates, cache: dict[str, Segment]) -> None:
+    """Write `docs` as a new segment, merged with the newest segments as `merge_plan` says (those
+    `cache` lacks are read; the new one is cached: the handle's next search needs it)."""
+    count = merge_plan([r.bytes for r in sx.segments] + [len(encode_segment(docs, WRITER))])
+    merging = sx.segments[len(sx.segments) + 1 - count :] if count else []
+    if merging:
+        found = await read_segments(remote, merging, cache)
+        if len(found) != len(merging):
+            raise StorageError("a segment to merge is unreadable")
+        older: Updates = {}
+        for ref in merging:
+            older = merged(older, found[ref.sha256].full_docs(), oldest=False)
+        docs = merged(older, docs, oldest=len(merging) == len(sx.segments))
+    data = encode_segment(docs, WRITER)
+    sha = hashlib.sha256(data).hexdigest()
+    await remote.write_many({search_segment_name(sha): data})
+    cache[sha] = decode_segment(data)
+    sx.segments = [*sx.segments[: len(sx.segments) - len(merging)], SegmentRef(sha, len(data))]
+
+
+async def read_contents(read: Any, paths: list[str], batch: int = 64) -> dict[str, bytes]:
+    """``await read(path)`` for each of `paths`, `batch` at a time."""
+    out: dict[str, bytes] = {}
+    for start in range(0, len(paths), batch):
+        chunk = paths[start : start + batch]
+        out.update(zip(chunk, await asyncio.gather(*(read(p) for p in chunk)), strict=True))
+    return out

@@ -1,0 +1,319 @@
+"""Pure: the persisted search index and BM25 queries over it (docs/decisions.md, "Issue 11: search").
+
+The index of a state is a few immutable **segments**: content-addressed journal objects, oldest first,
+named (by sha256 and size, nothing derived from content) in the store-level ``ext["search"]`` that every
+commit record and checkpoint carries. Every save that changes files writes its docs as a new segment; the
+newest segments merge (`merge_plan`). No text, snippet or term count sits inline in a record: records are
+immutable, and purge() must be able to remove every copy of a content (it deletes the segments that hold
+it). A newer entry for a path wins over an older one; ``None`` is a tombstone (the path was deleted).
+``seq`` marks the commit the index describes exactly: a commit written without updating it (an older
+release, a failed update) leaves it behind, and readers then check the index against the file index.
+
+A segment holds its docs without their token counts, and per term a posting string ``"i tf i tf ..."``
+decoded only when a query asks for that term: opening a 10,000-doc index parses strings, not a million
+numbers.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .codecs import is_sha256
+from .search_text import K1, B, Doc, idf, term_score
+
+#: The key of the store-level ``ext`` that holds the search index.
+EXT_KEY = "search"
+#: Version of the ``ext["search"]`` map and of segments (a reader ignores an index of another version;
+#: 1, with docs inline in the records, and 2, tokenized without NFKC and CJK characters, were never
+#: released). The tokenizer is part of the format: a query's tokens must be made as the index's were.
+VERSION = 3
+#: At most this many segments: a cold search reads each of them once.
+MAX_SEGMENTS = 5
+#: A newer segment is merged into the one before it while that one is less than this many times larger.
+MERGE_RATIO = 4
+
+Updates = dict[str, Doc | None]
+
+
+@dataclass(frozen=True)
+class SegmentRef:
+    sha256: str
+    bytes: int
+
+
+@dataclass
+class SearchExt:
+    """What ``ext["search"]`` holds: the commit it is exact for (None: unknown) and the segments."""
+
+    seq: int | None = None
+    segments: list[SegmentRef] = field(default_factory=list)
+
+    def encoded(self) -> dict[str, Any]:
+        refs = [{"sha256": s.sha256, "bytes": s.bytes} for s in self.segments]
+        return {"v": VERSION, "seq": self.seq, "segments": refs}
+
+
+@dataclass
+class Repairs:
+    """What a handle's searches hand its next save: the docs it made by reading files at commit `seq`
+    (None: it checked nothing there) and the segments it found unreadable there (the docs make up for
+    them), plus every segment it holds parsed (so a merge reads none of those again)."""
+
+    seq: int | None = None
+    docs: Updates = field(default_factory=dict)
+    dropped: frozenset[str] = frozenset()
+    cache: dict[str, Segment] = field(default_factory=dict)
+
+
+def read_ext(ext: Mapping[str, Any]) -> SearchExt | None:
+    """The search index a state's ``ext`` names; None when absent or malformed (then nothing is trusted)."""
+    raw = ext.get(EXT_KEY)
+    if not isinstance(raw, dict) or raw.get("v") != VERSION:
+        return None
+    try:
+        seq = raw["seq"]
+        refs = [SegmentRef(str(r["sha256"]), int(r["bytes"])) for r in raw["segments"]]
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+    if (seq is not None and not isinstance(seq, int)) or not all(is_sha256(r.sha256) for r in refs):
+        return None
+    return SearchExt(seq, refs)
+
+
+def referenced_segments(ext: Mapping[str, Any]) -> list[str]:
+    """The sha256 of every segment an ``ext`` names (what gc() must keep while that state is kept); a
+    malformed index names none: its segments are unreadable to every reader anyway."""
+    found = read_ext(ext)
+    return [r.sha256 for r in found.segments] if found else []
+
+
+class Segment:
+    """One immutable segment, parsed. Columns, not one object per doc: lists of strings are not tracked by
+    Python's cycle collector, so parsing 10,000 docs does not trigger collections over the whole heap."""
+
+    def __init__(self, columns: dict[str, Any]):
+        self.paths: list[str] = columns["paths"]
+        self.gone: set[int] = set(columns["gone"])
+        self.lengths: list[int] = _numbers(columns["len"])
+        self.sizes: list[int] = _numbers(columns["size"])
+        self._columns = columns
+        self.terms: dict[str, str] = columns["terms"]
+        self._decoded: dict[str, tuple[list[int], list[int]]] = {}
+
+    def doc(self, i: int) -> Doc | None:
+        """Doc `i` without its token counts (None: a tombstone)."""
+        if i in self.gone:
+            return None
+        c = self._columns
+        meta = (c["at"][i], c["by"][i], c["why"][i], self.sizes[i])
+        metadata = c["md"].get(str(i), {})
+        return Doc(c["sha"][i], self.lengths[i], {}, meta, metadata if isinstance(metadata, dict) else {}, c["lead"][i])
+
+    def postings(self, term: str) -> tuple[list[int], list[int]]:
+        """Docs holding `term` and how often (decoded on first use)."""
+        if term not in self._decoded:
+            numbers = _numbers(self.terms.get(term, ""))
+            self._decoded[term] = (numbers[::2], numbers[1::2])
+        return self._decoded[term]
+
+    def full_docs(self) -> Updates:
+        """Every doc with its token counts (to merge segments)."""
+        counts: list[dict[str, int]] = [{} for _ in self.paths]
+        for term in self.terms:
+            for i, tf in zip(*self.postings(term), strict=True):
+                counts[i][term] = tf
+        out: Updates = {}
+        for i, path in enumerate(self.paths):
+            doc = self.doc(i)
+            out[path] = _with_counts(doc, counts[i]) if doc else None
+        return out
+
+
+def _numbers(text: str) -> list[int]:
+    return [int(n) for n in text.split()]
+
+
+def _with_counts(doc: Doc, counts: dict[str, int]) -> Doc:
+    return Doc(doc.sha256, doc.length, counts, doc.meta, doc.metadata, doc.lead)
+
+
+def encode_segment(docs: Updates, writer: str) -> bytes:
+    """A segment's bytes (deterministic: equal docs give equal bytes, hence one object)."""
+    paths = sorted(docs)
+    rows = [docs[p] or _GONE for p in paths]
+    postings: dict[str, list[int]] = {}
+    for i, doc in enumerate(rows):
+        for term, tf in doc.counts.items():
+            postings.setdefault(term, []).extend((i, tf))
+    body = {
+        "format": 1, "v": VERSION, "writer": writer, "paths": paths,
+        "gone": [i for i, p in enumerate(paths) if docs[p] is None],
+        "sha": [d.sha256 for d in rows], "len": " ".join(str(d.length) for d in rows),
+        "at": [d.meta[0] for d in rows], "by": [d.meta[1] for d in rows], "why": [d.meta[2] for d in rows],
+        "size": " ".join(str(d.meta[3]) for d in rows),
+        "md": {str(i): dict(d.metadata) for i, d in enumerate(rows) if d.metadata},
+        "lead": [d.lead for d in rows], "terms": {t: " ".join(map(str, postings[t])) for t in sorted(postings)},
+    }  # fmt: skip
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+_GONE = Doc("", 0, {})
+_COLUMNS = {"paths": list, "gone": list, "sha": list, "len": str, "at": list, "by": list, "why": list}
+_COLUMNS |= {"size": str, "md": dict, "lead": list, "terms": dict}
+
+
+def decode_segment(data: bytes) -> Segment:
+    """Parse a segment (untrusted: a malformed one raises ValueError)."""
+    try:
+        body = json.loads(data)
+        if body.get("v") != VERSION or not all(isinstance(body[k], t) for k, t in _COLUMNS.items()):
+            raise ValueError("unexpected columns")
+        segment = Segment(body)
+    except (KeyError, TypeError, ValueError, RecursionError, AttributeError) as exc:
+        raise ValueError(f"malformed search segment: {exc}") from exc
+    n = len(segment.paths)
+    if any(len(body[k]) != n for k in ("sha", "at", "by", "why", "lead")) or {
+        len(segment.lengths),
+        len(segment.sizes),
+    } != {n}:
+        raise ValueError("malformed search segment: columns of different lengths")
+    columns = (segment.paths, body["sha"], body["at"], body["by"], body["why"], body["lead"], body["terms"].values())
+    if not set().union(*(map(type, c) for c in columns)) <= {str}:  # map(type): C speed over 10,000s of values
+        raise ValueError("malformed search segment: a value that is not a string")
+    if not all(isinstance(i, int) and 0 <= i < n for i in segment.gone):
+        raise ValueError("malformed search segment: tombstones out of range")
+    return segment
+
+
+def merged(older: Updates, newer: Updates, *, oldest: bool) -> Updates:
+    """Two segments' docs as one (the newer wins); tombstones go once nothing older is left to hide."""
+    out = {**older, **newer}
+    return {p: d for p, d in out.items() if d is not None} if oldest else out
+
+
+def merge_plan(sizes: list[int]) -> int:
+    """How many of the newest segments to merge into one (0 or >= 2), given segment sizes oldest first."""
+    count = 1
+    while count < len(sizes):
+        newer = sum(sizes[-count:])
+        if len(sizes) - count + 1 <= MAX_SEGMENTS and sizes[-count - 1] >= MERGE_RATIO * newer:
+            break
+        count += 1
+    return count if count >= 2 else 0
+
+
+Hit = tuple[str, float, Doc]
+
+
+class Corpus:
+    """The docs of one state (segments, then pending on top), ready to answer BM25 queries."""
+
+    def __init__(self, segments: list[Segment], pending: Updates):
+        self.segments = segments
+        self.pending = dict(pending)
+        owner: dict[str, tuple[int, int] | Doc | None] = {}
+        for si, segment in enumerate(segments):
+            owner.update(zip(segment.paths, ((si, i) for i in range(len(segment.paths))), strict=True))
+        owner.update(pending)
+        #: where each live path's doc is: (segment, row) or a pending Doc
+        self.owner = {p: o for p, o in owner.items() if o is not None and not _tombstone(segments, o)}
+        #: per segment, whether each row is the live doc of its path
+        self.live = [[False] * len(s.paths) for s in segments]
+        self.docs, self.total = 0, 0
+        for own in self.owner.values():
+            length = own.length if isinstance(own, Doc) else segments[own[0]].lengths[own[1]]
+            if not isinstance(own, Doc):
+                self.live[own[0]][own[1]] = True
+            self.docs, self.total = self.docs + (length > 0), self.total + length
+
+    def doc(self, path: str) -> Doc:
+        own = self.owner[path]
+        return own if isinstance(own, Doc) else _checked(self.segments[own[0]].doc(own[1]))
+
+    def paths(self) -> Iterable[str]:
+        return self.owner.keys()
+
+    def search(self, terms: list[str], shadow: Updates, accept: Callable[[str, Doc], bool], limit: int) -> list[Hit]:
+        """The `limit` best docs for `terms` (BM25), with `shadow` (unsaved changes) over the corpus."""
+        docs, total = self._stats(shadow)
+        if not docs or not terms:
+            return []
+        avg = total / docs
+        weights = {term: idf(docs, self._df(term, shadow)) for term in dict.fromkeys(terms)}
+        scores: dict[str, float] = {}
+        accumulated = [self._segment_scores(si, weights, shadow, avg) for si in range(len(self.segments))]
+        for term, weight in weights.items():
+            for path, doc in self._loose(shadow):
+                if term in doc.counts:
+                    scores[path] = scores.get(path, 0.0) + term_score(doc.counts[term], doc.length, avg, weight)
+        ranked = [(s, self.segments[si].paths[i], None) for si, acc in enumerate(accumulated) for i, s in acc]
+        ranked += [(s, p, None) for p, s in scores.items()]
+        ranked.sort(key=lambda hit: (-hit[0], hit[1]))
+        out: list[Hit] = []
+        for score, path, _ in ranked:
+            doc = self._current(path, shadow)
+            if accept(path, doc):
+                out.append((path, score, doc))
+                if len(out) == limit:
+                    break
+        return out
+
+    def _loose(self, shadow: Updates) -> Iterable[tuple[str, Doc]]:
+        """Live docs outside the segments: pending ones not shadowed, then the shadow's."""
+        for path, doc in self.pending.items():
+            if doc is not None and path not in shadow and self.owner.get(path) is doc:
+                yield path, doc
+        for path, doc in shadow.items():
+            if doc is not None:
+                yield path, doc
+
+    def _df(self, term: str, shadow: Updates) -> int:
+        df = sum(1 for _, doc in self._loose(shadow) if term in doc.counts)
+        for si, segment in enumerate(self.segments):
+            live, paths = self.live[si], segment.paths
+            df += sum(1 for i in segment.postings(term)[0] if i < len(live) and live[i] and paths[i] not in shadow)
+        return df
+
+    def _segment_scores(
+        self, si: int, weights: dict[str, float], shadow: Updates, avg: float
+    ) -> list[tuple[int, float]]:
+        """BM25 scores of segment `si`'s live rows holding any of the terms `weights` weighs (row, score)."""
+        segment, live = self.segments[si], self.live[si]
+        lengths, n = segment.lengths, len(segment.paths)
+        acc: dict[int, float] = {}
+        k, b = K1 * (1.0 - B), K1 * B / avg
+        for term, weight in weights.items():
+            rows, tfs = segment.postings(term)
+            for i, tf in zip(rows, tfs, strict=True):
+                if i < n and live[i]:
+                    acc[i] = acc.get(i, 0.0) + weight * tf * (K1 + 1.0) / (tf + k + b * lengths[i])
+        shadowed = [i for i in acc if segment.paths[i] in shadow] if shadow else []
+        for i in shadowed:
+            del acc[i]
+        return list(acc.items())
+
+    def _stats(self, shadow: Updates) -> tuple[int, int]:
+        docs, total = self.docs, self.total
+        for path, doc in shadow.items():
+            if path in self.owner:
+                length = self.doc(path).length
+                docs, total = docs - (length > 0), total - length
+            if doc is not None:
+                docs, total = docs + (doc.length > 0), total + doc.length
+        return docs, total
+
+    def _current(self, path: str, shadow: Updates) -> Doc:
+        return _checked(shadow[path]) if path in shadow else self.doc(path)
+
+
+def _tombstone(segments: list[Segment], own: tuple[int, int] | Doc) -> bool:
+    return not isinstance(own, Doc) and own[1] in segments[own[0]].gone
+
+
+def _checked(doc: Doc | None) -> Doc:
+    if doc is None:  # liveness excludes tombstones before this is reached
+        raise AssertionError("a tombstone has no doc")
+    return doc

@@ -1,0 +1,359 @@
+"""Orbiter's memory protocol (``orbiter.memory.base.MemoryStore``) over a flyteplugins-memory store.
+
+Orbiter is not on PyPI, so `_orbiter_types` defines minimal equivalents of its data types (`MemoryStatus`,
+`MemoryMetadata`, `MemoryItem` and the System/Human/AI/Tool subtypes, `MemoryError`) as its documentation
+describes them. The adapter takes any objects of the same shape (a pydantic ``model_dump``); it loads items
+back as ``orbiter.memory.base`` classes when that package is importable (imported lazily, never a
+dependency), else as the ones here.
+
+Layout: one JSON file per item, ``orbiter/<user>/<session>/<agent>/<task>/<id>.json``, labelled with file
+metadata (``orbiter_id``, ``memory_type``, ``status``, the scope ids, ``created_at``) that `search`, `get`
+and `clear` filter on with ``list_paths(where=...)``. A scope id that is unset is the segment ``_``; one of
+letters, digits and ``_.-`` (starting with a letter or digit, at most 40 characters) is itself; any other
+is ``~`` and 32 hex digits of its sha256. Different users and sessions therefore never share a directory,
+and filters match the exact ids kept in the metadata, never the segments. Concurrent tasks adding items to
+one key write different files, so their saves merge instead of conflicting.
+
+An id names one item in the whole key, as Orbiter's ``get(item_id)`` (no scope) implies: adding an id
+already stored replaces that item, wherever its scope put it. Two tasks adding one id under different
+scopes write different paths, which the journal would merge into two items (and a bare `get` could
+return either user's); so every add also writes ``orbiter-ids/<id>.json`` (``{"id", "path"}``, outside
+``orbiter/`` so no listing or search meets it) with ``expected_sha``, in the same commit. Its path
+depends on the id alone, so of two racing adds the second conflicts, refreshes and re-applies: the item
+moves to its scope, one item remains. `clear` deletes the claims of the items it deletes.
+
+Durability: with ``autosave=True`` (the default) every `add`, `transition` and `clear` commits at once
+(one atomic save per call), so an item added in one Flyte task is there for the next even if the task
+dies right after. ``autosave=False`` keeps `add` in the handle until `flush()` (many adds, one commit);
+`transition` and `clear` always commit. A commit that meets a real conflict (another task changed the
+same item) refreshes and re-applies the call to the newest state, so the status machine is checked
+against what is committed. Reads see this handle's state; `get` of an id it does not know refreshes once,
+and `refresh()` picks up everything other tasks saved.
+
+Search: a non-empty ``query`` ranks by our BM25 `store.search` (over the item's JSON: its field values
+such as ``"human"`` are words too), best first; an empty one lists newest first by ``created_at`` read as
+a time (ISO-8601, no offset meaning UTC; a stamp that is not one comes after all that are).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from flyteplugins_memory import ConcurrencyError, InvalidArgument, InvalidContent, InvalidPath, MemoryStore
+
+from .types import (
+    ALLOWED,
+    SCOPE_FIELDS,
+    AIMemory,
+    HumanMemory,
+    InvalidMemoryInput,
+    InvalidStatusTransition,
+    ItemNotFound,
+    MemoryError,
+    MemoryItem,
+    MemoryMetadata,
+    MemoryStatus,
+    SystemMemory,
+    ToolMemory,
+    check_id,
+    check_transition,
+    dump_item,
+    is_text,
+    item_classes,
+    now,
+    scope_of,
+    time_of,
+)
+
+__all__ = [
+    "AIMemory",
+    "HumanMemory",
+    "InvalidMemoryInput",
+    "InvalidStatusTransition",
+    "ItemNotFound",
+    "MemoryError",
+    "MemoryItem",
+    "MemoryMetadata",
+    "MemoryStatus",
+    "OrbiterMemoryStore",
+    "SystemMemory",
+    "ToolMemory",
+]
+
+ROOT = "orbiter"
+CLAIMS = "orbiter-ids"  # beside ROOT, not in it: listings and searches under ROOT never meet a claim
+_SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,39}")
+_ATTEMPTS = 5
+#: the store's refusals of input (over a limit: a search query, the 4 KiB of labels; not storable): at
+#: this seam they become `InvalidMemoryInput`, the adapter's one error for bad input, with the store's
+#: error as __cause__
+_REFUSED = (InvalidArgument, InvalidContent, InvalidPath)
+T = TypeVar("T")
+
+
+# -- pure rules: paths, labels, filters, order ----------------------------------------------------------------
+
+
+def segment(value: str | None) -> str:
+    if value is None:
+        return "_"
+    return value if _SEGMENT.fullmatch(value) else "~" + hashlib.sha256(value.encode()).hexdigest()[:32]
+
+
+def path_of(data: dict[str, Any]) -> str:
+    meta = data.get("metadata") or {}
+    return "/".join([ROOT, *(segment(meta.get(f)) for f in SCOPE_FIELDS), data["id"] + ".json"])
+
+
+def claim_path(item_path: str) -> str:
+    """The claim of the id an item file is named after (``<id>.json``)."""
+    return f"{CLAIMS}/{item_path.rsplit('/', 1)[-1]}"
+
+
+def labels_of(data: dict[str, Any]) -> dict[str, str]:
+    meta = data.get("metadata") or {}
+    scope = {f: meta[f] for f in SCOPE_FIELDS if meta.get(f) is not None}
+    fixed = {"orbiter_id": data["id"], "memory_type": data["memory_type"], "status": data["status"]}
+    return {**fixed, **scope, "created_at": data["created_at"]}
+
+
+def filter_of(metadata: object, memory_type: object, status: object) -> tuple[str, dict[str, str], dict[str, Any]]:
+    """Directory, exact `where` labels and ``extra`` pairs that a search or clear filters on."""
+    scope = scope_of(metadata, "metadata filter")
+    where = {f: scope[f] for f in SCOPE_FIELDS if scope[f] is not None}
+    if memory_type is not None:
+        if not is_text(memory_type) or not memory_type:
+            raise InvalidMemoryInput(f"memory_type must be None or a non-empty str, got {memory_type!r}")
+        where["memory_type"] = memory_type
+    if status is not None:
+        if not isinstance(status, str) or status not in ALLOWED:
+            raise InvalidMemoryInput(f"status must be None or one of {sorted(ALLOWED)}, got {status!r}")
+        where["status"] = str(status)
+    leading = []
+    for f in SCOPE_FIELDS:  # the directory of the leading scope ids that are set
+        if scope[f] is None:
+            break
+        leading.append(segment(scope[f]))
+    return "/".join([ROOT, *leading]), where, scope["extra"]
+
+
+def matches_extra(data: dict[str, Any], extra: dict[str, Any]) -> bool:
+    held = (data.get("metadata") or {}).get("extra") or {}
+    return all(k in held and held[k] == v for k, v in extra.items())
+
+
+def newest_first(created: dict[str, str]) -> list[str]:
+    """Paths by their ``created_at`` as time, newest first; stamps that are not ISO-8601 after every one
+    that is (by text among themselves), ties by path."""
+
+    def key(path: str) -> tuple[bool, float, str, str]:
+        seconds = time_of(created[path])
+        return seconds is not None, seconds or 0.0, created[path], path
+
+    return sorted(created, key=key, reverse=True)
+
+
+def load_item(data: dict[str, Any]) -> Any:
+    base, subtypes = item_classes()
+    return subtypes.get(data.get("memory_type", ""), base).model_validate(data)
+
+
+# -- the adapter ------------------------------------------------------------------------------------------
+
+
+class OrbiterMemoryStore:
+    """Orbiter's ``MemoryStore`` protocol (async `add`, `get`, `search`, `clear`) over one store key.
+
+    `store` is an open `MemoryStore` handle, or a key opened with ``MemoryStore.get_or_create`` on first use.
+    """
+
+    def __init__(self, store: MemoryStore | str, *, autosave: bool = True, actor: str = "orbiter") -> None:
+        if not isinstance(store, MemoryStore | str) or not isinstance(autosave, bool):
+            raise InvalidMemoryInput("OrbiterMemoryStore needs a MemoryStore or a key, and autosave a bool")
+        self._store = store if isinstance(store, MemoryStore) else None
+        self._key = store if isinstance(store, str) else None
+        self._autosave, self._actor = autosave, actor
+        self._lock = asyncio.Lock()
+        self._touched: list[str] = []  # the paths the commit under way staged (reverted if it fails)
+
+    async def handle(self) -> MemoryStore:
+        """The underlying `MemoryStore` (opened on first use when given a key)."""
+        if self._store is None:
+            self._store = await MemoryStore.get_or_create.aio(key=self._key or "")
+        return self._store
+
+    async def add(self, item: Any) -> None:
+        """Store `item` (replacing an item of the same id, wherever its scope put it)."""
+        data = dump_item(item)
+
+        async def apply(store: MemoryStore) -> None:
+            await self._write(store, data, reason="add")
+
+        if self._autosave:
+            await self._commit(apply)
+        else:
+            async with self._lock:
+                await apply(await self.handle())
+
+    async def get(self, item_id: str) -> Any | None:
+        """The item with `item_id`, or None if there is none (refreshing once before saying so)."""
+        check_id(item_id)
+        store = await self.handle()
+        path = await self._path_of_id(store, item_id)
+        if path is None:
+            async with self._lock:  # never refresh under a commit under way: it could drop what it staged
+                await store.refresh.aio()
+                path = await self._path_of_id(store, item_id)
+        return None if path is None else load_item(await store.read_json.aio(path))
+
+    async def search(
+        self,
+        *,
+        query: str = "",
+        metadata: Any = None,
+        memory_type: str | None = None,
+        status: MemoryStatus | str | None = None,
+        limit: int = 10,
+    ) -> list[Any]:
+        """Items matching every filter: by BM25 score for a `query`, newest first without one."""
+        if not isinstance(query, str):
+            raise InvalidMemoryInput(f"query must be a str, got {type(query).__name__}")
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InvalidMemoryInput(f"limit must be a positive int, got {limit!r}")
+        prefix, where, extra = filter_of(metadata, memory_type, status)
+        store = await self.handle()
+        try:
+            paths = await self._ranked(store, query.strip(), prefix, where, limit if not extra else None)
+        except _REFUSED as exc:
+            raise InvalidMemoryInput(f"search cannot take this input: {exc}") from exc
+        found: list[Any] = []
+        for path in paths:
+            data = await store.read_json.aio(path)
+            if matches_extra(data, extra):
+                found.append(load_item(data))
+            if len(found) == limit:
+                break
+        return found
+
+    async def clear(self, *, metadata: Any = None) -> int:
+        """Delete the adapter's items in scope `metadata` (all of them for None); how many were deleted."""
+        prefix, where, extra = filter_of(metadata, None, None)
+
+        async def apply(store: MemoryStore) -> int:
+            doomed = await self._listed(store, prefix, where)
+            if extra:
+                doomed = [p for p in doomed if matches_extra(await store.read_json.aio(p), extra)]
+            for path in doomed:
+                self._touched += [path, claim_path(path)]
+                await store.delete.aio(path, actor=self._actor, reason="clear")
+                await store.delete.aio(claim_path(path), actor=self._actor, reason="clear")
+            return len(doomed)
+
+        await self.refresh()
+        try:
+            return await self._commit(apply)
+        except _REFUSED as exc:  # a scope filter over the labels' budget
+            raise InvalidMemoryInput(f"clear cannot take this filter: {exc}") from exc
+
+    async def transition(self, item_id: str, new_status: MemoryStatus | str) -> Any:
+        """Load the item, move it to `new_status` (`InvalidStatusTransition` if the lifecycle forbids it),
+        save it at once and return it. `KeyError` (an `InvalidMemoryInput` too) if there is no such item."""
+        check_id(item_id)
+        if not isinstance(new_status, str) or new_status not in ALLOWED:
+            raise InvalidMemoryInput(f"new_status must be one of {sorted(ALLOWED)}, got {new_status!r}")
+
+        async def apply(store: MemoryStore) -> Any:
+            path = await self._path_of_id(store, item_id)
+            if path is None:
+                raise ItemNotFound(f"no memory with id {item_id!r}")
+            data = await store.read_json.aio(path)
+            check_transition(data["status"], str(new_status))
+            item = load_item({**data, "status": str(new_status), "updated_at": now()})
+            await self._write(store, dump_item(item), reason=f"status {data['status']} -> {new_status}")
+            return item
+
+        await self.refresh()
+        return await self._commit(apply)
+
+    async def flush(self) -> None:
+        """Commit what `add` kept in the handle (``autosave=False``); a no-op when there is nothing.
+
+        Not retried: if another task saved an item of the same id meanwhile, `ConcurrencyError` is raised
+        and the handle keeps its adds (``refresh()`` drops the conflicting ones; add them again)."""
+        store = await self.handle()
+        async with self._lock:
+            await store.save.aio(actor=self._actor)
+
+    async def refresh(self) -> None:
+        """Pick up what other tasks saved to the key since this handle loaded (never in the middle of
+        this adapter's commit, whose staged changes a refresh could drop)."""
+        store = await self.handle()
+        async with self._lock:
+            await store.refresh.aio()
+
+    # -- helpers ------------------------------------------------------------------------------------------
+
+    async def _commit(self, apply: Callable[[MemoryStore], Awaitable[T]]) -> T:
+        """Stage `apply`'s changes and save; on a conflict, refresh and re-apply to the newest state. What
+        an attempt staged is reverted when it fails or conflicts, so no later save commits it."""
+        store = await self.handle()
+        async with self._lock:
+            for attempt in range(_ATTEMPTS):
+                self._touched = []
+                try:
+                    result = await apply(store)
+                    await store.save.aio(actor=self._actor)
+                    return result
+                except ConcurrencyError:
+                    await store.revert.aio(self._touched)
+                    if attempt == _ATTEMPTS - 1:
+                        raise
+                    await store.refresh.aio()
+                except BaseException:
+                    await store.revert.aio(self._touched)
+                    raise
+        raise AssertionError("unreachable")
+
+    async def _write(self, store: MemoryStore, data: dict[str, Any], *, reason: str) -> None:
+        path = path_of(data)
+        moved = [old for old in await self._listed(store, ROOT, {"orbiter_id": data["id"]}) if old != path]
+        self._touched += [path, *moved, claim_path(path)]
+        try:  # the write first: one the store refuses must not leave the old copy's delete queued
+            await store.write_json.aio(path, data, actor=self._actor, reason=reason, metadata=labels_of(data))
+        except _REFUSED as exc:
+            raise InvalidMemoryInput(f"item {data['id']!r} cannot be stored: {exc}") from exc
+        for old in moved:  # the same id under another scope: it moves
+            await store.delete.aio(old, actor=self._actor, reason=reason)
+        await self._claim(store, data["id"], path, reason=reason)
+
+    async def _claim(self, store: MemoryStore, item_id: str, path: str, *, reason: str) -> None:
+        """Point the id's claim at `path`, guarded: if anyone commits the claim after our base, the save
+        conflicts (an add of the same id racing ours, whatever scope it wrote)."""
+        claim = claim_path(path)
+        held = await store.current_sha.aio(claim)
+        body = {"id": item_id, "path": path}
+        await store.write_json.aio(claim, body, actor=self._actor, reason=reason, expected_sha=held)
+
+    async def _listed(self, store: MemoryStore, prefix: str, where: dict[str, str]) -> list[str]:
+        return await store.list_paths.aio(prefix, where=where or None)
+
+    async def _path_of_id(self, store: MemoryStore, item_id: str) -> str | None:
+        paths = await self._listed(store, ROOT, {"orbiter_id": item_id})
+        return paths[0] if paths else None
+
+    async def _ranked(
+        self, store: MemoryStore, query: str, prefix: str, where: dict[str, str], limit: int | None
+    ) -> list[str]:
+        """Candidate paths in result order: by score for a query, else newest ``created_at`` first."""
+        listed = await self._listed(store, prefix, where)
+        if not listed:
+            return []
+        if query:
+            hits = await store.search.aio(query, prefix=prefix, limit=limit or len(listed), where=where or None)
+            return [h.path for h in hits]
+        metas = {p: await store.get_meta.aio(p) for p in listed}
+        return newest_first({p: str(m.metadata.get("created_at", "")) if m else "" for p, m in metas.items()})

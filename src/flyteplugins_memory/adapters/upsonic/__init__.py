@@ -1,0 +1,317 @@
+"""Upsonic storage backends (``upsonic.storage.base.Storage`` and ``AsyncStorage``) kept in a
+flyteplugins-memory store.
+
+Upsonic's ``Memory`` persists everything through a storage backend: sessions (chat history, summary,
+metadata and every run, including the incomplete ones, paused, error or cancelled, that another process
+resumes with ``agent.continue_run(run_id=...)``), user memories (profiles), cultural knowledge, knowledge
+base registry rows, generic models and usage entries. `FlyteStorage` (sync) and `AsyncFlyteStorage`
+(async) store them in one key, one JSON file per row (see `_upsonic_tables`)::
+
+    <prefix>/sessions/<session_id>/session.json        the session without its runs
+    <prefix>/sessions/<session_id>/runs/<run_id>.json   one per run
+    <prefix>/users/<user_id>.json                       a user memory
+    <prefix>/culture/<id>.json   <prefix>/knowledge/<id>.json
+    <prefix>/models/<collection>/<key>.json   <prefix>/usage/<entry_id>.json
+
+Ids are path segments (encoded when not plain). Runs are rows of their own, so two tasks running
+different runs of one session both keep theirs; an upsert writes only the runs that differ from the
+stored ones and never deletes runs (``delete_session`` does). A completed run is final: a stale copy of
+it in another status (read before another task resumed and finished it) leaves it completed, so it is
+never resumed twice; otherwise the last upsert of a run wins, as does the session row itself (messages,
+summary, metadata), as in Upsonic's database backends. A session belongs to the user it was created with
+(None included): an upsert under another ``user_id`` raises `SessionOfAnotherUser`, and reads filtered by
+``user_id`` never return another user's rows.
+
+Upsonic is imported when this module is (not by the package): with it installed the classes subclass
+Upsonic's ``Storage`` / ``AsyncStorage`` and return Upsonic's objects; without it (Upsonic pins protobuf<6,
+which flyte cannot install beside) they still serve the contract over dicts, and ``deserialize=True``
+returns the stored dicts. Bad input raises the package's `InvalidArgument`, a ``ValueError`` as
+Upsonic's contract names.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any
+
+from ... import InvalidArgument, MemoryStore
+from . import rows
+from .calls import TableCalls, where
+from .sessions import SessionOfAnotherUser, SessionRows
+from .sync_loop import LOOP, sync_call
+from .tables import Tables, exclusive, labels_of, matches, page, sort_rows
+
+__all__ = ["SYNC_CALLS", "AsyncFlyteStorage", "FlyteStorage", "SessionOfAnotherUser"]
+
+try:  # the framework's base classes when it is installed; plain objects otherwise (see the docstring)
+    from upsonic.storage.base import AsyncStorage as _AsyncBase  # pyright: ignore[reportMissingImports]
+    from upsonic.storage.base import Storage as _SyncBase  # pyright: ignore[reportMissingImports]
+except ImportError:  # pragma: no cover - exercised where Upsonic is absent
+    _AsyncBase = _SyncBase = object
+
+
+class AsyncFlyteStorage(TableCalls, _AsyncBase):  # pyright: ignore[reportUntypedBaseClass, reportGeneralTypeIssues]
+    """Upsonic's ``AsyncStorage`` over one flyteplugins-memory store.
+
+    Args:
+        store: An open `MemoryStore` handle, or the key of one (opened with ``get_or_create`` on first use).
+        prefix: The store directory the tables live under.
+        actor: Recorded as the actor of every commit.
+        id: Upsonic's storage id (a new uuid by default).
+
+    Every mutating call is one commit (a task that dies loses nothing it was told was stored); every read
+    first moves the handle to the newest commit, so rows other tasks saved are seen.
+    """
+
+    def __init__(
+        self, store: MemoryStore | str, *, prefix: str = "upsonic", actor: str = "upsonic", id: str | None = None
+    ):
+        if _AsyncBase is not object:
+            super().__init__(id=id)  # pyright: ignore[reportCallIssue]
+        else:
+            import uuid
+
+            self.id = id or str(uuid.uuid4())
+        self._tables = Tables(store, prefix, actor)
+        self._sessions = SessionRows(self._tables)
+
+    @property
+    def store(self) -> MemoryStore | None:
+        """The store handle (None until a key is opened by the first call)."""
+        return self._tables._store  # pyright: ignore[reportPrivateUsage]
+
+    async def table_exists(self, table_name: str) -> bool:
+        return True  # tables are directories, made by their first row
+
+    @exclusive
+    async def _create_all_tables(self) -> None:
+        await self._tables.store()
+
+    @exclusive
+    async def close(self) -> None:
+        """Save anything unsaved (every mutating call already committed)."""
+        store = self.store
+        if store is not None and store.has_unsaved_changes():
+            await store.save.aio(actor=self._tables.actor)
+
+    # -- sessions -------------------------------------------------------------------------------------
+
+    @exclusive
+    async def aupsert_session(self, session: Any, deserialize: bool = True) -> Any:
+        return (await self.aupsert_sessions([session], deserialize))[0]
+
+    @exclusive
+    async def aupsert_sessions(self, sessions: list[Any], deserialize: bool = True) -> list[Any]:
+        now = rows.now_seconds()
+        prepared = [rows.session_row(s, now) for s in sessions]  # every bad input refused before a write
+
+        async def write() -> list[dict[str, Any]]:
+            return [await self._sessions.put(row, runs) for row, runs in prepared]
+
+        stored = await self._tables.commit(write, "upsert_sessions") if prepared else []
+        return [rows.session_out(row, deserialize) for row in stored]
+
+    @exclusive
+    async def aget_session(
+        self,
+        session_id: str | None = None,
+        session_type: Any = None,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        deserialize: bool = True,
+    ) -> Any:
+        await self._tables.fresh()
+        wanted = where({"user_id": user_id, "agent_id": agent_id})
+        if session_type is not None:
+            wanted["session_type"] = rows.session_type_of(session_type)
+        if session_id is not None:
+            body = await self._tables.read(self._sessions.path(session_id))
+            found = [body["row"]] if body is not None and matches(body["row"], wanted) else []
+        else:
+            found = sort_rows(await self._sessions.find(wanted), "created_at", "desc", "session_id")[:1]
+        if not found:
+            return None
+        full = await self._sessions.with_runs(found)
+        return rows.session_out(full[0], deserialize, session_type)
+
+    @exclusive
+    async def aget_sessions(
+        self,
+        session_ids: list[str] | None = None,
+        session_type: Any = None,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        sort_by: str | None = None,
+        sort_order: str | None = None,
+        deserialize: bool = True,
+    ) -> Any:
+        await self._tables.fresh()
+        wanted = where({"user_id": user_id, "agent_id": agent_id})
+        if session_type is not None:
+            wanted["session_type"] = rows.session_type_of(session_type)
+        found = await self._sessions.find(wanted)
+        if session_ids is not None:
+            chosen = set(session_ids)
+            found = [r for r in found if r.get("session_id") in chosen]
+        ordered = sort_rows(found, sort_by or "created_at", sort_order, "session_id")
+        paged = await self._sessions.with_runs(page(ordered, limit, offset))
+        if not deserialize:
+            return paged, len(found)
+        return [rows.session_out(r, True, session_type) for r in paged]
+
+    @exclusive
+    async def adelete_session(self, session_id: str) -> bool:
+        if not session_id:
+            raise InvalidArgument("session_id is required for delete")
+        return await self.adelete_sessions([session_id]) == 1
+
+    @exclusive
+    async def adelete_sessions(self, session_ids: list[str]) -> int:
+        if not session_ids:
+            raise InvalidArgument("session_ids is required and cannot be empty")
+        sessions = self._sessions
+
+        async def remove() -> int:
+            return await sessions.delete(session_ids)
+
+        return await self._tables.commit(remove, "delete_sessions")
+
+    # -- user memories --------------------------------------------------------------------------------
+
+    @exclusive
+    async def aupsert_user_memory(self, user_memory: Any, deserialize: bool = True) -> Any:
+        return (await self.aupsert_user_memories([user_memory], deserialize))[0]
+
+    @exclusive
+    async def aupsert_user_memories(self, user_memories: list[Any], deserialize: bool = True) -> list[Any]:
+        now = rows.now_seconds()
+        prepared = [rows.user_memory_row(m, now) for m in user_memories]
+
+        async def write() -> list[dict[str, Any]]:
+            for row in prepared:
+                path = self._tables.path("users", row["user_id"])
+                stored = await self._tables.read(path)
+                if stored is not None:  # the first write's created_at stays
+                    row["created_at"] = stored["row"].get("created_at", row["created_at"])
+                await self._tables.write(path, {"row": row}, labels_of(row, rows.USER_LABELS))
+            return prepared
+
+        stored = await self._tables.commit(write, "upsert_user_memories") if prepared else []
+        return [rows.user_memory_out(r, deserialize) for r in stored]
+
+    @exclusive
+    async def aget_user_memory(
+        self,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        team_id: str | None = None,
+        deserialize: bool = True,
+    ) -> Any:
+        found = await self._user_rows(None if user_id is None else [user_id], agent_id, team_id)
+        return rows.user_memory_out(found[0], deserialize) if found else None
+
+    @exclusive
+    async def aget_user_memories(
+        self,
+        user_ids: list[str] | None = None,
+        agent_id: str | None = None,
+        team_id: str | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        deserialize: bool = True,
+    ) -> Any:
+        found = await self._user_rows(user_ids, agent_id, team_id)
+        paged = page(found, limit, offset)
+        return (paged, len(found)) if not deserialize else [rows.user_memory_out(r, True) for r in paged]
+
+    @exclusive
+    async def adelete_user_memory(self, user_id: str) -> bool:
+        if not user_id:
+            raise InvalidArgument("user_id is required for delete")
+        return await self.adelete_user_memories([user_id]) == 1
+
+    @exclusive
+    async def adelete_user_memories(self, user_ids: list[str]) -> int:
+        if not user_ids:
+            raise InvalidArgument("user_ids is required and cannot be empty")
+        return await self._delete_rows([self._tables.path("users", u) for u in dict.fromkeys(user_ids)], "users")
+
+    # -- internals ------------------------------------------------------------------------------------
+
+    async def _user_rows(
+        self, user_ids: list[str] | None, agent_id: str | None, team_id: str | None
+    ) -> list[dict[str, Any]]:
+        if user_ids is not None and len(user_ids) == 0:
+            return []
+        found = await self._rows("users", {"agent_id": agent_id, "team_id": team_id}, rows.USER_LABELS)
+        if user_ids is not None:
+            chosen = set(user_ids)
+            found = [r for r in found if r.get("user_id") in chosen]
+        return sort_rows(found, "updated_at", "desc", "user_id")
+
+
+class FlyteStorage(_SyncBase):  # pyright: ignore[reportUntypedBaseClass, reportGeneralTypeIssues]
+    """Upsonic's sync ``Storage`` over one flyteplugins-memory store: `AsyncFlyteStorage`'s methods, each
+    without its ``a`` prefix, run to completion (arguments and behaviour as there)."""
+
+    def __init__(
+        self, store: MemoryStore | str, *, prefix: str = "upsonic", actor: str = "upsonic", id: str | None = None
+    ):
+        self._async = AsyncFlyteStorage(store, prefix=prefix, actor=actor, id=id)
+        if _SyncBase is not object:
+            super().__init__(id=self._async.id)  # pyright: ignore[reportCallIssue]
+        self.id = self._async.id
+
+    @property
+    def store(self) -> MemoryStore | None:
+        return self._async.store
+
+    def table_exists(self, table_name: str) -> bool:
+        return True
+
+    def _create_all_tables(self) -> None:
+        LOOP.run(self._async._create_all_tables())  # pyright: ignore[reportPrivateUsage]
+
+    def close(self) -> None:
+        LOOP.run(self._async.close())
+
+
+#: the calls `FlyteStorage` serves by running `AsyncFlyteStorage`'s ``a``-prefixed coroutine
+SYNC_CALLS = (
+    "upsert_session",
+    "upsert_sessions",
+    "get_session",
+    "get_sessions",
+    "delete_session",
+    "delete_sessions",
+    "upsert_user_memory",
+    "upsert_user_memories",
+    "get_user_memory",
+    "get_user_memories",
+    "delete_user_memory",
+    "delete_user_memories",
+    "upsert_cultural_knowledge",
+    "get_cultural_knowledge",
+    "get_all_cultural_knowledge",
+    "delete_cultural_knowledge",
+    "upsert_knowledge_content",
+    "get_knowledge_content",
+    "get_knowledge_contents",
+    "delete_knowledge_content",
+    "delete_knowledge_contents",
+    "upsert_model",
+    "get_model",
+    "delete_model",
+    "list_models",
+    "upsert_usage_entry",
+    "query_usage_entries",
+    "delete_usage_entries",
+    "clear_all",
+)
+
+
+for _name in SYNC_CALLS:
+    setattr(FlyteStorage, _name, sync_call(AsyncFlyteStorage, _name))
+abc.update_abstractmethods(FlyteStorage)  # Upsonic's abstract methods are now defined

@@ -1,0 +1,342 @@
+"""The one seam to storage: fsspec filesystems, addressed by object names under a store prefix.
+
+Backends: local disk (``/path`` or ``file://``), ``memory://``, ``s3://`` (s3fs, credentials from
+``flyte.init(storage=flyte.storage.S3(...))`` or the ``FLYTE_AWS_*`` environment) and ``gs://`` (gcsfs,
+which honors ``STORAGE_EMULATOR_HOST``). Backend exceptions are translated here and nowhere else:
+a missing object is ``None`` or ``False``, any other failure is `StorageError`, after transient ones
+have been retried under the `RetryPolicy` (see `_retry`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import os
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any, TypeVar
+
+import fsspec
+from fsspec.implementations.local import LocalFileSystem
+from fsspec.utils import get_protocol
+
+from .._base.retry import get_retry_policy, is_transient
+from .._rules.journal_location import journal_root
+from .._rules.layout import JOURNAL_DIR
+from ..errors import StorageError, UnsafeStoreContent, UnsupportedBackend
+from ._contract import Capabilities, Listed, ObjectStorage
+from ._fsio import AsyncIO, BlockingIO, gather_all
+from ._options import storage_options_for
+from ._registry import (
+    UNVERIFIED_BACKENDS_ENV,
+    allowed_protocols,
+    capabilities_of,
+    require_supported,
+    underlying,
+)
+from ._s3_writes import writes_for
+
+__all__ = ["Listed", "ObjectStorage", "RemoteStore", "filesystem_for"]
+
+T = TypeVar("T")
+#: Objects deleted at once by `RemoteStore.remove_all` on object stores.
+REMOVE_BATCH = 500
+
+
+def filesystem_for(uri: str) -> fsspec.AbstractFileSystem:
+    """An fsspec filesystem for `uri`, configured from Flyte's storage settings and the options set for
+    its prefix (`set_storage_options`, which win), with no listing cache."""
+    protocol = get_protocol(uri)
+    options = {"use_listings_cache": False, **storage_options_for(uri)}
+    if protocol == "s3":
+        import s3fs
+
+        # max_concurrency=1: otherwise every GET is preceded by a HEAD (and a LIST when the object is
+        # missing) to decide on a ranged parallel download, tripling the requests of an open.
+        return s3fs.S3FileSystem(**{"max_concurrency": 1, **_s3_options(), **options})
+    if protocol in ("gs", "gcs"):
+        import gcsfs.core
+
+        # the core class, not ``gcsfs.GCSFileSystem`` (by default its ExtendedGcsFileSystem subclass, which
+        # ignores mode="create" on zonal buckets): see `_backends`
+        return gcsfs.core.GCSFileSystem(**options)
+    if protocol in ("file", "local"):
+        return LocalFileSystem(auto_mkdir=True)
+    if protocol not in allowed_protocols() and protocol != "memory":
+        # refused before the filesystem is built: building some (ftp, http, zip ...) already does I/O
+        raise UnsupportedBackend(
+            f"Storage backend {protocol!r} (for {uri}) is not known to make create-only writes atomic, which "
+            "every save relies on (verified: local disk, memory://, s3:// with s3fs, gs:// with gcsfs). If its "
+            "pipe_file(..., mode='create') is atomic, or only one writer at a time saves each key, opt in with "
+            f"flyteplugins_memory.allow_unverified_backend({protocol!r}) or {UNVERIFIED_BACKENDS_ENV}={protocol}."
+        )
+    try:
+        return fsspec.filesystem(protocol, **options)
+    except Exception as exc:  # unknown protocol, missing package, or a constructor that needs arguments
+        raise UnsupportedBackend(f"No storage backend for {uri}: {exc}") from exc
+
+
+def _s3_options() -> dict[str, Any]:
+    from flyte._initialize import get_storage
+    from flyte.errors import InitializationError
+    from flyte.storage import S3
+
+    try:
+        config = get_storage()
+    except InitializationError:
+        config = None
+    if not isinstance(config, S3):
+        config = S3.auto()
+    options: dict[str, Any] = {}
+    if config.endpoint:
+        options["endpoint_url"] = config.endpoint
+    if config.access_key_id and config.secret_access_key:
+        options["key"], options["secret"] = config.access_key_id, config.secret_access_key
+    if config.region:
+        options["client_kwargs"] = {"region_name": config.region}
+    return options
+
+
+def _modified(info: dict[str, Any]) -> float:
+    """The modification time in a listing entry: ``mtime`` (local disk, GCS), ``LastModified`` (S3, whole
+    seconds), ``created`` (memory)."""
+    for field in ("mtime", "LastModified", "updated", "created"):
+        value = info.get(field)
+        if isinstance(value, datetime):
+            return value.timestamp()
+        if isinstance(value, (int, float)):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return datetime.fromisoformat(value).timestamp()
+            except ValueError:
+                continue
+    return 0.0
+
+
+class RemoteStore:
+    """Async access to the objects under one store prefix, by name relative to that prefix.
+
+    Implements `ObjectStorage`. Each call goes to the filesystem through `_fsio` (awaited directly on
+    async filesystems, in a thread on blocking ones), under the retry policy, with failures translated
+    to `StorageError` here and nowhere else.
+    """
+
+    def __init__(self, uri: str, fs: fsspec.AbstractFileSystem | None = None):
+        self.uri = uri.rstrip("/")
+        self.fs = fs or filesystem_for(self.uri)
+        require_supported(self.uri, self.fs)  # before any request: the commit point needs atomic creates
+        self.prefix = _stripped(self.fs, self.uri).rstrip("/")
+        self._journal_root = journal_root(self.prefix)
+        #: what this backend can do; the commit path reads `atomic_create`
+        self.capabilities: Capabilities = capabilities_of(self.fs)
+        self._io = _io_for(self.fs)
+
+    # -- where names live: the store prefix, and the journal outside it (see `_journal_location`) ----------
+
+    @property
+    def journal_root(self) -> str:
+        """Where names under ``meta/.journal/`` live (settable, so a view can point it elsewhere)."""
+        return self._journal_root
+
+    @journal_root.setter
+    def journal_root(self, root: str) -> None:
+        self._journal_root = root
+
+    @property
+    def journal_moved(self) -> bool:
+        """Whether the journal lives outside the store prefix (it stays inside for a bucket-root store)."""
+        return self.journal_root != f"{self.prefix}/{JOURNAL_DIR}"
+
+    def with_journal_root(self, root: str) -> RemoteStore:
+        """The same objects, with journal names mapped to `root` (sharing this store's filesystem)."""
+        view = copy.copy(self)
+        view.journal_root = root
+        return view
+
+    def full_path(self, name: str) -> str:
+        if name == JOURNAL_DIR or name.startswith(JOURNAL_DIR + "/"):
+            return self.journal_root + name[len(JOURNAL_DIR) :]
+        return f"{self.prefix}/{name}"
+
+    def _root_of(self, name: str) -> str:
+        """The directory `name` must stay inside (and above which no empty directory is removed)."""
+        return self.journal_root if name == JOURNAL_DIR or name.startswith(JOURNAL_DIR + "/") else self.prefix
+
+    # -- the contract ------------------------------------------------------------------------------------
+
+    async def read(self, name: str) -> bytes | None:
+        """Contents of object `name`, or None if it does not exist."""
+        return await self._call("read", self._io.cat, self.full_path(name), self._root_of(name))
+
+    async def read_many(self, names: list[str]) -> dict[str, bytes]:
+        """Contents of the named objects that exist, fetched concurrently where the backend can.
+
+        One plain GET per object: fsspec's bulk ``cat`` would expand every path first (a HEAD, and a LIST
+        for each missing one)."""
+        if not names:
+            return {}
+        where = [(self.full_path(n), self._root_of(n)) for n in names]
+        if self._io.parallel:  # each object retried on its own: a batch retried whole fails for good under faults
+            found = await gather_all(self._call("read", self._io.cat, path, root) for path, root in where)
+        else:
+            found = await self._call("read_many", self._io.cat_many, where)
+        return {name: data for name, data in zip(names, found, strict=True) if data is not None}
+
+    async def write_many(self, objects: dict[str, bytes]) -> None:
+        """Write every object (each one atomically on local disk), concurrently where the backend can."""
+        paths = {self.full_path(n): d for n, d in objects.items()}
+        if self._io.parallel and len(paths) > 1:
+            await gather_all(self._call("write", self._io.pipe_many, {p: d}) for p, d in paths.items())
+        elif paths:
+            await self._call("write_many", self._io.pipe_many, paths)
+
+    async def create_exclusive(self, name: str, data: bytes) -> bool:
+        """Create object `name` only if it does not exist; True if this call created it.
+
+        Where create-only writes are not atomic (``capabilities.atomic_create`` False), an existence
+        check comes first, so at least an object that is already there is never overwritten; the commit
+        path then reads its slot back (`_commit`). False can also mean that an attempt of this very call
+        landed before its answer was lost and the retry found the object: callers recognise their own
+        object by its content.
+        """
+        if not self.capabilities.atomic_create and await self.exists(name):
+            return False
+        return await self._call("create_exclusive", self._io.create, self.full_path(name), data)
+
+    async def remove_all(self, names: list[str]) -> None:
+        """`remove_many`, but concurrently where the backend can (gc() may remove thousands of objects);
+        in no particular order, so callers that need one call once per step."""
+        if not self._io.parallel or len(names) < 2:
+            await self.remove_many(names)
+            return
+        for start in range(0, len(names), REMOVE_BATCH):
+            await gather_all(self._remove_one(name) for name in names[start : start + REMOVE_BATCH])
+
+    async def remove_many(self, names: list[str]) -> None:
+        """Delete the named objects, one after the other; missing ones are ignored. On local disk,
+        directories left empty go too, so a file can take their name (object stores have no directories)."""
+        for name in names:
+            await self._remove_one(name)
+
+    async def _remove_one(self, name: str) -> None:
+        try:
+            await self._call("remove", self._io.rm, self.full_path(name), self._root_of(name))
+        except StorageError as exc:
+            if not isinstance(exc.__cause__, (FileNotFoundError, NotADirectoryError)):
+                raise
+
+    async def exists(self, name: str) -> bool:
+        return await self._call("exists", self._io.exists, self.full_path(name))
+
+    async def list(self, under: str = "") -> dict[str, int]:
+        """Every object under the prefix (or its subdirectory `under`) as ``{name: size}``.
+
+        Refuses symlinks on local disk.
+        """
+        return {name: found.size for name, found in (await self.stat(under)).items()}
+
+    async def stat(self, under: str = "") -> dict[str, Listed]:
+        """Like `list`, with each object's modification time (seconds since the epoch)."""
+        root = self.full_path(under) if under else self.prefix
+        try:
+            # directories only on local disk, where a symlinked one must be seen; in object stores a
+            # directory entry would shadow an object of the same name ("x" beside "x/y")
+            found = await self._call("list", self._io.find, root, withdirs=self.capabilities.symlinks)
+        except StorageError as exc:
+            if isinstance(exc.__cause__, FileNotFoundError):
+                return {}
+            raise
+        return self._named(under, found)
+
+    async def directories(self) -> list[str]:
+        """Names of the directories directly under the prefix, from one listing call (none if the prefix
+        does not exist). Object stores list a directory only while some object lies under it."""
+        try:
+            entries = await self._call("list", self._io.ls, self.prefix)
+        except StorageError as exc:
+            if isinstance(exc.__cause__, FileNotFoundError):
+                return []
+            raise
+        names = (_stripped(self.fs, e["name"]).rstrip("/") for e in entries if _is_directory(e))
+        return [name.rsplit("/", 1)[-1] for name in names if name != self.prefix]
+
+    def _named(self, under: str, found: dict[str, dict[str, Any]]) -> dict[str, Listed]:
+        """A listing's entries by object name; refuses symlinks, skips directories and our temp files."""
+        in_journal = under == JOURNAL_DIR or under.startswith(JOURNAL_DIR + "/")
+        base = (self.journal_root if in_journal else self.prefix) + "/"
+        names: dict[str, Listed] = {}
+        for listed, info in found.items():
+            path = _stripped(self.fs, listed)
+            if not path.startswith(base):
+                continue
+            name = path[len(base) :]
+            name = f"{JOURNAL_DIR}/{name}" if in_journal else name
+            if info.get("islink"):
+                raise UnsafeStoreContent(f"Stored object {name!r} is a symlink; symlinks are not followed")
+            if info.get("type") == "file" and ".~fpm-" not in name.rsplit("/", 1)[-1]:
+                names[name] = Listed(int(info.get("size") or 0), _modified(info))
+        return names
+
+    async def _call(self, op: str, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
+        """Await `fn`, retrying transient failures under the process's `RetryPolicy`; any other failure,
+        or the last attempt's, becomes `StorageError` (the backend's exception is its cause)."""
+        policy = get_retry_policy()
+        for attempt in range(1, policy.attempts + 1):
+            try:
+                return await fn(*args, **kwargs)
+            except (StorageError, UnsafeStoreContent):
+                raise
+            except Exception as exc:
+                if attempt < policy.attempts and is_transient(exc):
+                    await asyncio.sleep(policy.delay(attempt))
+                    continue
+                tries = f" (after {attempt} attempts)" if attempt > 1 else ""
+                raise StorageError(f"Storage operation {op} failed under {self.uri}{tries}: {exc}") from exc
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    async def create_many(self, objects: dict[str, bytes]) -> set[str]:
+        """Create each object only if its name is free; returns the names this call created.
+
+        Concurrent where the backend can. A name left out was taken, or its create failed: either way the
+        caller must not rely on it (a create that failed may still have landed; it then holds the
+        caller's own bytes). Atomic only where `create_exclusive` is.
+        """
+        names = list(objects)
+        if self._io.parallel:
+            created = await gather_all(self._create_quietly(n, objects[n]) for n in names)
+        elif isinstance(self._io, BlockingIO) and self.capabilities.atomic_create:
+            created = await self._io.create_many({self.full_path(n): objects[n] for n in names})
+        else:
+            created = [await self._create_quietly(n, objects[n]) for n in names]
+        return {name for name, ok in zip(names, created, strict=True) if ok}
+
+    async def _create_quietly(self, name: str, data: bytes) -> bool:
+        try:
+            return await self.create_exclusive(name, data)
+        except StorageError:  # a parent that is a file, say, or a failure: not created here
+            return False
+
+
+def _io_for(fs: fsspec.AbstractFileSystem) -> AsyncIO | BlockingIO:
+    """Async filesystems are awaited; bulk calls run concurrently, except against the GCS emulator,
+    which answers concurrent requests with errors that gcsfs retries after a second of backoff."""
+    if not getattr(fs, "async_impl", False):
+        return BlockingIO(fs)
+    emulated_gcs = type(underlying(fs)).__name__ == "GCSFileSystem" and bool(os.environ.get("STORAGE_EMULATOR_HOST"))
+    writes = writes_for(underlying(fs))
+    if writes is not None and underlying(fs) is not fs:  # a forwarding wrapper (fault injection) sees every call
+        writes = writes.through(fs)
+    return AsyncIO(fs, parallel=not emulated_gcs, writes=writes)
+
+
+def _is_directory(entry: dict[str, Any]) -> bool:
+    """A listed directory, not followed through a symlink (a store's opens refuse symlinks too)."""
+    return entry.get("type") == "directory" and not entry.get("islink")
+
+
+def _stripped(fs: fsspec.AbstractFileSystem, path: str) -> str:
+    """`path` without its protocol, as `fs` names it (fsspec types the result loosely: one path in, one out)."""
+    stripped = fs._strip_protocol(path)
+    assert isinstance(stripped, str)
+    return stripped
