@@ -4,6 +4,9 @@ A drop-in for ``flyte.ai.agents.MemoryStore`` (same API, same storage layout) wi
 uniform sync / ``.aio`` surface and safe handling of hostile paths and content.
 """
 
+import inspect
+import typing
+
 from ._api.archive.export import ExportResult
 from ._api.compaction import CompactionResult
 from ._api.conversations import Conversation
@@ -78,9 +81,7 @@ from .errors import (
     VersionExpired,
     VersionNotFound,
 )
-from .storage._contract import Capabilities, ObjectStorage
-from .storage._options import set_storage_options
-from .storage._registry import UNVERIFIED_BACKENDS_ENV, allow_unverified_backend
+from .storage import UNVERIFIED_BACKENDS_ENV, Capabilities, ObjectStorage, allow_unverified_backend, set_storage_options
 
 __all__ = [
     "AccessDenied",
@@ -164,5 +165,29 @@ __all__ = [
 ]
 
 __version__: str = _version.PACKAGE_VERSION
+
+
+def _exported_from_here() -> None:
+    """Name this package as the home of every exported class: the inner layout may move a class between
+    modules, but its pickles (errors crossing processes, task outputs) and reprs keep naming
+    ``flyteplugins_memory.<Name>``, which this module always exports."""
+    for name in __all__:
+        obj = globals()[name]
+        if not (isinstance(obj, type) and obj.__module__.startswith(__name__ + ".")):
+            continue
+        # annotations are strings (``from __future__ import annotations``), resolved in the module named by
+        # ``__module__``: resolve them where they were written first, so `typing.get_type_hints` (flyte's
+        # type engine, dataclass tools) keeps working once the class names this package
+        own = inspect.get_annotations(obj)
+        try:
+            hints = typing.get_type_hints(obj, include_extras=True)
+        except NameError:  # a name imported for type checkers only: left as written (unresolvable before too)
+            hints = {}
+        if own and all(key in hints for key in own):
+            obj.__annotations__ = {key: hints[key] for key in own}
+        obj.__module__ = __name__
+
+
+_exported_from_here()
 
 register_memory_store_type()
