@@ -5,7 +5,7 @@ on save (about 200,000 each at this size, hours on moto).
 Seeding 100,000 files through saves would take about 20 minutes on moto, so the store is built in-process
 with our own code: ``create`` (commit 1), then commit 2 adding 100,000 files of one 1 KiB content (one
 blob, content-addressed: every file's bytes are really there) as a real commit record, folded at once
-into a checkpoint by the same function saves use (`_commit.checkpoint`: parts, checkpoint, head). Upstream's
+into a checkpoint by the same function saves use (`_journal.commit.checkpoint`: parts, checkpoint, head). Upstream's
 layout (files at their own paths, sidecars) is not written for commit 2; no measured operation reads it.
 
 Run (through sync_bench): python benchmarks/sync_bench.py --scale 100000 [--scale-saves 300]

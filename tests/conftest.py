@@ -22,7 +22,7 @@ from flyteplugins_memory.testing.moto import atomic_conditional_puts
 os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 
 ORG, PROJECT, DOMAIN = "acme", "research", "development"
-#: logical prefix of journal object names (``_layout.JOURNAL_DIR``)
+#: logical prefix of journal object names (``_rules.layout.JOURNAL_DIR``)
 JOURNAL = "meta/.journal"
 
 
@@ -78,7 +78,7 @@ class Backend:
         return self.fs._strip_protocol(self.store_uri(key)).rstrip("/")
 
     def journal_prefix(self, key: str) -> str:
-        """Where the journal of `key` lives: outside the store prefix (see ``_journal_location``)."""
+        """Where the journal of `key` lives: outside the store prefix (see ``_rules.journal_location``)."""
         from flyteplugins_memory._rules.journal_location import journal_root
 
         return journal_root(self.prefix(key))

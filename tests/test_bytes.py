@@ -285,7 +285,7 @@ def test_a_save_racing_delete_store_either_lands_before_it_or_fails(store_backen
 
 def test_delete_store_refuses_read_only_content_unless_trusted(store_backend, key):
     store = fill_store(key, trusted=True)
-    store.set_read_only_prefixes(["notes/"])  # persisted with the store (`_read_only`)
+    store.set_read_only_prefixes(["notes/"])  # persisted with the store (`_rules.read_only`)
     with pytest.raises(ReadOnlyPath, match="trusted=True"):
         MemoryStore.delete_store(key=key)
     assert MemoryStore.open(key=key).read_text("notes/a.md") == "a2"  # nothing deleted

@@ -230,7 +230,7 @@ def blobs_of(backend, key: str) -> dict[str, bytes]:
 
 
 def test_the_first_one_file_save_after_a_bulk_save_is_6_requests(disk_or_s3, key, costs):
-    store = bulk_saved(key, 40)  # files created in place (`_inplace`): their bytes only at their paths
+    store = bulk_saved(key, 40)  # files created in place (`_journal.inplace`): their bytes only at their paths
     old = disk_or_s3.upstream_view(key)["files/00007.txt"]
     head = journal_json(disk_or_s3, key, HEAD_NAME)["seq"]
 

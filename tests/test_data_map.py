@@ -1,4 +1,4 @@
-"""The data map (`_data_map`) knows every object a store keeps: a scenario that uses every feature, then a
+"""The data map (`_rules.data_map`) knows every object a store keeps: a scenario that uses every feature, then a
 listing of everything under the storage root, each object classified. A feature that stores a new kind of
 object without registering it fails here. docs/data-map.md is the map rendered."""
 

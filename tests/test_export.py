@@ -133,7 +133,7 @@ def test_manifest_lists_every_member_with_its_checksum_and_the_archive_streams_m
     stored = {f"store/{n}": d for n, d in local_backend.objects(key).items()}
     stored |= {f"journal/{n[len(JOURNAL) + 1 :]}": d for n, d in local_backend.journal(key).items()}
     # every object of the store, as stored; the head hint names the pinned (newest) commit, where the stored
-    # one may be a small save behind (`_commit.write_head`)
+    # one may be a small save behind (`_journal.commit.write_head`)
     head, hint = json.loads(data.pop("journal/head.json")), json.loads(stored.pop("journal/head.json"))
     assert head["seq"] == MemoryStore.open(key=key).log(limit=1)[0].seq and head["checkpoint"] == hint["checkpoint"]
     assert hint["seq"] in (head["seq"] - 1, head["seq"])
@@ -451,7 +451,7 @@ def test_an_export_archives_the_state_it_started_from_while_a_save_rewrites_the_
 
 def test_an_export_of_an_unchanged_store_archives_every_object_as_stored(local_backend, key, tmp_path):
     """Pinning changes nothing when nothing runs meanwhile: sidecars and transcript go byte for byte, and the
-    head hint names the newest commit (the stored one may be a small save behind: `_commit.write_head`)."""
+    head hint names the newest commit (the stored one may be a small save behind: `_journal.commit.write_head`)."""
     populated(key)
     MemoryStore.open(key=key).export(tmp_path / "a.tar.gz")
     with tarfile.open(tmp_path / "a.tar.gz", "r:gz") as tar:

@@ -116,7 +116,7 @@ CLASHES = {
     "file_over_file": "store/notes/a.md/evil.md",
     "file_over_directory": "store/notes",
 }
-#: journal objects no kind of the data map names (`_data_map`): a file over a journal file is one of them
+#: journal objects no kind of the data map names (`_rules.data_map`): a file over a journal file is one of them
 KINDS = [
     "absolute_path",
     "parent_path",

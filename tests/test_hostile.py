@@ -73,7 +73,7 @@ CASES = [
 
 def place(backend, key: str, case: dict, outside: pathlib.Path) -> None:
     if case["base"] == "ours":
-        # the corpus's records name these files' blobs: keep them out of the in-place upload (`_inplace`)
+        # the corpus's records name these files' blobs: keep them out of the in-place upload (`_journal.inplace`)
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr("flyteplugins_memory._journal.inplace.places_in_place", lambda remote: False)
             store = MemoryStore.create(key=key)

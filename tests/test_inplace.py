@@ -1,5 +1,5 @@
 """Issue 9, bulk saves: a new file is uploaded once, at its own path, with a create-only write before the
-commit point (`_inplace`), and is then read, rewritten, deleted, purged and collected like any file.
+commit point (`_journal.inplace`), and is then read, rewritten, deleted, purged and collected like any file.
 Every check looks at what landed in storage through the backend's own filesystem."""
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ only the public API.
 
 The layers are the package's subpackages, read from the bottom up as README's "Layout of the code" tells
 them: the foundation (`errors`, `_base`), rules without I/O (`_rules`), the storage seam (`storage`), the
-journal's reads and writes (`_journal`), the handle (`_handle`), and the public facade (`_api` and the
+journal's reads and writes (`_rules.journal_objects`), the handle (`_handle`), and the public facade (`_api` and the
 package's `__init__`); then the conformance kit, the framework adapters and the command line. Every file of
 the package is checked, at any depth. Imports made only for type checkers (``if TYPE_CHECKING:``) do not
 count: they create no dependency at run time.

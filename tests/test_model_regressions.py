@@ -125,7 +125,7 @@ def test_history_continues_across_a_delete_and_a_restore(machine):
 def test_an_export_holds_no_expired_content(machine):
     """Not in issue 23's list (fixed): `export()` of a store holding a file whose ttl ran out, before any gc,
     archived its content (fixed by 3d4b2d0) and its labels, inline in the commit record that wrote it
-    (fixed: records, checkpoints and parts are archived redacted, `_archive_forget`)."""
+    (fixed: records, checkpoints and parts are archived redacted, `_api.archive.forget`)."""
     machine.write_and_save(h=0, kind="text", meta=1, path="a.txt", ttl=True)
     machine.advance_clock()
     machine.store_matches_the_model()
@@ -160,7 +160,7 @@ def test_a_stale_handles_save_never_stores_purged_bytes_again(machine):
     """Not in issue 23's list (fixed on main by 11:55): handle 1 wrote and
     saved ``notes/c.bin``; handle 0 purged it; handle 1, still holding the old bytes in its working root,
     rewrote the path and saved: the save (refused, as a conflict) first copied the purged bytes back into
-    the journal's blobs, where they stay (`_preserve.preserve_legacy` keeps an in-place file's old bytes,
+    the journal's blobs, where they stay (`_journal.preserve.preserve_legacy` keeps an in-place file's old bytes,
     taken from the handle's working root since 6583174 rather than fetched, which found nothing)."""
     machine.write_and_save(h=1, kind="bytes", meta=0, path="notes/c.bin", ttl=True)
     machine.purge(h=0, path="notes/c.bin")
@@ -174,7 +174,7 @@ def test_a_stale_handles_save_leaves_no_search_segment_of_purged_content(machine
     """Not in issue 23's list (fixed on main by 11:55, 5d53165's purge count): handle 2 loaded the
     search index while ``a.txt`` was live; handle 0 purged it; handle 2's next save first tried to commit on
     its own (stale) base, folding its cached segments, the purged file's doc among them, into a new search
-    segment (`_search_store._fold`), lost the commit slot, and committed on the newest state at its second
+    segment (`_journal.search_segments._fold`), lost the commit slot, and committed on the newest state at its second
     attempt: the first attempt's segment stays stored, unreferenced, with the purged words, first line and
     labels (until gc collects orphans after the window)."""
     machine.write_and_save(h=0, kind="text", meta=1, path="a.txt", ttl=False)

@@ -1,4 +1,4 @@
-"""A save refused after it copied a stale handle's in-place bytes into blobs (`_preserve`) stores nothing
+"""A save refused after it copied a stale handle's in-place bytes into blobs (`_journal.preserve`) stores nothing
 that a purge or a store's deletion removed meanwhile: a refusal by a read-only prefix made since, by the
 store's deletion, or any other failure after the copy (found by the hostile review of issue 23)."""
 

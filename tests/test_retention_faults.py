@@ -83,7 +83,7 @@ def assert_finished(backend, key: str) -> None:
     assert snapshots(backend, key) == [b"draft 2", b"draft 3"]
     assert "scratch.txt" not in backend.upstream_view(key)
     # blobs, snapshots, records, checkpoints: not the search index, whose segments lag behind a commit
-    # that could not read one (`_search_store` commits without updating it; a later save catches up)
+    # that could not read one (`_journal.search_segments` commits without updating it; a later save catches up)
     stored = {n: d for n, d in backend.stored(key).items() if "/.journal/search/" not in n}
     assert not [n for n, d in stored.items() if b"draft 0" in d or b"expired secret" in d]
 

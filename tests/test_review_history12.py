@@ -139,7 +139,7 @@ def test_gc_expiring_a_file_that_a_concurrent_save_rewrote_keeps_the_rewrite_in_
 def test_at_the_newest_commit_does_not_show_a_file_whose_ttl_ran_out(local_backend, key):
     """`store.at(commit)` ignores expiries: with the newest commit made after a file's ttl ran out, every
     handle reads the file as missing, but ``store.at(store.log()[0])`` lists it, says it exists and
-    returns its content (`_time_travel.StoreAt` reads ``State.files`` without `_ttl.is_expired`). A file
+    returns its content (`_api.time_travel.StoreAt` reads ``State.files`` without `_rules.ttl.is_expired`). A file
     written with a ttl (scratch, secrets) must not come back through time travel to a moment after it
     expired."""
     store = MemoryStore.create(key=key)
@@ -161,7 +161,7 @@ def test_at_the_newest_commit_does_not_show_a_file_whose_ttl_ran_out(local_backe
 
 def test_a_max_age_of_timedelta_max_is_persisted_as_given_not_dropped(local_backend, key, monkeypatch):
     """`set_retention(max_age=timedelta.max)` is accepted and returned, but stored as float seconds that
-    `_retention_policy._positive_seconds` cannot turn back into a timedelta (OverflowError, swallowed):
+    `_rules.retention_policy._positive_seconds` cannot turn back into a timedelta (OverflowError, swallowed):
     every handle then reads the policy as having NO age rule. With ``keep_last=1`` beside it, gc deletes
     every older snapshot that "keep everything younger than max_age" was set to keep."""
     store = MemoryStore.create(key=key, keep_versions=True)
@@ -203,7 +203,7 @@ def test_a_dry_run_reports_the_snapshots_gc_then_removes(local_backend, key, mon
 
 @pytest.mark.parametrize("separator", ["\r", "\x0c", "\x1c", "\x85", "\u2028"], ids=["cr", "ff", "fs", "nel", "ls"])
 def test_diff_says_no_newline_only_at_the_end_of_a_file_that_lacks_one(local_backend, key, separator):
-    """`_diff.unified_diff` splits with `str.splitlines`, which also breaks at \\r, form feed, \\x1c-\\x1e,
+    """`_rules.diff.unified_diff` splits with `str.splitlines`, which also breaks at \\r, form feed, \\x1c-\\x1e,
     NEL, U+2028/2029; every such "line" then does not end in \\n, so the diff gets a
     "\\ No newline at end of file" marker in the middle of the file: a malformed unified diff (patch and
     git apply reject it) for text that ends with a newline on both sides. Lines are \\n-separated."""
@@ -297,7 +297,7 @@ def test_an_archive_holding_a_file_and_a_directory_of_one_name_is_refused(backen
 
 def test_a_tar_header_bomb_is_refused_without_holding_it_in_memory(local_backend, tmp_path):
     """A 255 KB archive whose first header is a GNU long-name record declaring 128 MiB (zeros): tarfile
-    reads a long name (and a pax header) into memory in full, and `_archive_spool._Bounded` only stops
+    reads a long name (and a pax header) into memory in full, and `_api.archive.spool._Bounded` only stops
     the stream at ``max_total_bytes`` + 4 MiB (8 GiB by default), so the import holds hundreds of MiB
     (about twice the declared size) before refusing. An archive of ~8 MB gets to the default bound, i.e.
     many GiB of RAM: the compression-bomb defence does not hold for bytes that are no member's data.

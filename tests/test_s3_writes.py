@@ -1,4 +1,4 @@
-"""S3 uploads through obstore (`_s3_writes`): used exactly where they reach what s3fs would, create-only
+"""S3 uploads through obstore (`storage._s3_writes`): used exactly where they reach what s3fs would, create-only
 honoured, objects named as s3fs names them, and failures translated so the retry policy applies.
 Checked through the backend's own filesystem (s3fs), not through the store."""
 

@@ -212,7 +212,7 @@ def test_tampered_content_is_refused(backend, key, saved_store):
     saved_store.save()
     for blob in [n for n in backend.journal(key) if "/blobs/" in n]:
         backend.put(key, blob, b"tampered")
-    backend.put(key, "notes/a.md", b"tampered")  # a new file: at its own path (`_inplace`)
+    backend.put(key, "notes/a.md", b"tampered")  # a new file: at its own path (`_journal.inplace`)
     for path in ("notes/a.md", "notes/b.md"):
         with pytest.raises(CorruptStore):
             MemoryStore.get_or_create(key=key).read_text(path)

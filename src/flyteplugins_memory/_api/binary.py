@@ -28,7 +28,7 @@ from ..errors import InvalidArgument
 
 
 class BinaryAPI:
-    """Mixed into `MemoryStore`; relies on its `_session`, `_admission` and `_change_options`."""
+    """Mixed into `MemoryStore`; relies on its `_handle.session`, `_rules.admission` and `_change_options`."""
 
     _session: Session
     _admission: PathAdmission

@@ -1,5 +1,5 @@
 """Deleting in bulk: `MemoryStore.delete_prefix` (every file under a directory) and `delete_store`
-(a whole store, its journal included; see `_store_deletion`)."""
+(a whole store, its journal included; see `_journal.store_deletion`)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from .records import PendingRecords
 
 
 class BulkDeleteAPI:
-    """Mixed into `MemoryStore`; relies on its `_session`, `_admission` and `_change_options`."""
+    """Mixed into `MemoryStore`; relies on its `_handle.session`, `_rules.admission` and `_change_options`."""
 
     _session: Session
     _admission: PathAdmission

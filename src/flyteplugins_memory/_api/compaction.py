@@ -2,7 +2,7 @@
 
 The older messages of the transcript move to an archive record log (``store.records(archive)``) and are
 replaced by one summary message that the caller's `summarize` writes. The archive segment, the folded
-transcript and an audit event are one commit, whose transcript change is a *fold* (`_fold`): it merges
+transcript and an audit event are one commit, whose transcript change is a *fold* (`_rules.fold`): it merges
 with messages other handles append meanwhile (they land after the summary), and a second compaction of
 the same messages finds them gone and raises `ConcurrencyError`, so no message is archived twice or lost.
 """
@@ -55,7 +55,7 @@ class CompactionResult:
 
 
 class CompactionAPI:
-    """Mixed into `MemoryStore`; relies on its `_session`, `_admission`, `messages`, `audit`,
+    """Mixed into `MemoryStore`; relies on its `_handle.session`, `_rules.admission`, `messages`, `audit`,
     `validate_messages` and `save`."""
 
     _session: Session

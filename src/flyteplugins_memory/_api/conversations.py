@@ -3,7 +3,7 @@
 
 Each conversation is its own log, so many sessions share one store without sharing (or rewriting) its
 transcript, and concurrent appends to one session from several handles all survive. Messages follow the
-transcript's rules (`_messages.admit`: stored as upstream stores messages; typed messages become their
+transcript's rules (`_rules.messages.admit`: stored as upstream stores messages; typed messages become their
 dicts; with ``validate_messages=True`` they must match the typed models) and must also be strict JSON
 (no NaN), since a log holds JSON lines.
 """

@@ -4,7 +4,7 @@ upstream's layout holds of them (the file, its sidecar, the ``versions/`` snapsh
 
 In that order, so a commit that loses to a concurrent rewrite of the path (`ConcurrencyError`, logged; the
 next gc tries again) has removed nothing of the rewrite. A pending-expiry marker written before the commit
-(`_expiry_pending`) makes a gc that dies after it safe to repeat: the next one finds the marker and finishes
+(`_journal.expiry_pending`) makes a gc that dies after it safe to repeat: the next one finds the marker and finishes
 the removal for every path its newest state no longer holds; one that dies before it finds the files
 expired again. Expired files are never read again, so nothing a live state needs goes. Finding them loads
 the whole file index (O(files), as gc's own pass over the checkpoints does); saves never pay for it. See

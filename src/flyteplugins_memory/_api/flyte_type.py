@@ -3,7 +3,7 @@
 The store travels as a MessagePack payload (key, remote path, options and the inline transcript, the
 same fields upstream sends). A store with unsaved changes is saved before it leaves a task, so the
 receiving task sees exactly what the sender had; the receiver loads files from storage on first use.
-Stores nested in dataclasses do not come through here (see `_payload`).
+Stores nested in dataclasses do not come through here (see `_api.payload`).
 """
 
 from __future__ import annotations

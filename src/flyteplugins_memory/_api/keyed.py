@@ -1,7 +1,7 @@
 """The keyed half of `MemoryStore`'s API: naming a store by key, finding, opening and creating it.
 
 A store named by key lives at ``{storage_root}/agents/memory-store/v0/{org}/{project}/{domain}/{key}``
-(`_location` resolves the parts from explicit values, the Flyte context and the local defaults). These
+(`_rules.location` resolves the parts from explicit values, the Flyte context and the local defaults). These
 classmethods build handles of the class they are called on and hand them to its session: `open` never
 creates, `create` lets exactly one of concurrent creators win, `get_or_create` opens what a winner made.
 """
@@ -164,7 +164,7 @@ class KeyedAPI:
         try:
             if await store._session.open(store):
                 return store
-        except StoreDeleted:  # the key is free again: a new generation (`_generations`)
+        except StoreDeleted:  # the key is free again: a new generation (`_journal.generations`)
             pass
         try:
             return await cls.create.aio(key=key, org=org, project=project, domain=domain, **options)

@@ -1,7 +1,7 @@
 """The maintenance half of `MemoryStore`'s API: garbage collection, purge and the retention window.
 
-``gc()`` removes what no committed state inside the retention window needs (`_gc`); ``purge(path)``
-deletes a path and removes every stored copy of its content now (`_purge`); ``set_gc_window`` sets the
+``gc()`` removes what no committed state inside the retention window needs (`_journal.gc`); ``purge(path)``
+deletes a path and removes every stored copy of its content now (`_journal.purge`); ``set_gc_window`` sets the
 window every handle of the store uses, stored in the journal beside it.
 """
 
@@ -28,7 +28,7 @@ from .records import LogOwner, save_pending
 
 
 class MaintenanceAPI:
-    """Mixed into `MemoryStore`; relies on its `_session`, `_admission` and the `delete` and `save`
+    """Mixed into `MemoryStore`; relies on its `_handle.session`, `_rules.admission` and the `delete` and `save`
     methods."""
 
     _session: Session

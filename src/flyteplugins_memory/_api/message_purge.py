@@ -2,17 +2,17 @@
 
 Redacting a message in place and saving changes the newest transcript only: the old text stays inline in
 the commit records that appended it and in checkpoints until gc collects them. A message-level purge
-removes every stored copy now, in two steps, like `purge(path)` (`_purge`):
+removes every stored copy now, in two steps, like `purge(path)` (`_journal.purge`):
 
 1. **Its commit** (kind ``purge``, committed on its own after the handle's unsaved changes): the message
    (every message of the transcript with exactly its content) replaced by the redacted form, or the log's
    segment that holds the record rewritten with the record replaced (keeping its place in the log:
-   ``ext["position"]``, `_record_codec.position`), and an audit event of op ``purge`` (upstream's fields,
+   ``ext["position"]``, `_rules.record_codec.position`), and an audit event of op ``purge`` (upstream's fields,
    plus ``message`` or ``record``: the index), whatever the handle's ``audit`` setting. The commit
    rewrites upstream's ``messages.json``.
-2. **The stored copies** (`_purge.purge_contents`): every stored commit record and checkpoint whose
+2. **The stored copies** (`_journal.purge.purge_contents`): every stored commit record and checkpoint whose
    transcript holds the old message (appended messages, a checkpoint's messages) is rewritten in place
-   with the redacted form (`_redact`); for a record, the segment's old content (its blob, version
+   with the redacted form (`_journal.redact`); for a record, the segment's old content (its blob, version
    snapshots, in-place copy) and every search segment that indexed it are removed, behind a purge marker,
    and a stored transcript message equal to the record (a message `compact_transcript` archived) is
    redacted too.
@@ -122,7 +122,7 @@ async def purge_message(store: Owner, index: object, replacement: Any, actor: st
     redaction = Redaction(messages={encoded: new})
     # Stored copies first, then the commit (then once more, for what landed meanwhile): a handle that loads
     # a checkpoint after the commit finds it redacted already, and one that loaded it before counts fewer
-    # purges than the commit's record, so it reads it again (`_purge_count`).
+    # purges than the commit's record, so it reads it again (`_rules.purge_count`).
     await _rewrite(session, redaction)
     found: dict[str, Any] = {}
 

@@ -4,7 +4,7 @@ A store leaves a task as a small payload (key, location, options, the inline tra
 was sent at; the files stay in storage). Flyte reaches it two ways:
 
 - as a task output or input of type `MemoryStore`, or an element of ``list[MemoryStore]`` or
-  ``dict[str, MemoryStore]``, through our type transformer (`_flyte_type`), which is async and saves a store
+  ``dict[str, MemoryStore]``, through our type transformer (`_api.flyte_type`), which is async and saves a store
   with unsaved changes before sending it;
 - nested in a value Flyte encodes as one MessagePack blob (a dataclass field, ``list[SomeDataclass]``,
   ``dict[int, MemoryStore]``), through mashumaro's synchronous ``MemoryStore._serialize``. That call runs on
@@ -39,7 +39,7 @@ def payload(store: MemoryStore) -> dict[str, Any]:
         "keep_versions": store.keep_versions,
         "validate_messages": store.validate_messages,  # the receiver checks its appends as the sender did
         "seq": store._session.payload_seq(),
-        # which of the key's stores that commit belongs to (`_generations`; None: the sender never loaded)
+        # which of the key's stores that commit belongs to (`_journal.generations`; None: the sender never loaded)
         "generation": store._session.generation,
     }
 

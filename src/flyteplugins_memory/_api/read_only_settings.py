@@ -1,5 +1,5 @@
 """The persisted read-only prefixes as `MemoryStore`'s API: reading them, changing them (trusted, audited,
-committed at once) and setting them when a store is created. The rules themselves are in `_read_only`."""
+committed at once) and setting them when a store is created. The rules themselves are in `_rules.read_only`."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def creation_settings(prefixes: Iterable[str]) -> Settings | None:
 
 
 class ReadOnlySettingsAPI:
-    """Mixed into `MemoryStore`; relies on its `_session`, `trusted`, `messages` and `audit`."""
+    """Mixed into `MemoryStore`; relies on its `_handle.session`, `trusted`, `messages` and `audit`."""
 
     _session: Session
     trusted: bool

@@ -31,7 +31,7 @@ from ..storage._workdir import WorkDir
 
 
 class ReadAPI:
-    """Mixed into `MemoryStore`; relies on its `_session`, `_admission`, `messages` and `audit`."""
+    """Mixed into `MemoryStore`; relies on its `_handle.session`, `_rules.admission`, `messages` and `audit`."""
 
     _session: Session
     _admission: PathAdmission

@@ -1,7 +1,7 @@
 """Record logs: `store.records(name)`, an append-only log of JSON records at any path of the store.
 
 Appends stay in the handle (no I/O, like the transcript's) until `store.save()`, which writes each log's
-new records as one new segment file (`_record_codec`): an ordinary file of the store, with its sidecar,
+new records as one new segment file (`_rules.record_codec`): an ordinary file of the store, with its sidecar,
 audit event and journal entry, so concurrent saves merge as any two new files do and nothing is lost.
 Reads list the log's segments from the file index and fetch only those that hold the records asked for.
 """

@@ -1,5 +1,5 @@
 """The store's retention policy as `MemoryStore`'s API: reading it and changing it (audited, committed at
-once, a compare-and-swap). The rules are in `_retention_policy`; gc applies them (`_gc`)."""
+once, a compare-and-swap). The rules are in `_rules.retention_policy`; gc applies them (`_journal.gc`)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ __all__ = ["RetentionAPI"]
 
 
 class RetentionAPI:
-    """Mixed into `MemoryStore`; relies on its `_session`, `messages` and `audit`."""
+    """Mixed into `MemoryStore`; relies on its `_handle.session`, `messages` and `audit`."""
 
     _session: Session
     messages: list[dict[str, Any]]

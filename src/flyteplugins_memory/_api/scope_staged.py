@@ -1,6 +1,6 @@
 """The staged-memory half of `ScopedStore`: propose, list and decide proposals of paths in the scope.
 
-Each call is the store's own (`_staged`) on the full path, so its rules hold unchanged (only a trusted
+Each call is the store's own (`_api.staged`) on the full path, so its rules hold unchanged (only a trusted
 handle accepts into a read-only prefix); proposals come back with paths relative to the scope, and a
 proposal of a path outside it is `ProposalNotFound` from here, checked before anything is committed.
 """
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 
 class ScopedStagedAPI:
-    """Mixed into `ScopedStore`; relies on its `_store`, `_prefix` and `_full`."""
+    """Mixed into `ScopedStore`; relies on its `_api.store`, `_prefix` and `_full`."""
 
     _store: MemoryStore
     _prefix: str

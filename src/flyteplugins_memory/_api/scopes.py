@@ -1,8 +1,8 @@
 """`ScopedStore`: a view of one handle confined to a prefix (``store.scope("users/alice")``).
 
 Paths given to a scope are relative to its prefix and results come back relative to it. Each call
-passes the scope's own gate first (`_scope_paths`: stricter than a store's rules; plus, in the local
-working copy, no symlink that leads out of the prefix), then the store's (`_admission`: reserved and
+passes the scope's own gate first (`_rules.scope_paths`: stricter than a store's rules; plus, in the local
+working copy, no symlink that leads out of the prefix), then the store's (`_rules.admission`: reserved and
 read-only prefixes), and is then the store's own call on the full path: a scope is no second working
 copy. Its writes are unsaved changes of the handle; ``scope.save()`` saves the handle, everything it
 holds. The transcript (``messages``, ``append``) is not a file and is not offered: a scope's
@@ -49,7 +49,7 @@ class ScopedStore(ScopedStagedAPI):
     Obtain one with ``store.scope(prefix)``; ``scope.scope(sub)`` nests. Every I/O method runs as
     ``scope.f(...)`` or ``await scope.f.aio(...)``. Escapes raise `PathEscapesRoot` (``..``, absolute
     paths, backslashes, lookalike or percent-encoded dots and separators, symlinks out of the prefix) or
-    `InvalidPath`; see `_scope_paths` for the exact rules.
+    `InvalidPath`; see `_rules.scope_paths` for the exact rules.
     """
 
     def __init__(self, store: MemoryStore, prefix: str):
@@ -264,7 +264,7 @@ class ScopedStore(ScopedStagedAPI):
     def _own_version(self, version_file: str) -> str:
         try:
             named = classify(version_file)
-        except UnsafeStoreContent as exc:  # no name at all: as the store says (`_versions`)
+        except UnsafeStoreContent as exc:  # no name at all: as the store says (`_journal.versions`)
             raise InvalidPath(f"{version_file!r} does not name a version snapshot") from exc
         if named.kind is not Kind.VERSION:
             raise InvalidPath(f"{version_file!r} does not name a version snapshot")

@@ -2,8 +2,8 @@
 
 It searches what the handle sees, as `read_text` does: the committed files of its base, with its unsaved
 writes and deletes over them. The index is persisted with the store and updated by each save
-(`_search_index`, `_search_store`), so a fresh handle searches without reading the files; the handle
-keeps it in memory (`_search_view`). With ``include_transcript=True`` the messages of ``store.messages``
+(`_rules.search_index`, `_journal.search_segments`), so a fresh handle searches without reading the files; the handle
+keeps it in memory (`_handle.search_cache`). With ``include_transcript=True`` the messages of ``store.messages``
 are searched too, each as the hit path ``messages.json#<index>`` (its position in the transcript), with
 no `meta`. An optional `embed` callable re-ranks with embeddings (reciprocal-rank fusion of BM25 and
 cosine similarity); nothing here downloads or runs a model of its own.
@@ -57,7 +57,7 @@ class SearchHit:
 
 
 class SearchAPI:
-    """Mixed into `MemoryStore`; relies on its `_session`, `_admission` and `messages`."""
+    """Mixed into `MemoryStore`; relies on its `_handle.session`, `_rules.admission` and `messages`."""
 
     _session: Session
     _admission: PathAdmission
@@ -107,7 +107,7 @@ def _file_paths(hits: list[Hit]) -> list[str]:
 
 
 def _live(view: View, hits: list[Hit]) -> list[Hit]:
-    """`hits` without files whose ttl ran out since the index was written (see `_ttl`)."""
+    """`hits` without files whose ttl ran out since the index was written (see `_rules.ttl`)."""
     return [hit for hit in hits if hit[0].startswith(MESSAGES_PATH + "#") or view.entry(hit[0]) is not None]
 
 

@@ -1,7 +1,7 @@
 """Staged memories: `MemoryStore.propose`, `proposals`, `proposal`, `accept` and `discard`.
 
 `propose` stages a change like a write does (kept in the handle until ``save()``), but in the journal's
-proposals (`_proposals`), not at its path. `accept` and `discard` are decisions: each commits at once
+proposals (`_rules.proposals`), not at its path. `accept` and `discard` are decisions: each commits at once
 and on its own (after saving what the handle holds), so that of two concurrent decisions of one
 proposal exactly one lands: the decision is a compare-and-swap on the proposal's stored form inside the
 commit that makes it (`Session.decide`), and the loser raises `ProposalConflict` having committed
@@ -39,7 +39,7 @@ from .records import LogOwner, save_pending
 
 
 class StagedAPI:
-    """Mixed into `MemoryStore`; relies on its `_session`, `_admission`, `trusted`, `audit` and
+    """Mixed into `MemoryStore`; relies on its `_handle.session`, `_rules.admission`, `trusted`, `audit` and
     `keep_versions`."""
 
     _session: Session

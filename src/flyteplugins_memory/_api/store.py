@@ -1,16 +1,16 @@
 """`MemoryStore`: a keyed agent memory (transcript + path-addressed files), drop-in for upstream's.
 
-This module is the facade: it admits every caller path through one gate (`_admission`) and hands the
-call to one collaborator, the handle's `_session.Session`, which owns the working copy, the lock and
+This module is the facade: it admits every caller path through one gate (`_rules.admission`) and hands the
+call to one collaborator, the handle's `_handle.session.Session`, which owns the working copy, the lock and
 every move between the handle and storage. Every I/O method is ``async def`` wrapped by `syncify`
-(``f()`` and ``f.aio()``). The keyed constructors live in `_keyed`, the read and maintenance halves of
-the API in `_reading` and `_maintenance`, its HTML report in `_report`; what a store travels as between
-tasks, in `_payload`.
+(``f()`` and ``f.aio()``). The keyed constructors live in `_api.keyed`, the read and maintenance halves of
+the API in `_api.reading` and `_api.maintenance`, its HTML report in `_api.report.build`; what a store
+travels as between tasks, in `_api.payload`.
 
 The class subclasses upstream's ``flyte.ai.agents.MemoryStore`` so that everything accepting upstream's
 (its ``Agent`` checks ``isinstance``) accepts ours; it keeps its own ``__init__``, identity equality and
 hashing, and makes upstream's private helpers that would act on the working root behind the journal's
-back unreachable (`_compat.unavailable`).
+back unreachable (`_base.compat.unavailable`).
 """
 
 from __future__ import annotations
@@ -403,7 +403,7 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
 
     def _serialize(self) -> dict[str, Any]:
         """The payload a store travels as when nested in another value (mashumaro calls this, synchronously);
-        raises `UnsavedChanges` rather than losing unsaved changes, which it cannot save here (see `_payload`)."""
+        raises `UnsavedChanges` rather than losing unsaved changes, which it cannot save here (see `_api.payload`)."""
         _payload.refuse_unsaved(self)
         return _payload.payload(self)
 
@@ -414,7 +414,7 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
 
     @classmethod
     def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
-        """Inside a pydantic model a store travels as the same payload as anywhere else (see `_payload`)."""
+        """Inside a pydantic model a store travels as the same payload as anywhere else (see `_api.payload`)."""
         return _payload.pydantic_schema(cls)
 
     @classmethod

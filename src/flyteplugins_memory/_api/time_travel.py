@@ -1,13 +1,13 @@
 """Time travel: `MemoryStore.at(commit)`, a read-only view of the whole store as of one commit.
 
-The view is the committed state `commit` created (`_open.state_at`: its record and the checkpoint it is
+The view is the committed state `commit` created (`_journal.opening.state_at`: its record and the checkpoint it is
 relative to, so opening one costs what opening the store does), read like a handle reads: listings,
 existence and metadata from its file index, contents fetched on demand from their blobs and verified by
 sha256. It has no working copy: every write raises `ReadOnlySnapshot`. A commit the store never made, or
 one gc() collected, raises `CommitNotFound` when the view is asked for; content gc() collected while the
 view is in use raises `StateCollected` on read, as for any handle pinned to collected state.
 
-A file whose ttl has run out reads as missing here too, judged at now (`_gc.clock`) as a handle judges it,
+A file whose ttl has run out reads as missing here too, judged at now (`_journal.gc.clock`) as a handle judges it,
 not at the commit's time: an expired file (scratch, a secret) never comes back through time travel, and
 the view of the newest commit agrees with the handle.
 """
@@ -175,7 +175,7 @@ def _metadata(entry: FileEntry | None, path: str) -> Mapping[str, Scalar]:
 
 
 class TimeTravelAPI:
-    """Mixed into `MemoryStore`; relies on its `_session` and `_admission`."""
+    """Mixed into `MemoryStore`; relies on its `_handle.session` and `_rules.admission`."""
 
     _session: Session
     _admission: PathAdmission

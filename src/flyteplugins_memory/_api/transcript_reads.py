@@ -19,7 +19,7 @@ from ..errors import InvalidArgument
 
 
 class TranscriptReadAPI:
-    """Mixed into `MemoryStore`; relies on its `_session`, `messages` and `audit`."""
+    """Mixed into `MemoryStore`; relies on its `_handle.session`, `messages` and `audit`."""
 
     _session: Session
     messages: list[dict[str, Any]]

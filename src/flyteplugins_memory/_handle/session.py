@@ -3,12 +3,12 @@
 `MemoryStore` (the facade) talks to this object only. A session begins one of four ways (`Lifecycle`):
 built directly (``new``: it loads the committed state on first use, if there is one), received as a task
 input (pinned to the commit it was sent at), opened (`open`) or created (`create`, exclusive). It owns the
-handle's working copy (`_state.View`: committed base, unsaved changes, working root), the location
+handle's working copy (`_rules.state.View`: committed base, unsaved changes, working root), the location
 of the store, and the one lock that every read, write and save of the handle takes. Commits that are
-more than a save (settings, decisions, transcript folds) are mixed in from `_special_commits`.
+more than a save (settings, decisions, transcript folds) are mixed in from `_handle.special_commits`.
 
 The facade owns the transcript list (``store.messages``, public as upstream) and passes itself in as the
-`TranscriptHolder`; transcripts are compared by content (see `_transcript`), and the handle's messages
+`TranscriptHolder`; transcripts are compared by content (see `_rules.transcript`), and the handle's messages
 and a committed state never share an object.
 """
 
@@ -91,12 +91,12 @@ class Session(SpecialCommits):
         #: serializes every read, write and save of the handle (all run on the one syncify loop)
         self.lock = asyncio.Lock()
         self.lifecycle = Lifecycle.NEW
-        #: the search index of the working copy, in memory (`_search_view`)
+        #: the search index of the working copy, in memory (`_handle.search_cache`)
         self.search = SearchCache()
         self._remote_path = remote_path
         self._resolve_path = resolve
         self._remote: RemoteStore | None = None
-        #: which of the key's stores this handle names (`_generations`): None until its first load finds
+        #: which of the key's stores this handle names (`_journal.generations`): None until its first load finds
         #: out (0 until then); fixed by that load, or by the payload of a received store
         self.generation: int | None = None
         #: the committed state is loaded (a handle with no location yet has nothing to load)
@@ -105,7 +105,7 @@ class Session(SpecialCommits):
         self._pinned_seq: int | None = None
         #: how many leading messages of the handle came from its working root's messages.json
         self._root_transcript = 0
-        #: the content of the transcript as last committed or received (see `_transcript.fingerprints`)
+        #: the content of the transcript as last committed or received (see `_rules.transcript.fingerprints`)
         self._saved_transcript: list[str] = []
         #: the last save failed after it may have reached its commit point
         self._unresolved: SaveJob | None = None
@@ -140,7 +140,7 @@ class Session(SpecialCommits):
     async def create(self, holder: TranscriptHolder, settings: Settings | None = None) -> None:
         """Create the store: the first commit, exclusive (`StoreAlreadyExists` if another got there),
         holding `settings` (store-level extensions and the audit events of setting them). A deleted key
-        takes a new generation (`_generations`)."""
+        takes a new generation (`_journal.generations`)."""
         async with self.lock:
             remote, self.generation = await generation_to_create(self.remote(), self.generation or 0)
             self._remote = remote
@@ -172,7 +172,7 @@ class Session(SpecialCommits):
         return self.remote() if self._remote_path is not None else None
 
     def payload_seq(self) -> int | None:
-        """The commit a payload of this handle names (see `_payload`)."""
+        """The commit a payload of this handle names (see `_api.payload`)."""
         return self.view.base.seq if self.loaded else self._pinned_seq
 
     # -- reads and writes (each under the lock; fetching committed content happens outside it) -------------
@@ -293,7 +293,7 @@ class Session(SpecialCommits):
     async def _take_new_generation(self) -> bool:
         """A handle that never loaded a store (built directly, or found its key deleted on first use) saves
         into whatever store its key has: after a deletion, a new generation, as ``get_or_create`` would
-        (`_generations`). False for a handle of a deleted store, which must never commit into a new one."""
+        (`_journal.generations`). False for a handle of a deleted store, which must never commit into a new one."""
         if self.generation is not None or self.view.base.seq != 0:
             return False
         self._remote, self.generation = await generation_to_create(self.remote())
@@ -370,7 +370,7 @@ class Session(SpecialCommits):
         except StoreDeleted:
             if deleted_is_missing and self.generation is None:
                 return False
-            raise  # `open`, or a handle of the deleted store: never one to start afresh (`_store_deletion`)
+            raise  # `open`, or a handle of the deleted store: never one to start afresh (`_journal.store_deletion`)
         except StoreNotFound:
             return False
         return True
@@ -391,7 +391,7 @@ class Session(SpecialCommits):
 
     async def _open_newest(self, remote: RemoteStore) -> tuple[State, bool]:
         """The newest state of the key's newest store: a handle that does not know its generation yet
-        follows a deleted one to the store its key took since (`_generations`)."""
+        follows a deleted one to the store its key took since (`_journal.generations`)."""
         try:
             state, imported = await open_state(remote)
         except StoreDeleted:

@@ -1,6 +1,6 @@
 """Commits that are more than a save of the handle's changes: a change of store-level settings, a decision
 on a staged memory, and a fold of the transcript (compaction). `Session` mixes them in; each takes the
-session's lock, settles an earlier save of unknown outcome, and commits through the session's `_commit`,
+session's lock, settles an earlier save of unknown outcome, and commits through the session's `_journal.commit`,
 so each merges with concurrent writers like a save and is one audited commit.
 """
 
@@ -40,7 +40,7 @@ logger = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Settings:
     """A change of store-level settings a commit carries: extensions to set, compared
-    and swapped against the base (`_merge.rebase`), and the audit events that record it."""
+    and swapped against the base (`_rules.merge.rebase`), and the audit events that record it."""
 
     ext: dict[str, Any]
     audit: list[dict[str, Any]] = field(default_factory=list)
@@ -78,7 +78,7 @@ class SpecialCommits:
         trusted: bool = False,
     ) -> T:
         """Commit the handle's unsaved changes, move to the newest commit, then make `change` on the clean
-        working copy and commit it on its own (a decision: `_staged`). If that commit fails, its changes
+        working copy and commit it on its own (a decision: `_api.staged`). If that commit fails, its changes
         are forgotten, so a decision that lost a race leaves nothing behind in the handle."""
         async with self.lock:
             await self._ensure_loaded(holder)
@@ -103,7 +103,7 @@ class SpecialCommits:
         rewrites_transcript: bool = False,
         undo: Callable[[], None] | None = None,
     ) -> tuple[T, int]:
-        """A purge's commit (`_purge`): commit the handle's unsaved changes, move to the newest commit, make
+        """A purge's commit (`_journal.purge`): commit the handle's unsaved changes, move to the newest commit, make
         `change` on the clean working copy (the path deleted, its proposals redacted, the ``purge`` audit
         event) and commit it on its own, as commit kind ``purge``. A change that `rewrites_transcript`
         returns its audit event, recorded in place of the generic rewrite event (whatever the handle's
@@ -171,7 +171,7 @@ class SpecialCommits:
                 raise
 
     async def _remove_stray(self, path: str) -> None:
-        """Remove a file a failed save created at its own path before its commit point (`_inplace`), so
+        """Remove a file a failed save created at its own path before its commit point (`_journal.inplace`), so
         upstream does not list it; only for a path no other writer can choose (a log segment's)."""
         try:
             await self.remote().remove_many([path])

@@ -3,7 +3,7 @@
 `MemoryStore` is the public facade. This object answers listings from the base state plus changes (no
 I/O), fetches committed contents on first read (verifying their sha256, in threads, so the shared event
 loop never blocks), and mirrors every write, delete and read into the working root in upstream's layout
-(see `_mirror`). Unsaved contents are also kept in memory, so what a save uploads is exactly what was
+(see `_handle.mirror`). Unsaved contents are also kept in memory, so what a save uploads is exactly what was
 written, whatever a code tool later does to the root.
 """
 
@@ -52,7 +52,7 @@ class View:
 
     def __init__(self, root: pathlib.Path, *, private: bool):
         self.workdir = WorkDir(root)
-        #: mirrors writes, deletes and reads into the working root, in order (see `_mirror`)
+        #: mirrors writes, deletes and reads into the working root, in order (see `_handle.mirror`)
         self.mirror = RootWriter(self._mirror_failed)
         #: the root is our own temp dir: nothing but us writes there, so paths need no symlink check
         self.private = private
@@ -65,7 +65,7 @@ class View:
         self.cached: dict[str, str] = {}
         #: committed bytes of in-place files (``legacy``) this handle changed since its last save, read from
         #: the working root before the change replaced them there: the save copies them into a blob
-        #: (`_preserve`) without fetching them again
+        #: (`_journal.preserve`) without fetching them again
         self.held: dict[str, bytes] = {}
         #: the base is an import of an upstream-written store, not yet in the journal
         self.imported = False
@@ -85,7 +85,7 @@ class View:
         await self.base.files.need_under(prefix)
 
     def entry(self, rel: str) -> FileEntry | None:
-        """The live entry of `rel` (None: no such file, or its ttl ran out: see `_ttl`)."""
+        """The live entry of `rel` (None: no such file, or its ttl ran out: see `_rules.ttl`)."""
         found = self._recorded(rel)
         return None if is_expired(found, _gc.clock()) else found
 

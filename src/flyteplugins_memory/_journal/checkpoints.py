@@ -1,11 +1,11 @@
-"""Writing a checkpoint's file index: inline for a small store, else the parts that changed (`_parts`).
+"""Writing a checkpoint's file index: inline for a small store, else the parts that changed (`_rules.parts`).
 
 A checkpoint of state `n` built on checkpoint `c` rewrites only the parts of `c` whose range holds a path
-that records since `c` changed: it loads those parts, applies the changes, cuts the result (`_parts.chunk`)
+that records since `c` changed: it loads those parts, applies the changes, cuts the result (`_rules.parts.chunk`)
 and uploads the new parts, content-addressed and immutable, before the checkpoint object that names them.
 Every other part is referenced again and not rewritten. So checkpoint bytes follow what changed since the
 last checkpoint (at most one part per changed path, plus the list of references), not the store's size.
-The one exception is bounded: an index of several parts that fits one part (`_parts.fits_one`: parts an
+The one exception is bounded: an index of several parts that fits one part (`_rules.parts.fits_one`: parts an
 older version cut smaller, or a store that shrank) is rewritten as one part, at most `PART_MAX_BYTES`.
 """
 

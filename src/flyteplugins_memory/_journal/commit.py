@@ -1,13 +1,13 @@
 """Saving: upload new content, commit with one create-only write, then update upstream's view.
 
-    1. upload     files at paths the base does not hold, in place, create-only (`_inplace`); other
+    1. upload     files at paths the base does not hold, in place, create-only (`_journal.inplace`); other
                   new contents as blobs, content-addressed and immutable   (before the commit point), and
-                  the bytes of in-place or upstream-written files this save changes (`_preserve`)
-       adopt      on a store's first save into this journal: fence and move the old one (`_relocate`)
+                  the bytes of in-place or upstream-written files this save changes (`_journal.preserve`)
+       adopt      on a store's first save into this journal: fence and move the old one (`_journal.relocate`)
     2. commit     create-only ``log/<n+1>``; if taken, read what won, rebase and try ``n+2``
     3. upstream   files (but those placed in place), sidecars, versions, deletions, messages.json,
                   head hint (after it; a small save may leave it one commit behind, see `write_head`)
-    4. checkpoint now and then: full state, audit segment, audit/log.jsonl, and gc() (`_gc`)
+    4. checkpoint now and then: full state, audit segment, audit/log.jsonl, and gc() (`_journal.gc`)
 
 A save that dies before step 2 leaves nothing any reader of ours sees; one that dies after it is
 committed, and only upstream's view (step 3) lags until those paths are written again.
@@ -98,7 +98,7 @@ class SaveJob:
     #: who saves and why, recorded in the commit info (None: taken from the writes it holds)
     actor: str | None = None
     reason: str | None = None
-    #: new files this save created at their own paths (`_inplace`): they need no blob and no projection
+    #: new files this save created at their own paths (`_journal.inplace`): they need no blob and no projection
     placed: set[str] = field(default_factory=set)
     #: a trusted handle's decision on a proposal: the store's read-only prefixes do not bind its files
     trusted: bool = False
@@ -111,12 +111,12 @@ class SaveJob:
     #: the transcript change is a fold (`compact_transcript`): it merges with concurrent appends
     fold: Fold | None = None
     #: docs a search of the handle found missing from the persisted search index, the commit they were
-    #: found at (`_search_store.extend` persists them when the save lands right on it), its segment cache
+    #: found at (`_journal.search_segments.extend` persists them when the save lands right on it), its segment cache
     search_repairs: Repairs = field(default_factory=Repairs)
     #: committed bytes of in-place files this save changes that the handle already holds (`View.held`):
-    #: their copy into a blob (`_preserve`) fetches nothing
+    #: their copy into a blob (`_journal.preserve`) fetches nothing
     held: dict[str, bytes] = field(default_factory=dict)
-    #: contents this save copied into blobs before its commit point (`_preserve`)
+    #: contents this save copied into blobs before its commit point (`_journal.preserve`)
     preserved: list[str] = field(default_factory=list)
 
     def about(self) -> About:
@@ -143,7 +143,7 @@ async def run_save(remote: ObjectStorage, job: SaveJob) -> State:
     try:
         latest, moved = await _starting_point(remote, job)
         committed, record_size = await _commit(remote, job, latest)
-    except StoreDeleted:  # what this save uploaded must not outlive the store (`_store_deletion`)
+    except StoreDeleted:  # what this save uploaded must not outlive the store (`_journal.store_deletion`)
         # its search segments too: the handle's cached ones, written or read, all belong to the gone store;
         # and the copies of in-place bytes it preserved (a purge or the deletion had removed them)
         segments = {search_segment_name(sha) for sha in job.search_repairs.cache}
@@ -155,14 +155,14 @@ async def run_save(remote: ObjectStorage, job: SaveJob) -> State:
         await remote.remove_all(sorted(job.placed))
         await _drop_purged_preserved(remote, job)
         raise
-    except ConcurrencyError:  # `_commit` dropped the purged copies against the state it lost to
+    except ConcurrencyError:  # `_journal.commit` dropped the purged copies against the state it lost to
         raise
     except Exception:
         await _drop_purged_preserved(remote, job)
         raise
     job.changes = committed_changes(job.changes, job.placed)  # as landed: a later repair compares these
     # Committed: from here on nothing may fail the save (a save that raises must not be visible).
-    await _quietly(drop_purged_copies(remote, job.base, committed, job.preserved))  # `_purge_aftermath`
+    await _quietly(drop_purged_copies(remote, job.base, committed, job.preserved))  # `_journal.purge_aftermath`
     try:
         await update_upstream_layout(remote, job, committed)
     except StorageError as exc:
@@ -183,7 +183,7 @@ async def run_save(remote: ObjectStorage, job: SaveJob) -> State:
 
 
 async def _drop_purged_preserved(remote: ObjectStorage, job: SaveJob) -> None:
-    """A save that failed after copying in-place bytes into blobs (`_preserve`): if a purge removed that
+    """A save that failed after copying in-place bytes into blobs (`_journal.preserve`): if a purge removed that
     content meanwhile, the copies go (another save may share a copy of content still held: those stay)."""
     if not job.preserved:
         return
@@ -197,8 +197,8 @@ async def _drop_purged_preserved(remote: ObjectStorage, job: SaveJob) -> None:
 async def _starting_point(remote: ObjectStorage, job: SaveJob) -> tuple[State, bool]:
     """The state to rebase on first, and whether this save moves an old journal (cleaned after it).
 
-    A store's first save into this journal adopts it (`_relocate.adopt`). A base last known newest long ago
-    is checked against the head first: gc() may have collected the slot after it (see `_retention`)."""
+    A store's first save into this journal adopts it (`_journal.relocate.adopt`). A base last known newest long ago
+    is checked against the head first: gc() may have collected the slot after it (see `_journal.retention`)."""
     if job.imported or job.base.needs_save:
         if remote.journal_moved:
             imported = job.base.checkpoint if job.imported else None
@@ -243,7 +243,7 @@ async def _commit(remote: ObjectStorage, job: SaveJob, latest: State) -> tuple[S
 
 
 async def _quietly(cleanup: Awaitable[None]) -> None:
-    """Run a cleanup that must not fail the save (`_purge_aftermath`): a storage error is logged."""
+    """Run a cleanup that must not fail the save (`_journal.purge_aftermath`): a storage error is logged."""
     try:
         await cleanup
     except StorageError as exc:
@@ -251,7 +251,7 @@ async def _quietly(cleanup: Awaitable[None]) -> None:
 
 
 def clashing_strays(latest: State, placed: set[str]) -> list[str]:
-    """Files this save created in place (`_inplace`) that `latest` makes a file and a directory of one
+    """Files this save created in place (`_journal.inplace`) that `latest` makes a file and a directory of one
     name (``x/y`` under its file ``x``, or ``x`` over its ``x/y``): a conflicting save leaves its in-place
     files behind, but these no save can commit while `latest` stands, and upstream's download of the
     store trips over them (an object store holds both; no filesystem does)."""
@@ -316,7 +316,7 @@ async def update_upstream_layout(remote: ObjectStorage, job: SaveJob, committed:
 async def write_head(remote: ObjectStorage, committed: State, small: bool = False) -> None:
     """Point the head hint at `committed`, unless this is a `small` save and the hint names the commit just
     before (`State.head_hint`): a hint one commit behind costs an open nothing (its first probe reads the
-    newest record, `_open`), so a small save after one that wrote the hint leaves it (one request of about
+    newest record, `_journal.opening`), so a small save after one that wrote the hint leaves it (one request of about
     six), and the next save brings it up to date. The hint never lags by more than one commit this way."""
     if small and committed.head_hint == committed.seq - 1 and committed.checkpoint.seq < committed.seq:
         return

@@ -231,7 +231,7 @@ def _only_purged(info: CommitInfo | None, path: str) -> bool:
 
 
 def _purged(info: CommitInfo, path: str) -> bool:
-    """Whether `info` is of a purge of `path` deleted before it (`_commit_info.PURGED_KEY`)."""
+    """Whether `info` is of a purge of `path` deleted before it (`_rules.commit_info.PURGED_KEY`)."""
     found = info.ext.get(PURGED_KEY)
     return isinstance(found, list) and path in found
 

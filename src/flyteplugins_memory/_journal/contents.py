@@ -1,7 +1,7 @@
 """Fetching committed file contents, verified, and saying precisely why one cannot be had.
 
 A record's bytes are in its content-addressed blob, or, for a file imported from an upstream-written
-store (``legacy``), at the file's own path, with a blob copy once a save changed that path (`_preserve`).
+store (``legacy``), at the file's own path, with a blob copy once a save changed that path (`_journal.preserve`).
 Whatever is fetched must match the record's sha256. When nothing does, the error says why: the content
 was purged (`ContentPurged`, told by a purge marker), the state it belongs to was collected by gc()
 (`StateCollected`), or the store is damaged (`CorruptStore`).
@@ -27,7 +27,7 @@ async def fetch_contents(
     remote: ObjectStorage | None, records: Mapping[str, FileEntry], base: State
 ) -> dict[str, bytes]:
     """The verified contents of `records` (files of state `base`), or a typed error for the first missing.
-    An entry of a purged path (`_purge_count.is_purged_entry`) is `ContentPurged` even where another live
+    An entry of a purged path (`_rules.purge_count.is_purged_entry`) is `ContentPurged` even where another live
     path still holds the same bytes."""
     for path, record in records.items():
         if is_purged_entry(record.ext):

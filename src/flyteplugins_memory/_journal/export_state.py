@@ -2,7 +2,7 @@
 
 Export lists the store's objects, then reads them in batches. A save by another handle in between commits
 a newer state and rewrites upstream's layout in place: a file's bytes at its path (the older state then
-holds them only in a blob `_preserve` wrote after the listing), its sidecar, ``messages.json``, the head
+holds them only in a blob `_journal.preserve` wrote after the listing), its sidecar, ``messages.json``, the head
 hint. Archived as read, the journal would name content the archive does not hold. So the export pins the
 newest committed state before it lists anything (`pin`) and archives exactly that state (`Pinned`):
 

@@ -3,13 +3,13 @@
 One run: read the newest state (head hint and a probe), list the journal (small after gc: the log holds
 the window, the blobs the live files), read the window's commit records and the checkpoints they are
 built on, then delete, oldest kinds first: commit records (or empty them into tombstones, see
-`_retention`), checkpoints, audit segments, blobs, purge markers. Before deleting anything the head hint
+`_journal.retention`), checkpoints, audit segments, blobs, purge markers. Before deleting anything the head hint
 is pointed at the newest state, so an open never needs a removed record. Its cost is O(what it removes +
 what the window holds), never O(history). The old journal a moved store left behind is cleaned too.
 
 The window comes from the call, else the store's setting (``config.json`` in the journal, written by
-`set_gc_window`), else `DEFAULT_WINDOW`. The store's retention policy (`_retention_policy`) extends it to
-``max_age`` when that is longer, and decides which ``versions/`` snapshots go (`_snapshot_retention`);
+`set_gc_window`), else `DEFAULT_WINDOW`. The store's retention policy (`_rules.retention_policy`) extends it to
+``max_age`` when that is longer, and decides which ``versions/`` snapshots go (`_journal.snapshot_retention`);
 a dry run plans the same and removes nothing. Saves run gc opportunistically after each checkpoint, best
 effort, and only when the log shows something old enough to remove.
 """
@@ -121,7 +121,7 @@ async def collect(
 
 async def _scrub_labels(remote: ObjectStorage, paths: frozenset[str], now: float) -> None:
     """Rewrite the stored records and checkpoints (and parts) holding labels of entries of `paths` whose
-    ttl ran out by `now`, without those labels (in place, as purge does: `_redact`); their expiry stays."""
+    ttl ran out by `now`, without those labels (in place, as purge does: `_journal.redact`); their expiry stays."""
     async with rewriting(remote):  # not while a purge in this process rewrites them (it would undo ours)
         inventory = Inventory.of(await remote.stat(JOURNAL_DIR))
         done = await rewrite_journal(remote, inventory, Redaction(expired=paths, now=now))

@@ -1,9 +1,9 @@
 """A key's generations: the new store a key takes after `delete_store`, and finding the newest one.
 
 A deleted store leaves its deletion record in its journal (``head.json`` and log slot ``k``, see
-`_store_deletion`). The first ``create`` of the key after that claims slot ``k+1`` of the same journal,
+`_journal.store_deletion`). The first ``create`` of the key after that claims slot ``k+1`` of the same journal,
 create-only, with a `Successor` marker naming generation ``g+1``, whose journal lives apart and starts
-empty (`_journal_location.generation_root`); the create then commits there as every create does (its
+empty (`_rules.journal_location.generation_root`); the create then commits there as every create does (its
 exclusive ``log/1``). So:
 
 - concurrent creators agree on the generation (one claim wins, the others read it back) and then race on

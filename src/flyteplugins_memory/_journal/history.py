@@ -1,7 +1,7 @@
 """A path's versions: `store.history(path)`, what a version id names, and what a version holds.
 
 The history is read from two places. The journal, within its retention window: the commits that changed
-the path, newest first, at one commit record per version (`_commit_log.read_path_changes` follows the
+the path, newest first, at one commit record per version (`_journal.commit_log.read_path_changes` follows the
 path's chain of links), each record's entry giving the version's sha256 and size. Beyond the window,
 ``versions/`` snapshots (written with ``keep_versions``, by ours or upstream): one listing of the path's
 snapshot directory, and only when the journal shows fewer than `limit` versions. A snapshot's name

@@ -3,8 +3,8 @@
 A save used to upload each new file twice: its content-addressed blob before the commit point, and the
 file at its own path (upstream's layout) after it. A path that its save's base state does not hold is
 instead created at its own path with a create-only write, and committed the way files imported from an
-upstream-written store are (``FileEntry.legacy``: the bytes are at the file's own path; `_preserve`
-copies them into a blob before a save overwrites or deletes the path, and `_contents` reads them there,
+upstream-written store are (``FileEntry.legacy``: the bytes are at the file's own path; `_journal.preserve`
+copies them into a blob before a save overwrites or deletes the path, and `_journal.contents` reads them there,
 falling back to that blob). Every version of this package since issue 8 reads such records, so the
 format does not change. The projection then writes only the sidecar: 2 requests per new file, and a
 large file crosses the wire once.

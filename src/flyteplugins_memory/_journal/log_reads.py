@@ -80,7 +80,7 @@ def at_checkpoint(checkpoint: Checkpoint, remote: ObjectStorage, known: State | 
 
 async def state_from(remote: ObjectStorage, record: CommitRecord, known: State | None) -> State:
     """The state a record makes of its checkpoint (whose file index `known` may already hold, unless a purge
-    committed since `known`: it rewrote that checkpoint in storage, `_purge_count`)."""
+    committed since `known`: it rewrote that checkpoint in storage, `_rules.purge_count`)."""
     if known is not None and known.checkpoint.seq == record.checkpoint and not purged_since(known.ext, record.ext):
         checkpoint, index = known.checkpoint, known.files.base
     elif not record.checkpoint_stored:

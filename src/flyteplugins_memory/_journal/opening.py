@@ -2,7 +2,7 @@
 
 Opening costs O(1) requests however many files the store holds: the head hint, one probe past it, the
 newest commit record, and the checkpoint that record is relative to. The probe comes first: a save may
-leave the hint one commit behind (`_commit.write_head`), and then the probe is what reads the
+leave the hint one commit behind (`_journal.commit.write_head`), and then the probe is what reads the
 newest record, at no extra request. Only when the hint names a commit or checkpoint that gc() removed does
 it list the log (small after gc) to find the newest record.
 """

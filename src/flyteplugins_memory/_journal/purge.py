@@ -10,7 +10,7 @@ Then this module finds every content hash the path ever held that storage still 
 record and checkpoint still stored, in this journal and in an old one a moved store left behind, and the
 path's version snapshots), and removes, for each hash that no live path holds now: its journal blobs and
 every version snapshot with that content (of any path). It rewrites in place every stored record and
-checkpoint that holds the path's labels or its proposals' text (`_redact`), cutting again the index parts
+checkpoint that holds the path's labels or its proposals' text (`_journal.redact`), cutting again the index parts
 that held its entry; it removes every search index segment that holds a doc of any of the path's
 contents (the index keeps a file's words, first lines and labels; records only name segments, so a state
 whose segment is gone reads as "index data missing" and search indexes those files again), and upstream's
@@ -97,7 +97,7 @@ async def purge_change(view: View, rel: str, actor: str, reason: str) -> bool:
         op=PURGE_OP, path=rel, old_sha=old_sha, new_sha="", actor=actor, reason=reason, ts=now, version_file=""
     )
     view.changes.audit.append(event)
-    counted(view)  # handles that hold a checkpoint this purge rewrites read it again (`_purge_count`)
+    counted(view)  # handles that hold a checkpoint this purge rewrites read it again (`_rules.purge_count`)
     found = view.base.ext.get(PROPOSALS)
     for proposal_id, raw in (found if isinstance(found, dict) else {}).items():
         if not isinstance(raw, dict) or raw.get("path") != rel:
@@ -115,7 +115,7 @@ async def purge_stored(
     remote: ObjectStorage, rel: str, newest: State, *, actor: str, reason: str, commit: int | None
 ) -> PurgeResult:
     """Remove every stored copy of `rel`'s content that no live path of `newest` holds, and its labels
-    and proposals' text from every stored record and checkpoint (`_redact`). Runs after the purge commit."""
+    and proposals' text from every stored record and checkpoint (`_journal.redact`). Runs after the purge commit."""
     async with rewriting(remote):
         return await _purge_stored(remote, rel, newest, actor=actor, reason=reason, commit=commit)
 
@@ -157,7 +157,7 @@ async def purge_contents(
     reason: str,
     commit: int | None,
 ) -> PurgeResult:
-    """A message-level purge's removal (`_message_purge`), after its commit: every stored copy of the
+    """A message-level purge's removal (`_api.message_purge`), after its commit: every stored copy of the
     contents `shas` that no live path of `newest` holds (blobs, version snapshots, search segments), and
     what `redaction` names in every stored record and checkpoint. `path` is what the markers name."""
     newest.check_can_write("purge", remote.uri)
@@ -220,7 +220,7 @@ class _Purge:
 
 async def _hashes_in_journal(journal: ObjectStorage, rel: str) -> tuple[set[str], Inventory, list[tuple[str, bytes]]]:
     """Every hash `rel` has in a commit record or checkpoint this journal still stores, its inventory, and
-    those objects as read (the rewrite uses them: `_redact.rewrite_journal`)."""
+    those objects as read (the rewrite uses them: `_journal.redact.rewrite_journal`)."""
     inventory = Inventory.of(await journal.stat(JOURNAL_DIR))
     stored = await read_all(journal, journal_objects(inventory))
     found: set[str] = set()

@@ -3,9 +3,9 @@
 A handle that opened before a purge holds the purged data in memory (its working root, its search cache).
 Its save cannot commit that data again (it rebases onto the purge commit, read from storage), but two of
 its side effects ran before it knew of the purge, and this module undoes them once the save sees the
-purge (a record that counts more purges than the save's base, `_purge_count`):
+purge (a record that counts more purges than the save's base, `_rules.purge_count`):
 
-- the copy of an in-place file's old bytes into a blob (`_preserve`), taken from the handle's working
+- the copy of an in-place file's old bytes into a blob (`_journal.preserve`), taken from the handle's working
   root, which may be content the purge removed: removed again unless a live path of the newest state
   holds it (the purge marker says it was purged);
 - the search segment a losing commit attempt wrote from the handle's cached segments (which may hold a
@@ -28,7 +28,7 @@ from ..storage._contract import ObjectStorage
 
 
 async def drop_purged_copies(remote: ObjectStorage, base: State, latest: State, preserved: Iterable[str]) -> None:
-    """Remove the blobs of `preserved` contents (sha256s this save copied, `_preserve`) that a purge landing
+    """Remove the blobs of `preserved` contents (sha256s this save copied, `_journal.preserve`) that a purge landing
     between `base` and `latest` removed, unless a live path of `latest` holds them."""
     shas = sorted(set(preserved))
     if not shas or not purged_since(base.ext, latest.ext):

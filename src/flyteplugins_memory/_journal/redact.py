@@ -10,16 +10,16 @@ contents, audit events and commit info, with only the redacted places changed (s
 partitioned checkpoint's parts are content-addressed, so a part that held the purged path's entry is cut
 again under a new sha256, every checkpoint referencing it is rewritten to name the new part, and the old
 part gets a purge marker before it is deleted: a reader holding the old reference gets `ContentPurged`
-(refresh, or open again), never `CorruptStore` (`_index.CheckpointFiles`).
+(refresh, or open again), never `CorruptStore` (`_rules.index.CheckpointFiles`).
 
-Which places are rewritten is the data map's (`_data_map.PLACES`): `HANDLED` names them, and a test keeps
+Which places are rewritten is the data map's (`_rules.data_map.PLACES`): `HANDLED` names them, and a test keeps
 the two in step.
 
 Concurrent readers: an object is replaced by one write (atomic on every backend), so a reader sees the old
 object or the redacted one, both valid. Stale handles keep what they hold in memory, but cannot write it
-back: every purge makes a commit of its own (`_purge`, `_message_purge`), so a stale handle's next save
+back: every purge makes a commit of its own (`_journal.purge`, `_api.message_purge`), so a stale handle's next save
 finds its slot taken and rebases onto the newest record, read from storage, and a checkpoint it holds is
-read again when the record counts more purges than its state (`_purge_count`).
+read again when the record counts more purges than its state (`_rules.purge_count`).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from .._rules.ttl import is_expired
 from ..storage._contract import ObjectStorage
 from .retention import Inventory
 
-#: The places of `_data_map.PLACES` this module rewrites (a test checks every place that carries content,
+#: The places of `_rules.data_map.PLACES` this module rewrites (a test checks every place that carries content,
 #: labels or messages in a journal object is among them).
 HANDLED = (
     "file entry (delta.files / files / part files)",
@@ -62,17 +62,17 @@ class Redaction:
     """What a purge removes from stored records and checkpoints.
 
     `path`: a purged path: its file entries' extensions (labels, ttl, record counts) become
-    ``{"purged": true}`` (`_purge_count.is_purged_entry`: no read returns their content); who wrote them
+    ``{"purged": true}`` (`_rules.purge_count.is_purged_entry`: no read returns their content); who wrote them
     and why stay (attribution is not content, and history, log and audit must agree on it); its proposals
     lose their content and labels (``"purged": true``).
-    `messages`: message encodings (`_transcript.encode_message`) mapped to the message that replaces each,
+    `messages`: message encodings (`_rules.transcript.encode_message`) mapped to the message that replaces each,
     wherever it sits in a stored transcript."""
 
     path: str | None = None
     actor: str = ""
     reason: str = ""
     messages: Mapping[str, dict[str, Any]] = field(default_factory=dict)
-    #: paths whose entries written with a ttl that ran out by `now` lose their labels (gc, `_expiry`):
+    #: paths whose entries written with a ttl that ran out by `now` lose their labels (gc, `_api.expiry`):
     #: their ``expires_at`` stays, so every reader still sees them expired
     expired: frozenset[str] = frozenset()
     now: float = 0.0

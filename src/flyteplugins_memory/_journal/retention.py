@@ -13,7 +13,7 @@ of them (no read path shows an expired entry), whatever the window: its blobs go
 A collected commit record whose slot is younger than `SLOT_GRACE` is emptied into a tombstone rather
 than deleted: a handle opened within that time may still try to commit into the slot after it, and a
 taken slot is what makes that attempt fail and rebase (handles older than that re-read the head before
-committing; see `_commit`). Tombstones are deleted once older than the grace.
+committing; see `_journal.commit`). Tombstones are deleted once older than the grace.
 """
 
 from __future__ import annotations
@@ -58,12 +58,12 @@ class Inventory:
     blobs: dict[str, Listed] = field(default_factory=dict)
     markers: dict[str, Listed] = field(default_factory=dict)
     parts: dict[str, Listed] = field(default_factory=dict)
-    #: segments of the search index (`_search_index`), by sha256
+    #: segments of the search index (`_rules.search_index`), by sha256
     search: dict[str, Listed] = field(default_factory=dict)
 
     @classmethod
     def of(cls, listing: Mapping[str, Listed]) -> Inventory:
-        """Sort a journal listing by the data map's kinds (`_data_map`); objects of kinds gc and purge do
+        """Sort a journal listing by the data map's kinds (`_rules.data_map`); objects of kinds gc and purge do
         not walk (settings, the head, pending expiries), and names the map does not know, are left out."""
         inventory = cls()
         for name, found in listing.items():
@@ -113,7 +113,7 @@ class Needs:
     search: frozenset[str] = frozenset()
     #: content only expired entries hold: (path, sha256) of each such entry (its blob goes, however young)
     expired: frozenset[tuple[str, str]] = frozenset()
-    #: paths of expired entries that still carry labels (gc rewrites the records holding them, `_redact`)
+    #: paths of expired entries that still carry labels (gc rewrites the records holding them, `_journal.redact`)
     labelled: frozenset[str] = frozenset()
 
     @property

@@ -1,7 +1,7 @@
 """The search index in storage: reading its segments, and updating it with each commit.
 
 Segments are immutable journal objects, ``search/<sha[:2]>/<sha256>.json``, named by their bytes and
-uploaded before the commit record that names them (from ``ext["search"]``, see `_search_index`); each
+uploaded before the commit record that names them (from ``ext["search"]``, see `_rules.search_index`); each
 save that changes files writes one (its docs, merged with the newest segments), and purge() removes
 those that hold a purged content (`purge_segments`). The
 index is a derived cache, never the truth: a save whose index update fails for any reason commits

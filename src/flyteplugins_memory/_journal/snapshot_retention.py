@@ -1,6 +1,6 @@
 """The store's retention policy applied to ``versions/`` snapshots: which go, from one listing of
-``versions/`` (a paged listing, no reads), ranked per path by `_versions.version_order`. The rules
-themselves are in `_retention_policy`."""
+``versions/`` (a paged listing, no reads), ranked per path by `_journal.versions.version_order`. The rules
+themselves are in `_rules.retention_policy`."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ What stays is a few hundred bytes per young slot, all holding the deletion recor
 the deletion (who, when, why, how many files, after which commit), and what keeps a deleted store from
 coming back half-made. Versions of this package before it refuse the record as a newer format. The key
 itself is free again: its next ``create`` starts a new store, a new generation with a journal of its own
-(`_generations`), which no handle of the deleted one can commit into.
+(`_journal.generations`), which no handle of the deleted one can commit into.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ MAX_CLAIMS = 50
 
 
 async def delete_stored(remote: ObjectStorage, *, trusted: bool, actor: str, reason: str) -> bool:
-    """Delete the store at `remote`, the newest of its key's generations (`_generations`; steps in the
+    """Delete the store at `remote`, the newest of its key's generations (`_journal.generations`; steps in the
     module docstring); False if there is none, or another deletion got there first."""
     remote, _, deleted = await newest_generation(remote)
     if deleted is not None:
@@ -90,7 +90,7 @@ async def _claim(remote: ObjectStorage, state: State, *, trusted: bool, actor: s
 
 async def _checked_files(remote: ObjectStorage, state: State, trusted: bool) -> int:
     """How many files `state` holds; `ReadOnlyPath` if some lie under a read-only prefix persisted with
-    the store (`_read_only`) and the caller is not trusted."""
+    the store (`_rules.read_only`) and the caller is not trusted."""
     await state.files.need_under("")
     paths = state.files.under("")
     if trusted:

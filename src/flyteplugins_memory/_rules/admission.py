@@ -3,7 +3,7 @@
 `MemoryStore` admits each path through `PathAdmission.admit`, naming what it is about to do. A view that
 confines a store (a scope, a read-only handle) swaps this object for one with its own rules; no method of
 the store checks paths any other way. Remote paths (listed objects, journal entries) pass the same
-`normalize_path` rules where they are parsed (`_journal`, `_inventory`).
+`normalize_path` rules where they are parsed (`_rules.journal_objects`, `_rules.inventory`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Each refuses a bad value with `InvalidArgument` (a `ValueError`, so ``except ValueError`` keeps working)
 before anything is read or written. Paths, keys and messages have their own rules and errors
-(`_paths`, `_admission`, `_transcript`); this module holds the rest, so every method checks alike.
+(`_rules.paths`, `_rules.admission`, `_rules.transcript`); this module holds the rest, so every method checks alike.
 ``bool`` is refused where an int is asked for: ``log(limit=True)`` is a mistake, not ``limit=1``.
 """
 

@@ -123,7 +123,7 @@ def _link(known: int | None, hint: int | None) -> int | None:
 
 
 #: The key of a purge commit's info ``ext`` listing the paths it purged that were deleted before it: the
-#: commit changes no file there, yet it belongs to each path's history (`_commit_log`).
+#: commit changes no file there, yet it belongs to each path's history (`_journal.commit_log`).
 PURGED_KEY = "purged"
 
 

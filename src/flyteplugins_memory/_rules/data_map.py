@@ -4,7 +4,7 @@ deletion, export) reaches it.
 
 A feature that stores a new kind of object registers it here, or `classify_object` refuses to name it and
 the test that lists every object after a scenario of every feature fails (tests/test_data_map.py). gc and
-purge sort a journal listing through `journal_kind` (`_retention.Inventory.of`), so a journal object they
+purge sort a journal listing through `journal_kind` (`_journal.retention.Inventory.of`), so a journal object they
 do not know of is one this map does not know of. docs/data-map.md is rendered from this module
 (`render_markdown`); a test keeps the two equal.
 
@@ -83,7 +83,7 @@ class ObjectKind:
     scopes: str
     delete_store: str
     export: str
-    #: the `_retention.Inventory` table that lists it (journal kinds that gc and purge walk), or ""
+    #: the `_journal.retention.Inventory` table that lists it (journal kinds that gc and purge walk), or ""
     inventory: str = ""
     #: the full-match regex of its name (relative to its area)
     regex: str = ""
@@ -94,7 +94,7 @@ class ObjectKind:
 
 _SEQ = r"[0-9]{20}"
 _SHA = r"[0-9a-f]{64}"
-_ENC = r"[^/]+"  # one percent-encoded path (`_layout.encode_path`)
+_ENC = r"[^/]+"  # one percent-encoded path (`_rules.layout.encode_path`)
 _DELETES = "removed (everything under the prefix and the journal; the deletion record stays)"
 
 #: Every kind of stored object, journal kinds first. Order matters where patterns overlap: the first

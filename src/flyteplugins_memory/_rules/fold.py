@@ -2,7 +2,7 @@
 transcript are replaced by one summary message.
 
 A fold is stated against content, not positions in one list: it names the messages it folds (their
-fingerprints, `_transcript.fingerprints`), so it applies to any transcript that still begins with them,
+fingerprints, `_rules.transcript.fingerprints`), so it applies to any transcript that still begins with them,
 the handle's base or a newer one that other writers appended to. That is what lets a compaction merge
 with concurrent appends (they land after the summary) while a second compaction of the same messages,
 or a rewrite of them, finds them gone and conflicts.

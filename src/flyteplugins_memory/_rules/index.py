@@ -172,7 +172,7 @@ class CheckpointFiles:
 
     async def _missing(self, name: str) -> Exception:
         """A missing part: gc() collected this checkpoint (it deletes checkpoints before their parts), a
-        purge cut it again without a purged path (`_redact`: a purge marker names the old part), or
+        purge cut it again without a purged path (`_journal.redact`: a purge marker names the old part), or
         damage."""
         assert self.source is not None
         sha = name.rsplit("/", 1)[-1].removesuffix(".json")

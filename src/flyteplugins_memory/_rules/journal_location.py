@@ -15,12 +15,12 @@ every upstream open pay for it. The journal therefore lives beside the tree of s
 * A store at the root of a bucket has no outside: its journal stays in ``meta/.journal/`` (the layout of
   earlier versions, see `OLD_JOURNAL_DIR`), and nothing is ever moved.
 
-A key that took a new store after `delete_store` (generation ``g`` >= 1, see `_generations`) keeps that
+A key that took a new store after `delete_store` (generation ``g`` >= 1, see `_journal.generations`) keeps that
 store's journal at ``{base}/.journal/.journal/g{g}/{tail}``: no journal of generation 0 can reach it (that
 would take a store whose tail is ``.journal``, and no remote path may contain such a segment), and the
 journal of the deleted generation, which stale handles still read, stays where it was.
 
-Object names inside the journal stay *logical* (``meta/.journal/log/...``, as `_layout` builds them);
+Object names inside the journal stay *logical* (``meta/.journal/log/...``, as `_rules.layout` builds them);
 `RemoteStore` maps them to this location.
 """
 

@@ -5,7 +5,7 @@ a checkpoint ``c < n`` to state ``n``, so any state is one checkpoint plus one r
 O(1) requests. Checkpoints are full states written now and then to keep records small. Records are
 untrusted input: parsing is strict and every path in them passes the same rules as caller paths.
 
-Records, checkpoints and the head carry the evolution fields of `_format` (major ``format``, ``writer``,
+Records, checkpoints and the head carry the evolution fields of `_rules.formats` (major ``format``, ``writer``,
 ``min_reader``, ``ext``); a field outside ``ext`` that this version does not know means a newer major and is
 refused. Each record also holds its commit's `CommitInfo` (who, when, why, which paths), which `store.log()`
 reads.
@@ -94,7 +94,7 @@ class Checkpoint(_Strict, Evolving):
 
     Its file index is either inline (``files``, format 1: small stores, readable by every version since
     0.1) or split into parts (``parts``, format 2: sorted, disjoint ranges of paths, each a content-addressed
-    object read only when needed; see `_index`)."""
+    object read only when needed; see `_rules.index`)."""
 
     MAJOR: ClassVar[int] = PARTITIONED_FORMAT
     format: Literal[1, 2] = FORMAT  # type: ignore[assignment]

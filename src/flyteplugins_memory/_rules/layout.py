@@ -50,12 +50,12 @@ def blob_name(sha256: str) -> str:
 
 
 def part_name(sha256: str) -> str:
-    """Immutable, content-addressed part of a checkpoint's file index (see `_index`)."""
+    """Immutable, content-addressed part of a checkpoint's file index (see `_rules.index`)."""
     return f"{JOURNAL_DIR}/parts/{sha256[:2]}/{sha256}.json"
 
 
 def search_segment_name(sha256: str) -> str:
-    """Immutable, content-addressed segment of the search index (see `_search_index`)."""
+    """Immutable, content-addressed segment of the search index (see `_rules.search_index`)."""
     return f"{JOURNAL_DIR}/search/{sha256[:2]}/{sha256}.json"
 
 

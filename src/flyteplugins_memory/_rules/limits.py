@@ -34,7 +34,8 @@ NAME_MAX = 255
 LOCAL_PATH_MAX = 4095
 #: Bytes of an object key on S3 and of an object name on GCS (the bucket does not count).
 OBJECT_KEY_MAX = 1024
-#: Temp files are ``.~fpm-<uuid4 hex>`` in the target's directory (see `_workdir`, `_conditional`, `_storage`).
+#: Temp files are ``.~fpm-<uuid4 hex>`` in the target's directory
+#: (see `storage._workdir`, `storage._conditional`, `storage._fsspec`).
 TEMP_NAME_BYTES = len(".~fpm-") + 32
 
 

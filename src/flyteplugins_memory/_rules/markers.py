@@ -1,7 +1,7 @@
 """Pure: the small objects that mark what is gone or moved, and the store's own settings.
 
     log/<seq>.json  Tombstone   a commit that gc() collected; the slot stays taken (for a while, see
-                                `_retention`) so that no stale handle can commit into it
+                                `_journal.retention`) so that no stale handle can commit into it
     log/<seq>.json  Fence       in the old journal (inside the store prefix): the log moved; earlier
                                 versions refuse it (``format`` 2), so none of them can commit after it
     head.json       MovedHead   in the old journal: earlier versions refuse it on open (unknown fields)
@@ -13,7 +13,7 @@
     config.json     StoreConfig settings every handle of the store uses (the gc window)
 
 Every marker is parsed leniently about extra fields (as every version since 0.2 has parsed them) but
-strictly about the fields it needs. All but the tombstone carry the evolution fields of `_format` (major
+strictly about the fields it needs. All but the tombstone carry the evolution fields of `_rules.formats` (major
 ``format``, ``writer``, ``min_reader``, ``ext``); a higher major than this version knows raises
 `StoreFormatTooNew`. The tombstone is frozen as it is: listings tell it from a record by its size (older
 versions included), so it can never grow, and it names nothing that could evolve.
@@ -63,7 +63,7 @@ class Fence(_Lenient, Evolving):
 
 
 class Deleted(_Lenient, Evolving):
-    """The deletion record of a store: what `delete_store` leaves of it (see `_store_deletion`)."""
+    """The deletion record of a store: what `delete_store` leaves of it (see `_journal.store_deletion`)."""
 
     format: Literal[2] = 2  # type: ignore[assignment]
     #: required, so that no other small object (a record with a ``seq``) ever reads as a deletion
@@ -83,7 +83,7 @@ class Deleted(_Lenient, Evolving):
 
 class Successor(_Lenient, Evolving):
     """The log slot right after a deletion record: the key took a new store, generation `generation`,
-    whose journal lives apart (`_journal_location.generation_root`; see `_generations`). Claimed
+    whose journal lives apart (`_rules.journal_location.generation_root`; see `_journal.generations`). Claimed
     create-only by the first ``create`` after the deletion, so concurrent creators agree on one."""
 
     format: Literal[2] = 2  # type: ignore[assignment]

@@ -34,13 +34,13 @@ class Changes:
     """What a handle changed since its base state. A file mapped to None was deleted; `guarded` paths
     were written with ``expected_sha``, a precondition on the base's content that the commit rechecks.
     `entries` are items of store-level ``ext`` maps, ``(map, item)`` -> new value (None removes it): each
-    is a compare-and-swap on the item as the base held it (`_proposals` keeps proposals there)."""
+    is a compare-and-swap on the item as the base held it (`_rules.proposals` keeps proposals there)."""
 
     files: dict[str, FileEntry | None] = field(default_factory=dict)
     audit: list[dict[str, Any]] = field(default_factory=list)
     guarded: set[str] = field(default_factory=set)
     #: store-level extensions this commit sets, each a compare-and-swap on the base's value (a settings
-    #: change such as `_read_only`'s; never held as an unsaved change of a handle). Never removed: a
+    #: change such as `_rules.read_only`'s; never held as an unsaved change of a handle). Never removed: a
     #: record with an empty ``ext`` reads its checkpoint's (docs/sync.md), so a cleared setting is empty
     ext: dict[str, Any] = field(default_factory=dict)
     entries: dict[tuple[str, str], Any] = field(default_factory=dict)
@@ -100,7 +100,7 @@ def merged_transcript(
 ) -> list[dict[str, Any]] | None:
     """The transcript after our save lands on `latest` (compared by content), or None on a conflict.
     Messages of ours in the result are fresh copies in committed form. With `fold`, `ours` is `base`
-    folded (`_fold`) plus appends: the fold applies to whatever `latest` holds after the folded messages."""
+    folded (`_rules.fold`) plus appends: the fold applies to whatever `latest` holds after the folded messages."""
     return _landing(base, latest, ours, fold)[0]
 
 

@@ -111,7 +111,7 @@ def to_dict(message: BaseModel) -> dict[str, Any]:
 
 def admit(message: Any, *, validate: bool) -> Any:
     """What `append` stores for `message`: a model instance becomes its dict; with `validate`, the
-    message must also match a `Message` model. Raises `InvalidMessage` (storage rules, `_transcript`,
+    message must also match a `Message` model. Raises `InvalidMessage` (storage rules, `_rules.transcript`,
     always apply)."""
     if isinstance(message, BaseModel):
         message = to_dict(message)

@@ -34,7 +34,7 @@ async def off_loop(size: int, fn: Callable[P, R], *args: P.args, **kwargs: P.kwa
 
 
 async def parse_off_loop(model: type[M], data: bytes, name: str) -> M:
-    """`_journal.parse` of a journal model (strict, typed errors), off the loop for large objects."""
+    """`_rules.journal_objects.parse` of a journal model (strict, typed errors), off the loop for large objects."""
     return await off_loop(len(data), _parse, model, data, name)
 
 

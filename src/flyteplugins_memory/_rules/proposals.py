@@ -5,7 +5,7 @@ allowed to write it accepts it. Proposals live in the store-level ``ext`` map ``
 journal (id -> stored form), never in a file: upstream's readers do not see them, no plain write can
 reach them, and releases that do not know them carry them unchanged through their saves (docs/sync.md,
 "How the format evolves"). Each accept or discard is a compare-and-swap on the proposal's stored form,
-committed together with the write it makes (`_merge.Changes.entries`), so of two concurrent decisions
+committed together with the write it makes (`_rules.merge.Changes.entries`), so of two concurrent decisions
 exactly one lands. A decided proposal keeps its record but not its content (an accepted one's content is
 the file's now): records carry every pending proposal, so only drafts may cost their content.
 """

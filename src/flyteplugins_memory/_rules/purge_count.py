@@ -1,14 +1,14 @@
 """Pure: the marks a purge leaves in the journal's structured objects.
 
 The count of purges a store has committed, in its store-level ``ext``: a purge rewrites stored checkpoints
-in place (`_redact`); a handle that holds one in memory must not reuse it for a record committed after the
+in place (`_journal.redact`); a handle that holds one in memory must not reuse it for a record committed after the
 purge. Every purge commit counts itself, so a record whose count differs from the handle's state makes the
-reader read the checkpoint again (`_open._state_from`).
+reader read the checkpoint again (`_journal.opening._state_from`).
 
 The purged file entry: every entry of a purged path, in every stored record, checkpoint and part, has its
 ``ext`` replaced by ``{"purged": true}`` (labels, ttl and other extensions gone). Its bytes may still be
 stored for another live path that holds the same content, but no read of this entry returns them
-(`ContentPurged`, `_contents.fetch_contents`; `read_version` and `restore` raise `VersionNotFound`).
+(`ContentPurged`, `_journal.contents.fetch_contents`; `read_version` and `restore` raise `VersionNotFound`).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from .arguments import check_prefixes
 from .codecs import write_event
 from .paths import normalize_path
 
-#: The key of the setting in the store-level ``ext`` (what `_store_deletion` reads too).
+#: The key of the setting in the store-level ``ext`` (what `_journal.store_deletion` reads too).
 SETTING = "read_only_prefixes"
 #: What a `ConcurrencyError` of two concurrent changes of the setting names as its path.
 SETTING_CONFLICT = "(read-only prefixes)"

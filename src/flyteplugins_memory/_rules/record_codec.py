@@ -125,7 +125,7 @@ def stored_count(entry: FileEntry) -> int | None:
 
 def position(entry: FileEntry) -> int | None:
     """Where a segment sits in its log: the commit that wrote it, or, for a segment a record purge
-    rewrote (`_message_purge`), the commit that first wrote it (``ext["position"]``), so that rewriting
+    rewrote (`_api.message_purge`), the commit that first wrote it (``ext["position"]``), so that rewriting
     a segment never moves its records."""
     kept = entry.ext.get(POSITION_EXT)
     if isinstance(kept, int) and not isinstance(kept, bool) and kept >= 0:

@@ -1,6 +1,6 @@
 """Pure: the path rules of a scope (``store.scope(prefix)``), stricter than a store's own.
 
-A store keeps upstream's rules (`_paths.normalize_path`) so that it stays a drop-in; a scope confines a
+A store keeps upstream's rules (`_rules.paths.normalize_path`) so that it stays a drop-in; a scope confines a
 caller (often an agent acting for one user) to a prefix, so it also refuses whatever some layer could
 read as another path. A scope path, and the prefix itself, must be:
 

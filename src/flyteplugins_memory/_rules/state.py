@@ -1,6 +1,6 @@
 """Pure: a committed state of the store, built from a checkpoint and (usually) one commit record.
 
-Its files are an `_index.Files`: the checkpoint's index, loaded lazily, with the record's changes on top,
+Its files are an `_rules.index.Files`: the checkpoint's index, loaded lazily, with the record's changes on top,
 so building a state and deriving the next one cost O(changes), not O(files).
 """
 
@@ -52,10 +52,10 @@ class State:
     recent_commits: list[str] = field(default_factory=list)
     origin: Origin = Origin.JOURNAL
     #: `time.monotonic()` when this state was last known to be the newest (-inf: never, e.g. a pinned
-    #: commit); a save from a state known newest long ago re-reads the head first (see `_commit`)
+    #: commit); a save from a state known newest long ago re-reads the head first (see `_journal.commit`)
     observed_at: float = field(default_factory=time.monotonic)
     #: the commit the head hint was last known to name (-1: not known); a save one past it leaves the hint
-    #: one commit behind (`_commit.write_head`), which an open's first probe covers (`_open`)
+    #: one commit behind (`_journal.commit.write_head`), which an open's first probe covers (`_journal.opening`)
     head_hint: int = -1
     #: what the commit that made this state did (None: a checkpoint, or a record without commit info)
     info: CommitInfo | None = None
@@ -158,7 +158,7 @@ class State:
 
     def as_checkpoint(self, audit_segments: list[int], index: dict[str, Any]) -> Checkpoint:
         """This state as a checkpoint whose file index is `index` (``files`` inline, or ``parts`` and the
-        partitioned ``format``: see `_checkpoints`)."""
+        partitioned ``format``: see `_journal.checkpoints`)."""
         return Checkpoint(
             seq=self.seq,
             messages=self.messages,

@@ -52,7 +52,7 @@ class ChangeOptions:
     expected_sha: str | None
     keep_versions: bool
     audit: bool
-    #: the written file's user metadata (checked by `_metadata.check_metadata`); a write replaces it
+    #: the written file's user metadata (checked by `_rules.metadata.check_metadata`); a write replaces it
     metadata: dict[str, Scalar] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -171,7 +171,7 @@ _TOKEN_BYTES = 12
 
 
 def longest_version_name(rel: str) -> str:
-    """The longest snapshot name a write of `rel` can get (`_limits` checks it fits everywhere)."""
+    """The longest snapshot name a write of `rel` can get (`_rules.limits` checks it fits everywhere)."""
     return version_name(rel, "0000-00-00T00:00:00+00:00", f"{'0' * 64}_{'0' * _TOKEN_BYTES}")
 
 

@@ -4,9 +4,9 @@ fsspec has no uniform conditional write, so this is the one place that knows eac
 local disk links a fully written temp file into place (``link`` fails if the target exists), memory
 checks and writes under a process-wide lock, and S3 and GCS send ``mode="create"`` (``If-None-Match: *``
 and ``ifGenerationMatch=0``), which their servers refuse with HTTP 412 when the object exists. Backends
-are told apart by exact class, as `_backends` allows them: a subclass (of ``MemoryFileSystem``, say) may
+are told apart by exact class, as `storage._registry` allows them: a subclass (of ``MemoryFileSystem``, say) may
 keep its data elsewhere, so it gets the generic ``mode="create"`` path its user opted in to. Whether
-the result is atomic is declared in `_backends` (`Capabilities.atomic_create`), not decided here.
+the result is atomic is declared in `storage._registry` (`Capabilities.atomic_create`), not decided here.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ _MEMORY_LOCK = threading.Lock()
 def create_exclusive(fs: fsspec.AbstractFileSystem, path: str, data: bytes) -> bool:
     """Write `data` to `path` only if nothing is there; True if this call created it (blocking).
 
-    Atomic exactly where `_backends.capabilities_of` says ``atomic_create``; elsewhere it is whatever
+    Atomic exactly where `storage._registry.capabilities_of` says ``atomic_create``; elsewhere it is whatever
     the backend makes of ``mode="create"``, and the callers make up for it (see `RemoteStore.create_exclusive`).
     """
     if type(fs) is LocalFileSystem:

@@ -2,10 +2,10 @@
 
 Everything above the storage seam (opening, committing, gc, purge, the journal move) talks to an
 `ObjectStorage`: objects addressed by name relative to one store prefix, read and written whole, with
-one conditional primitive, `create_exclusive`, as the commit point. `RemoteStore` (`_storage`) is the
+one conditional primitive, `create_exclusive`, as the commit point. `RemoteStore` (`storage._fsspec`) is the
 implementation on fsspec; `flyteplugins_memory.testing.StoreConformance` proves a backend keeps it.
 
-A backend's `Capabilities` are declared per filesystem class (`_backends.capabilities_of`), honestly:
+A backend's `Capabilities` are declared per filesystem class (`storage._registry.capabilities_of`), honestly:
 what is not verified is declared absent, and the commit path and the conformance kit read them.
 """
 
@@ -71,7 +71,7 @@ class ObjectStorage(Protocol):
 
     @property
     def journal_root(self) -> str:
-        """Where names under ``meta/.journal/`` live (outside the prefix, see `_journal_location`)."""
+        """Where names under ``meta/.journal/`` live (outside the prefix, see `_rules.journal_location`)."""
         ...
 
     @property

@@ -5,7 +5,7 @@ Async filesystems (s3fs, gcsfs: ``fs.async_impl``) are rebuilt once per event lo
 are awaited directly: a request costs no thread hop and no hop onto fsspec's own loop. Blocking
 filesystems (local disk, ``memory://``) run each call in a worker thread, so blocking I/O never runs
 on the loop. `AsyncIO` and `BlockingIO` offer `RemoteStore` the same few coroutines over full paths;
-names, retries and error translation stay in `_storage`.
+names, retries and error translation stay in `storage._fsspec`.
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ async def gather_all(calls: Iterable[Awaitable[Any]]) -> list[Any]:
 class AsyncIO:
     """An async fsspec filesystem, awaited on the running loop; `parallel` if it takes concurrent requests.
 
-    Uploads go through `writes` where it is given (`_s3_writes`: the same S3 bucket and credentials
+    Uploads go through `writes` where it is given (`storage._s3_writes`: the same S3 bucket and credentials
     through a lighter client), everything else through `fs`."""
 
     def __init__(self, fs: fsspec.AbstractFileSystem, *, parallel: bool, writes: S3Writes | None = None):

@@ -4,7 +4,7 @@ Backends: local disk (``/path`` or ``file://``), ``memory://``, ``s3://`` (s3fs,
 ``flyte.init(storage=flyte.storage.S3(...))`` or the ``FLYTE_AWS_*`` environment) and ``gs://`` (gcsfs,
 which honors ``STORAGE_EMULATOR_HOST``). Backend exceptions are translated here and nowhere else:
 a missing object is ``None`` or ``False``, any other failure is `StorageError`, after transient ones
-have been retried under the `RetryPolicy` (see `_retry`).
+have been retried under the `RetryPolicy` (see `_base.retry`).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def filesystem_for(uri: str) -> fsspec.AbstractFileSystem:
         import gcsfs.core
 
         # the core class, not ``gcsfs.GCSFileSystem`` (by default its ExtendedGcsFileSystem subclass, which
-        # ignores mode="create" on zonal buckets): see `_backends`
+        # ignores mode="create" on zonal buckets): see `storage._registry`
         return gcsfs.core.GCSFileSystem(**options)
     if protocol in ("file", "local"):
         return LocalFileSystem(auto_mkdir=True)
@@ -117,7 +117,7 @@ def _modified(info: dict[str, Any]) -> float:
 class RemoteStore:
     """Async access to the objects under one store prefix, by name relative to that prefix.
 
-    Implements `ObjectStorage`. Each call goes to the filesystem through `_fsio` (awaited directly on
+    Implements `ObjectStorage`. Each call goes to the filesystem through `storage._fsio` (awaited directly on
     async filesystems, in a thread on blocking ones), under the retry policy, with failures translated
     to `StorageError` here and nowhere else.
     """
@@ -132,7 +132,7 @@ class RemoteStore:
         self.capabilities: Capabilities = capabilities_of(self.fs)
         self._io = _io_for(self.fs)
 
-    # -- where names live: the store prefix, and the journal outside it (see `_journal_location`) ----------
+    # -- where names live: the store prefix, and the journal outside it (see `_rules.journal_location`) ----------
 
     @property
     def journal_root(self) -> str:
@@ -196,7 +196,7 @@ class RemoteStore:
 
         Where create-only writes are not atomic (``capabilities.atomic_create`` False), an existence
         check comes first, so at least an object that is already there is never overwritten; the commit
-        path then reads its slot back (`_commit`). False can also mean that an attempt of this very call
+        path then reads its slot back (`_journal.commit`). False can also mean that an attempt of this very call
         landed before its answer was lost and the retry found the object: callers recognise their own
         object by its content.
         """

@@ -1,6 +1,6 @@
 """fsspec options for the filesystems of stores under a URI prefix (an endpoint, credentials, a profile).
 
-By default a store's filesystem is configured from Flyte's storage settings (`_storage.filesystem_for`).
+By default a store's filesystem is configured from Flyte's storage settings (`storage._fsspec.filesystem_for`).
 `set_storage_options` adds keyword arguments for the filesystem of every store whose URI starts with a
 prefix, for a backend Flyte does not configure (MinIO or R2 at their own endpoint, Azure's account) or a
 test server. The longest matching prefix wins; its options are given to the fsspec filesystem's

@@ -1,6 +1,6 @@
 """Which storage backends may hold a store: those whose create-only write we verified to be atomic.
 
-The commit point of a save is one create-only write (`_conditional.create_exclusive`). fsspec accepts
+The commit point of a save is one create-only write (`storage._conditional.create_exclusive`). fsspec accepts
 ``pipe_file(..., mode="create")`` on every filesystem, but its default implementation checks and then
 writes, and a filesystem may ignore `mode` altogether: two writers would then both "create" one commit
 slot and one save would vanish without an error. So a store opens only on the filesystem classes below

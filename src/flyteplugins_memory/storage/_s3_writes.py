@@ -7,7 +7,7 @@ what flyte itself moves S3 data with) about 0.5 s; and botocore copies a PutObje
 took twice its size in memory) where obstore sends the caller's buffer.
 
 Scope: uploads only, plain and create-only (``If-None-Match: *``, HTTP 412 is "not created"). Reads,
-listings, deletes and existence checks stay on s3fs, which remains the seam (`_fsio`). Only for an
+listings, deletes and existence checks stay on s3fs, which remains the seam (`storage._fsio`). Only for an
 ``s3fs.S3FileSystem`` (plain, or inside the fault injector of `flyteplugins_memory.testing`, whose hook
 every upload then passes) whose options this module maps entirely (`writes_for`): explicit keys, an
 endpoint and a region, nothing else that changes how s3fs talks to S3. Any other configuration (a
@@ -138,7 +138,7 @@ class S3Writes:
         except (PermissionDeniedError, UnauthenticatedError) as exc:
             raise PermissionError(str(exc)) from exc
         except BaseError as exc:
-            if _TRANSIENT.search(str(exc)):  # `_retry` tells passing failures by builtin type
+            if _TRANSIENT.search(str(exc)):  # `_base.retry` tells passing failures by builtin type
                 raise ConnectionError(str(exc)) from exc
             raise
 
@@ -189,7 +189,7 @@ def _new_store(bucket: str, endpoint: str, region: str, key: str, secret: str, t
         bucket,
         config=config,  # type: ignore[arg-type]  # S3Config is a TypedDict that is not importable at run time
         client_options={"allow_http": endpoint.startswith("http://")},
-        retry_config={"max_retries": 0},  # `_storage`'s retry policy governs, as for every other call
+        retry_config={"max_retries": 0},  # `storage._fsspec`'s retry policy governs, as for every other call
         credential_provider=lambda: credential,  # type: ignore[arg-type,return-value]  # exactly s3fs's keys
     )
 

@@ -5,7 +5,7 @@ kind of call shows up as an error here, not as an untested path). It is an async
 awaits it like s3fs and runs its bulk paths (``read_many``, ``write_many``, ``remove_all``) concurrently
 through it; blocking targets run in a worker thread, async ones are awaited on the running loop. Every
 call is numbered in the order it starts; a `Faults` plan decides, per call, whether and how it misbehaves.
-The store treats the wrapper exactly as the filesystem it wraps (`_backends.FORWARDING_WRAPPERS`).
+The store treats the wrapper exactly as the filesystem it wraps (`storage._registry.FORWARDING_WRAPPERS`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`store.export(dest)`: the whole store as one ``.tar.gz`` (format: `_archive`).
+"""`store.export(dest)`: the whole store as one ``.tar.gz`` (format: `_rules.archive_format`).
 
 The archive holds every stored object as it is: the store prefix (files, transcript, sidecars, audit
 log, ``versions/``, and an old journal's fences) and the journal outside it (records, checkpoints, parts,
@@ -7,7 +7,7 @@ store, and ``import_store`` makes the same store elsewhere. It streams: objects 
 at most `BATCH_BYTES`, each added to the archive (hashed as it goes) on a thread, and the archive is
 written straight to `dest` (a multipart upload on S3); the manifest comes last. It is one committed
 state: the newest when the export starts, pinned before anything is listed, whatever saves land while it
-reads (`_export_state`).
+reads (`_journal.export_state`).
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ class _Reader:
 
 
 class ExportAPI:
-    """Mixed into `MemoryStore`; relies on its `_session`, `key` and `has_unsaved_changes`."""
+    """Mixed into `MemoryStore`; relies on its `_handle.session`, `key` and `has_unsaved_changes`."""
 
     _session: Session
     key: str

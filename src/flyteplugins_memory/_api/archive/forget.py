@@ -2,11 +2,11 @@
 
 Before gc() runs, a file whose ttl ran out is still stored: its content (blobs, ``versions/`` snapshots,
 search segments, upstream's copy) and its labels, inline in the commit records and checkpoints (and index
-parts) that wrote or carried its entry. An export archives neither (`_gc.expired_now` says which):
+parts) that wrote or carried its entry. An export archives neither (`_journal.gc.expired_now` says which):
 
 - the objects holding expired content are left out (`Forgetting.select`);
 - records and checkpoints are archived as gc() would leave them: redacted with purge's redaction
-  (`_redact.redact_object`), the expired entries' labels gone, their expiry kept, so the imported store
+  (`_journal.redact.redact_object`), the expired entries' labels gone, their expiry kept, so the imported store
   reads those entries as expired, as `at()` and `history()` of the source do;
 - an index part holding such labels is left out, and the part cut again without them (the one each
   redacted checkpoint names) goes in its place, at the end of the archive (`Forgetting.cut_parts`).

@@ -1,9 +1,9 @@
-"""`MemoryStore.import_store(src, key=...)`: a new store made from an export archive (format: `_archive`).
+"""`MemoryStore.import_store(src, key=...)`: a new store made from an export archive (format: `_rules.archive_format`).
 
     1. spool     read the archive once into a local temp directory, checking every rule
-                 (`_archive_spool`): a refused archive has written nothing to storage
+                 (`_api.archive.spool`): a refused archive has written nothing to storage
     2. free      refuse (`StoreAlreadyExists`) a key that holds a store; a key whose store was deleted
-                 takes a new generation, as ``create`` does (`_generations`)
+                 takes a new generation, as ``create`` does (`_journal.generations`)
     3. claim     create-only ``log/1`` of the new journal with a tombstone: of concurrent creators
                  (``create``, another import), exactly one gets the slot, and the others'
                  ``create`` fails as for any existing store

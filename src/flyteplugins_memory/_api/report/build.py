@@ -2,7 +2,7 @@
 
 Gathering reads the store through its public API only (`list_paths`, `get_meta`, `list_versions`,
 `messages`, `log`, `audit_tail`, `has_unsaved_changes`) into a small `Snapshot`; rendering it is a pure
-function of that snapshot (`_report_html`). The page shows the handle's view: unsaved writes, deletes,
+function of that snapshot (`_api.report.html`). The page shows the handle's view: unsaved writes, deletes,
 messages and audit events are in it (and the page says so); the commit log shows saved commits only.
 Big stores are bounded: the newest `max_*` entries of each section, with a line saying what is left out.
 """
