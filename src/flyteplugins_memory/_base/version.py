@@ -3,7 +3,7 @@
 Every journal object this version writes records `WRITER`, so that a reader too old for it can say which
 version to upgrade to. `READER_REVISION` is this code's feature revision within the journal's major format:
 an object whose ``min_reader`` is higher holds something this version must not write over (see
-docs/sync.md, "How the format evolves").
+docs/journal.md, "How the format evolves").
 """
 
 from __future__ import annotations

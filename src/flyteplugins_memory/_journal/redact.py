@@ -1,6 +1,6 @@
 """Rewriting stored journal objects without the content-derived data a purge removes.
 
-Commit records and checkpoints are written once and never changed by a save (docs/sync.md); they carry
+Commit records and checkpoints are written once and never changed by a save (docs/journal.md); they carry
 content-derived data inline: a file entry's labels (``ext["metadata"]``) and attribution, the proposals
 map (a draft's text, every proposal's labels) and the transcript (appended messages, a checkpoint's
 messages). gc already overwrites records (tombstones); a purge does the same for what it redacts: every
@@ -307,7 +307,7 @@ async def rewriting(remote: ObjectStorage) -> AsyncIterator[None]:
     """Hold while reading and rewriting a store's records and checkpoints: two purges of one store in this
     process (two handles, ``asyncio.gather``) would otherwise each read an object before the other wrote it,
     and the later write would bring back what the earlier one redacted. Purges in different processes are
-    not serialized (docs/sync.md, "What a purge cannot reach")."""
+    not serialized (docs/journal.md, "What a purge cannot reach")."""
     locks = _REWRITES.setdefault(asyncio.get_running_loop(), {})
     async with locks.setdefault(remote.uri, asyncio.Lock()):
         yield

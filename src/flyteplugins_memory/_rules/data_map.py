@@ -487,7 +487,7 @@ def render_markdown() -> str:
         "# The data map: where data lives, and how every operation reaches it",
         "",
         "Rendered from `src/flyteplugins_memory/_data_map.py` (a test keeps this page equal to it). Journal",
-        'names are relative to the journal (docs/sync.md, "Objects"), store names to the store prefix.',
+        'names are relative to the journal (docs/journal.md, "Objects"), store names to the store prefix.',
         "",
         "## Stored objects",
         "",

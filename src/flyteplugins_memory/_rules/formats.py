@@ -1,4 +1,4 @@
-"""Pure: how journal objects evolve (docs/sync.md, "How the format evolves").
+"""Pure: how journal objects evolve (docs/journal.md, "How the format evolves").
 
 Every versioned journal object carries
 

@@ -6,7 +6,7 @@
     audit/log.jsonl                               audit trail, one JSON object per line
     versions/<quote(path, safe="")>/<ts>_<sha>.txt  version snapshots
 
-plus our own journal under ``meta/.journal/`` (see `docs/sync.md`). A sidecar name never contains a second
+plus our own journal under ``meta/.journal/`` (see `docs/journal.md`). A sidecar name never contains a second
 ``/``, so no journal object can collide with a sidecar, and upstream's listing skips ``meta/`` entirely.
 
 `classify` sorts a listed object name into one of these kinds, refusing names that a hostile store could

@@ -110,7 +110,7 @@ class Purged(_Lenient, Evolving):
 
 class StoreConfig(_Lenient, Evolving):
     """The store's settings. Fields this version does not know (a newer version's settings) are kept,
-    top-level ones included, so that rewriting the window never drops them (docs/sync.md, "How the format
+    top-level ones included, so that rewriting the window never drops them (docs/journal.md, "How the format
     evolves")."""
 
     model_config = ConfigDict(extra="allow", frozen=True, strict=True)

@@ -41,7 +41,7 @@ class Changes:
     guarded: set[str] = field(default_factory=set)
     #: store-level extensions this commit sets, each a compare-and-swap on the base's value (a settings
     #: change such as `_rules.read_only`'s; never held as an unsaved change of a handle). Never removed: a
-    #: record with an empty ``ext`` reads its checkpoint's (docs/sync.md), so a cleared setting is empty
+    #: record with an empty ``ext`` reads its checkpoint's (docs/journal.md), so a cleared setting is empty
     ext: dict[str, Any] = field(default_factory=dict)
     entries: dict[tuple[str, str], Any] = field(default_factory=dict)
     #: for a changed path, the commit that changed it before when the handle knows it and its base does

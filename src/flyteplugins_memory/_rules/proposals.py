@@ -3,7 +3,7 @@
 A proposal is a change staged for a path (``store.propose``) that touches the path only when a handle
 allowed to write it accepts it. Proposals live in the store-level ``ext`` map ``"proposals"`` of the
 journal (id -> stored form), never in a file: upstream's readers do not see them, no plain write can
-reach them, and releases that do not know them carry them unchanged through their saves (docs/sync.md,
+reach them, and releases that do not know them carry them unchanged through their saves (docs/journal.md,
 "How the format evolves"). Each accept or discard is a compare-and-swap on the proposal's stored form,
 committed together with the write it makes (`_rules.merge.Changes.entries`), so of two concurrent decisions
 exactly one lands. A decided proposal keeps its record but not its content (an accepted one's content is
