@@ -332,7 +332,8 @@ def pytest_collection_modifyitems(config, items):
 def storage_faults(monkeypatch):
     """A `Faults` plan every storage call goes through (disarmed until a test arms it), with two quick
     attempts per call: for tests of what a call that fails leaves behind."""
-    from flyteplugins_memory import RetryPolicy, _storage, set_retry_policy
+    from flyteplugins_memory import RetryPolicy, set_retry_policy
+    from flyteplugins_memory.storage import _fsspec as _storage
     from flyteplugins_memory.testing.faults import Faults, FaultyFileSystem
 
     faults = Faults()

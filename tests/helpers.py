@@ -7,7 +7,8 @@ from collections.abc import Iterable, Mapping
 
 import pytest
 
-from flyteplugins_memory import MemoryStore, StorageError, _commit
+from flyteplugins_memory import MemoryStore, StorageError
+from flyteplugins_memory._journal import commit as _commit
 
 
 def commit(store: MemoryStore, files: Mapping[str, str], deleted: Iterable[str] = ()) -> MemoryStore:

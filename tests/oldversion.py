@@ -23,9 +23,9 @@ def old_version() -> Iterator[None]:
     """While inside, every store of this process uses the old journal location and knows no markers."""
     import pytest
 
-    from flyteplugins_memory._journal import opening as _open
     from flyteplugins_memory._rules import journal_objects as _journal
     from flyteplugins_memory._rules.journal_location import old_journal_root
+    from flyteplugins_memory._journal import opening as _open
     from flyteplugins_memory.storage._fsspec import RemoteStore
 
     with pytest.MonkeyPatch.context() as patch:

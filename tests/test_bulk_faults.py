@@ -9,7 +9,8 @@ from datetime import timedelta
 import pytest
 
 from faults import Faults, FaultyFileSystem, at_random
-from flyteplugins_memory import MemoryStore, RetryPolicy, _storage, set_retry_policy
+from flyteplugins_memory import MemoryStore, RetryPolicy, set_retry_policy
+from flyteplugins_memory.storage import _fsspec as _storage
 
 TRANSIENT = ("fail", "timeout", "lost_reply")
 FILES = {f"bulk/{i:03d}.txt": f"content {i}" for i in range(24)}

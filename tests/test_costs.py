@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from flyteplugins_memory import MemoryStore, _parts
+from flyteplugins_memory import MemoryStore
+from flyteplugins_memory._rules import parts as _parts
 from flyteplugins_memory._rules.layout import HEAD_NAME, checkpoint_name
 
 KIB = 1024
@@ -184,6 +185,7 @@ def seeded_directly(key: str, count: int) -> None:
 async def _commit_files(remote_path: str, count: int) -> None:
     from flyteplugins_memory._journal.commit import checkpoint
     from flyteplugins_memory._journal.opening import latest_state
+
     from flyteplugins_memory._rules.journal_objects import FileEntry, encode
     from flyteplugins_memory._rules.layout import blob_name, log_name
     from flyteplugins_memory._rules.merge import Changes, rebase

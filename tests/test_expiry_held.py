@@ -7,7 +7,8 @@ from __future__ import annotations
 import time
 from datetime import timedelta
 
-from flyteplugins_memory import MemoryStore, _gc
+from flyteplugins_memory import MemoryStore
+from flyteplugins_memory._journal import gc as _gc
 from helpers import holding
 
 BODY, LABEL = "expiring-body-TTL-5b37", "expiring-label-TTL-9d01"

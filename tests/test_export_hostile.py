@@ -16,7 +16,8 @@ from collections.abc import Callable
 
 import pytest
 
-from flyteplugins_memory import InvalidArgument, MemoryStore, MemoryStoreError, UnsafeArchive, _archive_spool
+from flyteplugins_memory import InvalidArgument, MemoryStore, MemoryStoreError, UnsafeArchive
+from flyteplugins_memory._api.archive import spool as _archive_spool
 
 Entry = tuple[tarfile.TarInfo, bytes | None]
 

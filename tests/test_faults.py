@@ -18,10 +18,10 @@ from flyteplugins_memory import (
     MemoryStoreError,
     RetryPolicy,
     StorageError,
-    _storage,
     get_retry_policy,
     set_retry_policy,
 )
+from flyteplugins_memory.storage import _fsspec as _storage
 
 #: seeds of the random-fault soak; FLYTEPLUGINS_MEMORY_STRESS raises it for a long run
 SOAK_SEEDS = int(os.environ.get("FLYTEPLUGINS_MEMORY_STRESS_SEEDS", "0")) or (

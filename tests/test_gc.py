@@ -9,7 +9,9 @@ from datetime import timedelta
 
 import pytest
 
-from flyteplugins_memory import GcResult, MemoryStore, StateCollected, _commit, _gc
+from flyteplugins_memory import GcResult, MemoryStore, StateCollected
+from flyteplugins_memory._journal import commit as _commit
+from flyteplugins_memory._journal import gc as _gc
 from flyteplugins_memory._rules.codecs import sha256_bytes
 from helpers import commit, saved
 

@@ -20,8 +20,8 @@ from flyteplugins_memory import (
     ReadOnlySnapshot,
     StoreAt,
     VersionNotFound,
-    _gc,
 )
+from flyteplugins_memory._journal import gc as _gc
 from flyteplugins_memory._rules.codecs import sha256_bytes
 from flyteplugins_memory._rules.layout import blob_name
 

@@ -59,9 +59,9 @@ from flyteplugins_memory import (
     StoreDeleted,
     StoreNotFound,
     VersionNotFound,
-    _commit,
-    _gc,
 )
+from flyteplugins_memory._journal import commit as _commit
+from flyteplugins_memory._journal import gc as _gc
 from flyteplugins_memory.testing._kit import objects_under
 
 #: Defects of issue 23 that are still open on main: the single check each one would fail is skipped while

@@ -7,7 +7,9 @@ import json
 
 import pytest
 
-from flyteplugins_memory import MemoryStore, StorageError, _commit, _session
+from flyteplugins_memory import MemoryStore, StorageError
+from flyteplugins_memory._handle import session as _session
+from flyteplugins_memory._journal import commit as _commit
 from helpers import commit, saved
 
 

@@ -8,7 +8,8 @@ from datetime import timedelta
 
 import pytest
 
-from flyteplugins_memory import MemoryStore, ReadOnlyPath, StorageError, StoreDeleted, _commit
+from flyteplugins_memory import MemoryStore, ReadOnlyPath, StorageError, StoreDeleted
+from flyteplugins_memory._journal import commit as _commit
 from helpers import holding
 
 SECRET = "stale-handle-SECRET-7f3a"

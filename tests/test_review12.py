@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from flyteplugins_memory import InvalidArgument, InvalidPath, MemoryStore, ProposalConflict, _staged
+from flyteplugins_memory import InvalidArgument, InvalidPath, MemoryStore, ProposalConflict
+from flyteplugins_memory._api import staged as _staged
 
 
 @pytest.fixture(params=["local_backend", "s3_backend"])
@@ -180,7 +181,8 @@ def test_a_scopes_log_does_not_show_the_reason_of_a_settings_change_saved_with_i
 
 
 def test_a_proposal_cannot_forge_a_record_log_segment(backend, key):
-    from flyteplugins_memory import Proposal, _proposals
+    from flyteplugins_memory import Proposal
+    from flyteplugins_memory._rules import proposals as _proposals
 
     store = MemoryStore.get_or_create(key=key)
     store.records("memory/decisions").append({"by": "reviewer"})

@@ -14,7 +14,8 @@ from datetime import timedelta
 
 import pytest
 
-from flyteplugins_memory import MemoryStore, _gc
+from flyteplugins_memory import MemoryStore
+from flyteplugins_memory._journal import gc as _gc
 from test_cli import DOMAIN, ORG, PROJECT, _source_env, as_json, store_uri, stored_objects, where
 
 #: how long a subprocess may take before it counts as hung (each one does a few local-disk operations)

@@ -18,16 +18,10 @@ from datetime import timedelta
 import pytest
 from flyte.ai.agents import MemoryStore as UpstreamStore
 
-from flyteplugins_memory import (
-    InvalidPath,
-    MemoryStore,
-    MemoryStoreError,
-    RetentionPolicy,
-    UnsafeArchive,
-    _expiry,
-    _export,
-    _gc,
-)
+from flyteplugins_memory import InvalidPath, MemoryStore, MemoryStoreError, RetentionPolicy, UnsafeArchive
+from flyteplugins_memory._api import expiry as _expiry
+from flyteplugins_memory._api.archive import export as _export
+from flyteplugins_memory._journal import gc as _gc
 from flyteplugins_memory._rules.layout import versions_dir_name
 
 HOURS = 3600.0

@@ -12,7 +12,9 @@ import pytest
 import s3fs
 
 from faults import Faults, FaultyFileSystem
-from flyteplugins_memory import MemoryStore, RetryPolicy, _s3_writes, _storage, set_retry_policy
+from flyteplugins_memory import MemoryStore, RetryPolicy, set_retry_policy
+from flyteplugins_memory.storage import _fsspec as _storage
+from flyteplugins_memory.storage import _s3_writes
 from flyteplugins_memory.storage._fsspec import RemoteStore
 
 

@@ -14,8 +14,9 @@ from datetime import timedelta
 
 import pytest
 
-from flyteplugins_memory import CorruptStore, MemoryStore, StateCollected, StoreFormatTooNew, UnsafeStoreContent, _parts
+from flyteplugins_memory import CorruptStore, MemoryStore, StateCollected, StoreFormatTooNew, UnsafeStoreContent
 from flyteplugins_memory._base.version import WRITER
+from flyteplugins_memory._rules import parts as _parts
 from flyteplugins_memory._rules.entries import PartRef
 from flyteplugins_memory._rules.index import CheckpointFiles, Files, PartNotLoaded
 from flyteplugins_memory._rules.journal_objects import Checkpoint

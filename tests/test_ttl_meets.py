@@ -12,7 +12,8 @@ from datetime import timedelta
 
 import pytest
 
-from flyteplugins_memory import MemoryStore, ReadOnlyPath, VersionExpired, VersionNotFound, _gc
+from flyteplugins_memory import MemoryStore, ReadOnlyPath, VersionExpired, VersionNotFound
+from flyteplugins_memory._journal import gc as _gc
 from flyteplugins_memory._rules.layout import version_name
 
 HOURS = 3600.0

@@ -78,7 +78,8 @@ def crash(config: dict) -> None:
     Scenario "checkpointing" also keeps versions and checkpoints in that save (audit segment, upstream's
     audit log, checkpoint, head); "imported" saves a store upstream wrote, for the first time.
     """
-    from flyteplugins_memory import MemoryStore, _commit
+    from flyteplugins_memory import MemoryStore
+    from flyteplugins_memory._journal import commit as _commit
     from flyteplugins_memory.storage._fsspec import RemoteStore
 
     checkpointing = config.get("scenario") == "checkpointing"
