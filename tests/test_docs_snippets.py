@@ -8,10 +8,16 @@ before its fence; the test counts those and fails if more than a handful are lef
 
 from __future__ import annotations
 
+import ast
+import asyncio
+import inspect
 import pathlib
 import re
+import types
 
 import pytest
+
+from flyteplugins_memory import MemoryStore
 
 ROOT = pathlib.Path(__file__).parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs" / "guide").glob("*.md"))]
@@ -31,6 +37,14 @@ def blocks(page: pathlib.Path) -> list[tuple[int, str, str | None]]:
         why = NOT_RUN.search(before)
         found.append((line, match.group(1), why.group(1) if why else None))
     return found
+
+
+def run_block(code: types.CodeType, namespace: dict) -> None:
+    """Run one block; one with a top-level ``await`` (an async framework's API) runs on a fresh loop."""
+    if code.co_flags & inspect.CO_COROUTINE:
+        asyncio.run(eval(code, namespace))
+    else:
+        exec(code, namespace)
 
 
 def test_every_page_has_blocks_and_few_are_left_out() -> None:
@@ -58,9 +72,12 @@ def test_page_runs(page: pathlib.Path, docs_world) -> None:
     namespace: dict = {"__name__": f"docs_{page.stem.replace('-', '_')}"}
     for line, code, why in blocks(page):
         if why is not None:
-            compile(code, f"{page.name}:{line}", "exec")  # still valid Python
+            compile(code, f"{page.name}:{line}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)  # still valid Python
             continue
         try:
-            exec(compile(code, f"{page.name}:{line}", "exec"), namespace)
+            run_block(compile(code, f"{page.name}:{line}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT), namespace)
         except Exception as err:
             raise AssertionError(f"{page.relative_to(ROOT)}, block at line {line} failed: {err!r}") from err
+    for value in namespace.values():  # the stores the page opened are the temp root's, not the machine's
+        if isinstance(value, MemoryStore) and value.remote_path:
+            assert value.remote_path.startswith(str(docs_world)), value.remote_path
