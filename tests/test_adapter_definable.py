@@ -64,7 +64,7 @@ def claim_files(backend, key: str) -> dict[str, dict]:
 def committed(backend, key: str, files: dict[str, dict]) -> dict[str, dict]:
     """Those of `files` that a commit holds: with their sidecar, which is written after the commit point.
     A save that conflicts leaves the new files it created in place, unreferenced and without a sidecar
-    (docs/decisions.md, "new files are uploaded in place")."""
+    (docs/decisions/0041-new-files-are-uploaded-in-place.md)."""
     names = set(backend.objects(key))
     return {n: f for n, f in files.items() if f"meta/{urllib.parse.quote(n, safe='')}.json" in names}
 

@@ -1,7 +1,7 @@
 """Journal objects evolve (docs/journal.md, "How the format evolves"): extensions this version does not know
 are carried where it rewrites what they belong to, a newer major format is refused naming the version that
 wrote it, a ``min_reader`` above ours reads but never writes; and the release before evolution refuses
-what this version saved, clearly and without damage (the one-time cost, docs/decisions.md)."""
+what this version saved, clearly and without damage (the one-time cost, docs/decisions/0039)."""
 
 from __future__ import annotations
 

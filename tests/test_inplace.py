@@ -203,7 +203,7 @@ def test_gc_keeps_in_place_files_and_collects_their_copies(shared, key):
 
 
 def test_an_upstream_writer_changing_an_in_place_file_is_refused_not_misread(shared, key):
-    """The trade-off (docs/decisions.md): a file we created in place is exposed, as imported files
+    """The trade-off (docs/decisions/0041): a file we created in place is exposed, as imported files
     are, to an upstream writer changing it in place. Our readers get a typed error, never wrong bytes."""
     store = MemoryStore.get_or_create(key=key)
     store.write_text("a.txt", "ours")

@@ -140,7 +140,7 @@ def test_the_previous_release_saves_without_dropping_the_setting(store_backend, 
     MemoryStore.create(key=key, read_only_prefixes=("memory/",))
     endpoint = request.getfixturevalue("moto_endpoint") if store_backend.name == "s3" else None
     config = {"key": key, "raw": store_backend.raw_data_path, "endpoint": endpoint}
-    # it cannot enforce what it does not know (docs/decisions.md), but it carries the setting forward
+    # it cannot enforce what it does not know (docs/decisions/0060), but it carries the setting forward
     run_released(previous, "write", config | {"writes": {"memory/old.md": "old", "notes/n.md": "n"}})
     fresh = MemoryStore.open(key=key)
     assert fresh.persisted_read_only_prefixes() == ("memory/",) and fresh.read_text("notes/n.md") == "n"

@@ -190,7 +190,7 @@ def test_restoring_a_deletion_of_a_file_already_gone_does_not_claim_an_older_com
 def test_gc_dry_run_with_an_expired_file_is_a_lower_bound_of_what_gc_then_removes(root, monkeypatch):
     """With a file whose ttl ran out and ``--window 0``, the real gc first commits the expiry, so the
     commit before it (and the expired content only it names) leaves the window in the same run; the dry
-    run plans the journal against today's newest commit. Decided (docs/decisions.md, "gc(dry_run=True)"):
+    run plans the journal against today's newest commit. Decided (docs/decisions/0069, "gc(dry_run=True)"):
     the dry run names every expired file, changes nothing, and its journal figures are a lower bound;
     the next dry run shows the rest, and then matches the gc after it exactly."""
     store = MemoryStore("ttl", remote_path=store_uri(root, "ttl"), keep_versions=True)

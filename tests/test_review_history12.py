@@ -171,7 +171,7 @@ def test_a_max_age_of_timedelta_max_is_persisted_as_given_not_dropped(local_back
 
 
 def test_a_dry_run_reports_the_snapshots_gc_then_removes(local_backend, key, monkeypatch):
-    """docs/decisions.md: "gc(dry_run=True) plans exactly what gc() would do". With an expired file whose
+    """docs/decisions/0069: "gc(dry_run=True) plans exactly what gc() would do". With an expired file whose
     content is also held by an older snapshot, the dry run counts that snapshot twice (once in the expiry
     pass, once in the policy pass, which still sees the file live) and counts a snapshot the real gc
     keeps (after the expiry, it is the path's newest): it reports 4 snapshots, gc removes 2."""

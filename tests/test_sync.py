@@ -40,7 +40,7 @@ def test_save_after_one_change_moves_only_that_change(backend, key, io_counter):
     # leaves the head hint one commit behind (`_journal.commit.write_head`), the next one moves it
     # where create-only writes are not atomic (the GCS emulator) the file is in a blob, and the commit
     # checks its log slot first and reads it back after writing (`_journal.commit._claim`); each save that changes
-    # files also writes one search index segment (docs/decisions.md: content never sits in a record)
+    # files also writes one search index segment (docs/decisions/0064: content never sits in a record)
     in_place = "exclusive_create" in backend.capabilities
     gets = io_counter.names("get")
     assert gets == [] if in_place else [g for g in gets if "/log/" in g] == gets, io_counter.ops

@@ -92,7 +92,7 @@ def test_set_metadata_of_an_expired_file_finds_no_file(backend, key, monkeypatch
 
 
 def test_accepting_a_proposal_onto_a_ttl_file_writes_new_permanent_content(backend, key, monkeypatch):
-    """An accept writes the proposal's content, as `write_text` without a ttl does (docs/decisions.md)."""
+    """An accept writes the proposal's content, as `write_text` without a ttl does (docs/decisions/0084)."""
     store = scratch_store(key)
     proposal = store.propose("scratch.md", "reviewed and kept", actor="drafter")
     store.save()

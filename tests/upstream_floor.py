@@ -7,7 +7,7 @@ Usage::
 Copies ``tests/flyte/ai/agents/test_agent.py`` and ``tests/conftest.py`` from that flyte-sdk into a scratch
 folder (nothing of theirs enters this repository), points the test module's imports of ``MemoryStore``,
 the errors, ``MESSAGES_PATH`` and the four path helpers at ours, and runs pytest there. Deliberate
-differences are listed in docs/decisions.md ("Upstream's tests that we pass differently"). Needs no
+differences are listed in docs/decisions/0026-upstream-s-tests-that-we-pass-differently.md. Needs no
 network once the checkout exists; CI does not run it because fetching flyte-sdk would.
 """
 

@@ -8,7 +8,7 @@ next gc tries again) has removed nothing of the rewrite. A pending-expiry marker
 the removal for every path its newest state no longer holds; one that dies before it finds the files
 expired again. Expired files are never read again, so nothing a live state needs goes. Finding them loads
 the whole file index (O(files), as gc's own pass over the checkpoints does); saves never pay for it. See
-docs/decisions.md, "TTL" and "Review of issue 12".
+docs/decisions/0069 and 0073.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ was sent at; the files stay in storage). Flyte reaches it two ways:
 - nested in a value Flyte encodes as one MessagePack blob (a dataclass field, ``list[SomeDataclass]``,
   ``dict[int, MemoryStore]``), through mashumaro's synchronous ``MemoryStore._serialize``. That call runs on
   flyte's event loop: a save there would block every coroutine on that loop for the whole upload (our own
-  I/O runs on our own loop since issue 9, so it would no longer deadlock; decisions.md, "Stores nested in
+  I/O runs on our own loop since issue 9, so it would no longer deadlock; docs/decisions/0029, "Stores nested in
   task outputs", says why we still refuse). Sending the payload anyway would drop the unsaved files silently
   (the receiver would see the new messages, which travel inline, but not the files), so `refuse_unsaved`
   fails the task instead, before anything is written.

@@ -188,7 +188,7 @@ class View:
         await self.need([rel])
         now = _gc.clock()
         in_the_way = self._check_fits_tree(rel, now)
-        if ext and EXPIRES_AT in ext:  # no ``versions/`` snapshot: it would outlive the ttl (docs/decisions.md)
+        if ext and EXPIRES_AT in ext:  # no ``versions/`` snapshot: it would outlive the ttl (docs/decisions/0084)
             options = dataclasses.replace(options, keep_versions=False)
         plan = await plan_write_off_loop(self.entry(rel), rel, content, options, self.versions)
         if ext and plan.record is not None:

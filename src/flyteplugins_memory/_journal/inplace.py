@@ -13,7 +13,7 @@ Never overwrite: a path whose create finds an object (a concurrent writer's new 
 save that died, an upstream writer's file) or fails goes to its blob as before. Only backends whose
 create-only write is atomic do this (`places_in_place`); elsewhere two writers could both "create".
 
-What it costs (docs/decisions.md, "New files are uploaded in place"): a save that dies or conflicts after
+What it costs (docs/decisions/0041-new-files-are-uploaded-in-place.md): a save that dies or conflicts after
 this step leaves the files it created at their paths, unreferenced. No reader of ours looks at them, an
 upstream reader lists them (without a sidecar), and the next save of such a path, by anyone, writes it as
 usual. The first rewrite or delete of an in-place file copies its bytes into a blob once, as for an

@@ -7,7 +7,7 @@ by upstream, keeps its transcript ``messages.json`` (and its files and sidecars)
 its directory is listed; the journal lives outside the namespace (`_rules.journal_location`) and is never
 mistaken for a key. Object stores have no empty directories, so a prefix shows up only while an
 object lies under it; on local disk an empty directory left behind counts too (documented in
-``docs/decisions.md``).
+``docs/decisions/0055-bytes-and-deletes-in-bulk.md``).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ list of prefixes), which every record and checkpoint carries forward, those writ
 release (issue 9's) included: that release keeps the setting when it saves, but does not enforce it.
 Being part of a commit, a change is linearized with every save: a save rebasing onto a commit that made
 one of its paths read-only fails (`ReadOnlyPath`) before its own commit, and two concurrent changes of
-the setting are a compare-and-swap (the second raises `ConcurrencyError`). See docs/decisions.md,
+the setting are a compare-and-swap (the second raises `ConcurrencyError`). See docs/decisions/0060,
 "Persisted read-only prefixes".
 """
 

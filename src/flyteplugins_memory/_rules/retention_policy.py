@@ -8,7 +8,7 @@ commit, so two concurrent changes are a compare-and-swap (the second raises `Con
 A version is kept if any rule keeps it (as ``restic forget --keep-last --keep-within`` does): it is one of
 the newest ``keep_last`` of its path, or younger than ``max_age``, or younger than the gc window (which
 protects in-flight readers), or it is the current content of a live path. No policy (both None) keeps
-every ``versions/`` snapshot, as before. See docs/decisions.md, "Retention policy".
+every ``versions/`` snapshot, as before. See docs/decisions/0069-retention-policy-and-ttl.md.
 
 ``max_age`` is stored twice: ``max_age_seconds`` (a float, what every earlier release reads) and, exactly,
 ``max_age`` (timedelta's own ``days``, ``seconds``, ``microseconds``): a float holds 15-16 digits, so a long

@@ -1,4 +1,4 @@
-"""Pure: the persisted search index and BM25 queries over it (docs/decisions.md, "Issue 11: search").
+"""Pure: the persisted search index and BM25 queries over it (docs/decisions/0064-search-a-persisted-bm25-index.md).
 
 The index of a state is a few immutable **segments**: content-addressed journal objects, oldest first,
 named (by sha256 and size, nothing derived from content) in the store-level ``ext["search"]`` that every
