@@ -234,7 +234,7 @@ class BlockingCallOnLoop(MemoryStoreError, RuntimeError):
 
 class UnsupportedBackend(MemoryStoreError, ValueError):
     """The storage backend is not known to make create-only writes atomic, which the commit point
-    relies on; see the README's "Backends" section for opting in."""
+    relies on; see docs/guide/flyte.md, "Backends", for opting in."""
 
 
 class StateCollected(MemoryStoreError, FileNotFoundError):
