@@ -3,7 +3,9 @@
 Each page's blocks run in order in one namespace (a later block uses what an earlier one opened), in a
 temporary working directory, with Flyte's raw-data path bound to a temporary local-disk root. A block that
 cannot run offline (a Flyte cluster, cloud credentials) carries ``<!-- not run: <why> -->`` on the line
-before its fence; the test counts those and fails if more than a handful are left out.
+before its fence; the test counts those and fails if more than a handful are left out. A one-line
+expression whose comment opens with a Python literal (``memory.list_paths("cases")  # ['cases/1042.json']``)
+is checked against it, so the values the docs show are the values the code returns.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ import asyncio
 import inspect
 import pathlib
 import re
-import types
 
 import pytest
 
@@ -39,12 +40,42 @@ def blocks(page: pathlib.Path) -> list[tuple[int, str, str | None]]:
     return found
 
 
-def run_block(code: types.CodeType, namespace: dict) -> None:
-    """Run one block; one with a top-level ``await`` (an async framework's API) runs on a fresh loop."""
-    if code.co_flags & inspect.CO_COROUTINE:
-        asyncio.run(eval(code, namespace))
-    else:
-        exec(code, namespace)
+def expected_value(comment: str) -> tuple[bool, object]:
+    """The value a trailing comment promises, if it opens with a Python literal (`# ['a.md']`, `# 3: ...`)."""
+    for text in (comment, comment.split(": ", 1)[0]):
+        try:
+            return True, ast.literal_eval(text.strip())
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            continue
+    return False, None
+
+
+def run_block(code: str, where: str, first_line: int, namespace: dict) -> int:
+    """Run one block statement by statement; a one-line expression whose trailing comment is a literal is
+    checked against it. A block with a top-level ``await`` (an async framework's API) runs whole on a fresh
+    loop. Returns how many values were checked."""
+    flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+    whole = compile(code, where, "exec", flags=flags)
+    if whole.co_flags & inspect.CO_COROUTINE:
+        asyncio.run(eval(whole, namespace))
+        return 0
+    lines = code.splitlines()
+    tree = ast.parse(code)
+    checked = 0
+    for statement in tree.body:
+        line = first_line + statement.lineno
+        source = lines[statement.lineno - 1]
+        comment = source.split("  # ", 1)[1] if "  # " in source else ""
+        found, expected = expected_value(comment) if comment else (False, None)
+        if isinstance(statement, ast.Expr) and statement.lineno == statement.end_lineno and found:
+            value = eval(compile(ast.Expression(statement.value), where, "eval"), namespace)
+            assert value == expected, (
+                f"{where}:{line}: {ast.unparse(statement)} is {value!r}, the docs say {expected!r}"
+            )
+            checked += 1
+            continue
+        exec(compile(ast.Module([statement], type_ignores=[]), where, "exec"), namespace)
+    return checked
 
 
 def test_every_page_has_blocks_and_few_are_left_out() -> None:
@@ -70,14 +101,16 @@ def docs_world(tmp_path, monkeypatch, local_backend):
 @pytest.mark.parametrize("page", PAGES, ids=lambda page: page.relative_to(ROOT).as_posix())
 def test_page_runs(page: pathlib.Path, docs_world) -> None:
     namespace: dict = {"__name__": f"docs_{page.stem.replace('-', '_')}"}
+    checked = 0
     for line, code, why in blocks(page):
         if why is not None:
             compile(code, f"{page.name}:{line}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)  # still valid Python
             continue
         try:
-            run_block(compile(code, f"{page.name}:{line}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT), namespace)
+            checked += run_block(code, str(page.relative_to(ROOT)), line, namespace)
         except Exception as err:
             raise AssertionError(f"{page.relative_to(ROOT)}, block at line {line} failed: {err!r}") from err
     for value in namespace.values():  # the stores the page opened are the temp root's, not the machine's
         if isinstance(value, MemoryStore) and value.remote_path:
             assert value.remote_path.startswith(str(docs_world)), value.remote_path
+    print(f"{page.relative_to(ROOT)}: {checked} values checked against the docs")
