@@ -9,9 +9,9 @@ import threading
 
 import fsspec
 import pytest
-from flyteplugins_memory._journal.commit import _claim
 
 from flyteplugins_memory import Capabilities, MemoryStore, ObjectStorage, set_storage_options
+from flyteplugins_memory._journal.commit import _claim
 from flyteplugins_memory.storage._fsio import bound_to_running_loop
 from flyteplugins_memory.storage._fsspec import RemoteStore, filesystem_for
 from flyteplugins_memory.storage._options import storage_options_for

@@ -10,10 +10,10 @@ import time
 from datetime import timedelta
 
 import pytest
-from flyteplugins_memory._journal.retention import Inventory
 
 from flyteplugins_memory import MemoryStore
 from flyteplugins_memory._journal import gc as _gc
+from flyteplugins_memory._journal.retention import Inventory
 from flyteplugins_memory._rules.data_map import (
     OBJECTS,
     PLACES,

@@ -302,7 +302,6 @@ async def test_concurrent_purges_on_two_handles_both_land(where, key):
 
 def test_every_place_of_the_data_map_that_holds_content_in_the_journal_is_rewritten_by_purge():
     from flyteplugins_memory._journal.redact import HANDLED
-
     from flyteplugins_memory._rules.data_map import PLACES, Carries
 
     rewritten = {"commit_record", "checkpoint", "index_part"}

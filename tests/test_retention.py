@@ -12,7 +12,6 @@ from datetime import timedelta
 
 import pytest
 from flyte.ai.agents import MemoryStore as UpstreamStore
-from flyteplugins_memory._journal.versions import version_order
 
 from flyteplugins_memory import (
     ConcurrencyError,
@@ -26,6 +25,7 @@ from flyteplugins_memory import (
 )
 from flyteplugins_memory._api import expiry as _expiry
 from flyteplugins_memory._journal import gc as _gc
+from flyteplugins_memory._journal.versions import version_order
 from flyteplugins_memory._rules.layout import version_name, versions_dir_name
 from flyteplugins_memory._rules.retention_policy import persisted_policy
 

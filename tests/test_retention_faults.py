@@ -9,11 +9,11 @@ from datetime import timedelta
 
 import fsspec
 import pytest
-from flyteplugins_memory._journal.versions import version_order
 
 from faults import Faults, FaultyFileSystem, at_call
 from flyteplugins_memory import UNVERIFIED_BACKENDS_ENV, MemoryStore, RetryPolicy, StorageError, set_retry_policy
 from flyteplugins_memory._journal import gc as _gc
+from flyteplugins_memory._journal.versions import version_order
 from flyteplugins_memory._rules.layout import versions_dir_name
 from flyteplugins_memory.storage import _fsspec as _storage
 

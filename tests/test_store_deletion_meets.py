@@ -14,10 +14,10 @@ import asyncio
 from typing import Any
 
 import pytest
-from flyteplugins_memory._journal.retention import STALE_BASE_AFTER
 
 from flyteplugins_memory import MemoryStore, StoreAlreadyExists, StoreDeleted
 from flyteplugins_memory._api.payload import payload, received_store
+from flyteplugins_memory._journal.retention import STALE_BASE_AFTER
 from flyteplugins_memory._rules.location import storage_root
 
 OLD = "old-generation-secret-4f2a"
