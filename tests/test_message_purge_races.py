@@ -1,0 +1,73 @@
+"""A message purge racing other handles (issue 23, defect 13; the lead's notes of the last session): the
+purged text comes back in no stored object, whatever another handle's save writes meanwhile, and that
+save's acknowledged changes stay. The interleavings are made deterministic by running the purge inside a
+hook of the other save; every check scans every object under the storage root (local disk, moto S3)."""
+
+from __future__ import annotations
+
+from flyteplugins_memory import MemoryStore, _commit
+from helpers import holding
+
+SECRET = "race-pasted-key-5b0e"
+
+
+def _pasted(key: str) -> MemoryStore:
+    store = MemoryStore.get_or_create(key=key)
+    store.append({"role": "user", "content": f"my key {SECRET}"})
+    store.append({"role": "user", "content": "ok"})
+    store.save()
+    return store
+
+
+def _purge_before_the_checkpoint(monkeypatch, key: str) -> list[int]:
+    """Every save checkpoints; the first checkpoint a save writes waits for a whole `purge_message(0)` of
+    another handle, made between that save's commit and its checkpoint."""
+    real = _commit.checkpoint
+    ran: list[int] = []
+
+    async def purge_first(remote, state):
+        if not ran:
+            ran.append(state.seq)
+            purger = await MemoryStore.open.aio(key=key)
+            await purger.purge_message.aio(0, actor="sec", reason="pasted a key")
+        return await real(remote, state)
+
+    monkeypatch.setattr(_commit, "checkpoint", purge_first)
+    monkeypatch.setattr(_commit, "CHECKPOINT_COMMITS", 1)
+    return ran
+
+
+def test_a_purge_between_a_saves_commit_and_its_checkpoint_leaves_no_copy(where, key, monkeypatch):
+    _pasted(key)
+    other = MemoryStore.open(key=key)  # holds the pasted message in its state
+    other.write_text("notes.md", "acknowledged")
+    ran = _purge_before_the_checkpoint(monkeypatch, key)
+    other.save()
+
+    assert ran and holding(where, SECRET) == []
+    fresh = MemoryStore.open(key=key)
+    assert fresh.read_text("notes.md") == "acknowledged"
+    assert [m["content"] for m in fresh.messages] == ["[redacted]", "ok"]
+    other.append({"role": "user", "content": "next"})
+    other.write_text("more.md", "more")
+    other.save()  # on the purge's commit: its next checkpoint holds the redacted transcript
+    assert holding(where, SECRET) == []
+    fresh = MemoryStore.open(key=key)
+    assert [m["content"] for m in fresh.messages] == ["[redacted]", "ok", "next"]
+    assert fresh.read_text("notes.md") == "acknowledged" and fresh.read_text("more.md") == "more"
+
+
+def test_a_stale_save_after_a_purge_checkpoints_no_purged_text(where, key, monkeypatch):
+    _pasted(key)
+    stale = MemoryStore.open(key=key)
+    stale.list_paths()
+    MemoryStore.open(key=key).purge_message(0)
+    monkeypatch.setattr(_commit, "CHECKPOINT_COMMITS", 1)
+    stale.append({"role": "user", "content": "from the stale handle"})
+    stale.write_text("stale.md", "acknowledged")
+    stale.save()  # loses its slot to the purge, rebases onto it, commits and checkpoints
+
+    assert holding(where, SECRET) == []
+    fresh = MemoryStore.open(key=key)
+    assert [m["content"] for m in fresh.messages] == ["[redacted]", "ok", "from the stale handle"]
+    assert fresh.read_text("stale.md") == "acknowledged"
