@@ -27,7 +27,15 @@ from ._checkpoints import checkpoint_of
 from ._codecs import encode_audit_event, encode_messages, encode_meta, lines_holding
 from ._commit_info import About
 from ._contract import ObjectStorage
-from ._errors import ConcurrencyError, MemoryStoreError, ReadOnlyPath, StorageError, StoreAlreadyExists, StoreDeleted
+from ._errors import (
+    ConcurrencyError,
+    MemoryStoreError,
+    ReadOnlyPath,
+    StateCollected,
+    StorageError,
+    StoreAlreadyExists,
+    StoreDeleted,
+)
 from ._fold import Fold
 from ._gc import collect_quietly, configured_window
 from ._inplace import committed_changes, upload_in_place
@@ -47,6 +55,7 @@ from ._open import landed_state, latest_state, read_record, state_at
 from ._paths import MESSAGES_PATH, parent_dirs
 from ._preserve import preserve_legacy, unneeded_copies
 from ._purge_aftermath import after_losing, cache_for, drop_purged_copies, written_segments
+from ._purge_count import purged_since
 from ._read_only import refuse_read_only
 from ._relocate import adopt, clean_after_move, persist_import
 from ._retention import STALE_BASE_AFTER
@@ -63,6 +72,8 @@ logger = logging.getLogger(__name__)
 CHECKPOINT_BYTES = 32 * 1024
 #: ... or this many commits have piled up since the last checkpoint.
 CHECKPOINT_COMMITS = 500
+#: Commits after a new checkpoint's state read to see whether a purge landed meanwhile (`_purged_after`).
+PURGE_PROBES = 64
 #: Commit attempts before a save gives up under extreme contention.
 MAX_ATTEMPTS = 200
 #: A save changing at most this many files may leave the head hint one commit behind (`write_head`).
@@ -368,11 +379,34 @@ async def checkpoint(remote: ObjectStorage, state: State) -> State:
         segments.append(state.seq)
     checkpoint, index = await checkpoint_of(remote, state, segments)  # its parts first, then it
     await remote.write_many({checkpoint_name(state.seq): encode(checkpoint)})
+    if await _purged_after(remote, state):
+        # a purge committed after this state while its checkpoint was written: the purge's rewrite may have
+        # listed the journal before it landed, so it may hold what the purge redacted. No record and no head
+        # names it yet (only the state this returns would): it goes, and the state keeps its checkpoint.
+        await remote.remove_all([checkpoint_name(state.seq)])
+        return state
     await remote.write_many({HEAD_NAME: encode(Head(seq=state.seq, checkpoint=state.seq))})
     folded = state.on_checkpoint(checkpoint, index)
     folded.head_hint = state.seq
     await collect_quietly(remote, folded)
     return folded
+
+
+async def _purged_after(remote: ObjectStorage, state: State) -> bool:
+    """Whether a commit after `state` counts a purge it did not see (`_purge_count`): one probe when no
+    commit followed it (a gc()-collected one, which only a newer state explains, counts as one)."""
+    seq = state.seq
+    for _ in range(PURGE_PROBES):
+        try:
+            record = await read_record(remote, seq + 1)
+        except StateCollected:
+            return True
+        if record is None:
+            return False
+        if purged_since(state.ext, record.ext):
+            return True
+        seq += 1
+    return True  # a long run of commits since: be safe, the next checkpoint folds them
 
 
 async def _append_audit_log(remote: ObjectStorage, before: Checkpoint, segment: bytes) -> None:
