@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._commit_info import About, commit_info, stamp
+from ._commit_info import About, commit_info, stamp, with_deletes
 from ._errors import ConcurrencyError
 from ._fold import Fold
 from ._index import Files, range_under
@@ -213,6 +213,7 @@ def rebase(
         )
     seq = latest.seq + 1
     transcript, change = _landing(base.messages, latest.messages, messages, fold)
+    info = commit_info(about, changes.files, changes.audit, (latest, base), change, changes.links)
     return State(
         seq=seq,
         checkpoint=latest.checkpoint,
@@ -221,8 +222,8 @@ def rebase(
         audit_total=latest.audit_total + len(changes.audit),
         recent_audit=latest.recent_audit + changes.audit,
         recent_commits=[*latest.recent_commits, commit_id],
-        info=commit_info(about, changes.files, changes.audit, (latest, base), change, changes.links),
-        ext=with_entries(_ext_after(base, latest, changes.ext), changes.entries),
+        info=info,
+        ext=with_deletes(with_entries(_ext_after(base, latest, changes.ext), changes.entries), info, seq),
         min_reader=latest.min_reader,
         written_by=latest.written_by,
     )
