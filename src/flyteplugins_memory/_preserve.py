@@ -13,10 +13,11 @@ A copy is made for the base the save started from, which may not be the state it
 handle may have replaced the file meanwhile (it copied the bytes itself, before its own commit), and gc()
 may since have collected every state naming them, their blob with them. A stale handle's copy of such
 bytes, taken from its working root, would store them again where no commit names them, so a later purge
-of the path (which walks the history gc left) could not find them. So a copy is created only where no
-blob holds that content (create-only), and a copy this save created is removed again once the save knows
-the state it commits on, or was refused against (`unneeded_copies`), unless that state, or a state still
-stored, holds that content at the path.
+of the path (which walks the history gc left) could not find them. So a save owns only the copies whose
+blob it created (create-only: a blob already there is whoever wrote it first's), copies nothing of a file
+whose ttl ran out, and removes a copy it created again once it knows the state it commits on, or was
+refused against (`unneeded_copies`), unless that state, or a state still stored, holds that content at
+the path.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from . import _gc
 from ._codecs import sha256_bytes
 from ._contract import ObjectStorage
 from ._errors import MemoryStoreError
-from ._fsio import gather_all
 from ._journal import FileEntry
 from ._layout import blob_name
 from ._markers import TOMBSTONE_MAX_BYTES
@@ -58,9 +58,10 @@ async def preserve_legacy(
 ) -> Copies:
     """Copy into blobs the upstream-written bytes that `changes` is about to replace or delete; those the
     handle `held` (read from its working root before it changed them) are not fetched again when they
-    match the record's sha256. Each copy is created only where its blob is missing (the same request as a
-    write): a blob already there holds that content, and no copy of this save replaces it. A file whose ttl
-    ran out is not copied: no read shows it (`_ttl`), and gc() removes such content at once."""
+    match the record's sha256. Each copy is created where its blob is missing (the same request as a
+    write); only those are this save's own (`Copies.created`): a blob already there holds that content for
+    whoever wrote it (it is written again, which changes nothing). A file whose ttl ran out is not copied:
+    no read shows it (`_ttl`), and gc() removes such content at once."""
     now = _gc.clock()
     wanted = {
         p: r
@@ -78,11 +79,12 @@ async def preserve_legacy(
             blobs[blob_name(record.sha256)] = data
         else:  # already replaced (a concurrent save copied it first) or changed behind our back
             logger.info("Upstream-written bytes of %r are no longer at their path; not copied", path)
-    names = list(blobs)
-    made = await gather_all(remote.create_exclusive(n, blobs[n]) for n in names)
-    created = {n for n, ok in zip(names, made, strict=True) if ok}
+    created = await remote.create_many(blobs)
+    # a name left out was taken (a blob holds that content: rewriting it changes nothing) or its create
+    # failed: written as before, so a failure fails the save before its commit point
+    await remote.write_many({n: d for n, d in blobs.items() if n not in created})
     return Copies(
-        shas=[name.rsplit("/", 1)[-1] for name in names],
+        shas=[name.rsplit("/", 1)[-1] for name in blobs],
         created={p: r for p, r in wanted.items() if blob_name(r.sha256) in created},
     )
 
