@@ -129,3 +129,18 @@ def test_a_stale_save_never_copies_the_bytes_of_a_file_whose_ttl_ran_out(where, 
     with contextlib.suppress(ConcurrencyError):  # gc deleted the expired file meanwhile: may conflict
         stale.save()
     assert holding(where, FIRST) == []
+
+
+def test_a_stale_save_never_removes_a_blob_it_did_not_create(where, key):
+    writer, stale, _ = stale_reader(key)
+    writer.write_text("q.md", "q")
+    writer.save()
+    writer.write_text("q.md", FIRST)  # the same bytes at another path: in a blob (q.md was there already)
+    writer.write_text("p.md", SECOND)
+    writer.save()
+    writer.gc(window=timedelta(0))  # the state kept holds FIRST at q.md only
+    stale.write_text("p.md", "the stale handle's own")
+    with pytest.raises(ConcurrencyError):
+        stale.save()
+    assert MemoryStore.open(key=key).read_text("q.md") == FIRST
+    assert [n for n in holding(where, FIRST) if "/blobs/" in n]
