@@ -203,15 +203,11 @@ def test_a_stale_handles_save_never_stores_collected_bytes_that_a_purge_then_mis
     machine.store_matches_the_model()
 
 
-def test_history_continues_across_a_delete_and_another_paths_purge(machine, monkeypatch):
+def test_history_continues_across_a_delete_and_another_paths_purge(machine):
     """Not in issue 23's list, found by the long run: ``a.txt`` written (handle 2), deleted (handle 1), then
     ``notes/b.md`` (a path never written) purged, then ``a.txt`` written again by handle 2 after a refresh:
     `history("a.txt")` listed only the last version, not the deletion and the first version (the delete was
-    folded into the checkpoint the purge's record sits on). Fixed; checked here with the guard of the wider
-    `OPEN_DEFECTS["history_across_purge"]` off."""
-    import test_model_store
-
-    monkeypatch.delitem(test_model_store.OPEN_DEFECTS, "history_across_purge")
+    folded into the checkpoint the purge's record sits on). Fixed (c3d369b, then f4cfa14)."""
     machine.write_and_save(h=2, kind="text", meta=1, path="a.txt", ttl=False)
     machine.refresh(h=1)
     machine.delete(h=1, path="a.txt")
@@ -223,9 +219,10 @@ def test_history_continues_across_a_delete_and_another_paths_purge(machine, monk
 
 
 def test_a_purge_of_a_path_never_held_is_no_version_of_it_after_gc(machine):
-    """Not in issue 23's list (open, see `OPEN_DEFECTS["history_purge_never_held"]`), found by the long run:
-    a purge of ``a.txt``, which the store never held (only unsaved writes of other handles), is no version of
-    it (9ed593b), until a gc with an empty window: then `history("a.txt")` lists the purge as its deletion."""
+    """Not in issue 23's list (``history_purge_never_held``, fixed in f4cfa14), found by the long run: a purge
+    of ``a.txt``, which the store never held (only unsaved writes of other handles), is no version of it
+    (9ed593b), until a gc with an empty window: then `history("a.txt")` listed the purge as its deletion (the
+    purge named the path in its info, and nothing older was left to tell it was never held)."""
     machine.write(h=2, kind="text", meta=0, path="a.txt", ttl=False)
     machine.purge(h=1, path="a.txt")
     machine.store_matches_the_model()
@@ -235,9 +232,10 @@ def test_a_purge_of_a_path_never_held_is_no_version_of_it_after_gc(machine):
 
 @pytest.mark.parametrize("machine", ["local_backend"], indirect=True)
 def test_a_paths_history_survives_purges_of_other_paths(machine):
-    """Not in issue 23's list (open, see `OPEN_DEFECTS["history_across_purge"]`), found by the long run on
-    moto S3 and replayed as found (not minimised; local disk only, for its cost): after the last purge (of
-    ``notes/c.bin``), `history("ro/d.md")` lists a content version where the path's deletion was."""
+    """Not in issue 23's list (``history_across_purge``, fixed in f4cfa14), found by the long run on moto S3
+    and replayed as found (not minimised; local disk only, for its cost): after the last purge (of
+    ``notes/c.bin``), `history("ro/d.md")` listed a content version where the path's deletion was (a stale
+    handle's write linked to the delete its base made, past another write and purge of the path since)."""
     machine.store_matches_the_model()
     machine.purge(h=0, path="ro/d.md")
     machine.store_matches_the_model()

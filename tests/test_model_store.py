@@ -66,14 +66,7 @@ from flyteplugins_memory.testing._kit import objects_under
 
 #: Defects of issue 23 that are still open on main: the single check each one would fail is skipped while
 #: its name is here. Remove a name when its fix lands (``git log``).
-OPEN_DEFECTS: dict[str, str] = {
-    # not in issue 23's list; found by this machine (tests/test_model_regressions.py), reported
-    "history_purge_never_held": "a purge of a path the store never held is no version of it, until gc(window=0): "
-    "then history(path) lists the purge as the path's deletion",
-    "history_across_purge": "after more purges a path's deletion can be listed as a content version (the first "
-    "case, a rewrite after a delete folded into the purge's checkpoint starting its history afresh, is fixed: "
-    "_commit_log._deleted_since_checkpoint reads one checkpoint back)",
-}
+OPEN_DEFECTS: dict[str, str] = {}
 # MODEL_STORE_OPEN_DEFECTS adds names (comma-separated) to run the machine against an older tree;
 # MODEL_STORE_FIXED_DEFECTS removes names, to see whether a fix has landed
 OPEN_DEFECTS.update(dict.fromkeys(filter(None, os.environ.get("MODEL_STORE_OPEN_DEFECTS", "").split(",")), "env"))
