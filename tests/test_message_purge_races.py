@@ -5,6 +5,8 @@ hook of the other save; every check scans every object under the storage root (l
 
 from __future__ import annotations
 
+import json
+
 from flyteplugins_memory import MemoryStore, _commit
 from helpers import holding
 
@@ -71,3 +73,55 @@ def test_a_stale_save_after_a_purge_checkpoints_no_purged_text(where, key, monke
     fresh = MemoryStore.open(key=key)
     assert [m["content"] for m in fresh.messages] == ["[redacted]", "ok", "from the stale handle"]
     assert fresh.read_text("stale.md") == "acknowledged"
+
+
+CHILD = """
+import json, sys
+sys.path.insert(0, {tests!r})
+from workers import setup
+config = json.loads(sys.argv[1])
+setup(config)
+from flyteplugins_memory import MemoryStore
+MemoryStore.open(key=config["key"]).purge_message(config["index"], actor="other process")
+"""
+
+
+def test_two_purges_in_different_processes_keep_each_others_rewrites(adapter_backend, key, monkeypatch):
+    """A purge's rewrite pass reads the journal's records and checkpoints, then writes back those holding
+    its message. Another process's purge (its own loop: `_redact.rewriting` does not serialize it) that runs
+    all its passes in between is written over; the first pass sees that purge committed meanwhile and
+    reads again, redacting its message too (the purge's audit event names it by hash: `purge_ledger`)."""
+    import asyncio
+    import pathlib
+    import subprocess
+    import sys
+
+    from flyteplugins_memory import _redact
+
+    backend, endpoint = adapter_backend
+    store = MemoryStore.get_or_create(key=key)
+    store.messages += [{"role": "user", "content": f"first {SECRET}"}, {"role": "user", "content": "second-key-c4d1"}]
+    store.append({"role": "user", "content": "ok"})
+    store.save()
+    store.compact()  # both in a checkpoint and the record before it
+    config = {"key": key, "index": 1, "raw": backend.raw_data_path, "endpoint": endpoint}
+    child = CHILD.format(tests=str(pathlib.Path(__file__).parent))
+    real = _redact.read_all
+    ran: list[bool] = []
+
+    async def the_other_purge_in_between(journal, names):
+        read = await real(journal, names)
+        if not ran and any("/checkpoints/" in n for n in names):
+            ran.append(True)  # this pass waits: the other process runs every pass of its purge now
+            command = [sys.executable, "-c", child, json.dumps(config)]
+            done = await asyncio.to_thread(subprocess.run, command, check=False, capture_output=True, timeout=120)
+            assert done.returncode == 0, done.stderr[-3000:]
+        return read
+
+    monkeypatch.setattr(_redact, "read_all", the_other_purge_in_between)
+    store.purge_message(0, actor="sec")
+
+    assert ran and holding(backend, SECRET) == [] and holding(backend, "second-key-c4d1") == []
+    assert [m["content"] for m in MemoryStore.open(key=key).messages] == ["[redacted]", "[redacted]", "ok"]
+    actors = [e["actor"] for e in MemoryStore.open(key=key).audit_tail(5) if e["op"] == "purge"]
+    assert sorted(actors) == ["other process", "sec"]

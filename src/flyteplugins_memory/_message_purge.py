@@ -64,7 +64,7 @@ from ._record_codec import (
     ordered,
     position,
 )
-from ._redact import Redaction, rewrite_journal, rewriting
+from ._redact import Redaction, ledger_field, rewrite_journal, rewriting
 from ._relocate import old_view
 from ._retention import Inventory
 from ._transcript import committed_form, encode_message
@@ -155,7 +155,7 @@ async def purge_message(store: Owner, index: object, replacement: Any, actor: st
         found["archived"] = await _purge_archived(view, remote, {encoded: new}, options, {"message": at})
         counted(view)
         event = _event(MESSAGES_PATH, encode_messages(before), encode_messages(store.messages), actor, reason)
-        return {**event, "message": at}
+        return {**event, "message": at, **ledger_field({encoded: new})}
 
     def undo() -> None:
         if "before" in found:
@@ -213,7 +213,7 @@ async def purge_record(store: Any, log: str, index: object, replacement: Any, ac
         options = ChangeOptions(actor, reason, None, False, False)
         await view.write(segment.path, content, options, ext)
         event = _event(segment.path, data, content.encode("utf-8"), actor, reason, record=at)
-        view.changes.audit.append(event)
+        view.changes.audit.append({**event, **ledger_field(messages)})
         archived = await _purge_archived(view, remote, messages, options, {"record": at}) if messages else {}
         counted(view)
         found.update(messages=messages, shas={entry.sha256, *archived.values()}, path=segment.path)

@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import weakref
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ._codecs import sha256_bytes, utc_timestamp
@@ -72,6 +73,8 @@ class Redaction:
     actor: str = ""
     reason: str = ""
     messages: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+    #: messages named by the sha256 of their encoding (`message_hash`): other purges' (`Ledger`)
+    hashed: Mapping[str, dict[str, Any]] = field(default_factory=dict)
     #: paths whose entries written with a ttl that ran out by `now` lose their labels (gc, `_expiry`):
     #: their ``expires_at`` stays, so every reader still sees them expired
     expired: frozenset[str] = frozenset()
@@ -100,12 +103,21 @@ class Redaction:
         changed = {p: after for p in self.paths() if p in files and (after := self.entry(p, files[p])) is not files[p]}
         return {**files, **changed} if changed else None
 
+    def with_ledger(self, ledger: Ledger, seq: int) -> Redaction:
+        """This redaction, and the messages every purge of `ledger` committed after `seq` redacted (an
+        object of `seq` holds what the store held before those purges)."""
+        extra = {sha: new for at, sha, new in ledger if seq < at and sha not in self.hashed}
+        return replace(self, hashed={**self.hashed, **extra}) if extra else self
+
     def transcript(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
-        if not self.messages:
+        if not self.messages and not self.hashed:
             return None
         out, changed = [], False
         for message in messages:
-            replacement = self.messages.get(encode_message(message))
+            encoded = encode_message(message)
+            replacement = self.messages.get(encoded)
+            if replacement is None and self.hashed:
+                replacement = self.hashed.get(message_hash(encoded))
             changed |= replacement is not None
             out.append(message if replacement is None else dict(replacement))
         return out if changed else None
@@ -167,18 +179,95 @@ async def rewrite_journal(
     cut again the parts of partitioned checkpoints that hold the purged path. `stored`: those objects as
     the caller read them already (`journal_objects`), else they are read here."""
     done = Rewritten()
-    out: dict[str, bytes] = {}
-    if stored is None:
-        stored = await read_all(journal, journal_objects(inventory))
-    for name, data in stored:
-        if (redacted := await redact_object(journal, name, data, redaction, done)) is not None:
-            out[name] = redacted
-    new_parts = {part_name(sha): data for sha, data in done.cut.items()}
-    await journal.write_many(new_parts)  # before the checkpoints that name them
-    await journal.write_many(out)
-    done.objects += len(out) + len(new_parts)
-    done.bytes += sum(map(len, out.values())) + sum(map(len, new_parts.values()))
+    for _ in range(SETTLE_ROUNDS):
+        newest = max(inventory.records, default=0)
+        if stored is None:
+            stored = await read_all(journal, journal_objects(inventory))
+        ledger = purge_ledger(stored)
+        out: dict[str, bytes] = {}
+        for name, data in stored:
+            applied = redaction.with_ledger(ledger, _seq_of(name))
+            if (redacted := await redact_object(journal, name, data, applied, done)) is not None:
+                out[name] = redacted
+        new_parts = {part_name(sha): data for sha, data in done.cut.items()}
+        await journal.write_many(new_parts)  # before the checkpoints that name them
+        await journal.write_many(out)
+        done.objects += len(out) + len(new_parts)
+        done.bytes += sum(map(len, out.values())) + sum(map(len, new_parts.values()))
+        # A purge elsewhere (another process) that committed after this pass read may have rewritten an
+        # object before this pass wrote it over: read again, its redaction now in the ledger.
+        inventory = Inventory.of(await journal.stat(JOURNAL_DIR))
+        if not await _purge_after(journal, inventory, newest):
+            break
+        stored = None
     return done
+
+
+#: An audit event's field naming the message a purge redacted, by `message_hash`, and what replaced it.
+PURGED_MESSAGE = "purged_message"
+#: Passes of one rewrite at most, each after a purge elsewhere committed during the one before.
+SETTLE_ROUNDS = 4
+#: Message purges committed in a journal: (the commit, `message_hash` of the message, what replaced it).
+Ledger = list[tuple[int, str, dict[str, Any]]]
+
+
+def message_hash(encoded: str) -> str:
+    """The sha256 of a message's encoding (`_transcript.encode_message`): what a purge's audit names."""
+    return sha256_bytes(encoded.encode("utf-8"))
+
+
+def ledger_field(messages: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    """The audit event field of a purge of `messages` (encoding -> replacement): every later rewrite pass
+    of the journal redacts them too in objects older than the purge (`purge_ledger`), so a pass another
+    process made at the same time cannot bring them back (`rewrite_journal`)."""
+    if not messages:
+        return {}
+    return {PURGED_MESSAGE: [{"sha256": message_hash(e), "to": new} for e, new in sorted(messages.items())]}
+
+
+def purge_ledger(stored: list[tuple[str, bytes]]) -> Ledger:
+    """The message purges the commit records among `stored` hold (each at the first record holding its
+    audit event: the purge's commit, since a record's audit events are those since its checkpoint)."""
+    first: dict[tuple[str, str], tuple[int, dict[str, Any]]] = {}
+    for name, data in stored:
+        if not name.startswith(f"{JOURNAL_DIR}/log/") or PURGED_MESSAGE.encode() not in data:
+            continue
+        seq = _seq_of(name)
+        for event in _events(data):
+            for entry in event.get(PURGED_MESSAGE) or []:
+                if not (isinstance(entry, dict) and isinstance(entry.get("sha256"), str)):
+                    continue
+                key = (entry["sha256"], str(event.get("ts", "")))  # one purge: its event, in later records too
+                if isinstance(new := entry.get("to"), dict) and (key not in first or seq < first[key][0]):
+                    first[key] = (seq, new)
+    return [(seq, sha, new) for (sha, _), (seq, new) in sorted(first.items())]
+
+
+def _events(data: bytes) -> list[dict[str, Any]]:
+    try:
+        body = json.loads(data)
+        events = body["delta"]["audit"]
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return []
+    return [e for e in events if isinstance(e, dict)] if isinstance(events, list) else []
+
+
+def _seq_of(name: str) -> int:
+    """The seq in a record's or checkpoint's name (-1 for any other object)."""
+    stem = name.rsplit("/", 1)[-1].split(".", 1)[0]
+    return int(stem) if stem.isdigit() else -1
+
+
+async def _purge_after(journal: ObjectStorage, inventory: Inventory, seq: int) -> bool:
+    """Whether a purge committed after commit `seq` (its record among those `inventory` lists)."""
+    later = [log_name(s) for s in inventory.live_records(max(inventory.records, default=0)) if s > seq]
+    for _, data in await read_all(journal, later):
+        try:
+            if json.loads(data).get("info", {}).get("kind") == "purge":
+                return True
+        except (ValueError, AttributeError):
+            continue
+    return False
 
 
 async def redact_object(
@@ -289,7 +378,10 @@ __all__ = [
     "Redaction",
     "Rewritten",
     "journal_objects",
+    "ledger_field",
+    "message_hash",
     "part_holds",
+    "purge_ledger",
     "redact_object",
     "redact_proposal",
     "retire_parts",
