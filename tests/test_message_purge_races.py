@@ -82,7 +82,11 @@ from workers import setup
 config = json.loads(sys.argv[1])
 setup(config)
 from flyteplugins_memory import MemoryStore
-MemoryStore.open(key=config["key"]).purge_message(config["index"], actor="other process")
+store = MemoryStore.open(key=config["key"])
+if config.get("path"):
+    store.purge(config["path"], actor="other process")
+else:
+    store.purge_message(config["index"], actor="other process")
 """
 
 
@@ -125,3 +129,42 @@ def test_two_purges_in_different_processes_keep_each_others_rewrites(adapter_bac
     assert [m["content"] for m in MemoryStore.open(key=key).messages] == ["[redacted]", "[redacted]", "ok"]
     actors = [e["actor"] for e in MemoryStore.open(key=key).audit_tail(5) if e["op"] == "purge"]
     assert sorted(actors) == ["other process", "sec"]
+
+
+def test_a_path_purge_in_another_process_keeps_its_rewrite_under_a_message_purge(adapter_backend, key, monkeypatch):
+    """As above, the other process purging a path (its labels inline in the record and checkpoint the
+    message purge rewrites): the pass reads again and redacts the path's entries too (`purge_ledger`)."""
+    import asyncio
+    import pathlib
+    import subprocess
+    import sys
+
+    from flyteplugins_memory import _redact
+
+    backend, endpoint = adapter_backend
+    store = MemoryStore.get_or_create(key=key)
+    store.write_text("notes/ssn.md", "ssn text", metadata={"ssn": "label-078-05-1120"})
+    store.messages += [{"role": "user", "content": f"first {SECRET}"}, {"role": "user", "content": "ok"}]
+    store.save()
+    store.compact()
+    config = {"key": key, "path": "notes/ssn.md", "raw": backend.raw_data_path, "endpoint": endpoint}
+    child = CHILD.format(tests=str(pathlib.Path(__file__).parent))
+    real = _redact.read_all
+    ran: list[bool] = []
+
+    async def the_other_purge_in_between(journal, names):
+        read = await real(journal, names)
+        if not ran and any("/checkpoints/" in n for n in names):
+            ran.append(True)
+            command = [sys.executable, "-c", child, json.dumps(config)]
+            done = await asyncio.to_thread(subprocess.run, command, check=False, capture_output=True, timeout=120)
+            assert done.returncode == 0, done.stderr[-3000:]
+        return read
+
+    monkeypatch.setattr(_redact, "read_all", the_other_purge_in_between)
+    store.purge_message(0, actor="sec")
+
+    assert ran and holding(backend, SECRET) == []
+    assert holding(backend, "label-078-05-1120") == [] and holding(backend, "ssn text") == []
+    fresh = MemoryStore.open(key=key)
+    assert not fresh.exists("notes/ssn.md") and [m["content"] for m in fresh.messages] == ["[redacted]", "ok"]

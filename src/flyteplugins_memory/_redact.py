@@ -75,6 +75,8 @@ class Redaction:
     messages: Mapping[str, dict[str, Any]] = field(default_factory=dict)
     #: messages named by the sha256 of their encoding (`message_hash`): other purges' (`Ledger`)
     hashed: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+    #: other purged paths, redacted as `path` is (other purges', `Ledger`)
+    more_paths: frozenset[str] = frozenset()
     #: paths whose entries written with a ttl that ran out by `now` lose their labels (gc, `_expiry`):
     #: their ``expires_at`` stays, so every reader still sees them expired
     expired: frozenset[str] = frozenset()
@@ -83,16 +85,17 @@ class Redaction:
     def entry(self, path: str, entry: FileEntry | None) -> FileEntry | None:
         if entry is None:
             return entry
-        if path in self.expired and path != self.path:
+        purged = path == self.path or path in self.more_paths
+        if path in self.expired and not purged:
             return _without_labels(entry) if is_expired(entry, self.now) else entry
-        if path != self.path:
+        if not purged:
             return entry
         redacted = entry.model_copy(update={"ext": {PURGED_FLAG: True}})
         return entry if redacted == entry else redacted
 
     def paths(self) -> list[str]:
         """The paths whose entries this redaction may change."""
-        return sorted({*self.expired, *([self.path] if self.path is not None else [])})
+        return sorted({*self.expired, *self.more_paths, *([self.path] if self.path is not None else [])})
 
     def in_range(self, first: str, last: str) -> bool:
         """Whether a part holding paths `first` to `last` may hold an entry this redaction changes."""
@@ -106,8 +109,12 @@ class Redaction:
     def with_ledger(self, ledger: Ledger, seq: int) -> Redaction:
         """This redaction, and the messages every purge of `ledger` committed after `seq` redacted (an
         object of `seq` holds what the store held before those purges)."""
-        extra = {sha: new for at, sha, new in ledger if seq < at and sha not in self.hashed}
-        return replace(self, hashed={**self.hashed, **extra}) if extra else self
+        later = [(key, new) for at, key, new in ledger if seq < at]
+        extra = {key: new for key, new in later if new is not None and key not in self.hashed}
+        paths = frozenset(key for key, new in later if new is None) - self.more_paths - {self.path}
+        if not extra and not paths:
+            return self
+        return replace(self, hashed={**self.hashed, **extra}, more_paths=self.more_paths | paths)
 
     def transcript(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
         if not self.messages and not self.hashed:
@@ -124,11 +131,12 @@ class Redaction:
 
     def ext(self, ext: dict[str, Any]) -> dict[str, Any] | None:
         found = ext.get(PROPOSALS)
-        if self.path is None or not isinstance(found, dict):
+        purged = {*self.more_paths, *([self.path] if self.path is not None else [])}
+        if not purged or not isinstance(found, dict):
             return None
         proposals, changed = dict(found), False
         for proposal_id, raw in found.items():
-            if isinstance(raw, dict) and raw.get("path") == self.path and (redacted := redact_proposal(raw)) != raw:
+            if isinstance(raw, dict) and raw.get("path") in purged and (redacted := redact_proposal(raw)) != raw:
                 proposals[proposal_id], changed = redacted, True
         return {**ext, PROPOSALS: proposals} if changed else None
 
@@ -207,8 +215,9 @@ async def rewrite_journal(
 PURGED_MESSAGE = "purged_message"
 #: Passes of one rewrite at most, each after a purge elsewhere committed during the one before.
 SETTLE_ROUNDS = 4
-#: Message purges committed in a journal: (the commit, `message_hash` of the message, what replaced it).
-Ledger = list[tuple[int, str, dict[str, Any]]]
+#: Purges committed in a journal: (the commit, then `message_hash` of a message and what replaced it, or a
+#: purged path and None).
+Ledger = list[tuple[int, str, dict[str, Any] | None]]
 
 
 def message_hash(encoded: str) -> str:
@@ -226,21 +235,32 @@ def ledger_field(messages: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
 
 
 def purge_ledger(stored: list[tuple[str, bytes]]) -> Ledger:
-    """The message purges the commit records among `stored` hold (each at the first record holding its
-    audit event: the purge's commit, since a record's audit events are those since its checkpoint)."""
-    first: dict[tuple[str, str], tuple[int, dict[str, Any]]] = {}
+    """The purges the commit records among `stored` hold, by their audit events (op ``purge``): a path's
+    (no ``message`` or ``record`` index) and the messages a message purge names (`ledger_field`), each at
+    the first record holding its event: the purge's commit (a record's events are those since its
+    checkpoint)."""
+    first: dict[tuple[str, str, str], tuple[int, dict[str, Any] | None]] = {}
     for name, data in stored:
-        if not name.startswith(f"{JOURNAL_DIR}/log/") or PURGED_MESSAGE.encode() not in data:
+        if not name.startswith(f"{JOURNAL_DIR}/log/") or b'"purge"' not in data:
             continue
         seq = _seq_of(name)
         for event in _events(data):
-            for entry in event.get(PURGED_MESSAGE) or []:
-                if not (isinstance(entry, dict) and isinstance(entry.get("sha256"), str)):
-                    continue
-                key = (entry["sha256"], str(event.get("ts", "")))  # one purge: its event, in later records too
-                if isinstance(new := entry.get("to"), dict) and (key not in first or seq < first[key][0]):
-                    first[key] = (seq, new)
-    return [(seq, sha, new) for (sha, _), (seq, new) in sorted(first.items())]
+            if event.get("op") != "purge":
+                continue
+            when = str(event.get("ts", ""))  # with the key: one purge's event, in later records too
+            found: list[tuple[str, dict[str, Any] | None]] = []
+            if "message" not in event and "record" not in event and isinstance(event.get("path"), str):
+                found.append((event["path"], None))
+            found += [(e["sha256"], e["to"]) for e in event.get(PURGED_MESSAGE) or [] if _names_message(e)]
+            for key, new in found:
+                ident = (key, when, "path" if new is None else "message")
+                if ident not in first or seq < first[ident][0]:
+                    first[ident] = (seq, new)
+    return [(seq, key, new) for (key, _, _), (seq, new) in sorted(first.items())]
+
+
+def _names_message(entry: object) -> bool:
+    return isinstance(entry, dict) and isinstance(entry.get("sha256"), str) and isinstance(entry.get("to"), dict)
 
 
 def _events(data: bytes) -> list[dict[str, Any]]:
