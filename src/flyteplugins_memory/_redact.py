@@ -15,6 +15,11 @@ part gets a purge marker before it is deleted: a reader holding the old referenc
 Which places are rewritten is the data map's (`_data_map.PLACES`): `HANDLED` names them, and a test keeps
 the two in step.
 
+Concurrent purges: every pass also applies the purges that the stored records' audit events name (a
+path, or a message by the sha256 of its encoding: `purge_ledger`), each to the objects older than its
+commit, and reads again when a purge committed while it ran, so a pass in another process that read an
+object before this one rewrote it cannot write the purged data back for good.
+
 Concurrent readers: an object is replaced by one write (atomic on every backend), so a reader sees the old
 object or the redacted one, both valid. Stale handles keep what they hold in memory, but cannot write it
 back: every purge makes a commit of its own (`_purge`, `_message_purge`), so a stale handle's next save
@@ -419,7 +424,8 @@ async def rewriting(remote: ObjectStorage) -> AsyncIterator[None]:
     """Hold while reading and rewriting a store's records and checkpoints: two purges of one store in this
     process (two handles, ``asyncio.gather``) would otherwise each read an object before the other wrote it,
     and the later write would bring back what the earlier one redacted. Purges in different processes are
-    not serialized (docs/sync.md, "What a purge cannot reach")."""
+    not serialized: each pass applies the purges the stored records name and reads again when one committed
+    meanwhile (`rewrite_journal`, `purge_ledger`; docs/sync.md, "Two races are closed")."""
     locks = _REWRITES.setdefault(asyncio.get_running_loop(), {})
     async with locks.setdefault(remote.uri, asyncio.Lock()):
         yield
