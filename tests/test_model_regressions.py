@@ -307,3 +307,27 @@ def test_a_paths_history_survives_purges_of_other_paths(machine):
     machine.store_matches_the_model()
     machine.purge(h=0, path="notes/c.bin")
     machine.store_matches_the_model()
+
+
+def test_a_delete_after_set_metadata_agrees_with_another_handles_delete_prefix(machine):
+    """Found by a longer bounded run: handle 0 relabelled ``notes/c.bin``, handle 2's delete_prefix("notes")
+    removed it, handle 0 deleted it too: its save raised `ConcurrencyError` (set_metadata's pin outlived the
+    delete), though both changes agree."""
+    machine.write_and_save(h=0, kind="text", meta=0, path="notes/c.bin", ttl=False)
+    machine.refresh(h=2)
+    machine.set_metadata(h=0, meta=1, path="notes/c.bin")
+    machine.delete_prefix(h=2, prefix="notes")
+    machine.save(h=2)
+    machine.delete(h=0, path="notes/c.bin")
+    machine.save(h=0)
+    machine.store_matches_the_model()
+
+
+def test_an_untrusted_delete_store_is_refused_over_a_read_only_record_log(machine):
+    """Found by a longer bounded run (the model's rule was wrong, the store right): a record log's segments
+    under a read-only prefix are read-only content, and an untrusted `delete_store` is refused."""
+    machine.record(h=0, log="ro/log")
+    machine.save(h=0)
+    machine.set_read_only(on=True)
+    machine.delete_store(trusted=False)
+    machine.store_matches_the_model()

@@ -887,6 +887,10 @@ class StoreModel(RuleBasedStateMachine):
     @rule(trusted=st.booleans())
     def delete_store(self, trusted: bool) -> None:
         ro_files = [p for p in self.committed.files if p.startswith(self.committed.read_only)]
+        # a record log's segments are files of the store too
+        ro_files += [
+            log for log in LOGS if (log + "/").startswith(self.committed.read_only) and self.committed.records(log)
+        ]
         if ro_files and not trusted:
             with pytest.raises(ReadOnlyPath):
                 MemoryStore.delete_store(key=self.key, actor="admin", reason="forget me")
