@@ -167,7 +167,7 @@ def test_a_path_keeps_its_history_across_concurrent_deletes_and_writes(backend, 
     after.write_text("p.txt", "v3")  # on top of the repeated delete
     racer.write_text("q.txt", "q")
     racer.save()  # 6
-    after.save()  # 7: lands on 6; its base (5) deleted p.txt, so linked to 5, and 5 to 4
+    after.save()  # 7: lands on 6, linked to the delete 4 its map of deleted paths names (5 repeated it)
     late, twin = MemoryStore.get_or_create(key=key), MemoryStore.get_or_create(key=key)
     late.delete("p.txt")
     late.save()  # 8
@@ -175,7 +175,7 @@ def test_a_path_keeps_its_history_across_concurrent_deletes_and_writes(backend, 
     twin.delete("p.txt")  # from 7, like `late`; lands on 9 (below), not on the delete it repeats
     racer.write_text("r.txt", "r")
     racer.save()  # 9
-    twin.save()  # 10: linked to nothing; the log reads back to 8
+    twin.save()  # 10: linked to 8, the delete the map of deleted paths of the state it lands on names
     writer.write_text("p.txt", "v4")
     racer.write_text("s.txt", "s")
     racer.save()  # 11
@@ -185,8 +185,8 @@ def test_a_path_keeps_its_history_across_concurrent_deletes_and_writes(backend, 
         handle.write_text("p.txt", "v5")
         handle.save()  # 13, 14
     assert links(backend, key, "p.txt", 14) == {
-        14: ("wrote", 13), 13: ("wrote", 12), 12: ("wrote", 8), 10: ("deleted", None), 8: ("deleted", 7),
-        7: ("wrote", 5), 5: ("deleted", 4), 4: ("deleted", 3), 3: ("wrote", 2), 2: ("wrote", None),
+        14: ("wrote", 13), 13: ("wrote", 12), 12: ("wrote", 8), 10: ("deleted", 8), 8: ("deleted", 7),
+        7: ("wrote", 4), 5: ("deleted", 4), 4: ("deleted", 3), 3: ("wrote", 2), 2: ("wrote", None),
     }  # fmt: skip
     changed = [14, 13, 12, 8, 7, 4, 3, 2]  # every commit that changed p.txt; 5 and 10 repeated a delete
     assert seqs(MemoryStore.get_or_create(key=key).log(path="p.txt")) == changed

@@ -98,3 +98,35 @@ def test_a_guard_on_the_handles_own_unsaved_write_rebases_when_nobody_else_touch
     other.save()
     store.save()  # rebased onto other's commit: x.txt was untouched there
     assert backend.upstream_view(key)["x.txt"] == b"2"
+
+
+def test_a_delete_after_set_metadata_agrees_with_another_handles_delete(backend, key):
+    """set_metadata pins its write to the bytes it relabels; a later delete of the path (no expected_sha)
+    replaces that change, so it saves as a plain delete would: another handle deleted the file too, and
+    both agree (found by the model, tests/test_model_store.py)."""
+    first = MemoryStore.get_or_create(key=key)
+    first.write_text("notes/c.md", "x")
+    first.save()
+    other = MemoryStore.get_or_create(key=key)
+    first.set_metadata("notes/c.md", {"k": "v"})
+    other.delete_prefix("notes")
+    other.save()
+    first.delete("notes/c.md")
+    first.save()
+    assert MemoryStore.open(key=key).list_paths() == []
+    assert "notes/c.md" not in backend.upstream_view(key)
+
+
+def test_a_write_after_a_guarded_write_is_not_guarded(backend, key):
+    first = MemoryStore.get_or_create(key=key)
+    first.write_text("n.md", "one")
+    first.save()
+    other = MemoryStore.get_or_create(key=key)
+    first.write_text("n.md", "two", expected_sha=first.current_sha("n.md"))
+    other.write_text("n.md", "three")
+    other.save()
+    first.write_text("n.md", "three")  # the newest change: unguarded, and equal to what landed
+    first.save()
+    assert MemoryStore.open(key=key).read_text("n.md") == "three"
+    with pytest.raises(ConcurrencyError):  # a guard still refuses at once where it does not hold
+        first.write_text("n.md", "four", expected_sha="0" * 64)

@@ -1,5 +1,5 @@
 """A message purge reaches what handles hold, not only what storage holds: the purging handle's own
-transcript (a record or session purge that redacts an equal transcript message), and upstream's
+transcript (a purge of an archived message that redacts an equal transcript message), and upstream's
 ``messages.json`` when the purge commit itself changes no transcript (found by the hostile review of
 issue 23)."""
 
@@ -13,13 +13,18 @@ from helpers import holding
 SECRET = "pasted-api-key-SECRET-41c7"
 
 
-def test_a_session_purge_of_a_message_also_in_the_transcript_is_not_undone_by_the_next_save(where, key):
+def test_an_archive_purge_of_a_message_also_in_the_transcript_is_not_undone_by_the_next_save(where, key):
+    """(A session's purge redacted the transcript's equal message here until sessions became conversations
+    of their own for a purge: tests/test_message_purge_copies.py.) An archived message pasted again."""
     store = MemoryStore.get_or_create(key=key)
     message = {"role": "user", "content": f"my key {SECRET}"}
     store.append(dict(message))
-    store.session("chat").append(dict(message))
+    store.append({"role": "assistant", "content": "noted"})
     store.save()
-    store.session("chat").purge_message(0, actor="sec", reason="pasted a key")
+    store.compact_transcript(lambda folded: "summary", keep_last=1)
+    store.messages[:] = [dict(message)]  # the summary and the reply go: the paste is all the transcript holds
+    store.save()
+    store.records("archive/transcript").purge(0, actor="sec", reason="pasted a key")
     assert holding(where, SECRET) == []
     assert SECRET not in json.dumps(store.messages)
     store.append({"role": "user", "content": "next"})

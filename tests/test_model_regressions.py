@@ -187,10 +187,11 @@ def test_a_stale_handles_save_leaves_no_search_segment_of_purged_content(machine
 
 
 def test_a_stale_handles_save_never_stores_collected_bytes_that_a_purge_then_misses(machine):
-    """Not in issue 23's list (open, see `OPEN_DEFECTS["stale_save_restores_collected"]`), found by the long run:
-    handle 2 held ``notes/b.md``'s first bytes; handle 0 replaced them and gc collected them; handle 2's save
-    (refused, a conflict) copied them back into the journal's blobs, and a later purge of the path, which
-    walks the history gc left, did not find them: the purged path's old content stays stored."""
+    """Not in issue 23's list, found by the long run (fixed): handle 2 held ``notes/b.md``'s first bytes;
+    handle 0 replaced them and gc collected them; handle 2's save (refused, a conflict) copied them back into
+    the journal's blobs, and a later purge of the path, which walks the history gc left, did not find them.
+    A copy a save created goes again unless a stored state holds that content (`_journal.preserve.unneeded_copies`;
+    tests/test_stale_saves.py)."""
     machine.write_and_save(h=0, kind="bytes", meta=1, path="notes/b.md", ttl=False)
     machine.refresh(h=2)
     machine.store_matches_the_model()  # every handle reads every file: handle 2 holds the bytes
@@ -202,15 +203,11 @@ def test_a_stale_handles_save_never_stores_collected_bytes_that_a_purge_then_mis
     machine.store_matches_the_model()
 
 
-def test_history_continues_across_a_delete_and_another_paths_purge(machine, monkeypatch):
+def test_history_continues_across_a_delete_and_another_paths_purge(machine):
     """Not in issue 23's list, found by the long run: ``a.txt`` written (handle 2), deleted (handle 1), then
     ``notes/b.md`` (a path never written) purged, then ``a.txt`` written again by handle 2 after a refresh:
     `history("a.txt")` listed only the last version, not the deletion and the first version (the delete was
-    folded into the checkpoint the purge's record sits on). Fixed; checked here with the guard of the wider
-    `OPEN_DEFECTS["history_across_purge"]` off."""
-    import test_model_store
-
-    monkeypatch.delitem(test_model_store.OPEN_DEFECTS, "history_across_purge")
+    folded into the checkpoint the purge's record sits on). Fixed (c3d369b, then f4cfa14)."""
     machine.write_and_save(h=2, kind="text", meta=1, path="a.txt", ttl=False)
     machine.refresh(h=1)
     machine.delete(h=1, path="a.txt")
@@ -222,9 +219,10 @@ def test_history_continues_across_a_delete_and_another_paths_purge(machine, monk
 
 
 def test_a_purge_of_a_path_never_held_is_no_version_of_it_after_gc(machine):
-    """Not in issue 23's list (open, see `OPEN_DEFECTS["history_purge_never_held"]`), found by the long run:
-    a purge of ``a.txt``, which the store never held (only unsaved writes of other handles), is no version of
-    it (9ed593b), until a gc with an empty window: then `history("a.txt")` lists the purge as its deletion."""
+    """Not in issue 23's list (``history_purge_never_held``, fixed in f4cfa14), found by the long run: a purge
+    of ``a.txt``, which the store never held (only unsaved writes of other handles), is no version of it
+    (9ed593b), until a gc with an empty window: then `history("a.txt")` listed the purge as its deletion (the
+    purge named the path in its info, and nothing older was left to tell it was never held)."""
     machine.write(h=2, kind="text", meta=0, path="a.txt", ttl=False)
     machine.purge(h=1, path="a.txt")
     machine.store_matches_the_model()
@@ -234,9 +232,10 @@ def test_a_purge_of_a_path_never_held_is_no_version_of_it_after_gc(machine):
 
 @pytest.mark.parametrize("machine", ["local_backend"], indirect=True)
 def test_a_paths_history_survives_purges_of_other_paths(machine):
-    """Not in issue 23's list (open, see `OPEN_DEFECTS["history_across_purge"]`), found by the long run on
-    moto S3 and replayed as found (not minimised; local disk only, for its cost): after the last purge (of
-    ``notes/c.bin``), `history("ro/d.md")` lists a content version where the path's deletion was."""
+    """Not in issue 23's list (``history_across_purge``, fixed in f4cfa14), found by the long run on moto S3
+    and replayed as found (not minimised; local disk only, for its cost): after the last purge (of
+    ``notes/c.bin``), `history("ro/d.md")` listed a content version where the path's deletion was (a stale
+    handle's write linked to the delete its base made, past another write and purge of the path since)."""
     machine.store_matches_the_model()
     machine.purge(h=0, path="ro/d.md")
     machine.store_matches_the_model()
@@ -307,4 +306,28 @@ def test_a_paths_history_survives_purges_of_other_paths(machine):
     machine.append(h=1)
     machine.store_matches_the_model()
     machine.purge(h=0, path="notes/c.bin")
+    machine.store_matches_the_model()
+
+
+def test_a_delete_after_set_metadata_agrees_with_another_handles_delete_prefix(machine):
+    """Found by a longer bounded run: handle 0 relabelled ``notes/c.bin``, handle 2's delete_prefix("notes")
+    removed it, handle 0 deleted it too: its save raised `ConcurrencyError` (set_metadata's pin outlived the
+    delete), though both changes agree."""
+    machine.write_and_save(h=0, kind="text", meta=0, path="notes/c.bin", ttl=False)
+    machine.refresh(h=2)
+    machine.set_metadata(h=0, meta=1, path="notes/c.bin")
+    machine.delete_prefix(h=2, prefix="notes")
+    machine.save(h=2)
+    machine.delete(h=0, path="notes/c.bin")
+    machine.save(h=0)
+    machine.store_matches_the_model()
+
+
+def test_an_untrusted_delete_store_is_refused_over_a_read_only_record_log(machine):
+    """Found by a longer bounded run (the model's rule was wrong, the store right): a record log's segments
+    under a read-only prefix are read-only content, and an untrusted `delete_store` is refused."""
+    machine.record(h=0, log="ro/log")
+    machine.save(h=0)
+    machine.set_read_only(on=True)
+    machine.delete_store(trusted=False)
     machine.store_matches_the_model()

@@ -66,14 +66,7 @@ from flyteplugins_memory.testing._kit import objects_under
 
 #: Defects of issue 23 that are still open on main: the single check each one would fail is skipped while
 #: its name is here. Remove a name when its fix lands (``git log``).
-OPEN_DEFECTS: dict[str, str] = {
-    # not in issue 23's list; found by this machine (tests/test_model_regressions.py), reported
-    "history_purge_never_held": "a purge of a path the store never held is no version of it, until gc(window=0): "
-    "then history(path) lists the purge as the path's deletion",
-    "history_across_purge": "after more purges a path's deletion can be listed as a content version (the first "
-    "case, a rewrite after a delete folded into the purge's checkpoint starting its history afresh, is fixed: "
-    "_commit_log._deleted_since_checkpoint reads one checkpoint back)",
-}
+OPEN_DEFECTS: dict[str, str] = {}
 # MODEL_STORE_OPEN_DEFECTS adds names (comma-separated) to run the machine against an older tree;
 # MODEL_STORE_FIXED_DEFECTS removes names, to see whether a fix has landed
 OPEN_DEFECTS.update(dict.fromkeys(filter(None, os.environ.get("MODEL_STORE_OPEN_DEFECTS", "").split(",")), "env"))
@@ -894,6 +887,10 @@ class StoreModel(RuleBasedStateMachine):
     @rule(trusted=st.booleans())
     def delete_store(self, trusted: bool) -> None:
         ro_files = [p for p in self.committed.files if p.startswith(self.committed.read_only)]
+        # a record log's segments are files of the store too
+        ro_files += [
+            log for log in LOGS if (log + "/").startswith(self.committed.read_only) and self.committed.records(log)
+        ]
         if ro_files and not trusted:
             with pytest.raises(ReadOnlyPath):
                 MemoryStore.delete_store(key=self.key, actor="admin", reason="forget me")

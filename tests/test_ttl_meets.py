@@ -275,6 +275,34 @@ def export_of_an_expired_file_holds_nothing_of_it(backend, key: str, monkeypatch
     assert MemoryStore.open(key=copy_key).read_text("new.md") == "new"
 
 
+def test_the_labels_of_an_expired_file_leave_the_search_index_when_a_live_file_holds_its_bytes(
+    backend, key, monkeypatch, tmp_path
+):
+    """The search index's doc of an expired file carries its labels; its content stays (``same.md`` holds
+    the same bytes), so the segments holding that doc were kept by gc and archived by export."""
+    import tarfile
+
+    store = MemoryStore.create(key=key)
+    store.write_text("scratch.md", "shared words", ttl=timedelta(hours=1), metadata={"ssn": "label-secret-35"})
+    store.write_text("same.md", "shared words")
+    store.save()
+    assert [hit.path for hit in store.search("shared")] == ["same.md", "scratch.md"]
+    store.write_text("later.md", "later")
+    store.save()  # the index's segments are stored
+    assert any("/search/" in n for n in anywhere(backend, key, "label-secret-35"))
+    later(monkeypatch, 2)
+    handle = MemoryStore.open(key=key)
+    handle.export(tmp_path / "late.tar.gz")
+    with tarfile.open(tmp_path / "late.tar.gz", "r:gz") as tar:
+        members = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}  # type: ignore[union-attr]
+    assert [n for n, d in members.items() if b"label-secret-35" in d] == []
+    copy = MemoryStore.import_store(tmp_path / "late.tar.gz", key=f"{key}-late")
+    assert [hit.path for hit in copy.search("shared")] == ["same.md"]
+    assert handle.gc().expired == ("scratch.md",)
+    assert anywhere(backend, key, "label-secret-35") == []
+    assert [hit.path for hit in MemoryStore.open(key=key).search("shared")] == ["same.md"]
+
+
 # -- ttl x scopes, read-only prefixes, purge --------------------------------------------------------------
 
 

@@ -87,7 +87,7 @@ class MaintenanceAPI:
         await save_pending(cast(LogOwner, self), actor)  # appended records are saved first, like other changes
         session = self._session
         reason = reason or f"purge {rel}"  # one reason in the commit, the audit and the history alike
-        change = lambda view: purge_change(view, rel, actor, reason)  # noqa: E731
+        change = lambda view: purge_change(view, rel, actor, reason, session.remote_if_known())  # noqa: E731
         _, commit = await session.purge_commit(self, change, actor=actor, reason=reason)
         async with session.lock:
             remote, view = session.remote(), session.view

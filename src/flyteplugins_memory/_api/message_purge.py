@@ -9,13 +9,19 @@ removes every stored copy now, in two steps, like `purge(path)` (`_journal.purge
    segment that holds the record rewritten with the record replaced (keeping its place in the log:
    ``ext["position"]``, `_rules.record_codec.position`), and an audit event of op ``purge`` (upstream's fields,
    plus ``message`` or ``record``: the index), whatever the handle's ``audit`` setting. The commit
-   rewrites upstream's ``messages.json``.
+   rewrites upstream's ``messages.json``. A message of the transcript has copies in the transcript's
+   compaction archives (the segments `compact_transcript` wrote, `_api.compaction.is_transcript_archive`): the
+   same commit rewrites every archive segment holding a record equal to it (one audit event each), and a
+   purge of an archived record does the same for the archives' other copies.
 2. **The stored copies** (`_journal.purge.purge_contents`): every stored commit record and checkpoint whose
    transcript holds the old message (appended messages, a checkpoint's messages) is rewritten in place
    with the redacted form (`_journal.redact`); for a record, the segment's old content (its blob, version
    snapshots, in-place copy) and every search segment that indexed it are removed, behind a purge marker,
-   and a stored transcript message equal to the record (a message `compact_transcript` archived) is
-   redacted too.
+   and, for a record of a compaction archive, a stored transcript message equal to it is redacted too.
+   The archive segments the commit rewrote lose their old content the same way.
+
+A session (``store.session(name)``, the log ``sessions/<name>``) is a conversation of its own: its purge
+redacts its record only, and a transcript purge leaves sessions alone (docs/decisions.md).
 
 The redacted form: `replacement` if it is a dict (or any JSON value, for a record); else a message of the
 same ``role`` (a tool result keeps its ``tool_call_id`` and ``name``; tool calls and every other field go)
@@ -32,11 +38,12 @@ from .._handle.mirror import write_text_file
 from .._journal.old_journal import old_view
 from .._journal.opening import latest_state
 from .._journal.purge import PURGE_OP, PurgeResult, purge_contents
-from .._journal.redact import Redaction, rewrite_journal, rewriting
+from .._journal.redact import Redaction, ledger_field, rewrite_journal, rewriting
 from .._journal.retention import Inventory
 from .._rules.arguments import check_int
 from .._rules.codecs import decode_messages, encode_messages, sha256_bytes, utc_timestamp, write_event
 from .._rules.commit_info import check_note
+from .._rules.entries import FileEntry
 from .._rules.layout import JOURNAL_DIR
 from .._rules.messages import admit
 from .._rules.paths import MESSAGES_PATH
@@ -53,7 +60,15 @@ from .._rules.record_codec import (
 )
 from .._rules.transcript import committed_form, encode_message
 from .._rules.writes import ChangeOptions
-from ..errors import ConcurrencyError, CorruptStore, InvalidArgument, MessageNotFound, RecordNotFound
+from ..errors import (
+    ConcurrencyError,
+    CorruptStore,
+    InvalidArgument,
+    InvalidMessage,
+    MessageNotFound,
+    RecordNotFound,
+)
+from .compaction import ARCHIVE_EXT, is_transcript_archive
 
 if TYPE_CHECKING:
     from .._handle.session import Session
@@ -125,6 +140,7 @@ async def purge_message(store: Owner, index: object, replacement: Any, actor: st
     # purges than the commit's record, so it reads it again (`_rules.purge_count`).
     await _rewrite(session, redaction)
     found: dict[str, Any] = {}
+    remote = session.remote()
 
     async def change(view: View) -> dict[str, Any]:
         # after the handle's changes were saved and it moved to the newest commit: same index, same message
@@ -134,9 +150,12 @@ async def purge_message(store: Owner, index: object, replacement: Any, actor: st
         before = list(store.messages)
         store.messages[:] = [new if encode_message(m) == encoded else m for m in before]
         found["before"] = before
+        # the transcript's compaction archives hold copies of its messages: the same commit rewrites them
+        options = ChangeOptions(actor, reason, None, False, False)
+        found["archived"] = await _purge_archived(view, remote, {encoded: new}, options, {"message": at})
         counted(view)
         event = _event(MESSAGES_PATH, encode_messages(before), encode_messages(store.messages), actor, reason)
-        return {**event, "message": at}
+        return {**event, "message": at, **ledger_field({encoded: new})}
 
     def undo() -> None:
         if "before" in found:
@@ -145,7 +164,7 @@ async def purge_message(store: Owner, index: object, replacement: Any, actor: st
     _, commit = await session.purge_commit(
         store, change, actor=actor, reason=reason, rewrites_transcript=True, undo=undo
     )
-    result = await _remove(session, set(), redaction, MESSAGES_PATH, actor, reason, commit)
+    result = await _remove(session, set(found["archived"].values()), redaction, MESSAGES_PATH, actor, reason, commit)
     await _forget_held(store, redaction)
     return result
 
@@ -182,23 +201,83 @@ async def purge_record(store: Any, log: str, index: object, replacement: Any, ac
         old = json.loads(lines[at - skipped])
         new = redacted_form(old, replacement)
         lines[at - skipped] = check_record(new)
+        archive = is_transcript_archive(segment.path, entry)
+        # a message `compact_transcript` archived sat in the transcript, and maybe in the archives again:
+        # every copy goes (a record of any other log, a session's message among them, is its own record)
+        encoded = _encoded(old) if archive else None
+        messages = {encoded: new} if encoded is not None else {}
+        if encoded is not None:  # the message's other copies in this segment
+            lines = [check_record(new) if _line_encodes(line, encoded) else line for line in lines]
         content = encode_segment(lines)
-        ext = {COUNT_EXT: count, POSITION_EXT: position(entry)}
+        ext = {COUNT_EXT: count, POSITION_EXT: position(entry), **({ARCHIVE_EXT: True} if archive else {})}
         options = ChangeOptions(actor, reason, None, False, False)
         await view.write(segment.path, content, options, ext)
         event = _event(segment.path, data, content.encode("utf-8"), actor, reason, record=at)
-        view.changes.audit.append(event)
+        view.changes.audit.append({**event, **ledger_field(messages)})
+        archived = await _purge_archived(view, remote, messages, options, {"record": at}) if messages else {}
         counted(view)
-        found.update(old=old, new=new, sha=entry.sha256, path=segment.path, at=at)
+        found.update(messages=messages, shas={entry.sha256, *archived.values()}, path=segment.path)
 
     _, commit = await session.purge_commit(store, change, actor=actor, reason=reason)
-    messages = {}
-    if isinstance(found["old"], dict):  # a message `compact_transcript` archived: it sat in transcripts
-        messages[encode_message(found["old"])] = found["new"]
-    redaction = Redaction(messages=messages)
-    result = await _remove(session, {found["sha"]}, redaction, found["path"], actor, reason, commit)
+    redaction = Redaction(messages=found["messages"])
+    result = await _remove(session, found["shas"], redaction, found["path"], actor, reason, commit)
     await _forget_held(store, redaction)
     return result
+
+
+def _encoded(record: Any) -> str | None:
+    """The message encoding of `record` (`encode_message`), None if it is no message (not a dict)."""
+    if not isinstance(record, dict):
+        return None
+    try:
+        return encode_message(record)
+    except InvalidMessage:
+        return None
+
+
+async def _purge_archived(
+    view: View, remote: Any, messages: dict[str, Any], options: ChangeOptions, where: dict[str, int]
+) -> dict[str, str]:
+    """Rewrite, in the working copy, every segment of the transcript's compaction archives
+    (`is_transcript_archive`) that holds a record equal to a message of `messages` (its encoding mapped
+    to what replaces it), each such record replaced and the segment kept in its place (as a record purge
+    does), with an audit event of op ``purge`` (`where`: the purge's index). Returns each rewritten
+    segment's path mapped to the sha256 of the content it replaced. A segment the working copy changed
+    already (the record purge's own) is left to that change."""
+    await view.need_under("")
+    rewritten: dict[str, str] = {}
+    for path in view.paths(""):
+        entry = view.entry(path)
+        if entry is None or path in view.changes.files or not _is_archive_segment(path, entry):
+            continue
+        data = await _bytes(view, remote, path)
+        lines = [line for line in data.decode("utf-8").split("\n") if line.strip()]
+        changed = False
+        for i, line in enumerate(lines):
+            found = next((new for encoded, new in messages.items() if _line_encodes(line, encoded)), None)
+            if found is not None and (redacted := check_record(found)) != line:
+                lines[i], changed = redacted, True
+        if not changed:
+            continue
+        content = encode_segment(lines)
+        ext = {COUNT_EXT: len(lines), POSITION_EXT: position(entry), ARCHIVE_EXT: True}
+        await view.write(path, content, options, ext)
+        view.changes.audit.append(_event(path, data, content.encode("utf-8"), options.actor, options.reason, **where))
+        rewritten[path] = entry.sha256
+    return rewritten
+
+
+def _line_encodes(line: str, encoded: str) -> bool:
+    """Whether JSON line `line` holds the message whose encoding is `encoded`."""
+    try:
+        return _encoded(json.loads(line)) == encoded
+    except ValueError:
+        return False
+
+
+def _is_archive_segment(path: str, entry: FileEntry) -> bool:
+    log = path.rpartition("/")[0]
+    return bool(log) and is_segment(log, path) and is_transcript_archive(path, entry)
 
 
 async def _rewrite(session: Session, redaction: Redaction) -> None:

@@ -397,9 +397,11 @@ class View:
         # created and deleted before any save: nothing left to save
         keep = plan.record is not None or plan.path in self.base.files
         self._set_change(plan.path, plan.record, keep=keep)
+        # the newest change of a path decides whether it is guarded: a write or delete without
+        # `expected_sha` after a guarded one (set_metadata pins its write) saves as any other would
         if guarded and keep:
             self.changes.guarded.add(plan.path)
-        elif not keep:
+        else:
             self.changes.guarded.discard(plan.path)
         if plan.record is None:
             self.unsaved.pop(plan.path, None)

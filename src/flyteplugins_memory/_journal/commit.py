@@ -26,7 +26,7 @@ from typing import Any
 from .._rules.codecs import encode_audit_event, encode_messages, encode_meta, lines_holding
 from .._rules.commit_info import About
 from .._rules.fold import Fold
-from .._rules.journal_objects import RECENT_COMMITS, Checkpoint, Head, encode
+from .._rules.journal_objects import RECENT_COMMITS, Checkpoint, FileEntry, Head, encode
 from .._rules.layout import (
     AUDIT_LOG_PATH,
     HEAD_NAME,
@@ -39,6 +39,7 @@ from .._rules.layout import (
 )
 from .._rules.merge import Changes, rebase
 from .._rules.paths import MESSAGES_PATH, parent_dirs
+from .._rules.purge_count import purged_since
 from .._rules.read_only import refuse_read_only
 from .._rules.search_index import Repairs
 from .._rules.state import State
@@ -46,6 +47,7 @@ from ..errors import (
     ConcurrencyError,
     MemoryStoreError,
     ReadOnlyPath,
+    StateCollected,
     StorageError,
     StoreAlreadyExists,
     StoreDeleted,
@@ -56,7 +58,7 @@ from .gc import collect_quietly, configured_window
 from .inplace import committed_changes, upload_in_place
 from .log_reads import read_record
 from .opening import landed_state, latest_state, state_at
-from .preserve import preserve_legacy
+from .preserve import preserve_legacy, unneeded_copies
 from .purge_aftermath import after_losing, cache_for, drop_purged_copies, written_segments
 from .relocate import adopt, clean_after_move, persist_import
 from .retention import STALE_BASE_AFTER
@@ -71,6 +73,8 @@ logger = logging.getLogger(__name__)
 CHECKPOINT_BYTES = 32 * 1024
 #: ... or this many commits have piled up since the last checkpoint.
 CHECKPOINT_COMMITS = 500
+#: Commits after a new checkpoint's state read to see whether a purge landed meanwhile (`_purged_after`).
+PURGE_PROBES = 64
 #: Commit attempts before a save gives up under extreme contention.
 MAX_ATTEMPTS = 200
 #: A save changing at most this many files may leave the head hint one commit behind (`write_head`).
@@ -118,6 +122,11 @@ class SaveJob:
     held: dict[str, bytes] = field(default_factory=dict)
     #: contents this save copied into blobs before its commit point (`_journal.preserve`)
     preserved: list[str] = field(default_factory=list)
+    #: of those, the copies whose blob this save created, by path, with the base's record of the path: the
+    #: state it commits on (or is refused against) decides whether they stay (`_journal.preserve.unneeded_copies`)
+    created: dict[str, FileEntry] = field(default_factory=dict)
+    #: the state its last commit attempt was built on, or that refused it (None: it got no further)
+    newest: State | None = None
 
     def about(self) -> About:
         return About("create" if self.exclusive else self.kind, self.actor, self.reason)
@@ -138,7 +147,8 @@ async def run_save(remote: ObjectStorage, job: SaveJob) -> State:
         for p, r in job.changes.files.items()
         if r and not r.legacy and p not in job.placed
     }
-    job.preserved = await preserve_legacy(remote, job.base.files, job.changes.files, job.held)
+    copies = await preserve_legacy(remote, job.base.files, job.changes.files, job.held)
+    job.preserved, job.created = copies.shas, copies.created
     await remote.write_many(blobs)
     try:
         latest, moved = await _starting_point(remote, job)
@@ -153,16 +163,17 @@ async def run_save(remote: ObjectStorage, job: SaveJob) -> State:
         raise
     except ReadOnlyPath:  # made read-only meanwhile: nothing may show up there (blobs are gc()'s)
         await remote.remove_all(sorted(job.placed))
-        await _drop_purged_preserved(remote, job)
+        await _drop_failed_copies(remote, job)
         raise
-    except ConcurrencyError:  # `_journal.commit` dropped the purged copies against the state it lost to
+    except ConcurrencyError:  # `_journal.commit` dropped the copies against the state it lost to
         raise
     except Exception:
-        await _drop_purged_preserved(remote, job)
+        await _drop_failed_copies(remote, job)
         raise
     job.changes = committed_changes(job.changes, job.placed)  # as landed: a later repair compares these
     # Committed: from here on nothing may fail the save (a save that raises must not be visible).
     await _quietly(drop_purged_copies(remote, job.base, committed, job.preserved))  # `_journal.purge_aftermath`
+    await _quietly(_drop_unneeded_copies(remote, job, job.newest))
     try:
         await update_upstream_layout(remote, job, committed)
     except StorageError as exc:
@@ -182,16 +193,27 @@ async def run_save(remote: ObjectStorage, job: SaveJob) -> State:
         return committed
 
 
-async def _drop_purged_preserved(remote: ObjectStorage, job: SaveJob) -> None:
+async def _drop_failed_copies(remote: ObjectStorage, job: SaveJob) -> None:
     """A save that failed after copying in-place bytes into blobs (`_journal.preserve`): if a purge removed that
-    content meanwhile, the copies go (another save may share a copy of content still held: those stay)."""
+    content meanwhile, the copies go (another save may share a copy of content still held: those stay), and
+    so do the copies it created that no stored commit names (`_journal.preserve.unneeded_copies`)."""
     if not job.preserved:
         return
     try:
         latest = await latest_state(remote, job.base) or job.base
         await drop_purged_copies(remote, job.base, latest, job.preserved)
+        await _drop_unneeded_copies(remote, job, latest)
     except MemoryStoreError as exc:  # the save's own failure is what the caller must see
         logger.warning("Could not check this failed save's copies against purges: %s", exc)
+
+
+async def _drop_unneeded_copies(remote: ObjectStorage, job: SaveJob, newest: State | None) -> None:
+    """Remove the copies this save created that neither `newest` (the state its commit landed on, or that
+    refused it) nor any state still stored holds: gc() had collected that content (`_journal.preserve`)."""
+    if not job.created or newest is None:
+        return
+    if unneeded := await unneeded_copies(remote, job.base, job.created, newest):
+        await remote.remove_all(unneeded)
 
 
 async def _starting_point(remote: ObjectStorage, job: SaveJob) -> tuple[State, bool]:
@@ -216,6 +238,7 @@ async def _commit(remote: ObjectStorage, job: SaveJob, latest: State) -> tuple[S
     docs = await updates_of(job.changes.files, job.contents)  # the search index's share of this save
     for attempt in range(MAX_ATTEMPTS):
         await latest.files.need(changes.files)
+        job.newest = latest
         try:
             new = rebase(
                 job.base, latest, changes, job.messages, job.commit_id, job.about(), job.fold, trusted=job.trusted
@@ -223,6 +246,7 @@ async def _commit(remote: ObjectStorage, job: SaveJob, latest: State) -> tuple[S
         except ConcurrencyError:
             await remote.remove_all(clashing_strays(latest, job.placed))
             await _quietly(drop_purged_copies(remote, job.base, latest, job.preserved))
+            await _quietly(_drop_unneeded_copies(remote, job, latest))
             raise
         cache_for(job.base, latest, job.search_repairs)
         await extend(remote, latest, new, docs, job.search_repairs)
@@ -356,11 +380,34 @@ async def checkpoint(remote: ObjectStorage, state: State) -> State:
         segments.append(state.seq)
     checkpoint, index = await checkpoint_of(remote, state, segments)  # its parts first, then it
     await remote.write_many({checkpoint_name(state.seq): encode(checkpoint)})
+    if await _purged_after(remote, state):
+        # a purge committed after this state while its checkpoint was written: the purge's rewrite may have
+        # listed the journal before it landed, so it may hold what the purge redacted. No record and no head
+        # names it yet (only the state this returns would): it goes, and the state keeps its checkpoint.
+        await remote.remove_all([checkpoint_name(state.seq)])
+        return state
     await remote.write_many({HEAD_NAME: encode(Head(seq=state.seq, checkpoint=state.seq))})
     folded = state.on_checkpoint(checkpoint, index)
     folded.head_hint = state.seq
     await collect_quietly(remote, folded)
     return folded
+
+
+async def _purged_after(remote: ObjectStorage, state: State) -> bool:
+    """Whether a commit after `state` counts a purge it did not see (`_rules.purge_count`): one probe when no
+    commit followed it (a gc()-collected one, which only a newer state explains, counts as one)."""
+    seq = state.seq
+    for _ in range(PURGE_PROBES):
+        try:
+            record = await read_record(remote, seq + 1)
+        except StateCollected:
+            return True
+        if record is None:
+            return False
+        if purged_since(state.ext, record.ext):
+            return True
+        seq += 1
+    return True  # a long run of commits since: be safe, the next checkpoint folds them
 
 
 async def _append_audit_log(remote: ObjectStorage, before: Checkpoint, segment: bytes) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .._rules.commit_info import PURGED_KEY, attribution
+from .._rules.commit_info import PURGED_KEY, attribution, deleted_paths
 from .._rules.journal_objects import Checkpoint, CommitInfo, CommitRecord, FileEntry, Origin, parse
 from .._rules.layout import checkpoint_name, log_name
 from .._rules.markers import MARKER_MAX_BYTES, parse_marker
@@ -276,31 +276,39 @@ async def _commit_at(reader: _Reader, seq: int, path: str) -> tuple[PathChange, 
 
 
 async def _previous(reader: _Reader, seq: int, info: CommitInfo | None, path: str) -> int | None:
-    """The commit that changed `path` before commit `seq` (whose info is `info`): its link, except for a
-    delete linked to nothing. A deleted path was a file before, so its history goes on: the delete
-    repeated a concurrent one that was not the state it landed on; read back to that one."""
+    """The commit that changed `path` before commit `seq` (whose info is `info`): its link; for a change
+    linked to nothing (a purge of a path deleted before it, or a commit of an older version), the delete
+    the state it landed on names in its map of deleted paths (`_rules.commit_info.DELETED_EXT`: one read, of
+    that state's record). Without such a map, a delete or purge reads back to the change before it (a
+    deleted path was a file before, so its history goes on: the delete repeated a concurrent one that was
+    not the state it landed on), and so does a write on a state that says the path was deleted."""
     if info is None:
         return None
     link = info.previous(path)
+    if link is not None:
+        return link
+    landed = await reader.record(seq - 1) if seq > 1 else None
+    known = deleted_paths(landed.ext, before=seq).get(path) if landed is not None else None
+    if known is not None:
+        return known
     gone = path in info.deleted or _purged(info, path)
-    if link is None and (gone or await _deleted_since_checkpoint(reader, seq - 1, path)):
+    if gone or await _deleted_since_checkpoint(reader, landed, path):
         return await _scan_back(reader, seq - 1, path)
-    return link
+    return None
 
 
-async def _deleted_since_checkpoint(reader: _Reader, seq: int, path: str) -> bool:
-    """Whether state `seq` says `path` was deleted since its checkpoint (its cumulative record maps the
-    path to None), or the state its checkpoint holds says so of the checkpoint before (a delete folded into
-    that checkpoint: a purge, which writes one, or any save's, between the delete and the write): a write
-    linked to nothing on top of it came after that delete, whichever base its handle had, so the path's
-    history goes on past the write. At most two reads, at the end of a path's chain."""
-    record = await reader.record(seq) if seq > 0 else None
+async def _deleted_since_checkpoint(reader: _Reader, record: CommitRecord | None, path: str) -> bool:
+    """Whether the state of `record` says `path` was deleted since its checkpoint (its cumulative record
+    maps the path to None), or the state its checkpoint holds says so of the checkpoint before (a delete
+    folded into that checkpoint between the delete and the write): a write linked to nothing on top of it
+    came after that delete, whichever base its handle had, so the path's history goes on past the write.
+    For records written before the map of deleted paths; at most one more read, at the end of a chain."""
     if record is None:
         return False
     if path in record.delta.files:
         return record.delta.files[path] is None
     folded = record.checkpoint
-    if not 0 < folded < seq or not record.checkpoint_stored:
+    if not 0 < folded < record.seq or not record.checkpoint_stored:
         return False
     before = await reader.record(folded)
     return before is not None and path in before.delta.files and before.delta.files[path] is None

@@ -16,6 +16,7 @@ effort, and only when the log shows something old enough to remove.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Iterable
@@ -107,10 +108,10 @@ async def collect(
     cutoff = now - journal_span(span, policy)
     plan, need = await _plan(remote, newest, inventory, cutoff, now - SLOT_GRACE, now)
     versions = await snapshot_removal(remote, newest, policy, now, now - span, expired) if snapshots else {}
-    if snapshots and need.expired:  # what else holds expired content: snapshots, search index segments
+    if snapshots and (need.expired or need.labelled):  # what else holds expired data: snapshots, search
         done = expired.removed if expired is not None else frozenset()  # a dry run's expiry pass counted them
         versions.update({n: size for n, size in (await _expired_snapshots(remote, need)).items() if n not in done})
-        segments = await _segments_holding(remote, inventory, need.expired_shas)
+        segments = await _segments_holding(remote, inventory, need.expired_shas, need.labelled)
         plan = replace(plan, delete={**plan.delete, **segments})
     if not dry_run:
         await _remove(remote, newest, plan, versions)
@@ -170,18 +171,22 @@ async def expired_now(remote: ObjectStorage) -> ExpiredNow:
     await newest.files.need_all()
     gone = {p for p, entry in newest.files.items() if is_expired(entry, now)}
     labels = Redaction(expired=need.labelled, now=now) if need.labelled else None
-    if not need.expired and not gone:
+    if not need.expired and not gone and not need.labelled:
         return ExpiredNow(labels=labels)
     names = {blob_name(sha) for sha in need.expired_shas if sha in inventory.blobs}
     names |= set(await _expired_snapshots(remote, need))
-    names |= set(await _segments_holding(remote, inventory, need.expired_shas))
+    names |= set(await _segments_holding(remote, inventory, need.expired_shas, need.labelled))
     names |= {name for path in gone for name in (path, sidecar_name(path))}
     return ExpiredNow(frozenset(names), labels)
 
 
-async def _segments_holding(remote: ObjectStorage, inventory: Inventory, shas: frozenset[str]) -> dict[str, int]:
+async def _segments_holding(
+    remote: ObjectStorage, inventory: Inventory, shas: frozenset[str], labelled: frozenset[str] = frozenset()
+) -> dict[str, int]:
     """The search index segments holding a doc of any of `shas` (a byte search for the sha256, as purge
-    does: a state whose segment is gone reads as "index data missing" and search indexes files again)."""
+    does: a state whose segment is gone reads as "index data missing" and search indexes files again), or
+    the labels of a doc of a path of `labelled` (an expired entry's labels, whose content a live path may
+    still hold: the doc of that path carries them)."""
     names = {search_segment_name(sha): found.size for sha, found in inventory.search.items()}
     needles = [sha.encode() for sha in shas]
     found: dict[str, int] = {}
@@ -189,7 +194,19 @@ async def _segments_holding(remote: ObjectStorage, inventory: Inventory, shas: f
     for start in range(0, len(ordered), 64):
         read = await remote.read_many(ordered[start : start + 64])
         found.update({n: names[n] for n, data in read.items() if any(x in data for x in needles)})
+        found.update({n: names[n] for n, data in read.items() if labelled and _labels_of(data, labelled)})
     return found
+
+
+def _labels_of(data: bytes, paths: frozenset[str]) -> bool:
+    """Whether search segment `data` holds the labels of a doc of one of `paths` (a segment that does not
+    parse: yes, to be safe; search indexes its files again)."""
+    try:
+        body = json.loads(data)
+        listed, labels = body.get("paths", []), body.get("md", {})
+        return any(str(i) in labels for i, path in enumerate(listed) if path in paths)
+    except (ValueError, AttributeError, TypeError):
+        return True
 
 
 async def _expired_snapshots(remote: ObjectStorage, need: Needs) -> dict[str, int]:

@@ -1,24 +1,54 @@
 """Keeping the bytes of upstream-written files readable after a save changes them.
 
 A store imported from upstream's layout records its files as ``legacy``: their bytes are at the file's
-own path, not in the content-addressed blobs. A save that rewrites or deletes such a path replaces those
-bytes (after its commit point), so every older state that still names them would read something else.
-Before the commit point, therefore, the old bytes are copied into the blob store (read and checked
-against their sha256); readers of a legacy record fall back to that blob when the path no longer holds
-the bytes (`_journal.contents`). Each legacy file is copied at most once: after the save its record is ours.
+own path, not in the content-addressed blobs (and so does every new file a save created in place,
+`_journal.inplace`). A save that rewrites or deletes such a path replaces those bytes (after its commit point),
+so every older state that still names them would read something else. Before the commit point,
+therefore, the old bytes are copied into the blob store (read and checked against their sha256, or taken
+from the handle's working root, `View.held`); readers of a legacy record fall back to that blob when the
+path no longer holds the bytes (`_journal.contents`). Each legacy file is copied at most once: after the save its
+record is ours.
+
+A copy is made for the base the save started from, which may not be the state it commits on: another
+handle may have replaced the file meanwhile (it copied the bytes itself, before its own commit), and gc()
+may since have collected every state naming them, their blob with them. A stale handle's copy of such
+bytes, taken from its working root, would store them again where no commit names them, so a later purge
+of the path (which walks the history gc left) could not find them. So a save owns only the copies whose
+blob it created (create-only: a blob already there is whoever wrote it first's), copies nothing of a file
+whose ttl ran out, and removes a copy it created again once it knows the state it commits on, or was
+refused against (`unneeded_copies`), unless that state, or a state still stored, holds that content at
+the path.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from .._rules.codecs import sha256_bytes
 from .._rules.journal_objects import FileEntry
 from .._rules.layout import blob_name
+from .._rules.markers import TOMBSTONE_MAX_BYTES
+from .._rules.state import State
+from .._rules.ttl import is_expired
+from ..errors import MemoryStoreError
 from ..storage._contract import ObjectStorage
+from . import gc as _gc
+from .log_reads import LOG_DIR
+from .opening import state_at
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Copies:
+    """What a save copied into blobs before its commit point."""
+
+    #: the sha256 of every content copied (or found stored already)
+    shas: list[str] = field(default_factory=list)
+    #: path -> its base record, for the copies whose blob this save created (no blob held that content)
+    created: dict[str, FileEntry] = field(default_factory=dict)
 
 
 async def preserve_legacy(
@@ -26,13 +56,21 @@ async def preserve_legacy(
     base: Mapping[str, FileEntry],
     changes: Mapping[str, FileEntry | None],
     held: Mapping[str, bytes] | None = None,
-) -> list[str]:
+) -> Copies:
     """Copy into blobs the upstream-written bytes that `changes` is about to replace or delete; those the
     handle `held` (read from its working root before it changed them) are not fetched again when they
-    match the record's sha256. Returns the sha256s copied."""
-    wanted = {p: base[p] for p in changes if p in base and base[p].legacy and changes[p] != base[p]}
+    match the record's sha256. Each copy is created where its blob is missing (the same request as a
+    write); only those are this save's own (`Copies.created`): a blob already there holds that content for
+    whoever wrote it (it is written again, which changes nothing). A file whose ttl ran out is not copied:
+    no read shows it (`_rules.ttl`), and gc() removes such content at once."""
+    now = _gc.clock()
+    wanted = {
+        p: r
+        for p in changes
+        if (r := base.get(p)) is not None and r.legacy and changes[p] != r and not is_expired(r, now)
+    }
     if not wanted:
-        return []
+        return Copies()
     local = {p: d for p, d in (held or {}).items() if p in wanted and sha256_bytes(d) == wanted[p].sha256}
     found = {**local, **await remote.read_many([p for p in wanted if p not in local])}
     blobs = {}
@@ -42,5 +80,63 @@ async def preserve_legacy(
             blobs[blob_name(record.sha256)] = data
         else:  # already replaced (a concurrent save copied it first) or changed behind our back
             logger.info("Upstream-written bytes of %r are no longer at their path; not copied", path)
-    await remote.write_many(blobs)
-    return [name.rsplit("/", 1)[-1] for name in blobs]
+    created = await remote.create_many(blobs)
+    # a name left out was taken (a blob holds that content: rewriting it changes nothing) or its create
+    # failed: written as before, so a failure fails the save before its commit point
+    await remote.write_many({n: d for n, d in blobs.items() if n not in created})
+    return Copies(
+        shas=[name.rsplit("/", 1)[-1] for name in blobs],
+        created={p: r for p, r in wanted.items() if blob_name(r.sha256) in created},
+    )
+
+
+async def unneeded_copies(
+    remote: ObjectStorage, base: State, created: Mapping[str, FileEntry], newest: State
+) -> list[str]:
+    """The blobs of copies this save `created` (`Copies.created`) that no commit still stored names, once
+    the save knows `newest`: the state it committed on, or was refused against.
+
+    A copy stays if `newest` is the save's `base` (its commit landed right on it), or holds that content at
+    the path (its bytes are in place there, and a commit on it replaces them). Otherwise the file changed
+    since the base, and the copy stays only while a stored state holds that content at the path: the stored
+    commits are the log's suffix from the oldest one gc() left, so one listing of the log tells whether the
+    base is still stored, and else the oldest stored state (and the checkpoint it is built on) is read.
+    Free unless the file changed since the base; then one listing, and at most a record, a checkpoint and
+    a part. In doubt (a read fails), every copy stays: a copy too many is an orphan the next gc() removes,
+    one too few loses bytes a state still reads."""
+    if not created or newest is base:
+        return []
+    try:
+        await newest.files.need(created)
+        doubtful = {p: r for p, r in created.items() if not _holds(newest, p, r.sha256)}
+        if not doubtful:
+            return []
+        oldest = _oldest_record(await remote.list(under=LOG_DIR))
+        if oldest is None or oldest <= base.seq:
+            return []  # the base's own commit is still stored: it names every copy
+        stored = newest if oldest == newest.seq else await state_at(remote, oldest)
+        await stored.files.need(doubtful)
+        doubtful = {p: r for p, r in doubtful.items() if not _holds(stored, p, r.sha256, checkpoint=True)}
+    except MemoryStoreError as exc:
+        logger.warning("Could not tell whether this save's copies of in-place bytes are still needed: %s", exc)
+        return []
+    kept = {blob_name(r.sha256) for p, r in created.items() if p not in doubtful}  # one content, two paths
+    return sorted({blob_name(r.sha256) for r in doubtful.values()} - kept)
+
+
+def _holds(state: State, path: str, sha256: str, *, checkpoint: bool = False) -> bool:
+    """Whether `state` (with `checkpoint`: or the checkpoint it is built on) holds content `sha256` at `path`
+    in an entry whose ttl has not run out (what gc() keeps a blob for)."""
+    found = [state.files.get(path)] + ([state.files.base.lookup(path)] if checkpoint else [])
+    now = _gc.clock()
+    return any(entry is not None and entry.sha256 == sha256 and not is_expired(entry, now) for entry in found)
+
+
+def _oldest_record(listing: Mapping[str, int]) -> int | None:
+    """The oldest commit record a listing of the log holds (tombstones of collected commits left out)."""
+    seqs = []
+    for name, size in listing.items():
+        stem = name.rsplit("/", 1)[-1]
+        if stem.endswith(".json") and stem[:-5].isdigit() and size >= TOMBSTONE_MAX_BYTES:
+            seqs.append(int(stem[:-5]))
+    return min(seqs, default=None)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._rules.codecs import utc_timestamp, write_event
+from .._rules.commit_info import deleted_paths
 from .._rules.index import CheckpointFiles
 from .._rules.journal_objects import Checkpoint, CommitRecord, FileEntry
 from .._rules.layout import (
@@ -47,6 +48,7 @@ from .._rules.state import State
 from .._rules.writes import ChangeOptions
 from ..storage._contract import ObjectStorage
 from . import gc as _gc
+from .commit_log import last_change
 from .old_journal import old_view
 from .redact import (
     Redaction,
@@ -81,16 +83,23 @@ class PurgeResult:
     commit: int | None
 
 
-async def purge_change(view: View, rel: str, actor: str, reason: str) -> bool:
+async def purge_change(view: View, rel: str, actor: str, reason: str, remote: ObjectStorage | None = None) -> bool:
     """The change a purge commits, made on a clean working copy: `rel` deleted (no version tombstone, no
     delete event), its proposals redacted (a draft discarded: its text must go), and one audit event of op
-    ``purge``. Returns whether `rel` was a live file."""
+    ``purge``. Returns whether `rel` was a live file.
+
+    A path that is no file of the base is one of the path's versions only if the store held it: the base's
+    map of deleted paths names its delete, or the retained history of `remote` does (read back; a purge
+    reads all of it anyway). That delete is kept as the change's link, which makes the commit list the path
+    as purged (`_rules.commit_info.purged_deleted`); a purge of a path never held is in the audit only."""
     await view.need([rel])
     current = view.entry(rel)
     options = ChangeOptions(actor, reason, None, False, False)
     deleted = await view.delete(rel, options)
     if not deleted:  # a file whose ttl ran out reads as missing, but its entry is there until gc deletes it
         await view.expire(rel, options, _gc.clock())
+    if current is None and (held := await _held_before(view, rel, remote)) is not None:
+        view.changes.links[rel] = held
     now = utc_timestamp()
     old_sha = current.sha256 if current is not None and deleted else ""
     event = write_event(
@@ -109,6 +118,13 @@ async def purge_change(view: View, rel: str, actor: str, reason: str) -> bool:
         if redacted != raw:
             view.changes.entries[(PROPOSALS, proposal_id)] = redacted
     return deleted
+
+
+async def _held_before(view: View, rel: str, remote: ObjectStorage | None) -> int | None:
+    """The commit that deleted `rel` (no file of the view's base), if the store held it: from the base's map
+    of deleted paths, else read back through the retained history; None if no retained commit changed it."""
+    known = deleted_paths(view.base.ext).get(rel)
+    return known if known is not None else await last_change(remote, view.base, rel)
 
 
 async def purge_stored(

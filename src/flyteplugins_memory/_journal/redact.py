@@ -1,6 +1,6 @@
 """Rewriting stored journal objects without the content-derived data a purge removes.
 
-Commit records and checkpoints are written once and never changed by a save (docs/journal.md); they carry
+Commit records and checkpoints are written once and never changed by a save (docs/sync.md); they carry
 content-derived data inline: a file entry's labels (``ext["metadata"]``) and attribution, the proposals
 map (a draft's text, every proposal's labels) and the transcript (appended messages, a checkpoint's
 messages). gc already overwrites records (tombstones); a purge does the same for what it redacts: every
@@ -15,6 +15,11 @@ part gets a purge marker before it is deleted: a reader holding the old referenc
 Which places are rewritten is the data map's (`_rules.data_map.PLACES`): `HANDLED` names them, and a test keeps
 the two in step.
 
+Concurrent purges: every pass also applies the purges that the stored records' audit events name (a
+path, or a message by the sha256 of its encoding: `purge_ledger`), each to the objects older than its
+commit, and reads again when a purge committed while it ran, so a pass in another process that read an
+object before this one rewrote it cannot write the purged data back for good.
+
 Concurrent readers: an object is replaced by one write (atomic on every backend), so a reader sees the old
 object or the redacted one, both valid. Stale handles keep what they hold in memory, but cannot write it
 back: every purge makes a commit of its own (`_journal.purge`, `_api.message_purge`), so a stale handle's next save
@@ -26,9 +31,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import weakref
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .._rules.codecs import sha256_bytes, utc_timestamp
@@ -72,6 +78,10 @@ class Redaction:
     actor: str = ""
     reason: str = ""
     messages: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+    #: messages named by the sha256 of their encoding (`message_hash`): other purges' (`Ledger`)
+    hashed: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+    #: other purged paths, redacted as `path` is (other purges', `Ledger`)
+    more_paths: frozenset[str] = frozenset()
     #: paths whose entries written with a ttl that ran out by `now` lose their labels (gc, `_api.expiry`):
     #: their ``expires_at`` stays, so every reader still sees them expired
     expired: frozenset[str] = frozenset()
@@ -80,16 +90,17 @@ class Redaction:
     def entry(self, path: str, entry: FileEntry | None) -> FileEntry | None:
         if entry is None:
             return entry
-        if path in self.expired and path != self.path:
+        purged = path == self.path or path in self.more_paths
+        if path in self.expired and not purged:
             return _without_labels(entry) if is_expired(entry, self.now) else entry
-        if path != self.path:
+        if not purged:
             return entry
         redacted = entry.model_copy(update={"ext": {PURGED_FLAG: True}})
         return entry if redacted == entry else redacted
 
     def paths(self) -> list[str]:
         """The paths whose entries this redaction may change."""
-        return sorted({*self.expired, *([self.path] if self.path is not None else [])})
+        return sorted({*self.expired, *self.more_paths, *([self.path] if self.path is not None else [])})
 
     def in_range(self, first: str, last: str) -> bool:
         """Whether a part holding paths `first` to `last` may hold an entry this redaction changes."""
@@ -100,23 +111,37 @@ class Redaction:
         changed = {p: after for p in self.paths() if p in files and (after := self.entry(p, files[p])) is not files[p]}
         return {**files, **changed} if changed else None
 
+    def with_ledger(self, ledger: Ledger, seq: int) -> Redaction:
+        """This redaction, and the messages every purge of `ledger` committed after `seq` redacted (an
+        object of `seq` holds what the store held before those purges)."""
+        later = [(key, new) for at, key, new in ledger if seq < at]
+        extra = {key: new for key, new in later if new is not None and key not in self.hashed}
+        paths = frozenset(key for key, new in later if new is None) - self.more_paths - {self.path}
+        if not extra and not paths:
+            return self
+        return replace(self, hashed={**self.hashed, **extra}, more_paths=self.more_paths | paths)
+
     def transcript(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
-        if not self.messages:
+        if not self.messages and not self.hashed:
             return None
         out, changed = [], False
         for message in messages:
-            replacement = self.messages.get(encode_message(message))
+            encoded = encode_message(message)
+            replacement = self.messages.get(encoded)
+            if replacement is None and self.hashed:
+                replacement = self.hashed.get(message_hash(encoded))
             changed |= replacement is not None
             out.append(message if replacement is None else dict(replacement))
         return out if changed else None
 
     def ext(self, ext: dict[str, Any]) -> dict[str, Any] | None:
         found = ext.get(PROPOSALS)
-        if self.path is None or not isinstance(found, dict):
+        purged = {*self.more_paths, *([self.path] if self.path is not None else [])}
+        if not purged or not isinstance(found, dict):
             return None
         proposals, changed = dict(found), False
         for proposal_id, raw in found.items():
-            if isinstance(raw, dict) and raw.get("path") == self.path and (redacted := redact_proposal(raw)) != raw:
+            if isinstance(raw, dict) and raw.get("path") in purged and (redacted := redact_proposal(raw)) != raw:
                 proposals[proposal_id], changed = redacted, True
         return {**ext, PROPOSALS: proposals} if changed else None
 
@@ -167,18 +192,107 @@ async def rewrite_journal(
     cut again the parts of partitioned checkpoints that hold the purged path. `stored`: those objects as
     the caller read them already (`journal_objects`), else they are read here."""
     done = Rewritten()
-    out: dict[str, bytes] = {}
-    if stored is None:
-        stored = await read_all(journal, journal_objects(inventory))
-    for name, data in stored:
-        if (redacted := await redact_object(journal, name, data, redaction, done)) is not None:
-            out[name] = redacted
-    new_parts = {part_name(sha): data for sha, data in done.cut.items()}
-    await journal.write_many(new_parts)  # before the checkpoints that name them
-    await journal.write_many(out)
-    done.objects += len(out) + len(new_parts)
-    done.bytes += sum(map(len, out.values())) + sum(map(len, new_parts.values()))
+    for _ in range(SETTLE_ROUNDS):
+        newest = max(inventory.records, default=0)
+        if stored is None:
+            stored = await read_all(journal, journal_objects(inventory))
+        ledger = purge_ledger(stored)
+        out: dict[str, bytes] = {}
+        for name, data in stored:
+            applied = redaction.with_ledger(ledger, _seq_of(name))
+            if (redacted := await redact_object(journal, name, data, applied, done)) is not None:
+                out[name] = redacted
+        new_parts = {part_name(sha): data for sha, data in done.cut.items()}
+        await journal.write_many(new_parts)  # before the checkpoints that name them
+        await journal.write_many(out)
+        done.objects += len(out) + len(new_parts)
+        done.bytes += sum(map(len, out.values())) + sum(map(len, new_parts.values()))
+        # A purge elsewhere (another process) that committed after this pass read may have rewritten an
+        # object before this pass wrote it over: read again, its redaction now in the ledger.
+        inventory = Inventory.of(await journal.stat(JOURNAL_DIR))
+        if not await _purge_after(journal, inventory, newest):
+            break
+        stored = None
     return done
+
+
+#: An audit event's field naming the message a purge redacted, by `message_hash`, and what replaced it.
+PURGED_MESSAGE = "purged_message"
+#: Passes of one rewrite at most, each after a purge elsewhere committed during the one before.
+SETTLE_ROUNDS = 4
+#: Purges committed in a journal: (the commit, then `message_hash` of a message and what replaced it, or a
+#: purged path and None).
+Ledger = list[tuple[int, str, dict[str, Any] | None]]
+
+
+def message_hash(encoded: str) -> str:
+    """The sha256 of a message's encoding (`_rules.transcript.encode_message`): what a purge's audit names."""
+    return sha256_bytes(encoded.encode("utf-8"))
+
+
+def ledger_field(messages: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    """The audit event field of a purge of `messages` (encoding -> replacement): every later rewrite pass
+    of the journal redacts them too in objects older than the purge (`purge_ledger`), so a pass another
+    process made at the same time cannot bring them back (`rewrite_journal`)."""
+    if not messages:
+        return {}
+    return {PURGED_MESSAGE: [{"sha256": message_hash(e), "to": new} for e, new in sorted(messages.items())]}
+
+
+def purge_ledger(stored: list[tuple[str, bytes]]) -> Ledger:
+    """The purges the commit records among `stored` hold, by their audit events (op ``purge``): a path's
+    (no ``message`` or ``record`` index) and the messages a message purge names (`ledger_field`), each at
+    the first record holding its event: the purge's commit (a record's events are those since its
+    checkpoint)."""
+    first: dict[tuple[str, str, str], tuple[int, dict[str, Any] | None]] = {}
+    for name, data in stored:
+        if not name.startswith(f"{JOURNAL_DIR}/log/") or b'"purge"' not in data:
+            continue
+        seq = _seq_of(name)
+        for event in _events(data):
+            if event.get("op") != "purge":
+                continue
+            when = str(event.get("ts", ""))  # with the key: one purge's event, in later records too
+            found: list[tuple[str, dict[str, Any] | None]] = []
+            if "message" not in event and "record" not in event and isinstance(event.get("path"), str):
+                found.append((event["path"], None))
+            found += [(e["sha256"], e["to"]) for e in event.get(PURGED_MESSAGE) or [] if _names_message(e)]
+            for key, new in found:
+                ident = (key, when, "path" if new is None else "message")
+                if ident not in first or seq < first[ident][0]:
+                    first[ident] = (seq, new)
+    return [(seq, key, new) for (key, _, _), (seq, new) in sorted(first.items())]
+
+
+def _names_message(entry: object) -> bool:
+    return isinstance(entry, dict) and isinstance(entry.get("sha256"), str) and isinstance(entry.get("to"), dict)
+
+
+def _events(data: bytes) -> list[dict[str, Any]]:
+    try:
+        body = json.loads(data)
+        events = body["delta"]["audit"]
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return []
+    return [e for e in events if isinstance(e, dict)] if isinstance(events, list) else []
+
+
+def _seq_of(name: str) -> int:
+    """The seq in a record's or checkpoint's name (-1 for any other object)."""
+    stem = name.rsplit("/", 1)[-1].split(".", 1)[0]
+    return int(stem) if stem.isdigit() else -1
+
+
+async def _purge_after(journal: ObjectStorage, inventory: Inventory, seq: int) -> bool:
+    """Whether a purge committed after commit `seq` (its record among those `inventory` lists)."""
+    later = [log_name(s) for s in inventory.live_records(max(inventory.records, default=0)) if s > seq]
+    for _, data in await read_all(journal, later):
+        try:
+            if json.loads(data).get("info", {}).get("kind") == "purge":
+                return True
+        except (ValueError, AttributeError):
+            continue
+    return False
 
 
 async def redact_object(
@@ -289,7 +403,10 @@ __all__ = [
     "Redaction",
     "Rewritten",
     "journal_objects",
+    "ledger_field",
+    "message_hash",
     "part_holds",
+    "purge_ledger",
     "redact_object",
     "redact_proposal",
     "retire_parts",
@@ -307,7 +424,8 @@ async def rewriting(remote: ObjectStorage) -> AsyncIterator[None]:
     """Hold while reading and rewriting a store's records and checkpoints: two purges of one store in this
     process (two handles, ``asyncio.gather``) would otherwise each read an object before the other wrote it,
     and the later write would bring back what the earlier one redacted. Purges in different processes are
-    not serialized (docs/journal.md, "What a purge cannot reach")."""
+    not serialized: each pass applies the purges the stored records name and reads again when one committed
+    meanwhile (`rewrite_journal`, `purge_ledger`; docs/sync.md, "Two races are closed")."""
     locks = _REWRITES.setdefault(asyncio.get_running_loop(), {})
     async with locks.setdefault(remote.uri, asyncio.Lock()):
         yield

@@ -44,10 +44,10 @@ from ..storage._contract import ObjectStorage
 
 logger = logging.getLogger(__name__)
 
-#: Segments already reported missing, by sha256 (bounded): a handle that read the index before another
+#: Segments already reported missing, by store and sha256 (bounded): a handle that read the index before another
 #: handle's purge or gc rewrote it meets the same gone segment at each search and save until it refreshes,
 #: and one warning says it all.
-_REPORTED: OrderedDict[str, None] = OrderedDict()
+_REPORTED: OrderedDict[tuple[str, str], None] = OrderedDict()
 _REPORTED_MAX = 256
 
 
@@ -83,20 +83,21 @@ async def read_segments(remote: ObjectStorage, refs: list[SegmentRef], cache: di
             logger.warning("Search index unreadable, indexing files instead: %s", exc)
             found = {}
         for ref in missing:
-            if (segment := _checked(ref, found.get(search_segment_name(ref.sha256)))) is not None:
+            if (segment := _checked(remote.uri, ref, found.get(search_segment_name(ref.sha256)))) is not None:
                 cache[ref.sha256] = segment
     return {r.sha256: cache[r.sha256] for r in refs if r.sha256 in cache}
 
 
-def _checked(ref: SegmentRef, data: bytes | None) -> Segment | None:
+def _checked(store: str, ref: SegmentRef, data: bytes | None) -> Segment | None:
     if data is None:
         _report(
+            store,
             ref.sha256,
             "Search segment %s is gone (a purge or gc rewrote the index since it was read), indexing files instead",
         )
         return None
     if len(data) != ref.bytes or hashlib.sha256(data).hexdigest() != ref.sha256:
-        _report(ref.sha256, "Search segment %s is corrupt, indexing files instead")
+        _report(store, ref.sha256, "Search segment %s is corrupt, indexing files instead")
         return None
     try:
         return decode_segment(data)
@@ -105,11 +106,11 @@ def _checked(ref: SegmentRef, data: bytes | None) -> Segment | None:
         return None
 
 
-def _report(sha256: str, message: str) -> None:
+def _report(store: str, sha256: str, message: str) -> None:
     """Warn of an unusable segment once per process (a long-lived handle meets it again and again)."""
-    if sha256 in _REPORTED:
+    if (store, sha256) in _REPORTED:
         return
-    _REPORTED[sha256] = None
+    _REPORTED[store, sha256] = None
     if len(_REPORTED) > _REPORTED_MAX:
         _REPORTED.popitem(last=False)
     logger.warning(message, sha256)

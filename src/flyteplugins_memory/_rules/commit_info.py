@@ -5,11 +5,14 @@ Who and why come from ``save(actor=..., reason=...)`` when given, else from the 
 by `MAX_SUMMARY`), none is ``"agent"``, upstream's default actor. Each changed path is linked to the commit
 that changed it before, which lets `store.log(path=...)` follow a path's history one read per commit: the
 one that wrote the file the commit lands on, or, for a path that is not a file there, the commit that
-deleted it when the landing state or the handle's base was made by that delete (see `previous_change`).
+deleted it, as the landing state's map of recently deleted paths says (`DELETED_EXT`, carried in every
+record and checkpoint), else when the landing state or the handle's base was made by that delete (see
+`previous_change`).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -103,7 +106,8 @@ def commit_info(
     reason = shortened(about.reason) if about.reason is not None else reason_of(changes, audit)
     by = deleted_by(changes, audit, actor, reason)
     extensions: dict[str, Any] = {BY_KEY: by} if by else {}
-    if about.kind == "purge" and (gone := purged_deleted(changes, audit)):
+    held = {*(hints or {}), *deleted_paths(states[0].ext)}
+    if about.kind == "purge" and (gone := purged_deleted(changes, audit, held)):
         extensions[PURGED_KEY] = gone
     return CommitInfo(
         kind=about.kind,
@@ -123,14 +127,19 @@ def _link(known: int | None, hint: int | None) -> int | None:
 
 
 #: The key of a purge commit's info ``ext`` listing the paths it purged that were deleted before it: the
-#: commit changes no file there, yet it belongs to each path's history (`_journal.commit_log`).
+#: commit changes no file there, yet it belongs to each path's history (`_journal.commit_log`). A path the store
+#: never held (no retained commit changed it) is not listed: its purge is no version of it.
 PURGED_KEY = "purged"
 
 
-def purged_deleted(changes: Mapping[str, FileEntry | None], audit: list[dict[str, Any]]) -> list[str]:
-    """The paths a purge commit's audit events name (op ``purge``) that its changes do not touch."""
+def purged_deleted(
+    changes: Mapping[str, FileEntry | None], audit: list[dict[str, Any]], held: Iterable[str]
+) -> list[str]:
+    """The paths a purge commit's audit events name (op ``purge``) that its changes do not touch and that
+    were `held` before (deleted: the landing state's map of deleted paths, or the purge found the delete)."""
     named = {e.get("path") for e in audit if e.get("op") == "purge"}
-    return sorted(p for p in named if isinstance(p, str) and p not in changes and p != "messages.json")
+    known = set(held)
+    return sorted(p for p in named if isinstance(p, str) and p not in changes and p in known)
 
 
 #: The key of a commit info's ``ext`` naming who deleted each path and why, where that is not the
@@ -176,14 +185,19 @@ def previous_change(path: str, landing: State, base: State) -> int | None:
     """The commit that changed `path` last before a commit landing on `landing` (None: none known).
 
     A file there names the commit that wrote it. A path that is not a file there was deleted, or never
-    written: when the landing state or the handle's base is the delete's own commit, that commit (a save
-    that rebases onto a concurrent delete of the same path, or a write after a delete the handle saw),
-    so neither a merged delete nor the write after it cuts the path's history short. Otherwise nothing
-    in memory says which commit deleted it; `store.log` reads back to a deleted path's previous change,
-    and a write with no link starts a new history there."""
+    written: the landing state's map of recently deleted paths (`DELETED_EXT`) names the commit that
+    deleted it (or purged it after), across any number of checkpoints and whatever base the handle has;
+    for a state written without that map (an older version's), when the landing state or the handle's
+    base is the delete's own commit, that commit (a save that rebases onto a concurrent delete of the same
+    path, or a write after a delete the handle saw), so neither a merged delete nor the write after it
+    cuts the path's history short. Otherwise nothing in memory says which commit deleted it; `store.log`
+    reads back to a deleted path's previous change, and a write with no link starts a new history there."""
     entry = landing.files.get(path)
     if entry is not None:
         return entry.last_commit()
+    known = deleted_paths(landing.ext, before=landing.seq + 1).get(path)
+    if known is not None:
+        return known
     for state in (landing, base):
         if state.info is not None and path in state.info.deleted:
             return state.seq
@@ -193,3 +207,60 @@ def previous_change(path: str, landing: State, base: State) -> int | None:
 def stamp(changes: Mapping[str, FileEntry | None], seq: int) -> dict[str, FileEntry | None]:
     """`changes` with every written file marked as last written by commit `seq`."""
     return {p: (r.model_copy(update={"commit": seq}) if r is not None else None) for p, r in changes.items()}
+
+
+#: The store-level ``ext`` key mapping each recently deleted path to the commit that deleted it (or that
+#: purged it after its delete): ``{path: seq}``. Every commit carries it from the state it lands on (a
+#: write takes its path out, a delete or a purge of a deleted path puts it in), so every record and
+#: checkpoint holds it and it goes on from checkpoint to checkpoint: a write of a path deleted any number
+#: of checkpoints back links to its delete (`previous_change`). Older versions ignore it and carry it as
+#: they carry any store-level extension. Bounded (`DELETED_MAX_BYTES`): newest deletes first.
+DELETED_EXT = "deleted"
+#: About the most bytes the map takes in each record and checkpoint (JSON); older deletes past it are
+#: left out (their next write falls back to what the journal says otherwise: see docs/sync.md).
+DELETED_MAX_BYTES = 4096
+
+
+def deleted_paths(ext: Mapping[str, Any], before: int | None = None) -> dict[str, int]:
+    """The well-formed entries of the map of deleted paths in the store-level `ext` (untrusted input:
+    entries that are not a path and a commit number, before commit `before` if given, are ignored)."""
+    found = ext.get(DELETED_EXT)
+    if not isinstance(found, dict):
+        return {}
+    return {
+        p: s
+        for p, s in found.items()
+        if isinstance(p, str) and type(s) is int and s > 0 and (before is None or s < before)
+    }
+
+
+def with_deletes(ext: dict[str, Any], info: CommitInfo, seq: int) -> dict[str, Any]:
+    """The store-level `ext` after commit `seq` (whose info is `info`): its map of deleted paths without
+    the paths the commit wrote, with those it deleted or purged (a delete that repeated the one the map
+    names, linked to it, changed nothing: the map keeps that one), newest first within `DELETED_MAX_BYTES`.
+    A map emptied stays as ``{}``: a record with an empty ``ext`` would read its checkpoint's (docs/sync.md),
+    and that map may name paths written since."""
+    known = deleted_paths(ext, before=seq)
+    for path in info.wrote:
+        known.pop(path, None)
+    for path, link in info.deleted.items():
+        if link is None or known.get(path) != link:  # else it repeated the delete the map names: that stays
+            known[path] = seq
+    purged = info.ext.get(PURGED_KEY)
+    for path in purged if isinstance(purged, list) else []:
+        known[path] = seq
+    if not known and DELETED_EXT not in ext:
+        return ext
+    return {**ext, DELETED_EXT: _bounded(known)}
+
+
+def _bounded(known: dict[str, int]) -> dict[str, int]:
+    """The newest entries of `known` (then by path) whose JSON fits `DELETED_MAX_BYTES`, sorted by path."""
+    budget = DELETED_MAX_BYTES - 2  # read at call time: tests lower it
+    kept: dict[str, int] = {}
+    for path, seq in sorted(known.items(), key=lambda item: (-item[1], item[0])):
+        budget -= len(json.dumps(path)) + len(str(seq)) + 4  # '"path": seq, '
+        if budget < 0:
+            break
+        kept[path] = seq
+    return dict(sorted(kept.items()))

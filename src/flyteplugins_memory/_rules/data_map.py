@@ -348,7 +348,10 @@ OBJECTS: tuple[ObjectKind, ...] = (
         "<log>/<ns:020>-<hex:12>.jsonl",
         Carries.MESSAGES | Carries.PATHS,
         "one record log (store.records, store.session, transcript archives of compact_transcript)",
-        purge="a file like any other (purge of the segment); a record purge rewrites it",
+        purge="a file like any other (purge of the segment); a record purge rewrites it; a segment "
+        "compact_transcript wrote (ext transcript_archive) is rewritten by a transcript message purge holding "
+        "an equal record, and a purge of an archived record redacts the equal records and transcript messages "
+        "too; a session's segments are its own (a transcript purge leaves them alone, and the reverse)",
         expiry="n/a (segments are written without ttl)",
         gc="n/a: a file of the newest state (its blob and versions as a file's)",
         read_only="appends into a read-only prefix are refused",
@@ -417,7 +420,9 @@ PLACES: tuple[Place, ...] = (
         ("commit_record", "checkpoint", "messages", "old_journal"),
         Carries.MESSAGES,
         purge="a message purge replaces every message of the same content (matched by content, not index) in "
-        "every stored record and checkpoint, the handle's transcript and upstream's messages.json",
+        "every stored record and checkpoint, the handle's transcript, upstream's messages.json and the "
+        "transcript's compaction archives; its audit event names the message by the sha256 of its encoding, "
+        "so concurrent rewrite passes apply it too",
         expiry="n/a",
     ),
     Place(

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConcurrencyError
-from .commit_info import About, commit_info, stamp
+from .commit_info import About, commit_info, stamp, with_deletes
 from .fold import Fold
 from .index import Files, range_under
 from .journal_objects import FileEntry
@@ -41,7 +41,7 @@ class Changes:
     guarded: set[str] = field(default_factory=set)
     #: store-level extensions this commit sets, each a compare-and-swap on the base's value (a settings
     #: change such as `_rules.read_only`'s; never held as an unsaved change of a handle). Never removed: a
-    #: record with an empty ``ext`` reads its checkpoint's (docs/journal.md), so a cleared setting is empty
+    #: record with an empty ``ext`` reads its checkpoint's (docs/sync.md), so a cleared setting is empty
     ext: dict[str, Any] = field(default_factory=dict)
     entries: dict[tuple[str, str], Any] = field(default_factory=dict)
     #: for a changed path, the commit that changed it before when the handle knows it and its base does
@@ -213,6 +213,7 @@ def rebase(
         )
     seq = latest.seq + 1
     transcript, change = _landing(base.messages, latest.messages, messages, fold)
+    info = commit_info(about, changes.files, changes.audit, (latest, base), change, changes.links)
     return State(
         seq=seq,
         checkpoint=latest.checkpoint,
@@ -221,8 +222,8 @@ def rebase(
         audit_total=latest.audit_total + len(changes.audit),
         recent_audit=latest.recent_audit + changes.audit,
         recent_commits=[*latest.recent_commits, commit_id],
-        info=commit_info(about, changes.files, changes.audit, (latest, base), change, changes.links),
-        ext=with_entries(_ext_after(base, latest, changes.ext), changes.entries),
+        info=info,
+        ext=with_deletes(with_entries(_ext_after(base, latest, changes.ext), changes.entries), info, seq),
         min_reader=latest.min_reader,
         written_by=latest.written_by,
     )
