@@ -56,11 +56,11 @@ def timed(server: CountingServer | None, action: Callable[[], object]) -> tuple[
 
 def bench(backend: str, files: int, repeats: int, server: CountingServer | None, root: str) -> dict:
     from flyteplugins_memory import MemoryStore
-    from flyteplugins_memory.storage._fsspec import RemoteStore
+    from flyteplugins_memory.storage._fsspec import FsspecStorage
 
     key = f"src-{uuid.uuid4().hex[:6]}"
     store = populate(key, files)
-    remote = RemoteStore(store.remote_path)
+    remote = FsspecStorage(store.remote_path)
     fs = remote.fs
     ours, theirs = [], []
     for _ in range(repeats):

@@ -29,14 +29,14 @@ BIG = 200_000
 def journal_inside_prefix():
     """Ours before issue 8: the journal in ``meta/.journal/`` inside the store prefix."""
     from flyteplugins_memory._rules.journal_location import old_journal_root
-    from flyteplugins_memory.storage._fsspec import RemoteStore
+    from flyteplugins_memory.storage._fsspec import FsspecStorage
 
-    saved = RemoteStore.__dict__["journal_root"]
-    RemoteStore.journal_root = property(lambda self: old_journal_root(self.prefix))
+    saved = FsspecStorage.__dict__["journal_root"]
+    FsspecStorage.journal_root = property(lambda self: old_journal_root(self.prefix))
     try:
         yield
     finally:
-        RemoteStore.journal_root = saved
+        FsspecStorage.journal_root = saved
 
 
 def write_history(impl: type, key: str, saves: int) -> None:

@@ -267,12 +267,12 @@ class IOCounter:
 
 @pytest.fixture
 def io_counter(monkeypatch) -> IOCounter:
-    from flyteplugins_memory.storage._fsspec import RemoteStore
+    from flyteplugins_memory.storage._fsspec import FsspecStorage
 
     counter = IOCounter()
 
     def wrap(method: str, kind: str, names_of, bulk: bool = False):
-        original = getattr(RemoteStore, method)
+        original = getattr(FsspecStorage, method)
 
         async def counted(self, *args, **kwargs):
             if not counter.in_bulk:  # a bulk call counts its objects once, however it makes them
@@ -285,7 +285,7 @@ def io_counter(monkeypatch) -> IOCounter:
             finally:
                 counter.in_bulk = False
 
-        monkeypatch.setattr(RemoteStore, method, counted)
+        monkeypatch.setattr(FsspecStorage, method, counted)
 
     wrap("read", "get", lambda name: [name])
     wrap("read_many", "get", list)

@@ -26,10 +26,10 @@ def old_version() -> Iterator[None]:
     from flyteplugins_memory._journal import log_reads
     from flyteplugins_memory._rules import journal_objects as _journal
     from flyteplugins_memory._rules.journal_location import old_journal_root
-    from flyteplugins_memory.storage._fsspec import RemoteStore
+    from flyteplugins_memory.storage._fsspec import FsspecStorage
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(RemoteStore, "journal_root", property(lambda self: old_journal_root(self.prefix)))
+        patch.setattr(FsspecStorage, "journal_root", property(lambda self: old_journal_root(self.prefix)))
         patch.setattr(log_reads, "parse_marker", lambda data: None)
         patch.setattr(_journal, "refuse_newer_format", lambda data, name, known: None)
         yield

@@ -104,3 +104,17 @@ def test_content_that_is_not_valid_text_is_a_typed_error_and_writes_nothing(tmp_
             store.write_text("a.txt", bad)  # type: ignore[arg-type]
     assert store.list_paths() == [] and not (tmp_path / "root" / "a.txt").exists()
     assert not store.has_unsaved_changes()
+
+
+def test_the_conformance_kits_old_name_still_works_with_a_warning():
+    import warnings
+
+    from flyteplugins_memory import testing
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        old = testing.StoreConformance
+    assert old is testing.BackendConformance
+    assert any(issubclass(w.category, DeprecationWarning) and "BackendConformance" in str(w.message) for w in caught)
+    with pytest.raises(AttributeError):
+        testing.NoSuchThing  # noqa: B018

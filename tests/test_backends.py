@@ -19,7 +19,7 @@ from fsspec.implementations.memory import MemoryFileSystem
 import flyteplugins_memory
 from flyteplugins_memory import MemoryStore, UnsupportedBackend
 from flyteplugins_memory.storage._conditional import create_exclusive
-from flyteplugins_memory.storage._fsspec import RemoteStore
+from flyteplugins_memory.storage._fsspec import FsspecStorage
 
 PROTOCOL = "carelessmem"
 
@@ -132,7 +132,7 @@ def test_opt_in_can_be_withdrawn(careless, key):
 
 
 def test_an_opted_in_backend_is_not_reported_as_atomic(opted_in):
-    assert RemoteStore(f"{PROTOCOL}://bucket/store").capabilities.atomic_create is False
+    assert FsspecStorage(f"{PROTOCOL}://bucket/store").capabilities.atomic_create is False
 
 
 def test_subclasses_of_verified_filesystems_are_not_verified(tmp_path):
@@ -142,19 +142,19 @@ def test_subclasses_of_verified_filesystems_are_not_verified(tmp_path):
         pass
 
     with pytest.raises(UnsupportedBackend):
-        RemoteStore(str(tmp_path / "store"), fs=MyLocal())
+        FsspecStorage(str(tmp_path / "store"), fs=MyLocal())
     assert list(tmp_path.iterdir()) == []
 
 
 def test_a_backend_fsspec_cannot_provide_is_unsupported():
     with pytest.raises(UnsupportedBackend, match="nosuchfs"):
-        RemoteStore("nosuchfs://bucket/store")
+        FsspecStorage("nosuchfs://bucket/store")
 
 
 def test_a_real_unverified_backend_is_refused():
     """Azure through the obstore-backed fsspec class that flyte registers: installed, but not verified."""
     with pytest.raises(UnsupportedBackend, match="allow_unverified_backend\\('abfs'\\)"):
-        RemoteStore("abfs://container/store")
+        FsspecStorage("abfs://container/store")
 
 
 @pytest.mark.parametrize(
@@ -162,17 +162,17 @@ def test_a_real_unverified_backend_is_refused():
     [("/tmp/x", True, True), ("file:///tmp/x", True, True), ("memory://bucket/x", False, False)],
 )
 def test_verified_backends_open(uri, symlinks, cross_process):
-    capabilities = RemoteStore(uri).capabilities
+    capabilities = FsspecStorage(uri).capabilities
     assert capabilities.atomic_create is True
     assert (capabilities.symlinks, capabilities.cross_process) == (symlinks, cross_process)
 
 
 def test_s3_and_gcs_backends_are_verified(s3_backend, monkeypatch):
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", "http://127.0.0.1:9")  # constructing makes no request
-    assert RemoteStore("s3://bucket/x").capabilities.atomic_create is True
-    assert RemoteStore("s3://bucket/x").capabilities.if_match is True
+    assert FsspecStorage("s3://bucket/x").capabilities.atomic_create is True
+    assert FsspecStorage("s3://bucket/x").capabilities.if_match is True
     # opens; the emulator ignores preconditions, so it is not "atomic" there (real GCS is)
-    assert RemoteStore("gs://bucket/x").capabilities.atomic_create is False
+    assert FsspecStorage("gs://bucket/x").capabilities.atomic_create is False
 
 
 async def test_concurrent_creates_on_local_disk_yield_one_store(local_backend, key):

@@ -1,4 +1,4 @@
-"""The storage contract: RemoteStore implements ObjectStorage, capabilities are read by the commit path,
+"""The storage contract: FsspecStorage implements ObjectStorage, capabilities are read by the commit path,
 storage options reach the filesystem, and async filesystems are bound to the running loop."""
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ import pytest
 from flyteplugins_memory import Capabilities, MemoryStore, ObjectStorage, set_storage_options
 from flyteplugins_memory._journal.commit import _claim
 from flyteplugins_memory.storage._fsio import bound_to_running_loop
-from flyteplugins_memory.storage._fsspec import RemoteStore, filesystem_for
+from flyteplugins_memory.storage._fsspec import FsspecStorage, filesystem_for
 from flyteplugins_memory.storage._options import storage_options_for
 
 
 def test_remote_store_implements_the_protocol(tmp_path):
-    remote: ObjectStorage = RemoteStore(str(tmp_path / "store"))  # checked statically by pyright, too
+    remote: ObjectStorage = FsspecStorage(str(tmp_path / "store"))  # checked statically by pyright, too
     assert isinstance(remote, ObjectStorage)
     assert remote.capabilities == Capabilities(atomic_create=True, if_match=False, symlinks=True, cross_process=True)
     with pytest.raises(AttributeError):

@@ -3,7 +3,7 @@ and moto S3: an open plus a full listing of a 1,000-file store is 4 requests (it
 100,000-file store opens in at most 5 requests and 1 MiB read, and the first one-file save after a bulk save
 is at most 6 requests.
 
-Every storage operation of ours goes through `RemoteStore`; the `costs` fixture wraps it and counts one
+Every storage operation of ours goes through `FsspecStorage`; the `costs` fixture wraps it and counts one
 request per object touched (a listing is one), and the bytes of what reads return.
 """
 
@@ -56,12 +56,12 @@ _inside_bulk = contextvars.ContextVar("inside_bulk", default=False)
 
 @pytest.fixture
 def costs(monkeypatch) -> Costs:
-    from flyteplugins_memory.storage._fsspec import RemoteStore
+    from flyteplugins_memory.storage._fsspec import FsspecStorage
 
     counter = Costs()
 
     def wrap(method: str, kind: str, names_of, bulk: bool = False):
-        original = getattr(RemoteStore, method)
+        original = getattr(FsspecStorage, method)
 
         async def counted(self, *args, **kwargs):
             nested = _inside_bulk.get()
@@ -80,7 +80,7 @@ def costs(monkeypatch) -> Costs:
                     counter.ops += [(kind, n, 0) for n in names]
             return result
 
-        monkeypatch.setattr(RemoteStore, method, counted)
+        monkeypatch.setattr(FsspecStorage, method, counted)
 
     wrap("read", "get", lambda name: [name])
     wrap("read_many", "get", list)
@@ -188,10 +188,10 @@ async def _commit_files(remote_path: str, count: int) -> None:
     from flyteplugins_memory._rules.journal_objects import FileEntry, encode
     from flyteplugins_memory._rules.layout import blob_name, log_name
     from flyteplugins_memory._rules.merge import Changes, rebase
-    from flyteplugins_memory.storage._fsspec import RemoteStore
+    from flyteplugins_memory.storage._fsspec import FsspecStorage
 
     payload = b"x" * 1024
-    remote = RemoteStore(remote_path)
+    remote = FsspecStorage(remote_path)
     base = await latest_state(remote)
     assert base is not None
     sha = hashlib.sha256(payload).hexdigest()
@@ -360,7 +360,7 @@ def test_held_bytes_of_a_file_another_handle_purged_are_not_stored_again(disk_or
     store.write_bytes("secret.txt", secret)  # created in place: its bytes only at its path
     store.save()
     MemoryStore.get_or_create(key=key).purge("secret.txt", reason="asked to forget")
-    store.write_text("secret.txt", "rewritten")  # the stale handle holds the purged bytes (`View.held`)
+    store.write_text("secret.txt", "rewritten")  # the stale handle holds the purged bytes (`WorkingCopy.held`)
     costs.reset()
     with contextlib.suppress(ConcurrencyError):  # a rewrite of a path purged meanwhile may conflict:
         store.save()  # either way nothing purged is stored

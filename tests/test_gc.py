@@ -155,7 +155,7 @@ def test_a_long_idle_handle_checks_the_head_before_committing(backend, key, monk
     monkeypatch.setattr(_gc, "clock", lambda: time.time() + 2 * 3600)
     writer.gc(window=timedelta(0))
     assert not any("/log/00000000000000000003" in n for n in backend.journal(key))  # deleted outright
-    idle._session.view.base.observed_at -= 2 * 3600  # as if it had been idle for two hours
+    idle._checkout.working_copy.base.observed_at -= 2 * 3600  # as if it had been idle for two hours
     idle.write_text("z.txt", "z")
     idle.save()
     assert MemoryStore.get_or_create(key=key).list_paths() == ["x.txt", "y0.txt", "y1.txt", "y2.txt", "y3.txt", "z.txt"]

@@ -258,10 +258,10 @@ class Crash(BaseException):
 
 
 def _crash_at(monkeypatch, k: int) -> list[int]:
-    from flyteplugins_memory.storage._fsspec import RemoteStore
+    from flyteplugins_memory.storage._fsspec import FsspecStorage
 
     calls = [0]
-    original = RemoteStore._call
+    original = FsspecStorage._call
 
     async def counted(self, fn, *args, **kwargs):
         calls[0] += 1
@@ -269,7 +269,7 @@ def _crash_at(monkeypatch, k: int) -> list[int]:
             raise Crash
         return await original(self, fn, *args, **kwargs)
 
-    monkeypatch.setattr(RemoteStore, "_call", counted)
+    monkeypatch.setattr(FsspecStorage, "_call", counted)
     return calls
 
 

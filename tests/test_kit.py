@@ -1,4 +1,4 @@
-"""The conformance kit (`flyteplugins_memory.testing.StoreConformance`) run on our four backends, as a
+"""The conformance kit (`flyteplugins_memory.testing.BackendConformance`) run on our four backends, as a
 user runs it on theirs: one small subclass per backend, each overriding only `store_root`."""
 
 from __future__ import annotations
@@ -6,22 +6,22 @@ from __future__ import annotations
 import pytest
 
 from conftest import make_backend
-from flyteplugins_memory.testing import StoreConformance, StoreRoot
+from flyteplugins_memory.testing import BackendConformance, StoreRoot
 
 
-class TestLocalDisk(StoreConformance):
+class TestLocalDisk(BackendConformance):
     @pytest.fixture
     def store_root(self, tmp_path, request) -> StoreRoot:
         return StoreRoot(make_backend("local", tmp_path, request).raw_data_path)
 
 
-class TestMemory(StoreConformance):
+class TestMemory(BackendConformance):
     @pytest.fixture
     def store_root(self, tmp_path, request) -> StoreRoot:
         return StoreRoot(make_backend("memory", tmp_path, request).raw_data_path)
 
 
-class TestMotoS3(StoreConformance):
+class TestMotoS3(BackendConformance):
     @pytest.fixture
     def store_root(self, tmp_path, request, moto_endpoint) -> StoreRoot:
         # the options reach our store; upstream's goes through flyte.init(storage=...), set by make_backend
@@ -29,7 +29,7 @@ class TestMotoS3(StoreConformance):
         return StoreRoot(make_backend("s3", tmp_path, request).raw_data_path, options)
 
 
-class TestGcsEmulator(StoreConformance):
+class TestGcsEmulator(BackendConformance):
     @pytest.fixture
     def store_root(self, tmp_path, request) -> StoreRoot:
         why = "flyte.storage reaches GCS through obstore, which does not read STORAGE_EMULATOR_HOST"

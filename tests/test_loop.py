@@ -16,7 +16,7 @@ import pytest
 
 from flyteplugins_memory import BlockingCallOnLoop, MemoryStore
 from flyteplugins_memory._base.syncify import LOOP_THREAD_NAME, SyncCallable, run_sync, syncify
-from flyteplugins_memory._handle.view import View
+from flyteplugins_memory._handle.working_copy import WorkingCopy
 
 SEEN: contextvars.ContextVar[str] = contextvars.ContextVar("SEEN", default="unset")
 
@@ -79,13 +79,13 @@ async def test_aio_runs_on_the_named_loop_and_returns_to_the_callers():
 
 def test_store_operations_run_on_the_named_loop(tmp_path, monkeypatch):
     threads = []
-    original = View.write
+    original = WorkingCopy.write
 
     async def recording(self, *args, **kwargs):
         threads.append(threading.current_thread().name)
         return await original(self, *args, **kwargs)
 
-    monkeypatch.setattr(View, "write", recording)
+    monkeypatch.setattr(WorkingCopy, "write", recording)
     store = MemoryStore(key="k", root=tmp_path / "root", remote_path=str(tmp_path / "remote"))
     store.write_text("a.md", "sync")
     asyncio.run(store.write_text.aio("b.md", "async"))

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from flyteplugins_memory import MemoryStore, StorageError
-from flyteplugins_memory._handle import session as _session
+from flyteplugins_memory._handle import session as _checkout
 from flyteplugins_memory._journal import commit as _commit
 from helpers import commit, saved
 
@@ -28,7 +28,7 @@ def _fail_projections(monkeypatch, times: int) -> list[int]:
         return await real(remote, job, committed)
 
     monkeypatch.setattr(_commit, "update_upstream_layout", flaky)  # the save's own projection
-    monkeypatch.setattr(_session, "update_upstream_layout", flaky)  # the repair
+    monkeypatch.setattr(_checkout, "update_upstream_layout", flaky)  # the repair
     return failures
 
 

@@ -449,7 +449,7 @@ def test_a_commit_is_refused_a_file_and_directory_clash_whatever_made_the_change
     store.write_text("x", "file")
     store.save()
     store.write_text("y/z", "z")
-    view = store._session.view
+    view = store._checkout.working_copy
     view.changes.files["x/y"] = view.changes.files["y/z"]  # a change no admission would have let through
     view.unsaved["x/y"] = b"z"
     with pytest.raises(ConcurrencyError):

@@ -192,7 +192,7 @@ def test_a_proposal_cannot_forge_a_record_log_segment(backend, key):
         store.propose(forged, '{"by": "an agent"}\n')
     # one staged before this check (or by an older writer) is refused at accept, and can still be discarded
     staged = _proposals.draft(forged, '{"by": "an agent"}\n', "agent", "", {})
-    store._session.view.changes.entries[(_proposals.EXT_MAP, staged.id)] = _proposals.stored(staged)
+    store._checkout.working_copy.changes.entries[(_proposals.EXT_MAP, staged.id)] = _proposals.stored(staged)
     store.save()
     with pytest.raises(InvalidPath, match="segment"):
         store.accept(staged.id)

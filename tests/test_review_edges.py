@@ -16,7 +16,7 @@ from flyteplugins_memory import (
     MemoryStore,
     UnsupportedBackend,
 )
-from flyteplugins_memory.storage._fsspec import RemoteStore
+from flyteplugins_memory.storage._fsspec import FsspecStorage
 from helpers import commit, saved
 
 
@@ -102,7 +102,7 @@ def test_the_newest_transcript_is_projected_last(local_backend, key, monkeypatch
     first, second = MemoryStore.get_or_create(key=key), MemoryStore.get_or_create(key=key)
     first.append({"content": "from first"})
     second.append({"content": "from second"})
-    real_write = RemoteStore.write_many
+    real_write = FsspecStorage.write_many
     done = []
 
     async def delayed(self, objects):  # first's projection of messages.json lands after second's
@@ -111,7 +111,7 @@ def test_the_newest_transcript_is_projected_last(local_backend, key, monkeypatch
             await second.save.aio()
         return await real_write(self, objects)
 
-    monkeypatch.setattr(RemoteStore, "write_many", delayed)
+    monkeypatch.setattr(FsspecStorage, "write_many", delayed)
     first.save()
     stored = json.loads(local_backend.upstream_view(key)["messages.json"])
     assert sorted(m["content"] for m in stored) == ["from first", "from second"]
@@ -153,7 +153,7 @@ def test_a_callers_messages_list_is_never_changed(local_backend, key):
 @pytest.mark.parametrize("uri", ["ftp://host/x", "zip://nothing", "webhdfs://host/x", "reference://x"])
 def test_unknown_backends_are_refused_before_anything_is_built(uri):
     with pytest.raises(UnsupportedBackend):
-        RemoteStore(uri)
+        FsspecStorage(uri)
 
 
 class _Wrapper(BaseModel):

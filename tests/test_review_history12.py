@@ -69,8 +69,8 @@ def build_archive(members: list[tuple[str, bytes]], manifest: dict) -> bytes:
 def test_writing_beside_an_expired_file_never_commits_a_file_and_a_directory_of_one_name(
     backend, key, monkeypatch, expired, written
 ):
-    """An expired file reads as missing, so the file-vs-directory check (`View._check_fits_tree`, which
-    looks through `View.entry`, which hides expired entries) lets a write of ``x/y`` beside the expired
+    """An expired file reads as missing, so the file-vs-directory check (`WorkingCopy._check_fits_tree`, which
+    looks through `WorkingCopy.entry`, which hides expired entries) lets a write of ``x/y`` beside the expired
     file ``x`` (or ``x`` beside an expired ``x/y``) through, and the save COMMITS a state holding ``x``
     both as a file and as a directory. From then on every open, and gc, raises `UnsafeStoreContent`
     ("Commit 3 holds 'x' both as a file and as a directory"): the whole store is bricked by one write.

@@ -15,11 +15,11 @@ from faults import Faults, FaultyFileSystem
 from flyteplugins_memory import MemoryStore, RetryPolicy, set_retry_policy
 from flyteplugins_memory.storage import _fsspec as _storage
 from flyteplugins_memory.storage import _s3_writes
-from flyteplugins_memory.storage._fsspec import RemoteStore
+from flyteplugins_memory.storage._fsspec import FsspecStorage
 
 
-def _remote(backend, key: str) -> RemoteStore:
-    return RemoteStore(backend.store_uri(key))
+def _remote(backend, key: str) -> FsspecStorage:
+    return FsspecStorage(backend.store_uri(key))
 
 
 def _run(coro):

@@ -33,7 +33,7 @@ def segments(backend, key: str) -> dict[str, bytes]:
 
 
 def index_of(store: MemoryStore):
-    return read_ext(store._session.view.base.ext)
+    return read_ext(store._checkout.working_copy.base.ext)
 
 
 def filler(i: int) -> str:
@@ -131,7 +131,7 @@ def test_unsaved_writes_deletes_and_overwrites(backend, key):
     store.save()
     fresh = MemoryStore.get_or_create(key=key)
     assert fresh.search("otters") == [] and set(paths(fresh.search("beavers"))) == {"a.md", "c.md"}
-    assert index_of(fresh).seq == fresh._session.view.base.seq  # exact: no file was read to answer
+    assert index_of(fresh).seq == fresh._checkout.working_copy.base.seq  # exact: no file was read to answer
 
 
 def test_concurrent_saves_merge_their_index_updates(backend, key):
@@ -147,7 +147,7 @@ def test_concurrent_saves_merge_their_index_updates(backend, key):
     fresh = MemoryStore.get_or_create(key=key)
     assert paths(fresh.search("walrus")) == ["one.md"] and paths(fresh.search("narwhal")) == ["two.md"]
     assert set(paths(fresh.search("handle"))) == {"one.md", "two.md"}
-    assert index_of(fresh).seq == fresh._session.view.base.seq
+    assert index_of(fresh).seq == fresh._checkout.working_copy.base.seq
 
 
 def test_a_fresh_open_searches_from_the_index_in_a_few_requests(backend, key, io_counter):
@@ -196,7 +196,7 @@ def test_a_store_upstream_wrote_is_searchable(backend, key):
     ours.write_text("notes/ours.md", "pelicans too")
     ours.save()  # the docs the search indexed are persisted with this save
     fresh = MemoryStore.get_or_create(key=key)
-    assert index_of(fresh).seq == fresh._session.view.base.seq
+    assert index_of(fresh).seq == fresh._checkout.working_copy.base.seq
     assert set(paths(fresh.search("pelicans"))) == {"notes/upstream.md", "notes/ours.md"}
 
 
@@ -220,7 +220,7 @@ def test_a_missing_or_corrupt_segment_degrades_to_reading_files(backend, key):
     fresh.save()  # the save never fails on the index, and drops the unreadable segments from it
     again = MemoryStore.get_or_create(key=key)
     named = {f"{SEGMENTS}{r.sha256[:2]}/{r.sha256}.json" for r in index_of(again).segments}
-    assert named and not named & set(names) and index_of(again).seq == again._session.view.base.seq
+    assert named and not named & set(names) and index_of(again).seq == again._checkout.working_copy.base.seq
     assert again.search("heron") == [] and paths(again.search("bird")) == ["files/003.md"]
 
 
@@ -278,13 +278,13 @@ def test_the_previous_release_saves_over_an_index_and_search_stays_right(backend
     done = run_released(previous, "write", config | {"writes": {"changed.md": "new gannet", "added.md": "gannet"}})
     assert "added.md" in done["files"]
     fresh = MemoryStore.get_or_create(key=key)
-    assert EXT_KEY in fresh._session.view.base.ext  # carried by the release, which knows nothing of it
+    assert EXT_KEY in fresh._checkout.working_copy.base.ext  # carried by the release, which knows nothing of it
     assert paths(fresh.search("puffin")) == ["kept.md"]  # the stale doc of changed.md is not believed
     assert set(paths(fresh.search("gannet"))) == {"changed.md", "added.md"}
     fresh.write_text("x.md", "x")
     fresh.save()  # persists what the search had to read, and the index is exact again
     again = MemoryStore.get_or_create(key=key)
-    assert index_of(again).seq == again._session.view.base.seq and paths(again.search("puffin")) == ["kept.md"]
+    assert index_of(again).seq == again._checkout.working_copy.base.seq and paths(again.search("puffin")) == ["kept.md"]
 
 
 def test_purge_removes_the_index_copies_and_search_stays_right(backend, key):
@@ -310,7 +310,7 @@ def test_purge_removes_the_index_copies_and_search_stays_right(backend, key):
     store.write_text("files/005.md", "a new heron")
     store.save()  # persists the docs the search had to read again: the index is whole and exact
     fresh = MemoryStore.get_or_create(key=key)
-    assert index_of(fresh).seq == fresh._session.view.base.seq
+    assert index_of(fresh).seq == fresh._checkout.working_copy.base.seq
     assert paths(fresh.search("heron")) == ["files/005.md"] and len(fresh.search("osprey", limit=50)) == 10
 
 

@@ -1,7 +1,7 @@
 """A stale handle's save never stores again the old bytes of an in-place file that gc() collected.
 
 A save that rewrites or deletes an in-place file copies the bytes it replaces into a blob first
-(`_journal.preserve`), taken from the handle's working root (`View.held`). A handle whose base gc() has collected
+(`_journal.preserve`), taken from the handle's working root (`WorkingCopy.held`). A handle whose base gc() has collected
 since (another handle replaced the file, then gc ran) would store bytes no kept state names again: a later
 `purge(path)`, which walks the history gc left, cannot find them. A copy this save created goes again
 unless a stored state still holds that content at the path (or the state its commit lands on does: its

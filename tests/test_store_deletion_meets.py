@@ -96,7 +96,7 @@ def test_a_stale_handles_refused_save_leaves_nothing_behind(durable, key):
 def test_a_stale_handle_with_an_old_base_reads_the_deletion_in_the_head(durable, key):
     stale = filled(key)
     assert MemoryStore.delete_store(key=key)
-    stale._session.view.base.observed_at -= STALE_BASE_AFTER + 1  # a base last known newest long ago
+    stale._checkout.working_copy.base.observed_at -= STALE_BASE_AFTER + 1  # a base last known newest long ago
     stale.write_text("late.md", LATE)
     with pytest.raises(StoreDeleted):
         stale.save()

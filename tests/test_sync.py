@@ -36,7 +36,7 @@ def test_save_after_one_change_moves_only_that_change(backend, key, io_counter):
     store.write_text("files/0007.txt", "changed")
     store.save()
     # the file was created in place (`_journal.inplace`): its first change also copies its old bytes into a blob
-    # (one write: this handle holds them, `View.held`) so that older states still read them; that save
+    # (one write: this handle holds them, `WorkingCopy.held`) so that older states still read them; that save
     # leaves the head hint one commit behind (`_journal.commit.write_head`), the next one moves it
     # where create-only writes are not atomic (the GCS emulator) the file is in a blob, and the commit
     # checks its log slot first and reads it back after writing (`_journal.commit._claim`); each save that changes
@@ -50,7 +50,7 @@ def test_save_after_one_change_moves_only_that_change(backend, key, io_counter):
     store.save()
     puts = sorted(io_counter.names("put"))
     # where create-only writes are not atomic, the commit checks its log slot first and reads it back
-    # after writing (`RemoteStore.create_exclusive`, `_journal.commit._claim`)
+    # after writing (`FsspecStorage.create_exclusive`, `_journal.commit._claim`)
     verify = 0 if "exclusive_create" in backend.capabilities else 2
     assert len(puts) == 6 and io_counter.count() == 6 + verify, io_counter.ops  # 5 + its search segment
     assert {"files/0007.txt", "meta/files%2F0007.txt.json", "meta/.journal/head.json"} <= set(puts)

@@ -80,7 +80,7 @@ def crash(config: dict) -> None:
     """
     from flyteplugins_memory import MemoryStore
     from flyteplugins_memory._journal import commit as _commit
-    from flyteplugins_memory.storage._fsspec import RemoteStore
+    from flyteplugins_memory.storage._fsspec import FsspecStorage
 
     checkpointing = config.get("scenario") == "checkpointing"
     if checkpointing:
@@ -91,7 +91,7 @@ def crash(config: dict) -> None:
     store.delete("b.txt")
     store.append({"role": "user", "content": "new"})
     calls = 0
-    original = RemoteStore._call
+    original = FsspecStorage._call
 
     async def counted(self, fn, *args, **kwargs):
         nonlocal calls
@@ -100,7 +100,7 @@ def crash(config: dict) -> None:
             os._exit(17)
         return await original(self, fn, *args, **kwargs)
 
-    RemoteStore._call = counted
+    FsspecStorage._call = counted
     store.save()
     print(json.dumps({"calls": calls}))
 
@@ -111,10 +111,10 @@ def load(config: dict) -> None:
     refresh when it conflicts). Prints what it committed and how often it had to retry."""
     from flyteplugins_memory import ConcurrencyError, MemoryStore
     from flyteplugins_memory._rules.layout import JOURNAL_DIR
-    from flyteplugins_memory.storage._fsspec import RemoteStore
+    from flyteplugins_memory.storage._fsspec import FsspecStorage
 
     attempts = {"commits": 0, "lost": 0}
-    original = RemoteStore.create_exclusive
+    original = FsspecStorage.create_exclusive
 
     async def counted(self, name, data):
         created = await original(self, name, data)
@@ -123,7 +123,7 @@ def load(config: dict) -> None:
             attempts["lost"] += not created
         return created
 
-    RemoteStore.create_exclusive = counted
+    FsspecStorage.create_exclusive = counted
     me, shared = config["worker"], "shared/last.txt"
     store = MemoryStore.get_or_create(key=config["key"])
     open(config["ready"] + f".{me}", "w").close()

@@ -14,7 +14,7 @@ from datetime import timedelta
 from typing import Any
 
 from .._base.syncify import syncify
-from .._handle.session import Session
+from .._handle.checkout import Checkout
 from .._journal import gc as _gc
 from .._journal import versions as _versions
 from .._journal.history import refuse_expired_snapshot
@@ -28,9 +28,9 @@ from ..errors import InvalidArgument
 
 
 class BinaryAPI:
-    """Mixed into `MemoryStore`; relies on its `_handle.session`, `_rules.admission` and `_change_options`."""
+    """Mixed into `MemoryStore`; relies on its `_handle.checkout`, `_rules.admission` and `_change_options`."""
 
-    _session: Session
+    _checkout: Checkout
     _admission: PathAdmission
     _change_options: Any
     _version_bytes: Any  # `HistoryAPI`'s: version `version_id` of a path
@@ -58,7 +58,7 @@ class BinaryAPI:
         content = binary_content(data)
         expiry = expiry_ext(check_ttl(ttl), _gc.clock())
         options: ChangeOptions = self._change_options(actor, reason, expected_sha, metadata)
-        return await self._session.write(self, rel, content, options, expiry)
+        return await self._checkout.write(self, rel, content, options, expiry)
 
     @syncify
     async def read_bytes(self, rel_path: str, default: bytes | None = None) -> bytes | None:
@@ -67,7 +67,7 @@ class BinaryAPI:
         if default is not None and not isinstance(default, bytes):
             raise InvalidArgument(f"default must be bytes or None, got {type(default).__name__}")
         rel = self._admission.admit(rel_path, Access.READ)
-        data = await self._session.read(self, rel)
+        data = await self._checkout.read(self, rel)
         return default if data is None else data
 
     @syncify
@@ -77,6 +77,6 @@ class BinaryAPI:
         ``read_version_bytes(path, version_id)``: bytes of version `version_id` of `path` (see `history`)."""
         if version_id is not None:
             return await self._version_bytes(version_file, version_id)
-        await refuse_expired_snapshot((await self._session.ready(self)).base, version_file)
-        remote, pending = self._session.remote_if_known(), self._session.view.versions
+        await refuse_expired_snapshot((await self._checkout.ready(self)).base, version_file)
+        remote, pending = self._checkout.remote_if_known(), self._checkout.working_copy.versions
         return await _versions.read_version_bytes(remote, pending, version_file)

@@ -6,21 +6,21 @@ from __future__ import annotations
 from typing import Any
 
 from .._base.syncify import syncify
-from .._handle.session import Session
+from .._handle.checkout import Checkout
 from .._journal.store_deletion import delete_stored
 from .._rules import location as _location
 from .._rules.admission import Access, PathAdmission
 from .._rules.arguments import check_flag
 from .._rules.writes import ChangeOptions
 from ..errors import InvalidPath
-from ..storage._fsspec import RemoteStore
+from ..storage._fsspec import FsspecStorage
 from .records import PendingRecords
 
 
 class BulkDeleteAPI:
-    """Mixed into `MemoryStore`; relies on its `_handle.session`, `_rules.admission` and `_change_options`."""
+    """Mixed into `MemoryStore`; relies on its `_handle.checkout`, `_rules.admission` and `_change_options`."""
 
-    _session: Session
+    _checkout: Checkout
     _admission: PathAdmission
     _change_options: Any
     _pending_records: PendingRecords
@@ -44,7 +44,7 @@ class BulkDeleteAPI:
         self._admission.admit(rel, Access.DELETE)
         options: ChangeOptions = self._change_options(actor, reason, None)
         admit = lambda path: self._admission.admit(path, Access.DELETE)  # noqa: E731
-        deleted = await self._session.delete_under(self, rel, options, admit)
+        deleted = await self._checkout.delete_under(self, rel, options, admit)
         self._pending_records.drop_under(rel)  # unsaved records under it: files it would write there
         return deleted
 
@@ -74,5 +74,5 @@ class BulkDeleteAPI:
         """
         check_flag("trusted", trusted)
         ChangeOptions(actor, reason, None, False, True)  # actor and reason: the rules of every write
-        remote = RemoteStore(_location.remote_path_for_key(key, org, project, domain))
+        remote = FsspecStorage(_location.remote_path_for_key(key, org, project, domain))
         return await delete_stored(remote, trusted=trusted, actor=actor, reason=reason)

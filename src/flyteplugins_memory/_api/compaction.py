@@ -18,7 +18,7 @@ from typing import Any, Union
 from pydantic import BaseModel
 
 from .._base.syncify import syncify
-from .._handle.session import Session
+from .._handle.checkout import Checkout
 from .._handle.special_commits import StagedFile
 from .._rules.admission import Access, PathAdmission
 from .._rules.arguments import check_int
@@ -73,10 +73,10 @@ class CompactionResult:
 
 
 class CompactionAPI:
-    """Mixed into `MemoryStore`; relies on its `_handle.session`, `_rules.admission`, `messages`, `audit`,
+    """Mixed into `MemoryStore`; relies on its `_handle.checkout`, `_rules.admission`, `messages`, `audit`,
     `validate_messages` and `save`."""
 
-    _session: Session
+    _checkout: Checkout
     _admission: PathAdmission
     messages: list[dict[str, Any]]
     audit: bool
@@ -107,7 +107,7 @@ class CompactionAPI:
         """
         log = self._check_arguments(summarize, keep_last, archive, actor, reason)
         await self.save.aio()
-        view = await self._session.ready(self)
+        view = await self._checkout.ready(self)
         committed = committed_form(view.base.messages)
         point = fold_point(committed, keep_last)
         if point == 0:
@@ -117,7 +117,7 @@ class CompactionAPI:
         summary = self._summary(await _call(summarize, committed_form(folded)))
         fold = Fold(tuple(fingerprints(folded)), summary)
         event = self._compaction_event(committed, fold, log.name, actor, reason)
-        await self._session.save_fold(self, fold, staged, event, actor=actor, reason=reason or event["reason"])
+        await self._checkout.save_fold(self, fold, staged, event, actor=actor, reason=reason or event["reason"])
         return CompactionResult(point, log.name, committed_form([summary])[0])
 
     # -- internals ------------------------------------------------------------------------------------

@@ -20,8 +20,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._handle.session import Session
-from .._handle.view import View
+from .._handle.checkout import Checkout
+from .._handle.working_copy import WorkingCopy
 from .._journal.expiry_pending import read_pending, unfinished, upstream_copies, write_pending
 from .._journal.snapshot_retention import Expired, expired_snapshots
 from .._rules.index import Files
@@ -66,19 +66,19 @@ async def expire_files(remote_path: str, now: float, *, keep_versions: bool, dry
     that rewrote one of them wins: this commit is dropped (`ConcurrencyError`, logged) and the next gc
     tries again."""
     with tempfile.TemporaryDirectory(prefix="flyte_agent_mem_gc_") as root:
-        session = Session(pathlib.Path(root), private=True, remote_path=remote_path, resolve=lambda: remote_path)
+        session = Checkout(pathlib.Path(root), private=True, remote_path=remote_path, resolve=lambda: remote_path)
         holder = _Holder()
         try:
             return await _expire(session, holder, now, keep_versions=keep_versions, dry_run=dry_run)
         finally:
-            await session.view.mirror.settled()
+            await session.working_copy.mirror.settled()
 
 
-async def _expire(session: Session, holder: _Holder, now: float, *, keep_versions: bool, dry_run: bool) -> Expiry:
+async def _expire(session: Checkout, holder: _Holder, now: float, *, keep_versions: bool, dry_run: bool) -> Expiry:
     if not await session.open(holder):
         return Expiry()
     async with session.lock:
-        view, remote = session.view, session.remote()
+        view, remote = session.working_copy, session.remote()
         await view.need_under("")
         pending = await read_pending(remote)
         left = unfinished(pending.values(), view.base.files)  # expired by a gc that died before finishing
@@ -97,17 +97,17 @@ async def _expire(session: Session, holder: _Holder, now: float, *, keep_version
 
 
 async def _commit_expiry(
-    session: Session, holder: _Holder, shas: dict[str, str], options: ChangeOptions, now: float
+    session: Checkout, holder: _Holder, shas: dict[str, str], options: ChangeOptions, now: float
 ) -> str | None:
     """Commit the deletion of the paths of `shas`, marked pending first; the marker's name, or None if
     the commit lost to a concurrent save (then nothing of it is pending)."""
     remote = session.remote()
     marker = await write_pending(remote, shas)
     for path in sorted(shas):
-        await session.view.expire(path, options, now)
+        await session.working_copy.expire(path, options, now)
     # gc removes the expired content's stored copies and labels as a purge does: counted like one, so a
     # handle that holds them (a checkpoint, its search cache) drops them before its next save
-    counted(session.view)
+    counted(session.working_copy)
     try:
         await session._commit(holder, actor=ACTOR, reason=REASON, trusted=True)
     except ConcurrencyError as exc:
@@ -124,7 +124,7 @@ async def _finish(remote: ObjectStorage, paths: dict[str, str], snapshots: dict[
     await remote.remove_all(sorted(m for m in markers if m))
 
 
-def _tombstones(view: View, shas: dict[str, str], options: ChangeOptions) -> dict[str, float]:
+def _tombstones(view: WorkingCopy, shas: dict[str, str], options: ChangeOptions) -> dict[str, float]:
     """The tombstone snapshots the expiry commit would write (with `keep_versions`), as a dry run names them."""
     if not options.keep_versions:
         return {}

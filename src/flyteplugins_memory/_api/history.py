@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._base.syncify import syncify
-from .._handle.session import Session
+from .._handle.checkout import Checkout
 from .._journal.commit_log import last_change
 from .._journal.history import HistoryEntry, Version, read_history, version_content
 from .._rules.admission import Access, PathAdmission
@@ -23,9 +23,9 @@ from ..errors import VersionNotFound
 
 
 class HistoryAPI:
-    """Mixed into `MemoryStore`; relies on its `_handle.session`, `_rules.admission` and `_change_options`."""
+    """Mixed into `MemoryStore`; relies on its `_handle.checkout`, `_rules.admission` and `_change_options`."""
 
-    _session: Session
+    _checkout: Checkout
     _admission: PathAdmission
     _change_options: Any
     messages: list[dict[str, Any]]
@@ -41,8 +41,8 @@ class HistoryAPI:
         not versions yet (`diff` against the current content shows them)."""
         rel = self._admission.admit(path, Access.READ)
         check_int("limit", limit)
-        view = await self._session.ready(self)
-        return await read_history(self._session.remote_if_known(), view.base, rel, limit)
+        view = await self._checkout.ready(self)
+        return await read_history(self._checkout.remote_if_known(), view.base, rel, limit)
 
     @syncify
     async def restore(
@@ -66,12 +66,12 @@ class HistoryAPI:
         version = await self._version(rel, version_id)
         options = self._change_options(actor, reason or f"restore {version_id}", expected_sha, version.metadata)
         if version.data is None:
-            await self._session.delete(self, rel, options)
+            await self._checkout.delete(self, rel, options)
             return None
         link = await self._link_past_delete(rel)
-        meta = await self._session.write(self, rel, version.data, options, dict(version.ext) or None)
+        meta = await self._checkout.write(self, rel, version.data, options, dict(version.ext) or None)
         if link is not None:  # no await since the write: nothing of the handle changed in between
-            self._session.view.changes.links[rel] = link
+            self._checkout.working_copy.changes.links[rel] = link
         return meta
 
     @syncify
@@ -82,7 +82,7 @@ class HistoryAPI:
         rel = self._admission.admit(path, Access.READ)
         side_a = Side(f"{rel}@{a}", (await self._version(rel, a)).data)
         if b is None:
-            side_b = Side(f"{rel}@current", await self._session.read(self, rel))
+            side_b = Side(f"{rel}@current", await self._checkout.read(self, rel))
         else:
             side_b = Side(f"{rel}@{b}", (await self._version(rel, b)).data)
         return unified_diff(side_a, side_b)
@@ -93,15 +93,15 @@ class HistoryAPI:
         """For a restore of a path that is not a file: the commit that last changed it (its delete), which
         the restore's commit links to, so the path's history goes on through the delete to the versions
         before it, whatever base the handle has. None for a live file (its entry links it)."""
-        live = await self._session.look(self, lambda view: view.entry(rel) is not None, paths=[rel])
+        live = await self._checkout.look(self, lambda view: view.entry(rel) is not None, paths=[rel])
         if live:
             return None
-        view = await self._session.ready(self)
-        return await last_change(self._session.remote_if_known(), view.base, rel)
+        view = await self._checkout.ready(self)
+        return await last_change(self._checkout.remote_if_known(), view.base, rel)
 
     async def _version(self, rel: str, version_id: object) -> Version:
-        view = await self._session.ready(self)
-        remote = self._session.remote_if_known()
+        view = await self._checkout.ready(self)
+        remote = self._checkout.remote_if_known()
         return await version_content(remote, view.versions, view.base, rel, version_id)
 
     async def _version_bytes(self, path: str, version_id: object) -> bytes:

@@ -19,7 +19,7 @@ from .._rules import location as _location
 from .._rules.arguments import check_optional_str
 from .._rules.paths import MESSAGES_PATH
 from ..errors import InvalidArgument, StoreAlreadyExists, StoreDeleted, StoreNotFound
-from ..storage._fsspec import RemoteStore
+from ..storage._fsspec import FsspecStorage
 from .read_only_settings import creation_settings
 
 
@@ -28,12 +28,12 @@ class KeyedAPI:
 
     # what the constructors call on the class they build (MemoryStore's)
     __init__: Any
-    _session: Any
+    _checkout: Any
     read_only_prefixes: tuple[str, ...]
 
     @staticmethod
     async def _remote_store_exists(remote_path: str) -> bool:
-        remote = RemoteStore(remote_path)
+        remote = FsspecStorage(remote_path)
         if await remote.exists(MESSAGES_PATH):
             return True
         newest, _, deleted = await newest_generation(remote)  # a deletion record is no store
@@ -97,7 +97,7 @@ class KeyedAPI:
         name = key or remote_path.rstrip("/").rsplit("/", 1)[-1]
         options = handle_options(read_only_prefixes, audit, keep_versions, validate_messages, trusted)
         store = cls(name, remote_path=remote_path, **options)
-        if not await store._session.open(store):
+        if not await store._checkout.open(store):
             raise StoreNotFound(f"No MemoryStore at {remote_path}")
         return store
 
@@ -136,7 +136,7 @@ class KeyedAPI:
         options = handle_options(read_only_prefixes, audit, keep_versions, validate_messages, trusted)
         store = cls(key, remote_path=remote_path, **options)
         try:
-            await store._session.create(store, creation_settings(store.read_only_prefixes))
+            await store._checkout.create(store, creation_settings(store.read_only_prefixes))
         except StoreAlreadyExists:
             raise StoreAlreadyExists(f"MemoryStore {key!r} already exists at {remote_path}") from None
         return store
@@ -162,14 +162,14 @@ class KeyedAPI:
         remote_path = cls.remote_path_for_key(key=key, org=org, project=project, domain=domain)
         store = cls(key, remote_path=remote_path, **options)
         try:
-            if await store._session.open(store):
+            if await store._checkout.open(store):
                 return store
         except StoreDeleted:  # the key is free again: a new generation (`_journal.generations`)
             pass
         try:
             return await cls.create.aio(key=key, org=org, project=project, domain=domain, **options)
         except StoreAlreadyExists:  # another creator won the race: open what it made
-            if not await store._session.open(store):
+            if not await store._checkout.open(store):
                 raise
             return store
 

@@ -12,8 +12,8 @@ from datetime import timedelta
 from typing import Any, cast
 
 from .._base.syncify import syncify
+from .._handle.checkout import Checkout
 from .._handle.mirror import remove_tree
-from .._handle.session import Session
 from .._journal import gc as _gc
 from .._journal.gc import GcResult, collect, set_window
 from .._journal.opening import latest_state
@@ -28,10 +28,10 @@ from .records import LogOwner, save_pending
 
 
 class MaintenanceAPI:
-    """Mixed into `MemoryStore`; relies on its `_handle.session`, `_rules.admission` and the `delete` and `save`
+    """Mixed into `MemoryStore`; relies on its `_handle.checkout`, `_rules.admission` and the `delete` and `save`
     methods."""
 
-    _session: Session
+    _checkout: Checkout
     _admission: PathAdmission
     messages: list[dict[str, Any]]
     audit: bool
@@ -55,7 +55,7 @@ class MaintenanceAPI:
         """
         span = check_window(window)
         check_flag("dry_run", dry_run)
-        remote = self._session.remote()
+        remote = self._checkout.remote()
         expiry = await expire_files(remote.uri, _gc.clock(), keep_versions=self.keep_versions, dry_run=dry_run)
         # a real expiry pass is done by now; a dry run's policy pass is told what it would have done
         done = expiry.as_policy_sees_it() if dry_run else None
@@ -85,12 +85,12 @@ class MaintenanceAPI:
         check_note("actor", actor)
         check_note("reason", reason)
         await save_pending(cast(LogOwner, self), actor)  # appended records are saved first, like other changes
-        session = self._session
+        session = self._checkout
         reason = reason or f"purge {rel}"  # one reason in the commit, the audit and the history alike
         change = lambda view: purge_change(view, rel, actor, reason, session.remote_if_known())  # noqa: E731
         _, commit = await session.purge_commit(self, change, actor=actor, reason=reason)
         async with session.lock:
-            remote, view = session.remote(), session.view
+            remote, view = session.remote(), session.working_copy
             newest = await latest_state(remote, view.base) or view.base  # what other paths hold now stays theirs
             result = await purge_stored(remote, rel, newest, actor=actor, reason=reason, commit=commit)
             session.search.reset()  # it may hold segments the purge removed
@@ -135,8 +135,8 @@ class MaintenanceAPI:
         newest state or the settings hold data that only a newer version may write over.
         """
         check_window(window)
-        base = (await self._session.ready(self)).base
-        remote = self._session.remote()
+        base = (await self._checkout.ready(self)).base
+        remote = self._checkout.remote()
         newest = await latest_state(remote, base) or base
         newest.check_can_write("change the gc window of", remote.uri)
         await set_window(remote, window)

@@ -71,8 +71,8 @@ from ..errors import (
 from .compaction import ARCHIVE_EXT, is_transcript_archive
 
 if TYPE_CHECKING:
-    from .._handle.session import Session
-    from .._handle.view import View
+    from .._handle.checkout import Checkout
+    from .._handle.working_copy import WorkingCopy
 
 #: What a redacted message's content (or a redacted record) becomes by default.
 REDACTED = "[redacted]"
@@ -84,7 +84,7 @@ class Owner(Protocol):
     messages: list[dict[str, Any]]
     audit: bool
     validate_messages: bool
-    _session: Session
+    _checkout: Checkout
 
 
 #: The fields of a message a redaction keeps (they name, they do not say): a tool result stays one.
@@ -127,7 +127,7 @@ async def purge_message(store: Owner, index: object, replacement: Any, actor: st
     """`MemoryStore.purge_message`."""
     check_note("actor", actor)
     check_note("reason", reason)
-    session = store._session
+    session = store._checkout
     await session.ready(store)  # the committed transcript is what `index` counts in
     at = _index("message", index, len(store.messages), MessageNotFound)  # checked before anything is saved
     reason = reason or f"purge message {at}"  # one reason in the commit and the audit alike
@@ -142,7 +142,7 @@ async def purge_message(store: Owner, index: object, replacement: Any, actor: st
     found: dict[str, Any] = {}
     remote = session.remote()
 
-    async def change(view: View) -> dict[str, Any]:
+    async def change(view: WorkingCopy) -> dict[str, Any]:
         # after the handle's changes were saved and it moved to the newest commit: same index, same message
         # (or already redacted: a concurrent save built on a record the first rewrite had redacted)
         if at >= len(store.messages) or encode_message(store.messages[at]) not in (encoded, encode_message(new)):
@@ -175,11 +175,11 @@ async def purge_record(store: Any, log: str, index: object, replacement: Any, ac
     check_note("reason", reason)
     value = check_int("index", index, minimum=None)
     reason = reason or f"purge record {value} of log {log}"  # one reason in the commit and the audit alike
-    session = store._session
+    session = store._checkout
     remote = session.remote()
     found: dict[str, Any] = {}
 
-    async def change(view: View) -> None:
+    async def change(view: WorkingCopy) -> None:
         await view.need_under(log)
         entries = {p: e for p in view.paths(log) if is_segment(log, p) and (e := view.entry(p)) is not None}
         segments = ordered(entries)
@@ -236,7 +236,7 @@ def _encoded(record: Any) -> str | None:
 
 
 async def _purge_archived(
-    view: View, remote: Any, messages: dict[str, Any], options: ChangeOptions, where: dict[str, int]
+    view: WorkingCopy, remote: Any, messages: dict[str, Any], options: ChangeOptions, where: dict[str, int]
 ) -> dict[str, str]:
     """Rewrite, in the working copy, every segment of the transcript's compaction archives
     (`is_transcript_archive`) that holds a record equal to a message of `messages` (its encoding mapped
@@ -280,7 +280,7 @@ def _is_archive_segment(path: str, entry: FileEntry) -> bool:
     return bool(log) and is_segment(log, path) and is_transcript_archive(path, entry)
 
 
-async def _rewrite(session: Session, redaction: Redaction) -> None:
+async def _rewrite(session: Checkout, redaction: Redaction) -> None:
     async with session.lock:
         remote = session.remote()
         journals = [remote, old_view(remote)] if remote.journal_moved else [remote]
@@ -290,10 +290,10 @@ async def _rewrite(session: Session, redaction: Redaction) -> None:
 
 
 async def _remove(
-    session: Session, shas: set[str], redaction: Redaction, path: str, actor: str, reason: str, commit: int
+    session: Checkout, shas: set[str], redaction: Redaction, path: str, actor: str, reason: str, commit: int
 ) -> PurgeResult:
     async with session.lock:
-        remote, view = session.remote(), session.view
+        remote, view = session.remote(), session.working_copy
         newest = await latest_state(remote, view.base) or view.base
         result = await purge_contents(
             remote, newest, shas, redaction, path=path, actor=actor, reason=reason, commit=commit
@@ -308,7 +308,7 @@ async def _forget_held(store: Owner, redaction: Redaction) -> None:
     on a transcript the first rewrite had redacted already, or a record purge, changes none there)."""
     if not redaction.messages:
         return
-    session = store._session
+    session = store._checkout
     async with session.lock:
         session.redact_held(store, redaction.transcript)
         remote = session.remote()
@@ -322,7 +322,7 @@ async def _forget_held(store: Owner, redaction: Redaction) -> None:
     await _rewrite_local_transcript(store)
 
 
-async def _bytes(view: View, remote: Any, path: str) -> bytes:
+async def _bytes(view: WorkingCopy, remote: Any, path: str) -> bytes:
     found = await view.local_bytes(path)
     if isinstance(found, tuple):
         found = await view.fetch_committed(remote, *found)
@@ -331,13 +331,13 @@ async def _bytes(view: View, remote: Any, path: str) -> bytes:
     return found
 
 
-async def _records(view: View, remote: Any, path: str, count: int | None) -> list[Any]:
+async def _records(view: WorkingCopy, remote: Any, path: str, count: int | None) -> list[Any]:
     return decode_segment(await _bytes(view, remote, path), path, count)
 
 
 async def _rewrite_local_transcript(store: Owner) -> None:
     """The handle's working root may hold ``messages.json`` (``flush_messages``): write it again."""
-    view = store._session.view
+    view = store._checkout.working_copy
     if view.workdir.read(MESSAGES_PATH) is not None:
         await view.mirror.now(write_text_file, view.workdir, MESSAGES_PATH, encode_messages(store.messages))
 

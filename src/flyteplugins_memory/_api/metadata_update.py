@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from .._handle.session import Session, TranscriptHolder
-from .._handle.view import View
+from .._handle.checkout import Checkout, TranscriptHolder
+from .._handle.working_copy import WorkingCopy
 from .._rules.codecs import MemoryMeta, sha256_bytes
 from .._rules.metadata import EXT_KEY
 from .._rules.writes import ChangeOptions
@@ -21,7 +21,7 @@ from ..errors import ConcurrencyError
 
 
 async def set_metadata(
-    holder: TranscriptHolder, session: Session, rel: str, options: ChangeOptions
+    holder: TranscriptHolder, session: Checkout, rel: str, options: ChangeOptions
 ) -> MemoryMeta | None:
     """Rewrite `rel` with `options.metadata`, keeping its other extensions; None if there is no such file."""
     data = await session.read(holder, rel)
@@ -35,7 +35,7 @@ async def set_metadata(
     return await session.write(holder, rel, data, replace(options, expected_sha=sha), kept)
 
 
-def kept_ext(view: View, rel: str, sha: str) -> dict[str, Any]:
+def kept_ext(view: WorkingCopy, rel: str, sha: str) -> dict[str, Any]:
     """The extensions of `rel`'s entry a relabelling keeps: all but its labels (none if the entry no longer
     holds `sha`: the pinned write then refuses anyway)."""
     entry = view.entry(rel)

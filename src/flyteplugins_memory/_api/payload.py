@@ -38,9 +38,9 @@ def payload(store: MemoryStore) -> dict[str, Any]:
         "audit": store.audit,
         "keep_versions": store.keep_versions,
         "validate_messages": store.validate_messages,  # the receiver checks its appends as the sender did
-        "seq": store._session.payload_seq(),
+        "seq": store._checkout.payload_seq(),
         # which of the key's stores that commit belongs to (`_journal.generations`; None: the sender never loaded)
-        "generation": store._session.generation,
+        "generation": store._checkout.generation,
     }
 
 
@@ -75,10 +75,10 @@ def received_store(cls: type[S], value: dict[str, Any]) -> S:
     store.validate_messages = value.get("validate_messages") is True
     seq, generation = value.get("seq"), value.get("generation")
     if isinstance(generation, int) and not isinstance(generation, bool) and generation >= 0:
-        store._session.generation = generation  # a sender before generations sends none: its store is the first
+        store._checkout.generation = generation  # a sender before generations sends none: its store is the first
     elif isinstance(seq, int):
-        store._session.generation = 0
-    store._session.receive(store, seq if isinstance(seq, int) else None)
+        store._checkout.generation = 0
+    store._checkout.receive(store, seq if isinstance(seq, int) else None)
     return store
 
 

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .._base.syncify import syncify
-from .._handle.session import Session
+from .._handle.checkout import Checkout
 from .._handle.special_commits import Settings
 from .._rules.codecs import utc_timestamp
 from .._rules.read_only import audit_event, canonical, persisted, refuse_untrusted, with_setting
@@ -28,9 +28,9 @@ def creation_settings(prefixes: Iterable[str]) -> Settings | None:
 
 
 class ReadOnlySettingsAPI:
-    """Mixed into `MemoryStore`; relies on its `_handle.session`, `trusted`, `messages` and `audit`."""
+    """Mixed into `MemoryStore`; relies on its `_handle.checkout`, `trusted`, `messages` and `audit`."""
 
-    _session: Session
+    _checkout: Checkout
     trusted: bool
     read_only_prefixes: tuple[str, ...]
     messages: list[dict[str, Any]]
@@ -39,14 +39,14 @@ class ReadOnlySettingsAPI:
     def _enforced_read_only_prefixes(self) -> tuple[str, ...]:
         """What this handle enforces: its own ``read_only_prefixes`` and the store's persisted ones, as of
         its loaded state (a save checks the persisted ones again against the state it commits on)."""
-        return (*self.read_only_prefixes, *persisted(self._session.view.base.ext))
+        return (*self.read_only_prefixes, *persisted(self._checkout.working_copy.base.ext))
 
     @syncify
     async def persisted_read_only_prefixes(self) -> tuple[str, ...]:
         """The read-only prefixes persisted with the store, sorted, as of this handle's state (loaded first
         if need be; `refresh`, `save` and a new open pick up changes other handles committed). Every handle
         enforces them, together with its own ``read_only_prefixes`` (upstream's per-handle setting)."""
-        view = await self._session.ready(self)
+        view = await self._checkout.ready(self)
         return persisted(view.base.ext)
 
     @syncify
@@ -68,5 +68,5 @@ class ReadOnlySettingsAPI:
             event = audit_event(persisted(base.ext), wanted, options.actor, options.reason, utc_timestamp())
             return Settings(with_setting({}, wanted), [event])
 
-        await self._session.change_settings(self, plan, actor=actor, reason=reason)
+        await self._checkout.change_settings(self, plan, actor=actor, reason=reason)
         return wanted

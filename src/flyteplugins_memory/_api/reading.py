@@ -13,9 +13,9 @@ from typing import Any
 
 from .._base.compat import upstream_awaitable
 from .._base.syncify import syncify
+from .._handle.checkout import Checkout
 from .._handle.mirror import write_text_file
-from .._handle.session import Session
-from .._handle.view import View
+from .._handle.working_copy import WorkingCopy
 from .._journal import audit as _audit
 from .._journal import versions as _versions
 from .._journal.history import refuse_expired_snapshot
@@ -31,9 +31,9 @@ from ..storage._workdir import WorkDir
 
 
 class ReadAPI:
-    """Mixed into `MemoryStore`; relies on its `_handle.session`, `_rules.admission`, `messages` and `audit`."""
+    """Mixed into `MemoryStore`; relies on its `_handle.checkout`, `_rules.admission`, `messages` and `audit`."""
 
-    _session: Session
+    _checkout: Checkout
     _admission: PathAdmission
     messages: list[dict[str, Any]]
     audit: bool
@@ -44,7 +44,7 @@ class ReadAPI:
         """UTF-8 contents of `rel_path` (fetched on first read), or `default` if there is no such file;
         `NotText` if it holds binary content (`read_bytes` reads that)."""
         rel = self._admission.admit(rel_path, Access.READ)
-        data = await self._session.read(self, rel)
+        data = await self._checkout.read(self, rel)
         return default if data is None else _versions.decode_text(data, rel)
 
     @syncify
@@ -69,27 +69,27 @@ class ReadAPI:
         rel = self._admission.admit(prefix, Access.LIST)
         wanted = check_where(where)
         if rel:
-            await (await self._session.ready(self)).check_inside_root(rel)
-        return await self._session.look(self, lambda view: _listed(view, rel, wanted), under=rel)
+            await (await self._checkout.ready(self)).check_inside_root(rel)
+        return await self._checkout.look(self, lambda view: _listed(view, rel, wanted), under=rel)
 
     @syncify
     async def _path_exists(self, rel_path: str) -> bool:
         """Whether `rel_path` is a file of the store, or a directory holding one."""
         rel = self._admission.admit(rel_path, Access.READ)
-        await (await self._session.ready(self)).check_inside_root(rel)
-        return await self._session.look(self, lambda view: view.has_file_or_dir(rel), paths=[rel])
+        await (await self._checkout.ready(self)).check_inside_root(rel)
+        return await self._checkout.look(self, lambda view: view.has_file_or_dir(rel), paths=[rel])
 
     @syncify
     async def get_meta(self, rel_path: str) -> MemoryMeta | None:
         """The metadata sidecar of `rel_path`, or None if it has none."""
         rel = self._admission.admit(rel_path, Access.READ)
-        return await self._session.look(self, lambda view: view.meta(rel), paths=[rel])
+        return await self._checkout.look(self, lambda view: view.meta(rel), paths=[rel])
 
     @syncify
     async def current_sha(self, rel_path: str) -> str:
         """The sha256 of `rel_path`'s content, or ``""`` if there is no such file."""
         rel = self._admission.admit(rel_path, Access.READ)
-        return await self._session.look(self, lambda view: _sha_of(view, rel), paths=[rel])
+        return await self._checkout.look(self, lambda view: _sha_of(view, rel), paths=[rel])
 
     @syncify
     async def prefetch(self, prefix: str = "") -> int:
@@ -100,9 +100,9 @@ class ReadAPI:
         a handle otherwise holds only what it wrote or read.
         """
         rel = self._admission.admit(prefix, Access.LIST)
-        view = await self._session.ready(self)
-        missing = await self._session.look(self, lambda view: view.uncached_under(rel), under=rel)
-        fetched = await view.fetch_all(missing, self._session.remote_if_known())
+        view = await self._checkout.ready(self)
+        missing = await self._checkout.look(self, lambda view: view.uncached_under(rel), under=rel)
+        fetched = await view.fetch_all(missing, self._checkout.remote_if_known())
         if not rel:
             await self._materialize_bookkeeping()
         return fetched
@@ -110,7 +110,7 @@ class ReadAPI:
     async def _materialize_bookkeeping(self) -> None:
         """The whole audit trail, the transcript and every saved version snapshot, into the root."""
         events = await self.audit_tail.aio(0)
-        remote, view = self._session.remote_if_known(), await self._session.ready(self)
+        remote, view = self._checkout.remote_if_known(), await self._checkout.ready(self)
         objects = {MESSAGES_PATH: encode_messages(self.messages)}
         if events:
             objects[AUDIT_LOG_PATH] = b"".join(encode_audit_event(e) for e in events)
@@ -128,8 +128,8 @@ class ReadAPI:
         The events are copies: editing one (say, for display) never changes the trail.
         """
         check_int("n", n, minimum=None)
-        view = await self._session.ready(self)
-        events = await _audit.audit_tail(self._session.remote_if_known(), view.base, view.changes.audit, n)
+        view = await self._checkout.ready(self)
+        events = await _audit.audit_tail(self._checkout.remote_if_known(), view.base, view.changes.audit, n)
         return copy.deepcopy(events)
 
     def audit_tail_sync(self, n: int = 20) -> list[dict[str, Any]]:
@@ -140,7 +140,9 @@ class ReadAPI:
     async def list_versions(self, rel_path: str) -> list[str]:
         """Names of the version snapshots of `rel_path` (saved and pending), oldest first."""
         rel = self._admission.admit(rel_path, Access.READ)
-        return await _versions.list_versions(self._session.remote_if_known(), self._session.view.versions, rel)
+        return await _versions.list_versions(
+            self._checkout.remote_if_known(), self._checkout.working_copy.versions, rel
+        )
 
     @syncify
     async def read_version(self, version_file: str, version_id: str | None = None) -> str:
@@ -153,8 +155,8 @@ class ReadAPI:
         if version_id is not None:
             data = await self._version_bytes(version_file, version_id)
             return _versions.decode_text(data, f"{version_file}@{version_id}")
-        await refuse_expired_snapshot((await self._session.ready(self)).base, version_file)
-        remote, pending = self._session.remote_if_known(), self._session.view.versions
+        await refuse_expired_snapshot((await self._checkout.ready(self)).base, version_file)
+        remote, pending = self._checkout.remote_if_known(), self._checkout.working_copy.versions
         return await _versions.read_version(remote, pending, version_file)
 
 
@@ -163,19 +165,19 @@ def _write_all(workdir: WorkDir, objects: dict[str, bytes]) -> None:
         write_text_file(workdir, name, data)
 
 
-def _listed(view: View, prefix: str, where: Mapping[str, Scalar]) -> list[str]:
+def _listed(view: WorkingCopy, prefix: str, where: Mapping[str, Scalar]) -> list[str]:
     paths = view.paths(prefix)
     if not where:
         return paths
     return [p for p in paths if matches(_metadata_of(view, p), where)]
 
 
-def _metadata_of(view: View, path: str) -> Mapping[str, Scalar]:
+def _metadata_of(view: WorkingCopy, path: str) -> Mapping[str, Scalar]:
     entry = view.entry(path)
     return from_ext(entry.ext, path) if entry is not None else {}
 
 
-def _sha_of(view: View, rel: str) -> str:
+def _sha_of(view: WorkingCopy, rel: str) -> str:
     view.meta(rel)  # a corrupt sidecar raises here, as upstream's does
     entry = view.entry(rel)
     return entry.sha256 if entry else ""

@@ -14,8 +14,8 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 from .._base.syncify import syncify
-from .._handle.session import Session
-from .._handle.view import View
+from .._handle.checkout import Checkout
+from .._handle.working_copy import WorkingCopy
 from .._journal.purge import PurgeResult
 from .._rules.admission import Access, PathAdmission
 from .._rules.arguments import check_int
@@ -69,7 +69,7 @@ class LogOwner(Protocol):
 
     messages: list[dict[str, Any]]
     audit: bool
-    _session: Session
+    _checkout: Checkout
     _admission: PathAdmission
     _pending_records: PendingRecords
 
@@ -119,9 +119,9 @@ class RecordLog:
         them; committed records are never touched."""
         store, name = self._store, self._name
         dropped = len(store._pending_records.lines.pop(name, []))
-        staged = await store._session.look(store, lambda view: _staged_segments(view, name))
+        staged = await store._checkout.look(store, lambda view: _staged_segments(view, name))
         if staged:
-            dropped += sum(staged[p] for p in await store._session.revert(store, sorted(staged)))
+            dropped += sum(staged[p] for p in await store._checkout.revert(store, sorted(staged)))
         return dropped
 
     @syncify
@@ -183,7 +183,7 @@ class RecordLog:
     async def _counted(self) -> tuple[list[Segment], dict[str, list[Any]]]:
         """The log's segments in order, and the records of those whose count had to be fetched."""
         store, name = self._store, self._name
-        segments = await store._session.look(store, lambda view: _segments(view, name), under=name)
+        segments = await store._checkout.look(store, lambda view: _segments(view, name), under=name)
         return segments, await self._fetch([s for s in segments if s.count is None])
 
     async def _fetch(self, segments: list[Segment]) -> dict[str, list[Any]]:
@@ -195,18 +195,18 @@ class RecordLog:
         return out
 
     async def _fetch_one(self, segment: Segment) -> list[Any]:
-        data = await self._store._session.read(self._store, segment.path)
+        data = await self._store._checkout.read(self._store, segment.path)
         if data is None:  # deleted between the listing and the read
             raise CorruptStore(f"Log segment {segment.path!r} was deleted while the log was read")
         return decode_segment(data, segment.path, segment.count)
 
 
-def _segments(view: View, log: str) -> list[Segment]:
+def _segments(view: WorkingCopy, log: str) -> list[Segment]:
     entries = {p: e for p in view.paths(log) if is_segment(log, p) and (e := view.entry(p)) is not None}
     return ordered(entries)
 
 
-def _staged_segments(view: View, log: str) -> dict[str, int]:
+def _staged_segments(view: WorkingCopy, log: str) -> dict[str, int]:
     """The segments of `log` that this handle staged and has not committed, with their record counts."""
     staged = {p: e for p, e in view.changes.files.items() if e is not None and is_segment(log, p)}
     return {p: stored_count(e) or 0 for p, e in staged.items()}
@@ -229,7 +229,7 @@ async def save_pending(store: LogOwner, actor: str | None = None) -> None:
         why = f"{len(lines)} records appended to log {log}"
         options = ChangeOptions(actor or "agent", why, None, False, store.audit)
         try:
-            await store._session.write(store, path, encode_segment(lines), options, {COUNT_EXT: len(lines)})
+            await store._checkout.write(store, path, encode_segment(lines), options, {COUNT_EXT: len(lines)})
         except BaseException:
             pending[log] = lines + pending.get(log, [])
             raise

@@ -7,7 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 from .._base.syncify import syncify
-from .._handle.session import Session
+from .._handle.checkout import Checkout
 from .._handle.special_commits import Settings
 from .._rules.codecs import utc_timestamp
 from .._rules.retention_policy import SETTING, RetentionPolicy, audit_event, checked_policy, persisted_policy
@@ -18,9 +18,9 @@ __all__ = ["RetentionAPI"]
 
 
 class RetentionAPI:
-    """Mixed into `MemoryStore`; relies on its `_handle.session`, `messages` and `audit`."""
+    """Mixed into `MemoryStore`; relies on its `_handle.checkout`, `messages` and `audit`."""
 
-    _session: Session
+    _checkout: Checkout
     messages: list[dict[str, Any]]
     audit: bool
 
@@ -33,7 +33,7 @@ class RetentionAPI:
     async def get_retention(self) -> RetentionPolicy:
         """The retention policy persisted with the store, as of this handle's state (loaded first if need
         be; `refresh`, `save` and a new open pick up changes other handles committed)."""
-        view = await self._session.ready(self)
+        view = await self._checkout.ready(self)
         return persisted_policy(view.base.ext)
 
     @syncify
@@ -61,5 +61,5 @@ class RetentionAPI:
             event = audit_event(persisted_policy(base.ext), wanted, options.actor, options.reason, utc_timestamp())
             return Settings({SETTING: wanted.as_ext()}, [event])
 
-        await self._session.change_settings(self, plan, actor=actor, reason=reason)
+        await self._checkout.change_settings(self, plan, actor=actor, reason=reason)
         return wanted

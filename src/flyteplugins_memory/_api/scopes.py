@@ -85,7 +85,7 @@ class ScopedStore(ScopedStagedAPI):
     def _refuse_symlink_escape(self, full: str) -> None:
         """In the local working copy, `full` must resolve inside the prefix (a symlink there that points
         to another scope, or out of the root, is an escape). Blocking: run in a thread."""
-        workdir = self._store._session.view.workdir
+        workdir = self._store._checkout.working_copy.workdir
         resolved = workdir.resolve(full)  # PathEscapesRoot if it leaves the root
         if not resolved.is_relative_to(workdir.resolve("") / self._prefix):
             raise PathEscapesRoot(f"{relative(self._prefix, full) or '.'!r} leads out of scope {self._prefix!r}")
@@ -247,7 +247,7 @@ class ScopedStore(ScopedStagedAPI):
             raise InvalidArgument(f"paths is a sequence of paths or None, got {type(paths).__name__}")
         if paths is None:
             store, prefix = self._store, self._prefix
-            changed = await store._session.look(store, lambda view: list(view.changes.files))
+            changed = await store._checkout.look(store, lambda view: list(view.changes.files))
             full = [p for p in changed if is_inside(prefix, p)]
         else:
             full = [await self._full(p) for p in paths]

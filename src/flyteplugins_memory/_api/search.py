@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._base.syncify import syncify
-from .._handle.session import Session
-from .._handle.view import View
+from .._handle.checkout import Checkout
+from .._handle.working_copy import WorkingCopy
 from .._rules.admission import Access, PathAdmission
 from .._rules.arguments import check_flag, check_int
 from .._rules.codecs import MemoryMeta
@@ -57,9 +57,9 @@ class SearchHit:
 
 
 class SearchAPI:
-    """Mixed into `MemoryStore`; relies on its `_handle.session`, `_rules.admission` and `messages`."""
+    """Mixed into `MemoryStore`; relies on its `_handle.checkout`, `_rules.admission` and `messages`."""
 
-    _session: Session
+    _checkout: Checkout
     _admission: PathAdmission
     messages: list[dict[str, Any]]
     audit: bool
@@ -89,7 +89,7 @@ class SearchAPI:
             raise InvalidArgument("include_transcript searches the whole transcript: give no prefix and no where")
         if embed is not None and not callable(embed):
             raise InvalidArgument(f"embed must be a callable or None, got {embed!r}")
-        corpus, shadow = await self._session.searching(self)
+        corpus, shadow = await self._checkout.searching(self)
         if include_transcript:
             shadow = {**shadow, **_transcript_docs(self.messages)}
         lo, hi = range_under(rel)
@@ -98,7 +98,7 @@ class SearchAPI:
         hits = corpus.search(terms, shadow, accept, pool)
         if embed is not None:
             hits = await _fused(embed, query, hits, _fill(corpus.paths(), shadow, hits, accept, corpus, pool))
-        hits = await self._session.look(self, lambda view: _live(view, hits), paths=_file_paths(hits))
+        hits = await self._checkout.look(self, lambda view: _live(view, hits), paths=_file_paths(hits))
         return [_hit(path, score, doc, terms) for path, score, doc in hits[:count]]
 
 
@@ -106,7 +106,7 @@ def _file_paths(hits: list[Hit]) -> list[str]:
     return [path for path, _, _ in hits if not path.startswith(MESSAGES_PATH + "#")]
 
 
-def _live(view: View, hits: list[Hit]) -> list[Hit]:
+def _live(view: WorkingCopy, hits: list[Hit]) -> list[Hit]:
     """`hits` without files whose ttl ran out since the index was written (see `_rules.ttl`)."""
     return [hit for hit in hits if hit[0].startswith(MESSAGES_PATH + "#") or view.entry(hit[0]) is not None]
 

@@ -4,7 +4,7 @@
 proposals (`_rules.proposals`), not at its path. `accept` and `discard` are decisions: each commits at once
 and on its own (after saving what the handle holds), so that of two concurrent decisions of one
 proposal exactly one lands: the decision is a compare-and-swap on the proposal's stored form inside the
-commit that makes it (`Session.decide`), and the loser raises `ProposalConflict` having committed
+commit that makes it (`Checkout.decide`), and the loser raises `ProposalConflict` having committed
 nothing. An accept is one audited write of the staged content to the path, with the proposal's metadata.
 """
 
@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from .._base.syncify import syncify
-from .._handle.session import Session
-from .._handle.view import View
+from .._handle.checkout import Checkout
+from .._handle.working_copy import WorkingCopy
 from .._rules.admission import Access, PathAdmission
 from .._rules.codecs import utc_timestamp, write_event
 from .._rules.commit_info import check_note
@@ -39,10 +39,10 @@ from .records import LogOwner, save_pending
 
 
 class StagedAPI:
-    """Mixed into `MemoryStore`; relies on its `_handle.session`, `_rules.admission`, `trusted`, `audit` and
+    """Mixed into `MemoryStore`; relies on its `_handle.checkout`, `_rules.admission`, `trusted`, `audit` and
     `keep_versions`."""
 
-    _session: Session
+    _checkout: Checkout
     _admission: PathAdmission
     messages: list[dict[str, Any]]
     audit: bool
@@ -68,7 +68,7 @@ class StagedAPI:
         who, why = _note("actor", actor, "agent"), _note("reason", reason, "")
         proposal = draft(rel, text, who, why, check_metadata(metadata))
         event = self._proposal_event("propose", proposal, who, why)
-        await self._session.look(self, lambda view: _stage(view, proposal, event))
+        await self._checkout.look(self, lambda view: _stage(view, proposal, event))
         return proposal
 
     @syncify
@@ -77,7 +77,7 @@ class StagedAPI:
         `prefix`, with `status` (``"draft"``, ``"accepted"``, ``"discarded"``; None: any), oldest first."""
         wanted = check_status(status)
         under = self._admission.admit(prefix, Access.LIST)
-        found = await self._session.look(self, _current)
+        found = await self._checkout.look(self, _current)
         return sorted(
             (p for p in found.values() if (wanted is None or p.status == wanted) and _inside(p.path, under)),
             key=lambda p: (p.created_at, p.id),
@@ -86,7 +86,7 @@ class StagedAPI:
     @syncify
     async def proposal(self, proposal_id: str) -> Proposal:
         """The proposal `proposal_id` as this handle sees it; `ProposalNotFound` if there is none."""
-        return _find(await self._session.look(self, _current), check_id(proposal_id))
+        return _find(await self._checkout.look(self, _current), check_id(proposal_id))
 
     @syncify
     async def accept(self, proposal_id: str, *, actor: str | None = None, reason: str | None = None) -> Proposal:
@@ -109,14 +109,14 @@ class StagedAPI:
     async def _decide(self, proposal_id: str, status: str, actor: str | None, reason: str | None) -> Proposal:
         wanted = check_id(proposal_id)
         who, why = _note("actor", actor, "agent"), _note("reason", reason, "")
-        seen = await self._session.look(self, _current)
+        seen = await self._checkout.look(self, _current)
         if wanted in seen:  # refused before anything is saved; one newer than the handle is checked in `make`
             self._admit(seen[wanted])
         await save_pending(cast(LogOwner, self), who)  # appended records are saved first, like other changes
         decision = _Decision(self, wanted, status, who, why)
         try:
             trusted = self.trusted and status == "accepted"
-            return await self._session.decide(
+            return await self._checkout.decide(
                 self, decision.make, actor=who, reason=decision.summary(), trusted=trusted
             )
         except ConcurrencyError as exc:
@@ -154,7 +154,7 @@ class _Decision:
         verb = "accept" if self.status == "accepted" else "discard"
         return self.reason or f"{verb} proposal {self.id}"
 
-    async def make(self, view: View) -> Proposal:
+    async def make(self, view: WorkingCopy) -> Proposal:
         current = _find(_current(view), self.id)
         self.store._admit(current)
         after = decided(current, self.status, self.actor, self.reason)
@@ -166,7 +166,7 @@ class _Decision:
             view.changes.audit.append(event)
         return after
 
-    async def _write(self, view: View, proposal: Proposal) -> None:
+    async def _write(self, view: WorkingCopy, proposal: Proposal) -> None:
         if proposal.content is None:
             raise CorruptStore(f"The journal's draft proposal {proposal.id!r} holds no content")
         check_not_segment(proposal.path)  # one staged before `propose` checked it: discard it instead
@@ -181,13 +181,13 @@ def _note(name: str, value: str | None, default: str) -> str:
     return default if value is None else value
 
 
-def _stage(view: View, proposal: Proposal, event: dict[str, Any] | None) -> None:
+def _stage(view: WorkingCopy, proposal: Proposal, event: dict[str, Any] | None) -> None:
     view.changes.entries[(EXT_MAP, proposal.id)] = stored(proposal)
     if event is not None:
         view.changes.audit.append(event)
 
 
-def _current(view: View) -> dict[str, Proposal]:
+def _current(view: WorkingCopy) -> dict[str, Proposal]:
     """The proposals the handle sees: the base's, with its unsaved ones (and decisions) on top."""
     return all_of(with_entries(view.base.ext, view.changes.entries))
 

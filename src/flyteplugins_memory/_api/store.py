@@ -1,7 +1,7 @@
 """`MemoryStore`: a keyed agent memory (transcript + path-addressed files), drop-in for upstream's.
 
 This module is the facade: it admits every caller path through one gate (`_rules.admission`) and hands the
-call to one collaborator, the handle's `_handle.session.Session`, which owns the working copy, the lock and
+call to one collaborator, the handle's `_handle.checkout.Checkout`, which owns the working copy, the lock and
 every move between the handle and storage. Every I/O method is ``async def`` wrapped by `syncify`
 (``f()`` and ``f.aio()``). The keyed constructors live in `_api.keyed`, the read and maintenance halves of
 the API in `_api.reading` and `_api.maintenance`, its HTML report in `_api.report.build`; what a store
@@ -28,8 +28,8 @@ from flyte.io import Dir
 
 from .._base.compat import unavailable, upstream_awaitable
 from .._base.syncify import syncify
+from .._handle.checkout import Checkout
 from .._handle.mirror import remove_when_idle, write_text_file
-from .._handle.session import Session
 from .._journal import gc as _gc
 from .._journal.commit_log import Commit, read_log
 from .._rules.admission import Access, PathAdmission
@@ -144,22 +144,22 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
         self._root_path = pathlib.Path(root) if root is not None else _temporary_root(self)
         self._root_real = self._root_path.resolve()
         resolve = lambda: self.remote_path_for_key(key=self.key)  # noqa: E731
-        self._session = Session(self._root_path, private=root is None, remote_path=remote_path, resolve=resolve)
+        self._checkout = Checkout(self._root_path, private=root is None, remote_path=remote_path, resolve=resolve)
         #: the one gate every caller path passes (a scope swaps it)
         self._admission = PathAdmission(self._enforced_read_only_prefixes, lambda: self.remote_path)
         #: records appended to logs (`records`, `session`) and not saved yet
         self._pending_records = PendingRecords()
         if root is not None:
-            self._session.adopt_working_root(self)
+            self._checkout.adopt_working_root(self)
 
     @property
     def remote_path(self) -> str | None:  # pyright: ignore[reportIncompatibleVariableOverride]
         """Where the store lives (resolved from `key` and the Flyte context on first save if unset)."""
-        return self._session.remote_path
+        return self._checkout.remote_path
 
     @remote_path.setter
     def remote_path(self, value: str | None) -> None:  # pyright: ignore[reportIncompatibleVariableOverride]
-        self._session.remote_path = value
+        self._checkout.remote_path = value
 
     def __repr__(self) -> str:
         return f"MemoryStore(key={self.key!r}, remote_path={self.remote_path!r})"
@@ -174,14 +174,14 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
     @property
     def _needs_remote_hydration(self) -> bool:
         """Upstream's flag: the committed state is not loaded yet (loaded on first use)."""
-        return not self._session.loaded
+        return not self._checkout.loaded
 
     @property
     def root(self) -> pathlib.Path:  # type: ignore[override]
         """The local working directory, in upstream's layout: it holds every file, sidecar, version
         snapshot and audit line this handle wrote (and every file it read) by the time you read this
         attribute; ``prefetch()`` adds the rest of the store."""
-        self._session.view.mirror.settle_blocking()
+        self._checkout.working_copy.mirror.settle_blocking()
         return self._root_path
 
     @property
@@ -189,14 +189,14 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
         return self.root
 
     def _require_remote_path(self) -> str:
-        return self._session.remote().uri
+        return self._checkout.remote().uri
 
     async def _ensure_hydrated(self) -> None:
-        await self._session.ready(self)
+        await self._checkout.ready(self)
 
     def _abs(self, rel_path: str) -> pathlib.Path:
         """Absolute local path of `rel_path` in the working root (refusing escapes, as upstream)."""
-        return self._session.view.workdir.resolve(self._admission.admit(rel_path, Access.READ))
+        return self._checkout.working_copy.workdir.resolve(self._admission.admit(rel_path, Access.READ))
 
     def _assert_can_write(self, rel: str) -> None:
         self._admission.admit(rel, Access.DELETE)
@@ -213,8 +213,8 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
         check_note("actor", actor)
         check_note("reason", reason)
         await save_pending(self, actor)
-        await self._session.save(self, actor=actor, reason=reason)
-        return Dir.from_existing_remote(self._session.remote().uri)
+        await self._checkout.save(self, actor=actor, reason=reason)
+        return Dir.from_existing_remote(self._checkout.remote().uri)
 
     @syncify
     async def log(self, limit: int = 20, path: str | None = None) -> list[Commit]:
@@ -229,8 +229,8 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
         """
         rel = None if path is None else self._admission.admit(path, Access.READ)
         check_int("limit", limit)
-        view = await self._session.ready(self)
-        return await read_log(self._session.remote_if_known(), view.base, limit, rel)
+        view = await self._checkout.ready(self)
+        return await read_log(self._checkout.remote_if_known(), view.base, limit, rel)
 
     @syncify
     async def refresh(self) -> list[str]:
@@ -239,7 +239,7 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
         Returns the paths whose unsaved changes conflicted and were dropped (``messages.json`` if the
         transcript was); afterwards they show the committed content, so the caller can retry.
         """
-        return await self._session.refresh(self)
+        return await self._checkout.refresh(self)
 
     @syncify
     async def revert(self, paths: Sequence[str] | None = None) -> list[str]:
@@ -253,7 +253,7 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
         if isinstance(paths, str) or not (paths is None or isinstance(paths, Sequence)):
             raise InvalidArgument(f"paths is a sequence of paths or None, got {type(paths).__name__}")
         rels = None if paths is None else [self._admission.admit(p, Access.READ) for p in paths]
-        return await self._session.revert(self, rels)
+        return await self._checkout.revert(self, rels)
 
     @syncify
     async def compact(self) -> None:
@@ -263,7 +263,7 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
         upstream readers that need the newest audit trail.
         """
         await self.save.aio()
-        await self._session.compact()
+        await self._checkout.checkpoint()
 
     # -- transcript -----------------------------------------------------------------------------------
 
@@ -286,7 +286,7 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
     async def flush_messages(self) -> None:  # pyright: ignore[reportIncompatibleMethodOverride]
         """Write the transcript (the committed one, loaded first if need be, plus this handle's changes)
         to ``messages.json`` in the local working root, atomically."""
-        view = await self._session.ready(self)
+        view = await self._checkout.ready(self)
         check_messages(self.messages)
         data = encode_messages(self.messages)
         await view.mirror.now(write_text_file, view.workdir, MESSAGES_PATH, data)
@@ -298,7 +298,7 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
     def has_unsaved_changes(self) -> bool:
         """Whether this handle holds writes, deletes or transcript changes (appends, or edits of messages
         in place, compared by content) that `save` has not committed."""
-        return bool(self._pending_records) or self._session.has_unsaved_changes(self)
+        return bool(self._pending_records) or self._checkout.has_unsaved_changes(self)
 
     # -- record logs and conversations ----------------------------------------------------------------
 
@@ -348,7 +348,7 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
         text = text_content(content)  # bytes go through write_bytes
         expiry = expiry_ext(check_ttl(ttl), _gc.clock())
         options = self._change_options(actor, reason, expected_sha, metadata)
-        return await self._session.write(self, rel, text, options, expiry)
+        return await self._checkout.write(self, rel, text, options, expiry)
 
     @syncify
     async def write_json(
@@ -386,7 +386,7 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
         rel = self._admission.admit(rel_path, Access.WRITE)
         check_not_segment(rel)
         options = self._change_options(actor, reason, expected_sha, metadata)
-        return await _metadata_update.set_metadata(self, self._session, rel, options)
+        return await _metadata_update.set_metadata(self, self._checkout, rel, options)
 
     @syncify
     async def delete(
@@ -397,7 +397,7 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
         Returns False if there is no such file. Same path rules and `expected_sha` check as writes.
         """
         rel = self._admission.admit(rel_path, Access.DELETE)
-        return await self._session.delete(self, rel, self._change_options(actor, reason, expected_sha))
+        return await self._checkout.delete(self, rel, self._change_options(actor, reason, expected_sha))
 
     # -- Flyte task I/O (mashumaro SerializableType, as upstream) ------------------------------------------
 

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Any, NoReturn
 
 from .._base.syncify import syncify
-from .._handle.session import Session
+from .._handle.checkout import Checkout
 from .._journal import gc as _gc
 from .._journal.commit_log import Commit
 from .._journal.contents import fetch_contents
@@ -175,9 +175,9 @@ def _metadata(entry: FileEntry | None, path: str) -> Mapping[str, Scalar]:
 
 
 class TimeTravelAPI:
-    """Mixed into `MemoryStore`; relies on its `_handle.session` and `_rules.admission`."""
+    """Mixed into `MemoryStore`; relies on its `_handle.checkout` and `_rules.admission`."""
 
-    _session: Session
+    _checkout: Checkout
     _admission: PathAdmission
     messages: list[dict[str, Any]]
     audit: bool
@@ -188,8 +188,8 @@ class TimeTravelAPI:
         metadata and transcript as that commit left them (`StoreAt`). `CommitNotFound` for a commit the
         store never made or one gc() collected; `InvalidArgument` for anything but an int or a `Commit`."""
         seq = _seq_of(commit)
-        view = await self._session.ready(self)
-        remote = self._session.remote_if_known()
+        view = await self._checkout.ready(self)
+        remote = self._checkout.remote_if_known()
         state = await _state(remote, view.base, seq)
         if isinstance(commit, Commit) and commit.id and state.recent_commits and state.recent_commits[-1] != commit.id:
             # the same number in another store: the one this key had before `delete_store`, or another key's

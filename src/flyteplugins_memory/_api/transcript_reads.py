@@ -12,16 +12,16 @@ from __future__ import annotations
 from typing import Any
 
 from .._base.syncify import syncify
-from .._handle.session import Session
+from .._handle.checkout import Checkout
 from .._rules.arguments import check_int
 from .._rules.transcript import committed_form
 from ..errors import InvalidArgument
 
 
 class TranscriptReadAPI:
-    """Mixed into `MemoryStore`; relies on its `_handle.session`, `messages` and `audit`."""
+    """Mixed into `MemoryStore`; relies on its `_handle.checkout`, `messages` and `audit`."""
 
-    _session: Session
+    _checkout: Checkout
     messages: list[dict[str, Any]]
     audit: bool
 
@@ -31,7 +31,7 @@ class TranscriptReadAPI:
 
         Raises `InvalidArgument` unless `n` is an int >= 0."""
         check_int("n", n)
-        await self._session.ready(self)
+        await self._checkout.ready(self)
         return committed_form(self.messages[max(len(self.messages) - n, 0) :])
 
     @syncify
@@ -42,7 +42,7 @@ class TranscriptReadAPI:
         Raises `InvalidArgument` unless `i` is an int from 0 to the transcript's length: an index beyond
         it means the caller counted messages this transcript does not hold (its history was rewritten)."""
         check_int("i", i)
-        await self._session.ready(self)
+        await self._checkout.ready(self)
         if i > len(self.messages):
             raise InvalidArgument(f"i={i} is beyond the transcript, which holds {len(self.messages)} messages")
         return committed_form(self.messages[i:])

@@ -23,7 +23,7 @@ from .._rules.state import State
 from .._rules.ttl import is_expired
 from ..errors import ContentPurged
 from ..storage._contract import ObjectStorage
-from .view import View
+from .working_copy import WorkingCopy
 
 
 class SearchCache:
@@ -47,7 +47,7 @@ class SearchCache:
         self._base, self._corpus, self._unsaved = None, Corpus([], {}), {}
         self._repairs = Repairs(cache=self.segments)
 
-    async def corpus(self, remote: ObjectStorage | None, view: View) -> Corpus:
+    async def corpus(self, remote: ObjectStorage | None, view: WorkingCopy) -> Corpus:
         """The corpus of the view's base (call under the session's lock)."""
         if self._base is not view.base:
             base = view.base
@@ -55,7 +55,7 @@ class SearchCache:
             self._base = base
         return self._corpus
 
-    async def _load(self, remote: ObjectStorage | None, view: View) -> tuple[Corpus, Repairs]:
+    async def _load(self, remote: ObjectStorage | None, view: WorkingCopy) -> tuple[Corpus, Repairs]:
         base = view.base
         refs = sx.segments if (sx := read_ext(base.ext)) else []
         found = await read_segments(remote, refs, self.segments) if remote else {}
@@ -68,7 +68,7 @@ class SearchCache:
         dropped = frozenset(r.sha256 for r in refs if r.sha256 not in found)
         return Corpus(segments, docs), Repairs(base.seq, docs, dropped, self.segments)
 
-    def shadow(self, view: View) -> Updates:
+    def shadow(self, view: WorkingCopy) -> Updates:
         """Docs for the handle's unsaved changes (None: deleted), cached by content."""
         out: Updates = {}
         kept: dict[tuple[str, str], Doc] = {}
@@ -97,7 +97,7 @@ async def _unless_purged(read: Awaitable[bytes]) -> bytes | None:
         return None
 
 
-async def _reconcile(remote: ObjectStorage | None, view: View, known: Corpus) -> Updates:
+async def _reconcile(remote: ObjectStorage | None, view: WorkingCopy, known: Corpus) -> Updates:
     """Docs for the base's files that `known` lacks or describes wrongly, and tombstones for its docs of
     paths the base does not hold (or holds expired: their content is read no more, and gc removes it)."""
     base = view.base

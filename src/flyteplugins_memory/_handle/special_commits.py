@@ -1,5 +1,5 @@
 """Commits that are more than a save of the handle's changes: a change of store-level settings, a decision
-on a staged memory, and a fold of the transcript (compaction). `Session` mixes them in; each takes the
+on a staged memory, and a fold of the transcript (compaction). `Checkout` mixes them in; each takes the
 session's lock, settles an earlier save of unknown outcome, and commits through the session's `_journal.commit`,
 so each merges with concurrent writers like a save and is one audited commit.
 """
@@ -24,12 +24,12 @@ from ..errors import (
     StoreDeleted,
     StoreFormatTooNew,
 )
-from .view import View
+from .working_copy import WorkingCopy
 
 if TYPE_CHECKING:
-    from .session import TranscriptHolder
+    from .checkout import TranscriptHolder
 
-#: a write to stage: path, content, how it is recorded, extensions of its file entry (`View.write`)
+#: a write to stage: path, content, how it is recorded, extensions of its file entry (`WorkingCopy.write`)
 StagedFile = tuple[str, str | bytes, ChangeOptions, dict[str, Any] | None]
 T = TypeVar("T")
 #: Attempts of a purge's commit against concurrent purges (see `SpecialCommits.purge_commit`).
@@ -47,10 +47,10 @@ class Settings:
 
 
 class SpecialCommits:
-    """Mixed into `Session`; relies on its lock, working copy and commit internals."""
+    """Mixed into `Checkout`; relies on its lock, working copy and commit internals."""
 
     lock: Any
-    view: View
+    view: WorkingCopy
     remote: Any
     _ensure_loaded: Any
     _settle: Any
@@ -66,12 +66,12 @@ class SpecialCommits:
         async with self.lock:
             await self._ensure_loaded(holder)
             await self._settle(holder)
-            await self._commit(holder, actor=actor, reason=reason, settings=plan(self.view.base))
+            await self._commit(holder, actor=actor, reason=reason, settings=plan(self.working_copy.base))
 
     async def decide(
         self,
         holder: TranscriptHolder,
-        change: Callable[[View], Awaitable[T]],
+        change: Callable[[WorkingCopy], Awaitable[T]],
         *,
         actor: str,
         reason: str,
@@ -85,18 +85,18 @@ class SpecialCommits:
             await self._settle(holder)
             await self._save_pending(holder, actor=None, reason=None)  # its actor and reason: its writes
             await self._refresh(holder)
-            result = await change(self.view)
+            result = await change(self.working_copy)
             try:
                 await self._commit(holder, actor=actor, reason=reason, trusted=trusted, decision=True)
             except BaseException:
-                await self.view.forget_unsaved()
+                await self.working_copy.forget_unsaved()
                 raise
             return result
 
     async def purge_commit(
         self,
         holder: TranscriptHolder,
-        change: Callable[[View], Awaitable[T]],
+        change: Callable[[WorkingCopy], Awaitable[T]],
         *,
         actor: str,
         reason: str,
@@ -118,25 +118,25 @@ class SpecialCommits:
             await self._save_pending(holder, actor=None, reason=None)
             for attempt in range(PURGE_ATTEMPTS):
                 await self._refresh(holder)
-                result = await change(self.view)
+                result = await change(self.working_copy)
                 event = result if rewrites_transcript and isinstance(result, dict) else None
                 if event is not None and not (holder.audit and self._rewrites(holder)):
-                    self.view.changes.audit.append(event)  # else the commit records it as the rewrite's event
+                    self.working_copy.changes.audit.append(event)  # else the commit records it as the rewrite's event
                 try:
                     await self._commit(holder, actor=actor, reason=reason, decision=True, kind="purge", event=event)
                 except BaseException as exc:
-                    await self.view.forget_unsaved()
+                    await self.working_copy.forget_unsaved()
                     if undo is not None:
                         undo()
                     if isinstance(exc, ConcurrencyError) and attempt + 1 < PURGE_ATTEMPTS:
                         continue
                     raise
-                return result, self.view.base.seq
+                return result, self.working_copy.base.seq
             raise AssertionError("unreachable")  # every attempt returns or raises
 
     def _rewrites(self, holder: TranscriptHolder) -> bool:
         """Whether the handle's transcript rewrites its base's (then the commit records a rewrite event)."""
-        return is_rewrite(fingerprints(self.view.base.messages), fingerprints(committed_form(holder.messages)))
+        return is_rewrite(fingerprints(self.working_copy.base.messages), fingerprints(committed_form(holder.messages)))
 
     async def save_fold(
         self,
@@ -155,18 +155,18 @@ class SpecialCommits:
         async with self.lock:
             await self._ensure_loaded(holder)
             await self._settle(holder)
-            base = self.view.base.messages
+            base = self.working_copy.base.messages
             if not fold.applies_to(base) or fingerprints(holder.messages[: len(base)]) != fingerprints(base):
                 raise ConcurrencyError(MESSAGES_PATH, "", "", paths=(MESSAGES_PATH,))
             before = list(holder.messages)
-            await self.view.write(*archive)
+            await self.working_copy.write(*archive)
             holder.messages[:] = fold.apply(holder.messages)
             try:
                 await self._commit(holder, actor=actor, reason=reason, fold=fold, event=event)
             except (ConcurrencyError, StoreFormatTooNew, StoreDeleted, InvalidMessage, ReadOnlyPath):
                 holder.messages[: 1 + len(before) - fold.count] = before  # appends made meanwhile stay after
-                self.view.drop([archive[0]])
-                await self.view.forget_local([archive[0]])
+                self.working_copy.drop([archive[0]])
+                await self.working_copy.forget_local([archive[0]])
                 await self._remove_stray(archive[0])
                 raise
 

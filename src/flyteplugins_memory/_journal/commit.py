@@ -117,7 +117,7 @@ class SaveJob:
     #: docs a search of the handle found missing from the persisted search index, the commit they were
     #: found at (`_journal.search_segments.extend` persists them when the save lands right on it), its segment cache
     search_repairs: Repairs = field(default_factory=Repairs)
-    #: committed bytes of in-place files this save changes that the handle already holds (`View.held`):
+    #: committed bytes of in-place files this save changes that the handle already holds (`WorkingCopy.held`):
     #: their copy into a blob (`_journal.preserve`) fetches nothing
     held: dict[str, bytes] = field(default_factory=dict)
     #: contents this save copied into blobs before its commit point (`_journal.preserve`)

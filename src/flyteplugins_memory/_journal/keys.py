@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from .._rules.paths import validate_segment
 from ..errors import InvalidKey
-from ..storage._fsspec import RemoteStore
+from ..storage._fsspec import FsspecStorage
 
 
 async def list_keys(namespace: str, prefix: str = "") -> list[str]:
     """Sorted keys of the stores under `namespace` that start with `prefix`; one listing call."""
-    found = await RemoteStore(namespace).directories()
+    found = await FsspecStorage(namespace).directories()
     return sorted(name for name in found if name.startswith(prefix) and _is_key(name))
 
 

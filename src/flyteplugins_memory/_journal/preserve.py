@@ -5,7 +5,7 @@ own path, not in the content-addressed blobs (and so does every new file a save 
 `_journal.inplace`). A save that rewrites or deletes such a path replaces those bytes (after its commit point),
 so every older state that still names them would read something else. Before the commit point,
 therefore, the old bytes are copied into the blob store (read and checked against their sha256, or taken
-from the handle's working root, `View.held`); readers of a legacy record fall back to that blob when the
+from the handle's working root, `WorkingCopy.held`); readers of a legacy record fall back to that blob when the
 path no longer holds the bytes (`_journal.contents`). Each legacy file is copied at most once: after the save its
 record is ours.
 

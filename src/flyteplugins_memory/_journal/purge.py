@@ -1,6 +1,6 @@
 """purge(path): remove every stored copy of a path's past and present content and labels, now (redaction).
 
-First a purge commit (`purge_change`, committed on its own by `Session.purge_commit`, kind ``purge``): the
+First a purge commit (`purge_change`, committed on its own by `Checkout.purge_commit`, kind ``purge``): the
 path deleted, its proposals redacted (a draft discarded), and an audit event of op ``purge`` naming the
 path, the content it held, who and why (whatever the handle's ``audit`` setting). Every purge commits,
 even of a path deleted long ago: a stale handle's next save then finds its slot taken and rebases onto
@@ -62,7 +62,7 @@ from .redact import (
 from .retention import Inventory
 
 if TYPE_CHECKING:
-    from .._handle.view import View
+    from .._handle.working_copy import WorkingCopy
 
 #: The audit op of a purge (upstream's fields, op ``purge``: an auditor tells a redaction from a delete).
 PURGE_OP = "purge"
@@ -83,7 +83,9 @@ class PurgeResult:
     commit: int | None
 
 
-async def purge_change(view: View, rel: str, actor: str, reason: str, remote: ObjectStorage | None = None) -> bool:
+async def purge_change(
+    view: WorkingCopy, rel: str, actor: str, reason: str, remote: ObjectStorage | None = None
+) -> bool:
     """The change a purge commits, made on a clean working copy: `rel` deleted (no version tombstone, no
     delete event), its proposals redacted (a draft discarded: its text must go), and one audit event of op
     ``purge``. Returns whether `rel` was a live file.
@@ -120,7 +122,7 @@ async def purge_change(view: View, rel: str, actor: str, reason: str, remote: Ob
     return deleted
 
 
-async def _held_before(view: View, rel: str, remote: ObjectStorage | None) -> int | None:
+async def _held_before(view: WorkingCopy, rel: str, remote: ObjectStorage | None) -> int | None:
     """The commit that deleted `rel` (no file of the view's base), if the store held it: from the base's map
     of deleted paths, else read back through the retained history; None if no retained commit changed it."""
     known = deleted_paths(view.base.ext).get(rel)

@@ -56,7 +56,7 @@ def journal_member(name: str) -> str:
 
 
 def logical_name(target: Target) -> str:
-    """The name `RemoteStore` takes for `target` (journal objects by their logical name)."""
+    """The name `FsspecStorage` takes for `target` (journal objects by their logical name)."""
     return f"{JOURNAL_DIR}/{target.name}" if target.in_journal else target.name
 
 

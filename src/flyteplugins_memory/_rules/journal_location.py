@@ -21,7 +21,7 @@ would take a store whose tail is ``.journal``, and no remote path may contain su
 journal of the deleted generation, which stale handles still read, stays where it was.
 
 Object names inside the journal stay *logical* (``meta/.journal/log/...``, as `_rules.layout` builds them);
-`RemoteStore` maps them to this location.
+`FsspecStorage` maps them to this location.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ def create_exclusive(fs: fsspec.AbstractFileSystem, path: str, data: bytes) -> b
     """Write `data` to `path` only if nothing is there; True if this call created it (blocking).
 
     Atomic exactly where `storage._registry.capabilities_of` says ``atomic_create``; elsewhere it is whatever
-    the backend makes of ``mode="create"``, and the callers make up for it (see `RemoteStore.create_exclusive`).
+    the backend makes of ``mode="create"``, and the callers make up for it (see `FsspecStorage.create_exclusive`).
     """
     if type(fs) is LocalFileSystem:
         return _create_local(path, data)

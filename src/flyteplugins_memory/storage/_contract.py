@@ -2,8 +2,8 @@
 
 Everything above the storage seam (opening, committing, gc, purge, the journal move) talks to an
 `ObjectStorage`: objects addressed by name relative to one store prefix, read and written whole, with
-one conditional primitive, `create_exclusive`, as the commit point. `RemoteStore` (`storage._fsspec`) is the
-implementation on fsspec; `flyteplugins_memory.testing.StoreConformance` proves a backend keeps it.
+one conditional primitive, `create_exclusive`, as the commit point. `FsspecStorage` (`storage._fsspec`) is the
+implementation on fsspec; `flyteplugins_memory.testing.BackendConformance` proves a backend keeps it.
 
 A backend's `Capabilities` are declared per filesystem class (`storage._registry.capabilities_of`), honestly:
 what is not verified is declared absent, and the commit path and the conformance kit read them.

@@ -4,7 +4,7 @@ Async filesystems (s3fs, gcsfs: ``fs.async_impl``) are rebuilt once per event lo
 ``asynchronous=True, loop=<that loop>``, and their coroutine methods (``_cat_file``, ``_pipe_file``...)
 are awaited directly: a request costs no thread hop and no hop onto fsspec's own loop. Blocking
 filesystems (local disk, ``memory://``) run each call in a worker thread, so blocking I/O never runs
-on the loop. `AsyncIO` and `BlockingIO` offer `RemoteStore` the same few coroutines over full paths;
+on the loop. `AsyncIO` and `BlockingIO` offer `FsspecStorage` the same few coroutines over full paths;
 names, retries and error translation stay in `storage._fsspec`.
 """
 
@@ -75,7 +75,7 @@ def _close_sessions() -> None:
 
 
 async def _close(fs: AsyncFileSystem) -> None:
-    session = getattr(fs, "_session", None)  # gcsfs: an aiohttp session
+    session = getattr(fs, "_checkout", None)  # gcsfs: an aiohttp session
     if session is not None and not session.closed:
         await session.close()
     creator = getattr(fs, "_s3creator", None)  # s3fs: an aiobotocore client context
@@ -116,7 +116,7 @@ class AsyncIO:
             return None
 
     async def cat_many(self, paths: list[tuple[str, str]]) -> list[bytes | None]:
-        """One after the other (`RemoteStore` fans out itself where the backend takes concurrency)."""
+        """One after the other (`FsspecStorage` fans out itself where the backend takes concurrency)."""
         return [await self.cat(path, root) for path, root in paths]
 
     async def pipe_many(self, objects: dict[str, bytes]) -> None:

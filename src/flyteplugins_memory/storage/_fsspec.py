@@ -36,10 +36,10 @@ from ._registry import (
 )
 from ._s3_writes import writes_for
 
-__all__ = ["Listed", "ObjectStorage", "RemoteStore", "filesystem_for"]
+__all__ = ["Listed", "ObjectStorage", "FsspecStorage", "filesystem_for"]
 
 T = TypeVar("T")
-#: Objects deleted at once by `RemoteStore.remove_all` on object stores.
+#: Objects deleted at once by `FsspecStorage.remove_all` on object stores.
 REMOVE_BATCH = 500
 
 
@@ -114,7 +114,7 @@ def _modified(info: dict[str, Any]) -> float:
     return 0.0
 
 
-class RemoteStore:
+class FsspecStorage:
     """Async access to the objects under one store prefix, by name relative to that prefix.
 
     Implements `ObjectStorage`. Each call goes to the filesystem through `storage._fsio` (awaited directly on
@@ -148,7 +148,7 @@ class RemoteStore:
         """Whether the journal lives outside the store prefix (it stays inside for a bucket-root store)."""
         return self.journal_root != f"{self.prefix}/{JOURNAL_DIR}"
 
-    def with_journal_root(self, root: str) -> RemoteStore:
+    def with_journal_root(self, root: str) -> FsspecStorage:
         """The same objects, with journal names mapped to `root` (sharing this store's filesystem)."""
         view = copy.copy(self)
         view.journal_root = root

@@ -18,7 +18,7 @@ from .._api.store import MemoryStore
 from .._rules.journal_location import journal_root
 from .._rules.location import storage_root, store_path
 from ..storage._contract import Capabilities
-from ..storage._fsspec import RemoteStore, filesystem_for
+from ..storage._fsspec import FsspecStorage, filesystem_for
 from ..storage._options import set_storage_options
 
 T = TypeVar("T")
@@ -76,7 +76,7 @@ class Kit:
         self.root = root
         self.project = f"p-{uuid.uuid4().hex[:12]}"
         self.fs = filesystem_for(root.uri)  # the backend's own filesystem, built from the same options
-        self.capabilities: Capabilities = RemoteStore(self.uri("probe")).capabilities
+        self.capabilities: Capabilities = FsspecStorage(self.uri("probe")).capabilities
 
     # -- stores -------------------------------------------------------------------------------------------
 

@@ -1,8 +1,8 @@
-"""`StoreConformance`: the store's contract as a pytest base class, run against any backend.
+"""`BackendConformance`: the store's contract as a pytest base class, run against any backend.
 
 Subclass it and override one fixture, `store_root`::
 
-    class TestMinio(StoreConformance):
+    class TestMinio(BackendConformance):
         @pytest.fixture
         def store_root(self) -> StoreRoot:
             return StoreRoot("s3://memories", {"endpoint_url": "http://localhost:9000", "key": "k", "secret": "s"})
@@ -38,7 +38,7 @@ from ..storage import _fsspec as _storage
 from ._kit import Kit, StoreRoot, at_once, bound
 from .faults import Faults, FaultyFileSystem, at_call
 
-__all__ = ["StoreConformance", "StoreRoot"]
+__all__ = ["BackendConformance", "StoreRoot"]
 
 #: Concurrent writers in the race tests.
 WRITERS = 4
@@ -53,7 +53,7 @@ HOSTILE_PATHS = [
 ]
 
 
-class StoreConformance:
+class BackendConformance:
     """The store's contract on one backend: subclass, override `store_root`, run with pytest."""
 
     @pytest.fixture
@@ -71,7 +71,7 @@ class StoreConformance:
     # -- layout and round trip ----------------------------------------------------------------------------
 
     def test_storage_options_reach_the_filesystem(self, kit: Kit) -> None:
-        store = _storage.RemoteStore(kit.uri("options"))
+        store = _storage.FsspecStorage(kit.uri("options"))
         assert {k: store.fs.storage_options.get(k) for k in kit.root.storage_options} == dict(kit.root.storage_options)
 
     def test_a_save_lands_in_upstream_layout_and_reopens(self, kit: Kit) -> None:

@@ -5,7 +5,7 @@ unlocked steps, and its threaded server answers each request on its own thread: 
 writes of one commit slot can both succeed, the second silently replacing the first commit. S3 decides
 conditional writes atomically (one winner, HTTP 412 for the rest), which the commit path relies on. Call
 `atomic_conditional_puts()` in the process that runs the moto server before racing writers against it
-(our test suite and benchmarks do; so should a `StoreConformance` run against moto).
+(our test suite and benchmarks do; so should a `BackendConformance` run against moto).
 """
 
 from __future__ import annotations

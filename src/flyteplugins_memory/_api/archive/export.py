@@ -24,7 +24,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from ..._base.syncify import syncify
 from ..._base.version import WRITER
-from ..._handle.session import Session
+from ..._handle.checkout import Checkout
 from ..._journal.export_state import Pinned, Read, Source, pin, settle
 from ..._journal.old_journal import old_view
 from ..._journal.store_deletion import is_deleted
@@ -35,7 +35,7 @@ from ..._rules.layout import JOURNAL_DIR
 from ..._rules.progress import ProgressCallback
 from ...errors import InvalidArgument, StoreDeleted, StoreNotFound, UnsavedChanges
 from ...storage._contract import ObjectStorage
-from ...storage._fsspec import RemoteStore, filesystem_for
+from ...storage._fsspec import FsspecStorage, filesystem_for
 from .file import ArchiveOut
 from .forget import Forgetting, forgetting
 
@@ -93,19 +93,19 @@ class _Reader:
     """A file-like view of bytes without a copy (``io.BytesIO`` would copy a large object)."""
 
     def __init__(self, data: bytes):
-        self.view, self.at = memoryview(data), 0
+        self.working_copy, self.at = memoryview(data), 0
 
     def read(self, size: int = -1) -> bytes:
-        end = len(self.view) if size < 0 else self.at + size
-        chunk = self.view[self.at : end].tobytes()
+        end = len(self.working_copy) if size < 0 else self.at + size
+        chunk = self.working_copy[self.at : end].tobytes()
         self.at += len(chunk)
         return chunk
 
 
 class ExportAPI:
-    """Mixed into `MemoryStore`; relies on its `_handle.session`, `key` and `has_unsaved_changes`."""
+    """Mixed into `MemoryStore`; relies on its `_handle.checkout`, `key` and `has_unsaved_changes`."""
 
-    _session: Session
+    _checkout: Checkout
     key: str
     messages: list[dict[str, Any]]
     audit: bool
@@ -132,8 +132,8 @@ class ExportAPI:
         target = os.fspath(dest)
         if self.has_unsaved_changes():
             raise UnsavedChanges(f"MemoryStore {self.key!r} has unsaved changes: save() before export()")
-        await self._session.ready(self)
-        remote = self._session.remote()
+        await self._checkout.ready(self)
+        remote = self._checkout.remote()
         fs = filesystem_for(target)
         path = str(fs._strip_protocol(target))
         _refuse_inside(remote, fs, path, target)
@@ -156,7 +156,7 @@ class ExportAPI:
         return ExportResult(target, len(writer.members), size, data, manifest.counts)
 
 
-def _refuse_inside(remote: RemoteStore, fs: Any, path: str, target: str) -> None:
+def _refuse_inside(remote: FsspecStorage, fs: Any, path: str, target: str) -> None:
     """Refuse a `dest` in the store's own prefix or journal: written there behind the store's back, the
     archive would be a file to upstream (not to ours) and be archived by the next export."""
     if type(fs) is not type(remote.fs):

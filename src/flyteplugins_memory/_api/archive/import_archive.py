@@ -42,7 +42,7 @@ from ..._rules.progress import CountingReader, ProgressCallback
 from ..._rules.writes import ChangeOptions
 from ...errors import InvalidArgument, StorageError, StoreAlreadyExists
 from ...storage._contract import ObjectStorage
-from ...storage._fsspec import RemoteStore, filesystem_for
+from ...storage._fsspec import FsspecStorage, filesystem_for
 from ...storage._workdir import remove_empty_tree
 from .file import open_archive
 from .spool import Limits, Spooled, spool
@@ -107,7 +107,7 @@ class ImportAPI:
         spool_dir = pathlib.Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="flyte_memory_import_"))
         try:
             archive = await asyncio.to_thread(_spool_from, source, spool_dir, limits, report)
-            remote, _ = await generation_to_create(RemoteStore(remote_path))
+            remote, _ = await generation_to_create(FsspecStorage(remote_path))
             await _refuse_taken(cls, remote)
             await _claim(remote)
             written: list[tuple[bool, str]] = []
@@ -158,18 +158,18 @@ def _spool_from(source: str, into: pathlib.Path, limits: Limits, progress: Progr
         archive.close()
 
 
-async def _refuse_taken(cls: Any, remote: RemoteStore) -> None:
+async def _refuse_taken(cls: Any, remote: FsspecStorage) -> None:
     if await cls._remote_store_exists(remote.uri):
         raise StoreAlreadyExists(f"MemoryStore already exists at {remote.uri}")
 
 
-async def _claim(remote: RemoteStore) -> None:
+async def _claim(remote: FsspecStorage) -> None:
     """Step 3 of the module docstring."""
     if not await remote.create_exclusive(FIRST, TOMBSTONE):
         raise StoreAlreadyExists(f"MemoryStore already exists at {remote.uri}")
 
 
-async def _copy(remote: RemoteStore, archive: Spooled, written: list, progress: ProgressCallback) -> None:
+async def _copy(remote: FsspecStorage, archive: Spooled, written: list, progress: ProgressCallback) -> None:
     """Step 4 of the module docstring, noting in `written` each object written."""
     # the sizes were checked against every member as it was spooled
     counter = _StoreProgress(progress, sum(int(entry["size"]) for entry in archive.manifest.members.values()))
@@ -206,7 +206,7 @@ class _StoreProgress:
 
 
 async def _write(
-    remote: RemoteStore, members: list[tuple[Target, pathlib.Path]], written: list, counter: _StoreProgress
+    remote: FsspecStorage, members: list[tuple[Target, pathlib.Path]], written: list, counter: _StoreProgress
 ) -> None:
     """Store `members` in batches of bounded bytes, noting each one written."""
     views: dict[bool, ObjectStorage] = {False: old_view(remote), True: remote}
@@ -224,7 +224,7 @@ def _load(batch: list[tuple[Target, pathlib.Path]]) -> list[tuple[Target, bytes]
     return [(target, path.read_bytes()) for target, path in batch]
 
 
-async def _undo(remote: RemoteStore, written: list[tuple[bool, str]]) -> None:
+async def _undo(remote: FsspecStorage, written: list[tuple[bool, str]]) -> None:
     """Best effort: remove what a failed import wrote, then its claim. The whole journal goes: the claim
     made it ours, and the import's own commit (a record, perhaps a checkpoint) may have landed in it."""
     try:
@@ -246,4 +246,4 @@ async def _record(store: Any, source: str, archive: Spooled, actor: str, reason:
     )
     event.update(source=source, archive_sha256=archive.sha256, from_key=archive.manifest.key)
     event["members"] = len(archive.members)
-    await store._session.change_settings(store, lambda _base: Settings({}, [event]), actor=actor, reason=reason)
+    await store._checkout.change_settings(store, lambda _base: Settings({}, [event]), actor=actor, reason=reason)

@@ -41,13 +41,13 @@ logger = logging.getLogger(__name__)
 PREFETCH_BATCH = 32
 
 
-#: In-place files up to this size are held in memory when changed (`View.held`), up to `HOLD_TOTAL_BYTES`
+#: In-place files up to this size are held in memory when changed (`WorkingCopy.held`), up to `HOLD_TOTAL_BYTES`
 #: in all; the others are fetched again by the save that copies them into a blob.
 HOLD_MAX_BYTES = 1024 * 1024
 HOLD_TOTAL_BYTES = 64 * 1024 * 1024
 
 
-class View:
+class WorkingCopy:
     """One handle's view: committed base + unsaved changes, with file contents cached locally."""
 
     def __init__(self, root: pathlib.Path, *, private: bool):
@@ -329,7 +329,7 @@ class View:
         self._retrack()
 
     async def forget_unsaved(self) -> None:
-        """Forget every unsaved change (a decision whose commit failed: `Session.decide`); the working
+        """Forget every unsaved change (a decision whose commit failed: `Checkout.decide`); the working
         root's copies of the paths it changed go too (fetched again, as committed, when read)."""
         paths = list(self.changes.files)
         self.changes, self.unsaved, self.versions, self.held = Changes(), {}, {}, {}

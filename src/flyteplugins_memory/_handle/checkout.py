@@ -3,7 +3,7 @@
 `MemoryStore` (the facade) talks to this object only. A session begins one of four ways (`Lifecycle`):
 built directly (``new``: it loads the committed state on first use, if there is one), received as a task
 input (pinned to the commit it was sent at), opened (`open`) or created (`create`, exclusive). It owns the
-handle's working copy (`_rules.state.View`: committed base, unsaved changes, working root), the location
+handle's working copy (`_rules.state.WorkingCopy`: committed base, unsaved changes, working root), the location
 of the store, and the one lock that every read, write and save of the handle takes. Commits that are
 more than a save (settings, decisions, transcript folds) are mixed in from `_handle.special_commits`.
 
@@ -53,10 +53,10 @@ from ..errors import (
     StoreFormatTooNew,
     StoreNotFound,
 )
-from ..storage._fsspec import RemoteStore
+from ..storage._fsspec import FsspecStorage
 from .search_cache import SearchCache
 from .special_commits import Settings, SpecialCommits
-from .view import View
+from .working_copy import WorkingCopy
 
 Messages = list[dict[str, Any]]
 T = TypeVar("T")
@@ -83,11 +83,11 @@ class Lifecycle(enum.Enum):
     CREATED = "created"
 
 
-class Session(SpecialCommits):
+class Checkout(SpecialCommits):
     """One handle's working copy and its relation to the store's journal."""
 
     def __init__(self, root: pathlib.Path, *, private: bool, remote_path: str | None, resolve: Callable[[], str]):
-        self.view = View(root, private=private)
+        self.working_copy = WorkingCopy(root, private=private)
         #: serializes every read, write and save of the handle (all run on the one syncify loop)
         self.lock = asyncio.Lock()
         self.lifecycle = Lifecycle.NEW
@@ -95,7 +95,7 @@ class Session(SpecialCommits):
         self.search = SearchCache()
         self._remote_path = remote_path
         self._resolve_path = resolve
-        self._remote: RemoteStore | None = None
+        self._remote: FsspecStorage | None = None
         #: which of the key's stores this handle names (`_journal.generations`): None until its first load finds
         #: out (0 until then); fixed by that load, or by the payload of a received store
         self.generation: int | None = None
@@ -117,7 +117,7 @@ class Session(SpecialCommits):
     def adopt_working_root(self, holder: TranscriptHolder) -> None:
         """A caller-chosen root's files become unsaved changes, and its ``messages.json`` the transcript
         (unless the handle was given messages): a snapshot, reconciled with the committed one on load."""
-        transcript = self.view.adopt_working_root()
+        transcript = self.working_copy.adopt_working_root()
         if not holder.messages:
             holder.messages, self._root_transcript = transcript, len(transcript)
 
@@ -160,33 +160,33 @@ class Session(SpecialCommits):
     def remote_path(self, value: str | None) -> None:
         self._remote_path, self._remote = value, None
 
-    def remote(self) -> RemoteStore:
+    def remote(self) -> FsspecStorage:
         if self._remote is None:
             if self._remote_path is None:
                 self._remote_path = self._resolve_path()
-            remote = RemoteStore(self._remote_path)
+            remote = FsspecStorage(self._remote_path)
             self._remote = at_generation(remote, self.generation) if self.generation else remote
         return self._remote
 
-    def remote_if_known(self) -> RemoteStore | None:
+    def remote_if_known(self) -> FsspecStorage | None:
         return self.remote() if self._remote_path is not None else None
 
     def payload_seq(self) -> int | None:
         """The commit a payload of this handle names (see `_api.payload`)."""
-        return self.view.base.seq if self.loaded else self._pinned_seq
+        return self.working_copy.base.seq if self.loaded else self._pinned_seq
 
     # -- reads and writes (each under the lock; fetching committed content happens outside it) -------------
 
-    async def ready(self, holder: TranscriptHolder) -> View:
+    async def ready(self, holder: TranscriptHolder) -> WorkingCopy:
         """The working copy, with the committed state loaded on first use."""
         async with self.lock:
             await self._ensure_loaded(holder)
-            return self.view
+            return self.working_copy
 
     async def look(
         self,
         holder: TranscriptHolder,
-        question: Callable[[View], T],
+        question: Callable[[WorkingCopy], T],
         *,
         paths: Iterable[str] = (),
         under: str | None = None,
@@ -196,20 +196,20 @@ class Session(SpecialCommits):
         whose parts are not loaded between loading and looking."""
         async with self.lock:
             await self._ensure_loaded(holder)
-            await self.view.need(paths)
+            await self.working_copy.need(paths)
             if under is not None:
-                await self.view.need_under(under)
-            return question(self.view)
+                await self.working_copy.need_under(under)
+            return question(self.working_copy)
 
     async def read(self, holder: TranscriptHolder, rel: str) -> bytes | None:
         """Contents of `rel`, or None if there is no such file (committed content fetched on first read,
         concurrently with other reads: it is addressed by its sha256 and verified)."""
         async with self.lock:
             await self._ensure_loaded(holder)
-            found = await self.view.local_bytes(rel)
+            found = await self.working_copy.local_bytes(rel)
         if not isinstance(found, tuple):
             return found
-        return await self.view.fetch_committed(self.remote_if_known(), *found)
+        return await self.working_copy.fetch_committed(self.remote_if_known(), *found)
 
     async def write(
         self,
@@ -221,13 +221,13 @@ class Session(SpecialCommits):
     ) -> MemoryMeta:
         async with self.lock:
             await self._ensure_loaded(holder)
-            return await self.view.write(rel, content, options, ext)
+            return await self.working_copy.write(rel, content, options, ext)
 
     async def delete(self, holder: TranscriptHolder, rel: str, options: ChangeOptions) -> bool:
         async with self.lock:
             await self._ensure_loaded(holder)
-            await self.view.check_inside_root(rel)
-            return await self.view.delete(rel, options)
+            await self.working_copy.check_inside_root(rel)
+            return await self.working_copy.delete(rel, options)
 
     async def delete_under(
         self, holder: TranscriptHolder, prefix: str, options: ChangeOptions, admit: Callable[[str], object]
@@ -236,37 +236,37 @@ class Session(SpecialCommits):
         (all or none); one lock, so no write of this handle lands between the listing and the deletes."""
         async with self.lock:
             await self._ensure_loaded(holder)
-            await self.view.check_inside_root(prefix)
-            await self.view.need_under(prefix)
-            paths = self.view.paths(prefix)
+            await self.working_copy.check_inside_root(prefix)
+            await self.working_copy.need_under(prefix)
+            paths = self.working_copy.paths(prefix)
             for path in paths:
                 admit(path)
             for path in paths:
-                await self.view.delete(path, options)
+                await self.working_copy.delete(path, options)
             return paths
 
     async def searching(self, holder: TranscriptHolder) -> tuple[Corpus, Updates]:
         """The base's search corpus (loaded on first use) and docs for the unsaved changes over it."""
         async with self.lock:
             await self._ensure_loaded(holder)
-            corpus = await self.search.corpus(self.remote_if_known(), self.view)
-            return corpus, self.search.shadow(self.view)
+            corpus = await self.search.corpus(self.remote_if_known(), self.working_copy)
+            return corpus, self.search.shadow(self.working_copy)
 
     def redact_held(self, holder: TranscriptHolder, redact: Callable[[list[Any]], list[Any] | None]) -> None:
         """A message purge rewrote stored transcripts: the committed transcript this handle holds (its
         base, and the same messages in `holder`) takes the redaction too, so that its next save neither
         writes the old text back nor sees a change it did not make."""
-        base = redact(list(self.view.base.messages))
+        base = redact(list(self.working_copy.base.messages))
         if base is None:
             return
         unsaved = self.has_unsaved_changes(holder)
-        self.view.base.messages = as_committed(base)
+        self.working_copy.base.messages = as_committed(base)
         holder.messages[:] = redact(list(holder.messages)) or holder.messages
         if not unsaved:
             self._saved_transcript = fingerprints(holder.messages)
 
     def has_unsaved_changes(self, holder: TranscriptHolder) -> bool:
-        if self.view.has_unsaved_changes():
+        if self.working_copy.has_unsaved_changes():
             return True
         try:
             return fingerprints(holder.messages) != self._saved_transcript
@@ -294,7 +294,7 @@ class Session(SpecialCommits):
         """A handle that never loaded a store (built directly, or found its key deleted on first use) saves
         into whatever store its key has: after a deletion, a new generation, as ``get_or_create`` would
         (`_journal.generations`). False for a handle of a deleted store, which must never commit into a new one."""
-        if self.generation is not None or self.view.base.seq != 0:
+        if self.generation is not None or self.working_copy.base.seq != 0:
             return False
         self._remote, self.generation = await generation_to_create(self.remote())
         return True
@@ -304,10 +304,10 @@ class Session(SpecialCommits):
         async with self.lock:
             await self._ensure_loaded(holder)
             await self._settle(holder)
-            changed = self.view.changes.files
+            changed = self.working_copy.changes.files
             chosen = sorted(changed if paths is None else set(paths) & set(changed))
-            self.view.drop(chosen)
-            await self.view.forget_local(chosen)
+            self.working_copy.drop(chosen)
+            await self.working_copy.forget_local(chosen)
             return chosen
 
     async def refresh(self, holder: TranscriptHolder) -> list[str]:
@@ -319,7 +319,7 @@ class Session(SpecialCommits):
 
     async def _refresh(self, holder: TranscriptHolder) -> list[str]:
         """The body of `refresh` (callers hold the lock)."""
-        view, base = self.view, self.view.base
+        view, base = self.working_copy, self.working_copy.base
         latest = await latest_state(self.remote(), base) or base
         await base.files.need(view.changes.files)
         await latest.files.need(view.changes.files)
@@ -336,23 +336,23 @@ class Session(SpecialCommits):
         await view.forget_stale(latest)
         return dropped
 
-    async def compact(self) -> None:
+    async def checkpoint(self) -> None:
         """Fold the newest commit into a checkpoint."""
         async with self.lock:
             remote = self.remote()
-            latest = await latest_state(remote, self.view.base) or self.view.base
+            latest = await latest_state(remote, self.working_copy.base) or self.working_copy.base
             folded = await checkpoint(remote, latest)
-            if latest.seq == self.view.base.seq:  # same state, now based on the checkpoint; never pull newer
-                self.view.base = folded
+            if latest.seq == self.working_copy.base.seq:  # same state, now based on the checkpoint; never pull newer
+                self.working_copy.base = folded
 
     # -- internals (callers hold the lock) -----------------------------------------------------------------
 
     async def _save_pending(self, holder: TranscriptHolder, *, actor: str | None, reason: str | None) -> bool:
         """Commit the handle's unsaved changes, if it has any (or its base owes a save); whether it did."""
-        if not (self.has_unsaved_changes(holder) or self.view.base.needs_save):
+        if not (self.has_unsaved_changes(holder) or self.working_copy.base.needs_save):
             return False
         # paths written before the store's location was known are checked against it now
-        check_paths_fit(written_paths(self.view.changes.files), self.remote().uri)
+        check_paths_fit(written_paths(self.working_copy.changes.files), self.remote().uri)
         await self._commit(holder, actor=actor, reason=reason)
         return True
 
@@ -383,13 +383,13 @@ class Session(SpecialCommits):
             state, imported = await state_at(remote, self._pinned_seq), False
         else:
             state, imported = await self._open_newest(remote)
-        self.view.base, self.view.imported, self.loaded = state, imported, True
+        self.working_copy.base, self.working_copy.imported, self.loaded = state, imported, True
         if self._pinned_seq is None:  # else the received inline transcript wins, as upstream
             holder.messages = after_committed(state.messages, holder.messages, self._root_transcript)
             self._root_transcript = 0
             self._saved_transcript = fingerprints(state.messages)
 
-    async def _open_newest(self, remote: RemoteStore) -> tuple[State, bool]:
+    async def _open_newest(self, remote: FsspecStorage) -> tuple[State, bool]:
         """The newest state of the key's newest store: a handle that does not know its generation yet
         follows a deleted one to the store its key took since (`_journal.generations`)."""
         try:
@@ -428,7 +428,7 @@ class Session(SpecialCommits):
         decision: bool = False,
         kind: str | None = None,
     ) -> None:
-        view = self.view
+        view = self.working_copy
         await self._repair_projections()
         messages = as_committed(committed_form(holder.messages))  # an unencodable message raises before any I/O
         changes = view.changes.copy()
@@ -481,7 +481,7 @@ class Session(SpecialCommits):
             if (landed := await landed_state(remote, seq, job.commit_id)) is not None:
                 break
         if landed is not None:
-            self.view.forget_saved(job.changes, job.versions, landed)
+            self.working_copy.forget_saved(job.changes, job.versions, landed)
             adopt_committed(holder.messages, job.messages, landed.messages)
             self._saved_transcript = fingerprints(landed.messages)
             self._unprojected.append(job)  # the failure may have cut its projection short
@@ -494,7 +494,7 @@ class Session(SpecialCommits):
         if not self._unprojected:
             return
         remote = self.remote()
-        latest = await latest_state(remote, self.view.base) or self.view.base
+        latest = await latest_state(remote, self.working_copy.base) or self.working_copy.base
         owed, self._unprojected = self._unprojected, []
         for job in owed:
             try:
