@@ -118,3 +118,14 @@ def test_the_conformance_kits_old_name_still_works_with_a_warning():
     assert any(issubclass(w.category, DeprecationWarning) and "BackendConformance" in str(w.message) for w in caught)
     with pytest.raises(AttributeError):
         testing.NoSuchThing  # noqa: B018
+
+
+def test_the_storage_package_says_what_a_backend_can_do(tmp_path):
+    from flyteplugins_memory import UnsupportedBackend, storage
+
+    local = storage.capabilities_for(str(tmp_path))
+    assert isinstance(local, storage.Capabilities) and local.atomic_create and local.symlinks
+    assert storage.capabilities_for("s3://bucket/key").if_match  # no request: s3fs is known
+    with pytest.raises(UnsupportedBackend):
+        storage.capabilities_for("http://example.invalid/key")  # no request is made
+    assert set(storage.__all__) <= set(dir(storage))

@@ -340,3 +340,9 @@ def _stripped(fs: fsspec.AbstractFileSystem, path: str) -> str:
     stripped = fs._strip_protocol(path)
     assert isinstance(stripped, str)
     return stripped
+
+
+def capabilities_for(uri: str) -> Capabilities:
+    """What the backend holding `uri` can do (`Capabilities`), as the journal sees it; `UnsupportedBackend`
+    for a backend that may not hold a journal (see `allow_unverified_backend`). No request is made."""
+    return FsspecStorage(uri).capabilities
