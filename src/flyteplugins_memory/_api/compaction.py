@@ -24,37 +24,25 @@ from .._rules.admission import Access, PathAdmission
 from .._rules.arguments import check_int
 from .._rules.codecs import encode_messages, sha256_bytes, utc_timestamp, write_event
 from .._rules.commit_info import check_note
-from .._rules.entries import FileEntry
 from .._rules.fold import Fold, fold_point
 from .._rules.messages import MessageModel, admit
 from .._rules.paths import MESSAGES_PATH
-from .._rules.record_codec import COUNT_EXT, check_records, encode_segment, segment_name
+from .._rules.record_codec import (
+    ARCHIVE_EXT,
+    ARCHIVE_REASON,
+    COUNT_EXT,
+    DEFAULT_ARCHIVE,
+    check_records,
+    encode_segment,
+    is_transcript_archive,
+    segment_name,
+)
 from .._rules.transcript import committed_form, fingerprints
 from .._rules.writes import ChangeOptions
 from ..errors import InvalidArgument, InvalidMessage, InvalidRecord
 from .records import RecordLog
 
 __all__ = ["ARCHIVE_EXT", "DEFAULT_ARCHIVE", "CompactionResult", "Summarize", "Summary", "is_transcript_archive"]
-
-#: The record log that `compact_transcript` archives to unless told otherwise.
-DEFAULT_ARCHIVE = "archive/transcript"
-#: The entry extension that marks a segment `compact_transcript` wrote: it holds transcript messages, so
-#: a message purge of the transcript redacts its copies there too (`_api.message_purge`).
-ARCHIVE_EXT = "transcript_archive"
-#: The reason a compaction's segment was written with (segments written before `ARCHIVE_EXT`).
-ARCHIVE_REASON = "transcript messages archived by compact_transcript"
-
-
-def is_transcript_archive(path: str, entry: FileEntry) -> bool:
-    """Whether the segment at `path` (of entry `entry`) holds messages `compact_transcript` moved out of
-    the transcript: marked so (`ARCHIVE_EXT`), written with a compaction's reason (before that mark), or a
-    segment of the default archive log."""
-    return (
-        entry.ext.get(ARCHIVE_EXT) is True
-        or entry.reason.endswith(ARCHIVE_REASON)
-        or path.rpartition("/")[0] == DEFAULT_ARCHIVE
-    )
-
 
 #: What `summarize` returns: a message (dict or typed), or text, stored as a ``user`` message.
 Summary = Union[str, dict[str, Any], MessageModel]  # noqa: UP007 (a runtime alias: pydantic models in a union)

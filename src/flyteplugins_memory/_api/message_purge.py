@@ -10,7 +10,7 @@ removes every stored copy now, in two steps, like `purge(path)` (`_journal.purge
    ``ext["position"]``, `_rules.record_codec.position`), and an audit event of op ``purge`` (upstream's fields,
    plus ``message`` or ``record``: the index), whatever the handle's ``audit`` setting. The commit
    rewrites upstream's ``messages.json``. A message of the transcript has copies in the transcript's
-   compaction archives (the segments `compact_transcript` wrote, `_api.compaction.is_transcript_archive`): the
+   compaction archives (the segments `compact_transcript` wrote, `_rules.record_codec.is_transcript_archive`): the
    same commit rewrites every archive segment holding a record equal to it (one audit event each), and a
    purge of an archived record does the same for the archives' other copies.
 2. **The stored copies** (`_journal.purge.purge_contents`): every stored commit record and checkpoint whose
@@ -49,12 +49,14 @@ from .._rules.messages import admit
 from .._rules.paths import MESSAGES_PATH
 from .._rules.purge_count import counted
 from .._rules.record_codec import (
+    ARCHIVE_EXT,
     COUNT_EXT,
     POSITION_EXT,
     check_record,
     decode_segment,
     encode_segment,
     is_segment,
+    is_transcript_archive,
     ordered,
     position,
 )
@@ -68,7 +70,6 @@ from ..errors import (
     MessageNotFound,
     RecordNotFound,
 )
-from .compaction import ARCHIVE_EXT, is_transcript_archive
 
 if TYPE_CHECKING:
     from .._handle.checkout import Checkout

@@ -153,3 +153,24 @@ def window(counts: Sequence[int], since: int, limit: int | None) -> tuple[int, i
         seen += counts[stop]
         stop += 1
     return first, stop, skipped
+
+
+#: The record log that `compact_transcript` archives to unless told otherwise.
+DEFAULT_ARCHIVE = "archive/transcript"
+#: The entry extension that marks a segment `compact_transcript` wrote: it holds transcript messages, so
+#: a message purge of the transcript redacts its copies there too (`_api.message_purge`; `_api.compaction`
+#: sets it).
+ARCHIVE_EXT = "transcript_archive"
+#: The reason a compaction's segment was written with (segments written before `ARCHIVE_EXT`).
+ARCHIVE_REASON = "transcript messages archived by compact_transcript"
+
+
+def is_transcript_archive(path: str, entry: FileEntry) -> bool:
+    """Whether the segment at `path` (of entry `entry`) holds messages `compact_transcript` moved out of
+    the transcript: marked so (`ARCHIVE_EXT`), written with a compaction's reason (before that mark), or a
+    segment of the default archive log."""
+    return (
+        entry.ext.get(ARCHIVE_EXT) is True
+        or entry.reason.endswith(ARCHIVE_REASON)
+        or path.rpartition("/")[0] == DEFAULT_ARCHIVE
+    )
