@@ -133,6 +133,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "_history_api",
             "_time_travel",
             "_export",
+            "_archive_forget",
             "_import_archive",
             "_store",
             "_flyte_type",
