@@ -334,3 +334,30 @@ def test_a_handle_that_read_the_index_before_a_purge_warns_once(backend, key, ca
     stale.refresh()
     assert stale.search("quixotrebbly") == [] and len(stale.search("osprey", limit=50)) == 3
     assert [n for n, d in backend.stored(key).items() if b"quixotrebbly" in d] == []
+
+
+def test_after_a_purge_saves_keep_indexing_and_the_index_names_only_stored_segments(backend, key, caplog):
+    """A purge removes the segments holding the purged file's doc; the next save (by a handle that never
+    searched) drops them from the index it carries and indexes its own writes, instead of committing
+    without the index (and warning) at every save until some handle searched."""
+    store = MemoryStore.create(key=key)
+    for i in range(4):
+        store.write_text(f"n{i}.md", f"common word{i}")
+    store.save()
+    store.purge("n1.md")
+    writer = MemoryStore.get_or_create(key=key)
+    with caplog.at_level("WARNING", logger="flyteplugins_memory"):
+        for i in range(3):
+            writer.write_text(f"z{i}.md", "zebra")
+            writer.save()
+    assert not [r for r in caplog.records if "without updating the search index" in r.getMessage()]
+    named = {r.sha256 for r in index_of(MemoryStore.get_or_create(key=key)).segments}
+    stored = {n.rsplit("/", 1)[-1].removesuffix(".json") for n in segments(backend, key)}
+    assert named <= stored
+    words = b"".join(
+        d for n, d in segments(backend, key).items() if n.rsplit("/", 1)[-1].removesuffix(".json") in named
+    )
+    assert b"zebra" in words and b"word1" not in words  # the writes are indexed; the purged doc is not
+    fresh = MemoryStore.get_or_create(key=key)
+    assert sorted(paths(fresh.search("zebra"))) == ["z0.md", "z1.md", "z2.md"]
+    assert sorted(paths(fresh.search("common"))) == ["n0.md", "n2.md", "n3.md"]

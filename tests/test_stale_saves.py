@@ -145,3 +145,43 @@ def test_a_stale_save_never_removes_a_blob_it_did_not_create(where, key):
         stale.save()
     assert MemoryStore.open(key=key).read_text("q.md") == FIRST
     assert [n for n in holding(where, FIRST) if "/blobs/" in n]
+
+
+def test_a_refused_stale_save_keeps_a_copy_a_commit_between_still_reads(where, key, monkeypatch):
+    """Found by review: the stale save copies ``p.md``'s old bytes; meanwhile the path is deleted, written
+    again with those very bytes (c4, in place) and replaced (c5: its own copy finds the blob taken, so it is
+    not its own), and gc keeps c3..c5. The stale save, refused, must keep the copy: c4 still reads it."""
+    import asyncio
+
+    from flyteplugins_memory import _commit
+
+    first = MemoryStore.get_or_create(key=key)
+    first.write_text("p.md", "OLDBYTES")
+    first.save()
+    stale = MemoryStore.get_or_create(key=key)
+    assert stale.read_text("p.md") == "OLDBYTES"
+    other = MemoryStore.get_or_create(key=key)
+    original = _commit.preserve_legacy
+
+    async def meanwhile(remote, base, changes, held=None):
+        copies = await original(remote, base, changes, held)
+        monkeypatch.setattr(_commit, "preserve_legacy", original)
+        await other.delete.aio("p.md")
+        await other.save.aio()
+        await other.compact.aio()
+        await asyncio.sleep(1.2)  # older than gc's window below: c1 and c2 go
+        await other.write_text.aio("p.md", "OLDBYTES")
+        await other.save.aio()  # c4
+        await other.write_text.aio("p.md", "NEW")
+        await other.save.aio()  # c5
+        await other.gc.aio(window=timedelta(seconds=1))
+        return copies
+
+    monkeypatch.setattr(_commit, "preserve_legacy", meanwhile)
+    stale.write_text("p.md", "S")
+    with pytest.raises(ConcurrencyError):
+        stale.save()
+    fresh = MemoryStore.get_or_create(key=key)
+    assert [c.seq for c in fresh.log()] == [5, 4, 3]
+    assert fresh.read_version("p.md", "c4") == "OLDBYTES" and fresh.at(4).read_text("p.md") == "OLDBYTES"
+    assert any("/blobs/" in n for n in holding(where, "OLDBYTES"))  # the copy c4 reads

@@ -27,18 +27,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .._rules.codecs import sha256_bytes
-from .._rules.journal_objects import FileEntry
-from .._rules.layout import blob_name
+from .._rules.journal_objects import CommitRecord, FileEntry
+from .._rules.layout import blob_name, log_name
 from .._rules.markers import TOMBSTONE_MAX_BYTES
+from .._rules.offload import parse_off_loop
 from .._rules.state import State
 from .._rules.ttl import is_expired
-from ..errors import MemoryStoreError
+from ..errors import CorruptStore, MemoryStoreError
 from ..storage._contract import ObjectStorage
 from . import gc as _gc
 from .log_reads import LOG_DIR
 from .opening import state_at
 
 logger = logging.getLogger(__name__)
+
+#: Commit records read at once when a copy's need is checked against the commits between two states.
+_RECORD_BATCH = 64
 
 
 @dataclass
@@ -117,11 +121,40 @@ async def unneeded_copies(
         stored = newest if oldest == newest.seq else await state_at(remote, oldest)
         await stored.files.need(doubtful)
         doubtful = {p: r for p, r in doubtful.items() if not _holds(stored, p, r.sha256, checkpoint=True)}
+        if doubtful:  # a commit between them may have written that content at the path again
+            doubtful = await _not_written_between(remote, oldest, newest.seq, doubtful)
     except MemoryStoreError as exc:
         logger.warning("Could not tell whether this save's copies of in-place bytes are still needed: %s", exc)
         return []
     kept = {blob_name(r.sha256) for p, r in created.items() if p not in doubtful}  # one content, two paths
     return sorted({blob_name(r.sha256) for r in doubtful.values()} - kept)
+
+
+async def _not_written_between(
+    remote: ObjectStorage, first: int, last: int, doubtful: dict[str, FileEntry]
+) -> dict[str, FileEntry]:
+    """Those of `doubtful` that no stored commit record after `first` and before `last` writes at its path
+    with its content (unexpired): such a commit still reads the copy. Read in batches; rare (a stale save
+    whose file changed since a base gc collected), and never a reason to drop a copy in doubt."""
+    now = _gc.clock()
+    seqs = list(range(first + 1, last))
+    for start in range(0, len(seqs), _RECORD_BATCH):
+        names = [log_name(seq) for seq in seqs[start : start + _RECORD_BATCH]]
+        for name, data in (await remote.read_many(names)).items():
+            try:
+                record = await parse_off_loop(CommitRecord, data, name)
+            except (ValueError, CorruptStore):
+                continue  # a tombstone of a collected commit, or another marker: names no content
+            for path in [p for p, r in doubtful.items() if _writes(record, p, r.sha256, now)]:
+                del doubtful[path]
+        if not doubtful:
+            break
+    return doubtful
+
+
+def _writes(record: CommitRecord, path: str, sha256: str, now: float) -> bool:
+    entry = record.delta.files.get(path)
+    return entry is not None and entry.sha256 == sha256 and not is_expired(entry, now)
 
 
 def _holds(state: State, path: str, sha256: str, *, checkpoint: bool = False) -> bool:

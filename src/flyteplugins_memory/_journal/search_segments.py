@@ -139,8 +139,8 @@ async def _extended(remote: ObjectStorage, latest: State, seq: int, updates: Upd
     if repaired:  # their docs were read from the files: the index no longer needs the unreadable segments
         sx.segments = [r for r in sx.segments if r.sha256 not in repairs.dropped]
     docs.update(updates)
-    if docs:
-        await _fold(remote, sx, docs, repairs.cache)
+    if docs and await _fold(remote, sx, docs, repairs.cache):
+        sx.seq = old.seq  # older than this commit (or unknown): it lacks the dropped segments' docs, inexact
     return sx
 
 
@@ -149,24 +149,32 @@ def _empty(state: State) -> bool:
     return state.seq == 0 and state.checkpoint == EMPTY_CHECKPOINT and not state.files.changes
 
 
-async def _fold(remote: ObjectStorage, sx: SearchExt, docs: Updates, cache: dict[str, Segment]) -> None:
+async def _fold(remote: ObjectStorage, sx: SearchExt, docs: Updates, cache: dict[str, Segment]) -> bool:
     """Write `docs` as a new segment, merged with the newest segments as `merge_plan` says (those
-    `cache` lacks are read; the new one is cached: the handle's next search needs it)."""
-    count = merge_plan([r.bytes for r in sx.segments] + [len(encode_segment(docs, WRITER))])
-    merging = sx.segments[len(sx.segments) + 1 - count :] if count else []
-    if merging:
+    `cache` lacks are read; the new one is cached: the handle's next search needs it). A segment to merge
+    that is gone (a purge removes those holding a purged doc) leaves the index, which then misses its docs:
+    True if that happened (the caller marks the index inexact, and readers index those files again)."""
+    dropped = False
+    while True:  # each round merges, or drops at least one segment: bounded by their number
+        count = merge_plan([r.bytes for r in sx.segments] + [len(encode_segment(docs, WRITER))])
+        merging = sx.segments[len(sx.segments) + 1 - count :] if count else []
+        if not merging:
+            break
         found = await read_segments(remote, merging, cache)
-        if len(found) != len(merging):
-            raise StorageError("a segment to merge is unreadable")
-        older: Updates = {}
-        for ref in merging:
-            older = merged(older, found[ref.sha256].full_docs(), oldest=False)
-        docs = merged(older, docs, oldest=len(merging) == len(sx.segments))
+        if len(found) == len(merging):
+            older: Updates = {}
+            for ref in merging:
+                older = merged(older, found[ref.sha256].full_docs(), oldest=False)
+            docs = merged(older, docs, oldest=len(merging) == len(sx.segments))
+            break
+        sx.segments = [r for r in sx.segments if r.sha256 in found or r not in merging]
+        dropped = True
     data = encode_segment(docs, WRITER)
     sha = hashlib.sha256(data).hexdigest()
     await remote.write_many({search_segment_name(sha): data})
     cache[sha] = decode_segment(data)
     sx.segments = [*sx.segments[: len(sx.segments) - len(merging)], SegmentRef(sha, len(data))]
+    return dropped
 
 
 async def read_contents(read: Any, paths: list[str], batch: int = 64) -> dict[str, bytes]:
