@@ -153,7 +153,7 @@ def test_a_refused_stale_save_keeps_a_copy_a_commit_between_still_reads(where, k
     not its own), and gc keeps c3..c5. The stale save, refused, must keep the copy: c4 still reads it."""
     import asyncio
 
-    from flyteplugins_memory import _commit
+    from flyteplugins_memory._journal import commit as _commit
 
     first = MemoryStore.get_or_create(key=key)
     first.write_text("p.md", "OLDBYTES")
