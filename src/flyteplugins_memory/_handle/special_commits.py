@@ -50,7 +50,7 @@ class SpecialCommits:
     """Mixed into `Checkout`; relies on its lock, working copy and commit internals."""
 
     lock: Any
-    view: WorkingCopy
+    working_copy: WorkingCopy
     remote: Any
     _ensure_loaded: Any
     _settle: Any
