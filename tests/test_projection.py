@@ -8,7 +8,7 @@ import json
 import pytest
 
 from flyteplugins_memory import MemoryStore, StorageError
-from flyteplugins_memory._handle import session as _checkout
+from flyteplugins_memory._handle import checkout as _checkout
 from flyteplugins_memory._journal import commit as _commit
 from helpers import commit, saved
 

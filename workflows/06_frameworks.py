@@ -49,7 +49,7 @@ from rath.llm.chat_response import (
 )
 from rath.llm.registry import register_chat_client
 from rath.memory import MemoryListResult, MemoryOpList, MemoryOpRead, MemoryOpWrite, MemoryStoreSpec
-from rath.session import Checkout
+from rath.session import Session
 
 import flyteplugins_memory.adapters.openrath  # noqa: F401  (registers the OpenRath backend "flyte")
 from flyteplugins_memory import MemoryStore
@@ -95,7 +95,7 @@ class Tool(FlowToolCall):
     def parameters(self) -> Mapping[str, Any]:
         return {"type": "object", "properties": self._parameters, "required": list(self._parameters)}
 
-    def __call__(self, session: Checkout, arguments: Mapping[str, Any]) -> Any:
+    def __call__(self, session: Session, arguments: Mapping[str, Any]) -> Any:
         return self.function(**arguments)
 
 
@@ -227,7 +227,7 @@ def run_researcher(memory: MemoryStore, request: str) -> str:
     store = rm.get("flyte").open(spec)
     prompt = "You research questions for the team; keep what you find in memory."
     with flow.Agent(prompt, RESEARCHER_MODEL, researcher_tools(store), memory=store, commit_on_forward=True) as agent:
-        out = agent(Checkout.from_user_message(request))  # recall, the tool loop, then the commit
+        out = agent(Session.from_user_message(request))  # recall, the tool loop, then the commit
         archived = f"memory://session/{out.id}/transcript"
         transcript = str(getattr(store.dispatch(MemoryOpRead(uri=archived)), "data", ""))
         return f"{out.text()}\n  (committed: {archived}, {len(transcript.splitlines())} messages)"
