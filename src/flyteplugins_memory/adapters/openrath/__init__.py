@@ -21,7 +21,7 @@ commit), ``abstract_chars`` (200), ``overview_lines`` (20) and ``read_only_prefi
 ``("openrath/agent",)``, for the handle opened by key). Reads see the handle's state (a read of a missing
 entry refreshes once first); every mutating op saves.
 
-URIs (`_openrath_uris`): ``memory://<scope>/<seg>/.../<name>`` with scope ``user``, ``agent``, ``session``
+URIs (`uris`): ``memory://<scope>/<seg>/.../<name>`` with scope ``user``, ``agent``, ``session``
 or ``resources`` (legacy ``viking://`` is accepted too) names the file ``openrath/<scope>/<seg>/.../<name>.md``
 of the store. A segment of letters, digits and ``_-.`` (not starting with ``.``, not ending in ``.md``) is
 itself; any other is ``~`` and the hex of its UTF-8 bytes, so every URI maps to one path and back, and
@@ -31,7 +31,7 @@ scopes are ``invalid_uri``.
 Entries the first release wrote under a name ending in ``.md`` (then kept plain) are still read, listed
 and found.
 
-Ops (`_openrath_reads`, `_openrath_writes`; every mutating op is one commit, re-applied to the newest
+Ops (`reads`, `writes`; every mutating op is one commit, re-applied to the newest
 committed state after a concurrent save of the same file, up to 5 times, so concurrent writers lose
 nothing):
 
@@ -60,7 +60,7 @@ nothing):
   raises or returns bad pairs (or a transcript URI) is ``extraction_failed`` and nothing is committed.
 * `MemoryOpResource` is not supported (`UnsupportedMemoryOp`, as for any op not in `supported_ops`).
 
-Failures the caller can expect are returned as `MemoryExecutionFailure` (`_openrath_errors`):
+Failures the caller can expect are returned as `MemoryExecutionFailure` (`errors`):
 ``invalid_uri``, ``not_found``, ``unsupported`` (a write mode), ``store_closed`` (dispatching straight to
 the backend with a closed handle; the handle itself raises `MemoryStoreClosed`), ``unauthorized`` (a
 read-only prefix, a transcript), ``transport`` (storage I/O), ``extraction_failed`` and ``internal``

@@ -1,8 +1,8 @@
 """The OpenRath ops over one opened store: the `Bound` handle they share and the table from op type to
-the function that carries it out (reads in `_openrath_reads`, writes and commits in `_openrath_writes`).
+the function that carries it out (reads in `reads`, writes and commits in `writes`).
 
 Every op raises `OpFailure` or our store's typed errors; ``FlyteMemoryBackend.dispatch`` turns those into
-``MemoryExecutionFailure`` (`_openrath_errors.failure_of`).
+``MemoryExecutionFailure`` (`errors.failure_of`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Orbiter's memory protocol (``orbiter.memory.base.MemoryStore``) over a flyteplugins-memory store.
 
-Orbiter is not on PyPI, so `_orbiter_types` defines minimal equivalents of its data types (`MemoryStatus`,
+Orbiter is not on PyPI, so `types` defines minimal equivalents of its data types (`MemoryStatus`,
 `MemoryMetadata`, `MemoryItem` and the System/Human/AI/Tool subtypes, `MemoryError`) as its documentation
 describes them. The adapter takes any objects of the same shape (a pydantic ``model_dump``); it loads items
 back as ``orbiter.memory.base`` classes when that package is importable (imported lazily, never a

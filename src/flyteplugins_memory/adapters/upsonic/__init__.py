@@ -5,7 +5,7 @@ Upsonic's ``Memory`` persists everything through a storage backend: sessions (ch
 metadata and every run, including the incomplete ones, paused, error or cancelled, that another process
 resumes with ``agent.continue_run(run_id=...)``), user memories (profiles), cultural knowledge, knowledge
 base registry rows, generic models and usage entries. `FlyteStorage` (sync) and `AsyncFlyteStorage`
-(async) store them in one key, one JSON file per row (see `_upsonic_tables`)::
+(async) store them in one key, one JSON file per row (see `tables`)::
 
     <prefix>/sessions/<session_id>/session.json        the session without its runs
     <prefix>/sessions/<session_id>/runs/<run_id>.json   one per run

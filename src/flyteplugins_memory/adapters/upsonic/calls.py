@@ -17,7 +17,7 @@ def where(wanted: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class TableCalls:
-    """Upsonic's calls on the tables that are one row per id, and the row helpers (needs ``_tables``)."""
+    """Upsonic's calls on the tables that are one row per id, and the row helpers (needs ``tables``)."""
 
     _tables: Tables
 
