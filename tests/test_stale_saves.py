@@ -11,6 +11,7 @@ upstream view then overwrites the bytes). Every check scans storage itself, on l
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from datetime import timedelta
 
@@ -169,12 +170,17 @@ def test_a_refused_stale_save_keeps_a_copy_a_commit_between_still_reads(where, k
         await other.delete.aio("p.md")
         await other.save.aio()
         await other.compact.aio()
-        await asyncio.sleep(1.2)  # older than gc's window below: c1 and c2 go
+        # c1..c3 are stamped before the next whole second, c4 and c5 at it or after (S3 stamps whole
+        # seconds); gc's clock is then held so its window starts exactly there, however slowly CI runs
+        boundary = float(math.floor(time.time()) + 1)
+        await asyncio.sleep(boundary - time.time() + 0.02)
+        assert time.time() >= boundary
+        monkeypatch.setattr(_gc, "clock", lambda: boundary + 100.0)
         await other.write_text.aio("p.md", "OLDBYTES")
         await other.save.aio()  # c4
         await other.write_text.aio("p.md", "NEW")
         await other.save.aio()  # c5
-        await other.gc.aio(window=timedelta(seconds=1))
+        await other.gc.aio(window=timedelta(seconds=100))  # c3, the newest before the window, and after
         return copies
 
     monkeypatch.setattr(_commit, "preserve_legacy", meanwhile)
