@@ -85,3 +85,31 @@ def test_a_session_is_its_own_conversation_for_a_purge(where, key):
     chat.purge_message(1)
     assert holding(where, "AKIA-COPIED-9d21") == []
     assert [m["content"] for m in MemoryStore.open(key=key).messages] == ["yes", "[redacted]"]
+
+
+def test_the_purging_handle_never_brings_back_a_message_its_checkpoint_held(where, key, monkeypatch):
+    """Found by the model (`make test-slow`): the purging handle held the checkpoint it had loaded, with the
+    old message; a refresh onto a later commit of that checkpoint reused it (same checkpoint, same purge
+    count), so the handle read the old text again, and its next commit stored it again."""
+    from flyteplugins_memory._journal import commit as _commit
+
+    monkeypatch.setattr(_commit, "CHECKPOINT_COMMITS", 4)  # checkpoint 4 holds it; 5 and 6 are records
+    writer = MemoryStore.get_or_create(key=key)
+    writer.append(dict(PASTED))
+    writer.save()
+    for name in ("a.md", "z.md"):
+        writer.write_text(name, name)
+        writer.save()
+    purger = MemoryStore.open(key=key)  # loads the checkpoint holding SECRET
+    purger.purge_message(0, reason="pasted a key")
+    assert holding(where, "AKIA-COPIED-9d21") == []
+    other = MemoryStore.open(key=key)
+    other.write_text("b.md", "b")
+    other.save()  # a commit on the same checkpoint, after the purge
+    purger.refresh()
+    assert [m["content"] for m in purger.messages] == ["[redacted]"]
+    purger.set_retention(keep_last=3)  # a commit of the purging handle
+    purger.write_text("c.md", "c")
+    purger.save()
+    assert holding(where, "AKIA-COPIED-9d21") == []
+    assert [m["content"] for m in MemoryStore.open(key=key).messages] == ["[redacted]"]

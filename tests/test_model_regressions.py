@@ -331,3 +331,20 @@ def test_an_untrusted_delete_store_is_refused_over_a_read_only_record_log(machin
     machine.set_read_only(on=True)
     machine.delete_store(trusted=False)
     machine.store_matches_the_model()
+
+
+def test_the_purging_handle_never_brings_back_a_message_its_checkpoint_held(machine):
+    """Found by `make test-slow` (a long run on moto S3), minimised: handle 2 purged a message its loaded
+    checkpoint held; a refresh onto handle 0's later commit (same checkpoint, same purge count) reused that
+    checkpoint with the old message, and handle 2's next settings commit stored the message again."""
+    machine.record(h=0, log="logs/ev")
+    machine.append(h=1)
+    machine.set_retention(h=0, keep_last=1, max_age=False)
+    machine.set_retention(h=2, keep_last=1, max_age=False)
+    machine.set_retention(h=1, keep_last=1, max_age=True)  # the message lands in checkpoint 6
+    machine.store_matches_the_model()
+    machine.purge_message(h=2, pick=0)
+    machine.store_matches_the_model()
+    machine.set_read_only(on=False)
+    machine.set_retention(h=2, keep_last=None, max_age=True)
+    machine.store_matches_the_model()

@@ -256,7 +256,12 @@ class Checkout(SpecialCommits):
         """A message purge rewrote stored transcripts: the committed transcript this handle holds (its
         base, and the same messages in `holder`) takes the redaction too, so that its next save neither
         writes the old text back nor sees a change it did not make."""
-        base = redact(list(self.working_copy.base.messages))
+        held = self.working_copy.base
+        # the checkpoint this handle loaded too: a refresh onto a later commit of the same checkpoint and
+        # purge count reuses it (`_journal.log_reads.state_from`) instead of reading its rewritten copy
+        if (checkpoint := redact(list(held.checkpoint.messages))) is not None:
+            held.checkpoint = held.checkpoint.model_copy(update={"messages": checkpoint})
+        base = redact(list(held.messages))
         if base is None:
             return
         unsaved = self.has_unsaved_changes(holder)
