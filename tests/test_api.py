@@ -129,3 +129,40 @@ def test_the_storage_package_says_what_a_backend_can_do(tmp_path):
     with pytest.raises(UnsupportedBackend):
         storage.capabilities_for("http://example.invalid/key")  # no request is made
     assert set(storage.__all__) <= set(dir(storage))
+
+
+READER_MEMBERS = ("read_text", "read_bytes", "read_json", "list_paths", "get_meta", "current_sha")
+
+
+def test_a_handle_a_scope_and_a_past_commit_are_each_a_memory_reader(local_backend, key):
+    """`MemoryReader` (its types are checked by tests/test_typing.py): the three views have its members with
+    the same parameters, and code written against it reads each one, from storage."""
+    import inspect
+
+    from flyteplugins_memory import MemoryReader, ScopedStore, StoreAt
+
+    assert set(READER_MEMBERS) == set(vars(MemoryReader)["__annotations__"])
+    for name in READER_MEMBERS:
+        signatures = {
+            cls.__name__: inspect.signature(getattr(cls, name)) for cls in (MemoryStore, ScopedStore, StoreAt)
+        }
+        params = {cls: list(sig.parameters.values())[1:] for cls, sig in signatures.items()}  # without self
+        assert len({str(p) for p in params.values()}) == 1, (name, params)
+
+    def described(reader: MemoryReader) -> list[tuple[str, str, str]]:
+        return [(p, reader.read_text(p), reader.current_sha(p)[:8]) for p in reader.list_paths()]
+
+    store = MemoryStore.create(key=key)
+    store.write_text("users/a/notes.md", "first", metadata={"topic": "x"})
+    store.save()
+    first = store.log()[0]
+    store.write_text("users/a/notes.md", "second")
+    store.save()
+    reopened = MemoryStore.open(key=key)
+    readers = [reopened, reopened.scope("users/a"), reopened.at(first)]
+    assert all(isinstance(r, MemoryReader) for r in readers)
+    seen = [described(r) for r in readers]
+    assert [row[:2] for row in seen[0]] == [("users/a/notes.md", "second")]
+    assert [row[:2] for row in seen[1]] == [("notes.md", "second")]
+    assert [row[:2] for row in seen[2]] == [("users/a/notes.md", "first")]
+    assert readers[2].get_meta("users/a/notes.md").metadata == {"topic": "x"}

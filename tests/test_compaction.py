@@ -21,7 +21,7 @@ from flyteplugins_memory import (
     ReadOnlyPath,
     UserMessage,
 )
-from flyteplugins_memory._api.compaction import DEFAULT_ARCHIVE
+from flyteplugins_memory._api.transcript.compaction import DEFAULT_ARCHIVE
 from flyteplugins_memory._rules.fold import fold_point
 from released import ISSUE_9_RELEASE, released_source, run_released
 

@@ -205,7 +205,7 @@ def test_a_redacted_tool_call_and_tool_result_stay_valid_messages(local_backend,
 
 
 def test_a_save_landing_between_the_first_rewrite_and_the_commit(where, key, monkeypatch):
-    from flyteplugins_memory._api import message_purge as _message_purge
+    from flyteplugins_memory._api.upkeep import message_purge as _message_purge
 
     store = MemoryStore.get_or_create(key=key)
     _chat(store)

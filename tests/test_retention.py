@@ -23,7 +23,7 @@ from flyteplugins_memory import (
     RetentionPolicy,
     StorageError,
 )
-from flyteplugins_memory._api import expiry as _expiry
+from flyteplugins_memory._api.upkeep import expiry as _expiry
 from flyteplugins_memory._journal import gc as _gc
 from flyteplugins_memory._journal.versions import version_order
 from flyteplugins_memory._rules.layout import version_name, versions_dir_name

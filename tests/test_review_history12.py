@@ -19,8 +19,8 @@ import pytest
 from flyte.ai.agents import MemoryStore as UpstreamStore
 
 from flyteplugins_memory import InvalidPath, MemoryStore, MemoryStoreError, RetentionPolicy, UnsafeArchive
-from flyteplugins_memory._api import expiry as _expiry
 from flyteplugins_memory._api.archive import export as _export
+from flyteplugins_memory._api.upkeep import expiry as _expiry
 from flyteplugins_memory._journal import gc as _gc
 from flyteplugins_memory._rules.layout import versions_dir_name
 

@@ -8,14 +8,15 @@ import inspect
 import typing
 
 from ._api.archive.export import ExportResult
-from ._api.compaction import CompactionResult
 from ._api.conversations import Conversation
 from ._api.flyte_type import MemoryStoreTransformer, register_memory_store_type
+from ._api.history.time_travel import StoreAt
+from ._api.reader import MemoryReader
 from ._api.records import RecordLog
-from ._api.scopes import ScopedStore
+from ._api.scopes.view import ScopedStore
 from ._api.search import SearchHit
 from ._api.store import MemoryStore
-from ._api.time_travel import StoreAt
+from ._api.transcript.compaction import CompactionResult
 from ._base import version as _version
 from ._base.retry import RetryPolicy, get_retry_policy, set_retry_policy
 from ._base.version import READER_REVISION
@@ -113,6 +114,7 @@ __all__ = [
     "InvalidTransition",
     "MESSAGES_PATH",
     "MemoryMeta",
+    "MemoryReader",
     "MemoryStore",
     "MemoryStoreError",
     "MemoryStoreTransformer",

@@ -8,7 +8,7 @@ that must be an error (an ignore that suppresses nothing is itself reported, so 
 
 from typing import reveal_type
 
-from flyteplugins_memory import MemoryStore, UserMessage
+from flyteplugins_memory import MemoryReader, MemoryStore, ScopedStore, StoreAt, UserMessage
 
 
 def sync_api(store: MemoryStore) -> None:
@@ -51,3 +51,17 @@ async def async_api(store: MemoryStore) -> None:
     await store.write_text.aio("a.md", b"bytes")  # pyright: ignore[reportArgumentType]
     await store.exists.aio()  # pyright: ignore[reportCallIssue]
     reveal_type(await store.messages_since.aio(2))  # expect: list[dict[str, Any]]
+
+
+async def one_read_protocol(store: MemoryStore, scope: ScopedStore, past: StoreAt) -> None:
+    # a handle, a scope and the store as of a commit are each a MemoryReader
+    readers: list[MemoryReader] = [store, scope, past]
+    reader = readers[0]
+    reveal_type(reader.read_text("a.md"))  # expect: str
+    reveal_type(reader.read_bytes("a.bin"))  # expect: bytes | None
+    reveal_type(reader.list_paths())  # expect: list[str]
+    reveal_type(reader.get_meta("a.md"))  # expect: MemoryMeta | None
+    reveal_type(reader.current_sha("a.md"))  # expect: str
+    reveal_type(await reader.read_text.aio("a.md"))  # expect: str
+    reveal_type(await reader.list_paths.aio("notes"))  # expect: list[str]
+    readers.append("a.md")  # pyright: ignore[reportArgumentType]

@@ -8,7 +8,7 @@ creates, `create` lets exactly one of concurrent creators win, `get_or_create` o
 
 from __future__ import annotations
 
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 from .._base.compat import ExistsAccessor
 from .._base.syncify import syncify
@@ -20,16 +20,14 @@ from .._rules.arguments import check_optional_str
 from .._rules.paths import MESSAGES_PATH
 from ..errors import InvalidArgument, StoreAlreadyExists, StoreDeleted, StoreNotFound
 from ..storage._fsspec import FsspecStorage
-from .read_only_settings import creation_settings
+from .core import StoreCore
+from .upkeep.read_only import creation_settings
+
+K = TypeVar("K", bound=StoreCore)
 
 
-class KeyedAPI:
-    """Mixed into `MemoryStore`: its keyed constructors (``cls`` is always `MemoryStore` or a subclass)."""
-
-    # what the constructors call on the class they build (MemoryStore's)
-    __init__: Any
-    _checkout: Any
-    read_only_prefixes: tuple[str, ...]
+class KeyedAPI(StoreCore):
+    """Naming, finding and opening stores by key (``cls`` is always `MemoryStore` or a subclass)."""
 
     @staticmethod
     async def _remote_store_exists(remote_path: str) -> bool:
@@ -38,13 +36,6 @@ class KeyedAPI:
             return True
         newest, _, deleted = await newest_generation(remote)  # a deletion record is no store
         return deleted is None and await journal_exists(newest)
-
-    @classmethod
-    def remote_path_for_key(
-        cls, *, key: str, org: str | None = None, project: str | None = None, domain: str | None = None
-    ) -> str:
-        """The store's path: ``{storage_root}/agents/memory-store/v0/{org}/{project}/{domain}/{key}``."""
-        return _location.remote_path_for_key(key, org, project, domain)
 
     @syncify
     @classmethod
@@ -112,67 +103,6 @@ class KeyedAPI:
 
     exists = ExistsAccessor(_key_exists)
 
-    @syncify
-    @classmethod
-    async def create(
-        cls,
-        *,
-        key: str,
-        org: str | None = None,
-        project: str | None = None,
-        domain: str | None = None,
-        read_only_prefixes: tuple[str, ...] = (),
-        audit: bool = True,
-        keep_versions: bool = False,
-        validate_messages: bool = False,
-        trusted: bool = False,
-    ) -> Self:
-        """Create a new store for `key`; of concurrent creates exactly one wins, the rest raise
-        `StoreAlreadyExists`. `read_only_prefixes` are this handle's, and are persisted with the store
-        too, so that every handle enforces them (`set_read_only_prefixes` changes them later). A key whose
-        store was deleted takes a new, empty one (a new generation): nothing of the deleted store shows
-        through it, and handles of the deleted store still get `StoreDeleted` when they save."""
-        remote_path = cls.remote_path_for_key(key=key, org=org, project=project, domain=domain)
-        options = handle_options(read_only_prefixes, audit, keep_versions, validate_messages, trusted)
-        store = cls(key, remote_path=remote_path, **options)
-        try:
-            await store._checkout.create(store, creation_settings(store.read_only_prefixes))
-        except StoreAlreadyExists:
-            raise StoreAlreadyExists(f"MemoryStore {key!r} already exists at {remote_path}") from None
-        return store
-
-    @syncify
-    @classmethod
-    async def get_or_create(
-        cls,
-        *,
-        key: str,
-        org: str | None = None,
-        project: str | None = None,
-        domain: str | None = None,
-        read_only_prefixes: tuple[str, ...] = (),
-        audit: bool = True,
-        keep_versions: bool = False,
-        validate_messages: bool = False,
-        trusted: bool = False,
-    ) -> Self:
-        """Open the store for `key` at its newest committed state, creating it if it does not exist. A key
-        whose store was deleted (`delete_store`) gets a new, empty one, as with `create`."""
-        options = handle_options(read_only_prefixes, audit, keep_versions, validate_messages, trusted)
-        remote_path = cls.remote_path_for_key(key=key, org=org, project=project, domain=domain)
-        store = cls(key, remote_path=remote_path, **options)
-        try:
-            if await store._checkout.open(store):
-                return store
-        except StoreDeleted:  # the key is free again: a new generation (`_journal.generations`)
-            pass
-        try:
-            return await cls.create.aio(key=key, org=org, project=project, domain=domain, **options)
-        except StoreAlreadyExists:  # another creator won the race: open what it made
-            if not await store._checkout.open(store):
-                raise
-            return store
-
 
 def handle_options(
     read_only_prefixes: tuple[str, ...], audit: bool, keep_versions: bool, validate_messages: bool, trusted: bool
@@ -185,3 +115,31 @@ def handle_options(
         "validate_messages": validate_messages,
         "trusted": trusted,
     }
+
+
+async def create_store(cls: type[K], remote_path: str, key: str, options: dict[str, Any]) -> K:
+    """`MemoryStore.create`: a new store at `remote_path`; of concurrent creates exactly one wins, the rest
+    raise `StoreAlreadyExists`."""
+    store = cls(key, remote_path=remote_path, **options)
+    try:
+        await store._checkout.create(store, creation_settings(store.read_only_prefixes))
+    except StoreAlreadyExists:
+        raise StoreAlreadyExists(f"MemoryStore {key!r} already exists at {remote_path}") from None
+    return store
+
+
+async def open_or_create_store(cls: type[K], remote_path: str, key: str, options: dict[str, Any]) -> K:
+    """`MemoryStore.get_or_create`: the store at `remote_path` at its newest state, created if there is
+    none (or its store was deleted: a new generation, `_journal.generations`)."""
+    store = cls(key, remote_path=remote_path, **options)
+    try:
+        if await store._checkout.open(store):
+            return store
+    except StoreDeleted:  # the key is free again
+        pass
+    try:
+        return await create_store(cls, remote_path, key, options)
+    except StoreAlreadyExists:  # another creator won the race: open what it made
+        if not await store._checkout.open(store):
+            raise
+        return store

@@ -161,7 +161,7 @@ class RecordLog:
         (commit kind ``purge``, audit op ``purge`` on the segment's path with ``record``: the index).
         `RecordNotFound` for an index outside the log, `InvalidArgument` for one that is not an int.
         Returns the `PurgeResult`."""
-        from .message_purge import purge_record  # the facade's message purge builds on this module
+        from .upkeep.message_purge import purge_record  # the facade's message purge builds on this module
 
         check_int("index", index, minimum=None)  # a bad index saves nothing
         check_note("actor", actor)

@@ -20,9 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._base.syncify import syncify
-from .._handle.checkout import Checkout
 from .._handle.working_copy import WorkingCopy
-from .._rules.admission import Access, PathAdmission
+from .._rules.admission import Access
 from .._rules.arguments import check_flag, check_int
 from .._rules.codecs import MemoryMeta
 from .._rules.index import inside, range_under
@@ -31,6 +30,7 @@ from .._rules.paths import MESSAGES_PATH
 from .._rules.search_index import Hit, Updates
 from .._rules.search_text import Doc, make_doc, searchable_text, snippet, tokenize
 from ..errors import InvalidArgument
+from .core import StoreCore
 
 __all__ = ["Embed", "SearchAPI", "SearchHit"]
 
@@ -56,13 +56,8 @@ class SearchHit:
     meta: MemoryMeta | None
 
 
-class SearchAPI:
-    """Mixed into `MemoryStore`; relies on its `_handle.checkout`, `_rules.admission` and `messages`."""
-
-    _checkout: Checkout
-    _admission: PathAdmission
-    messages: list[dict[str, Any]]
-    audit: bool
+class SearchAPI(StoreCore):
+    """Search over the files (and, optionally, the transcript)."""
 
     @syncify
     async def search(

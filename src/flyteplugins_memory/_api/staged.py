@@ -11,12 +11,11 @@ nothing. An accept is one audited write of the staged content to the path, with 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any
 
 from .._base.syncify import syncify
-from .._handle.checkout import Checkout
 from .._handle.working_copy import WorkingCopy
-from .._rules.admission import Access, PathAdmission
+from .._rules.admission import Access
 from .._rules.codecs import utc_timestamp, write_event
 from .._rules.commit_info import check_note
 from .._rules.merge import entry_name, with_entries
@@ -35,19 +34,12 @@ from .._rules.proposals import (
 from .._rules.record_codec import check_not_segment
 from .._rules.writes import ChangeOptions
 from ..errors import ConcurrencyError, CorruptStore, ProposalConflict, ProposalNotFound
-from .records import LogOwner, save_pending
+from .core import StoreCore
+from .records import save_pending
 
 
-class StagedAPI:
-    """Mixed into `MemoryStore`; relies on its `_handle.checkout`, `_rules.admission`, `trusted`, `audit` and
-    `keep_versions`."""
-
-    _checkout: Checkout
-    _admission: PathAdmission
-    messages: list[dict[str, Any]]
-    audit: bool
-    keep_versions: bool
-    trusted: bool
+class StagedAPI(StoreCore):
+    """Staged memories: propose, list and decide."""
 
     @syncify
     async def propose(
@@ -112,7 +104,7 @@ class StagedAPI:
         seen = await self._checkout.look(self, _current)
         if wanted in seen:  # refused before anything is saved; one newer than the handle is checked in `make`
             self._admit(seen[wanted])
-        await save_pending(cast(LogOwner, self), who)  # appended records are saved first, like other changes
+        await save_pending(self, who)  # appended records are saved first, like other changes
         decision = _Decision(self, wanted, status, who, why)
         try:
             trusted = self.trusted and status == "accepted"

@@ -1,91 +1,74 @@
 """`MemoryStore`: a keyed agent memory (transcript + path-addressed files), drop-in for upstream's.
 
-This module is the facade: it admits every caller path through one gate (`_rules.admission`) and hands the
-call to one collaborator, the handle's `_handle.checkout.Checkout`, which owns the working copy, the lock and
-every move between the handle and storage. Every I/O method is ``async def`` wrapped by `syncify`
-(``f()`` and ``f.aio()``). The keyed constructors live in `_api.keyed`, the read and maintenance halves of
-the API in `_api.reading` and `_api.maintenance`, its HTML report in `_api.report.build`; what a store
-travels as between tasks, in `_api.payload`.
+This module is the facade. The handle's identity, settings and collaborators are `_api.core.StoreCore`'s;
+the API comes in families, one per thing a user does (`_api.files`, `_api.transcript`, `_api.history`,
+`_api.staged`, `_api.search`, `_api.upkeep`, `_api.archive`, `_api.keyed`), each a subclass of the core;
+record logs, sessions, scopes and time travel are objects behind accessors (`records`, `session`,
+`scope`, `at`). Defined here are only what upstream's class declares as ``flyte.syncify`` wrappers (so a
+type checker checks them as overrides of upstream's: `_api.core` says why), the accessors, and what makes
+a handle a value of upstream's type (identity, the working root, task I/O). Every I/O method is ``async
+def`` wrapped by `syncify` (``f()`` and ``f.aio()``).
+
+Follow one call: ``write_text`` below admits the path (`_rules.admission`), builds the change's options
+and hands it to the handle's `_handle.checkout.Checkout`, which writes it into the working copy
+(`_handle.working_copy`); ``save`` commits the working copy through the journal (`_journal.commit`),
+which writes the objects through the storage seam (`storage`).
 
 The class subclasses upstream's ``flyte.ai.agents.MemoryStore`` so that everything accepting upstream's
-(its ``Agent`` checks ``isinstance``) accepts ours; it keeps its own ``__init__``, identity equality and
-hashing, and makes upstream's private helpers that would act on the working root behind the journal's
-back unreachable (`_base.compat.unavailable`).
+(its ``Agent`` checks ``isinstance``) accepts ours; it keeps its own ``__init__`` (the core's), identity
+equality and hashing, and makes upstream's private helpers that would act on the working root behind the
+journal's back unreachable (`_base.compat.unavailable`).
 """
 
 from __future__ import annotations
 
 import json
 import pathlib
-import tempfile
-import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any
+from typing import Any, Self
 
 from flyte.ai.agents import MemoryStore as UpstreamMemoryStore
 from flyte.io import Dir
 
-from .._base.compat import unavailable, upstream_awaitable
+from .._base.compat import unavailable
 from .._base.syncify import syncify
-from .._handle.checkout import Checkout
-from .._handle.mirror import remove_when_idle, write_text_file
 from .._journal import gc as _gc
-from .._journal.commit_log import Commit, read_log
-from .._rules.admission import Access, PathAdmission
-from .._rules.arguments import check_flag, check_int, check_optional_str, check_prefixes
-from .._rules.codecs import MemoryMeta, encode_messages
+from .._journal import versions as _versions
+from .._rules.admission import Access
+from .._rules.codecs import MemoryMeta
 from .._rules.commit_info import check_note
-from .._rules.messages import MessageModel, admit, admit_all
 from .._rules.metadata import Scalar, check_metadata
-from .._rules.paths import MESSAGES_PATH, validate_segment
 from .._rules.record_codec import check_not_segment
-from .._rules.transcript import check_messages
 from .._rules.ttl import check_ttl, expiry_ext
-from .._rules.writes import ChangeOptions, text_content
-from ..errors import InvalidArgument
-from . import metadata_update as _metadata_update
+from .._rules.writes import text_content
+from ..errors import CorruptStore
 from . import payload as _payload
-from .archive.export import ExportAPI
-from .archive.import_archive import ImportAPI
-from .binary import BinaryAPI
-from .bulk_delete import BulkDeleteAPI
-from .compaction import CompactionAPI
+from .archive import ArchiveAPI
 from .conversations import Conversation, conversation_log
+from .files import FilesAPI
+from .files.reads import sha_of
 from .history import HistoryAPI
-from .keyed import KeyedAPI
-from .maintenance import MaintenanceAPI
-from .read_only_settings import ReadOnlySettingsAPI
-from .reading import ReadAPI
-from .records import PendingRecords, RecordLog, save_pending
-from .report.build import ReportAPI
-from .retention_settings import RetentionAPI
+from .keyed import KeyedAPI, create_store, handle_options, open_or_create_store
+from .records import RecordLog
+from .report import build as _report
+from .report.build import Limits
 from .scopes import ScopedStore
 from .search import SearchAPI
 from .staged import StagedAPI
-from .time_travel import TimeTravelAPI
-from .transcript_reads import TranscriptReadAPI
+from .transcript import TranscriptAPI
+from .upkeep import UpkeepAPI
 
 
-# pyright compares the mixins' wrappers (typed for `ReadAPI` as their `self`) with upstream's declarations
-# (typed for upstream's class); at run time both are bound to this class
-class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
-    KeyedAPI,
-    ReadAPI,
-    TranscriptReadAPI,
-    CompactionAPI,
-    BinaryAPI,
-    BulkDeleteAPI,
-    StagedAPI,
-    MaintenanceAPI,
-    ReportAPI,
-    ReadOnlySettingsAPI,
-    RetentionAPI,
-    SearchAPI,
+class MemoryStore(
+    FilesAPI,
+    TranscriptAPI,
     HistoryAPI,
-    TimeTravelAPI,
-    ExportAPI,
-    ImportAPI,
+    StagedAPI,
+    SearchAPI,
+    UpkeepAPI,
+    ArchiveAPI,
+    KeyedAPI,
     UpstreamMemoryStore,
 ):
     """Conversation transcript plus path-addressed files, persisted under a deterministic keyed path.
@@ -119,38 +102,6 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
     _audit_path = unavailable()
     _append_audit = unavailable()
     _load_from_dir = unavailable()
-
-    def __init__(
-        self,
-        key: str,
-        messages: list[dict[str, Any]] | None = None,
-        root: pathlib.Path | str | None = None,
-        remote_path: str | None = None,
-        read_only_prefixes: tuple[str, ...] = (),
-        audit: bool = True,
-        keep_versions: bool = False,
-        *,
-        validate_messages: bool = False,
-        trusted: bool = False,
-    ):
-        self.key = validate_segment(key, name="key")
-        self.validate_messages = check_flag("validate_messages", validate_messages)
-        self.trusted = check_flag("trusted", trusted)
-        # a copy: nothing the store does (load, save, refresh) ever changes the caller's list
-        self.messages: list[dict[str, Any]] = admit_all(list(messages or []), validate=validate_messages)
-        self.read_only_prefixes = check_prefixes(read_only_prefixes)
-        self.audit = check_flag("audit", audit)
-        self.keep_versions = check_flag("keep_versions", keep_versions)
-        self._root_path = pathlib.Path(root) if root is not None else _temporary_root(self)
-        self._root_real = self._root_path.resolve()
-        resolve = lambda: self.remote_path_for_key(key=self.key)  # noqa: E731
-        self._checkout = Checkout(self._root_path, private=root is None, remote_path=remote_path, resolve=resolve)
-        #: the one gate every caller path passes (a scope swaps it)
-        self._admission = PathAdmission(self._enforced_read_only_prefixes, lambda: self.remote_path)
-        #: records appended to logs (`records`, `session`) and not saved yet
-        self._pending_records = PendingRecords()
-        if root is not None:
-            self._checkout.adopt_working_root(self)
 
     @property
     def remote_path(self) -> str | None:  # pyright: ignore[reportIncompatibleVariableOverride]
@@ -212,114 +163,90 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
         """
         check_note("actor", actor)
         check_note("reason", reason)
-        await save_pending(self, actor)
-        await self._checkout.save(self, actor=actor, reason=reason)
+        await self._save(actor=actor, reason=reason)
         return Dir.from_existing_remote(self._checkout.remote().uri)
 
-    @syncify
-    async def log(self, limit: int = 20, path: str | None = None) -> list[Commit]:
-        """The store's newest `limit` commits, newest first: when, who, why, the paths each wrote and
-        deleted, the messages it appended (see `Commit`). With `path`, only the commits that wrote or
-        deleted that path.
-
-        Reads one commit record per commit returned (plus finding the newest commit), however long the
-        history; for a path that is not a file now, it first reads back to the last commit that changed
-        it. The log ends where ``gc()`` collected the history; a store imported from upstream's layout
-        starts with one ``import`` commit.
-        """
-        rel = None if path is None else self._admission.admit(path, Access.READ)
-        check_int("limit", limit)
-        view = await self._checkout.ready(self)
-        return await read_log(self._checkout.remote_if_known(), view.base, limit, rel)
+    # -- by key: creating and opening (`_api.keyed` has `open`, `list_keys`, `exists`) ---------------------
 
     @syncify
-    async def refresh(self) -> list[str]:
-        """Move this handle to the newest committed state, keeping unsaved changes that do not conflict.
-
-        Returns the paths whose unsaved changes conflicted and were dropped (``messages.json`` if the
-        transcript was); afterwards they show the committed content, so the caller can retry.
-        """
-        return await self._checkout.refresh(self)
+    @classmethod
+    async def create(
+        cls,
+        *,
+        key: str,
+        org: str | None = None,
+        project: str | None = None,
+        domain: str | None = None,
+        read_only_prefixes: tuple[str, ...] = (),
+        audit: bool = True,
+        keep_versions: bool = False,
+        validate_messages: bool = False,
+        trusted: bool = False,
+    ) -> Self:
+        """Create a new store for `key`; of concurrent creates exactly one wins, the rest raise
+        `StoreAlreadyExists`. `read_only_prefixes` are this handle's, and are persisted with the store
+        too, so that every handle enforces them (`set_read_only_prefixes` changes them later). A key whose
+        store was deleted takes a new, empty one (a new generation): nothing of the deleted store shows
+        through it, and handles of the deleted store still get `StoreDeleted` when they save."""
+        remote_path = cls.remote_path_for_key(key=key, org=org, project=project, domain=domain)
+        options = handle_options(read_only_prefixes, audit, keep_versions, validate_messages, trusted)
+        return await create_store(cls, remote_path, key, options)
 
     @syncify
-    async def revert(self, paths: Sequence[str] | None = None) -> list[str]:
-        """Drop this handle's unsaved changes to the files at `paths` (every unsaved file change when
-        None): their writes, deletes, metadata, versions and audit events. They read as committed again
-        and the next save leaves them alone. Returns the paths whose changes were dropped (a path without
-        one is skipped). The transcript and record-log appends are not touched.
+    @classmethod
+    async def get_or_create(
+        cls,
+        *,
+        key: str,
+        org: str | None = None,
+        project: str | None = None,
+        domain: str | None = None,
+        read_only_prefixes: tuple[str, ...] = (),
+        audit: bool = True,
+        keep_versions: bool = False,
+        validate_messages: bool = False,
+        trusted: bool = False,
+    ) -> Self:
+        """Open the store for `key` at its newest committed state, creating it if it does not exist. A key
+        whose store was deleted (`delete_store`) gets a new, empty one, as with `create`."""
+        options = handle_options(read_only_prefixes, audit, keep_versions, validate_messages, trusted)
+        remote_path = cls.remote_path_for_key(key=key, org=org, project=project, domain=domain)
+        return await open_or_create_store(cls, remote_path, key, options)
 
-        A retry loop's undo: apply a change, and if a check fails half-way, revert what it wrote.
-        """
-        if isinstance(paths, str) or not (paths is None or isinstance(paths, Sequence)):
-            raise InvalidArgument(f"paths is a sequence of paths or None, got {type(paths).__name__}")
-        rels = None if paths is None else [self._admission.admit(p, Access.READ) for p in paths]
-        return await self._checkout.revert(self, rels)
+    # -- reads (`_api.files.reads` has listings, existence, prefetch and the audit trail) ------------------
 
     @syncify
-    async def compact(self) -> None:
-        """Save, then fold the newest commit into a checkpoint, bringing ``audit/log.jsonl`` up to date.
+    async def read_text(self, rel_path: str, default: str = "") -> str:
+        """UTF-8 contents of `rel_path` (fetched on first read), or `default` if there is no such file;
+        `NotText` if it holds binary content (`read_bytes` reads that)."""
+        rel = self._admission.admit(rel_path, Access.READ)
+        data = await self._checkout.read(self, rel)
+        return default if data is None else _versions.decode_text(data, rel)
 
-        Saves do this on their own every few hundred commits; call it before handing a store to
-        upstream readers that need the newest audit trail.
-        """
-        await self.save.aio()
-        await self._checkout.checkpoint()
-
-    # -- transcript -----------------------------------------------------------------------------------
-
-    def append(self, message: dict[str, Any] | MessageModel) -> None:
-        """Append one message to the transcript (persisted by `save`).
-
-        Stored as upstream stores it (``json.dumps(..., default=str)``: a ``datetime`` is saved as its
-        ``str``); a message that cannot be encoded at all raises `InvalidMessage` and is not appended. A
-        typed message (`UserMessage`, ...) is stored as its dict; with ``validate_messages=True`` a dict
-        must match one of them too (`InvalidMessage` saying why).
-        """
-        self.messages.append(admit(message, validate=self.validate_messages))
-
-    def extend(self, messages: Sequence[dict[str, Any] | MessageModel]) -> None:
-        """Append messages to the transcript (persisted by `save`); all or none (`InvalidMessage`)."""
-        self.messages.extend(admit_all(list(messages), validate=self.validate_messages))
-
-    @upstream_awaitable
     @syncify
-    async def flush_messages(self) -> None:  # pyright: ignore[reportIncompatibleMethodOverride]
-        """Write the transcript (the committed one, loaded first if need be, plus this handle's changes)
-        to ``messages.json`` in the local working root, atomically."""
-        view = await self._checkout.ready(self)
-        check_messages(self.messages)
-        data = encode_messages(self.messages)
-        await view.mirror.now(write_text_file, view.workdir, MESSAGES_PATH, data)
+    async def read_json(self, rel_path: str, default: Any = None) -> Any:
+        """JSON-decoded contents of `rel_path`, or `default` if it is missing or empty."""
+        text = await self.read_text.aio(rel_path, default="")
+        if not text.strip():
+            return default
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise CorruptStore(f"{rel_path!r} is not valid JSON: {exc}") from exc
 
-    def flush_messages_sync(self) -> None:
-        """Alias of ``flush_messages()`` kept for upstream compatibility."""
-        self.flush_messages()
+    @syncify
+    async def get_meta(self, rel_path: str) -> MemoryMeta | None:
+        """The metadata sidecar of `rel_path`, or None if it has none."""
+        rel = self._admission.admit(rel_path, Access.READ)
+        return await self._checkout.look(self, lambda view: view.meta(rel), paths=[rel])
 
-    def has_unsaved_changes(self) -> bool:
-        """Whether this handle holds writes, deletes or transcript changes (appends, or edits of messages
-        in place, compared by content) that `save` has not committed."""
-        return bool(self._pending_records) or self._checkout.has_unsaved_changes(self)
+    @syncify
+    async def current_sha(self, rel_path: str) -> str:
+        """The sha256 of `rel_path`'s content, or ``""`` if there is no such file."""
+        rel = self._admission.admit(rel_path, Access.READ)
+        return await self._checkout.look(self, lambda view: sha_of(view, rel), paths=[rel])
 
-    # -- record logs and conversations ----------------------------------------------------------------
-
-    def records(self, name: str) -> RecordLog:
-        """The append-only log of JSON records at store path `name` (any path a file could have, e.g.
-        ``"users/alice/events"``): `append`/`extend` (saved by `save`), `read(since, limit)`, `count()`.
-        Concurrent saves of appends from many handles all survive. See `RecordLog`."""
-        return RecordLog(self, name)
-
-    def session(self, name: str) -> Conversation:
-        """The conversation of session `name` (one path segment): a transcript-like view (`messages`,
-        `append`, `extend`) over the record log ``sessions/<name>``. See `Conversation`."""
-        return Conversation(self.records(conversation_log(name)), name, validate=self.validate_messages)
-
-    def scope(self, prefix: str) -> ScopedStore:
-        """A view of this handle confined to `prefix` (``"users/alice"``): paths relative to it, every
-        read, write, list, delete, version, log, record-log and audit call limited to it, escapes refused
-        (`PathEscapesRoot`). Its writes are this handle's unsaved changes. See `ScopedStore`."""
-        return ScopedStore(self, prefix)
-
-    # -- writes ---------------------------------------------------------------------------------------
+    # -- writes (`_api.files` has `set_metadata`, `delete`, `write_bytes`, `delete_prefix`) ----------------
 
     @syncify
     async def write_text(
@@ -371,33 +298,57 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
             rel_path, content, actor=actor, reason=reason, expected_sha=expected_sha, metadata=metadata, ttl=ttl
         )
 
+    # -- the report (upkeep; it reads through this facade's public API only: `_api.report.build`) --------
+
     @syncify
-    async def set_metadata(
+    async def report(
         self,
-        rel_path: str,
-        metadata: Mapping[str, Scalar] | None,
         *,
-        actor: str = "agent",
-        reason: str = "",
-        expected_sha: str | None = None,
-    ) -> MemoryMeta | None:
-        """Replace the metadata of the file at `rel_path`, keeping its content (an audited write of the
-        same bytes: fetched first if the handle does not hold them). None if there is no such file."""
-        rel = self._admission.admit(rel_path, Access.WRITE)
-        check_not_segment(rel)
-        options = self._change_options(actor, reason, expected_sha, metadata)
-        return await _metadata_update.set_metadata(self, self._checkout, rel, options)
+        publish: bool = False,
+        max_files: int = Limits.files,
+        max_messages: int = Limits.messages,
+        max_commits: int = Limits.commits,
+        max_events: int = Limits.events,
+    ) -> str:
+        """One self-contained HTML page of this store: the files (size, versions, last actor and time), the
+        transcript as a chat (tool calls and tool results shown apart), the commit log and the audit trail.
 
-    @syncify
-    async def delete(
-        self, rel_path: str, *, actor: str = "agent", reason: str = "", expected_sha: str | None = None
-    ) -> bool:
-        """Delete the file at `rel_path` (audited; a tombstone version with `keep_versions`).
+        It has no scripts and loads nothing (inline CSS), and every string from the store is escaped. It
+        shows this handle's view, unsaved changes included (the page says when there are some). Each
+        section shows its newest `max_*` entries and says how many older ones it leaves out; gathering
+        lists each shown file's versions (one listing per file) and reads one record per commit shown.
 
-        Returns False if there is no such file. Same path rules and `expected_sha` check as writes.
+        With `publish`, inside a Flyte task the page also goes to the task's report under a "Memory" tab
+        (replacing what an earlier publish put there) and the report is flushed; the task needs
+        ``report=True`` for the Flyte UI to show it. Outside a task, `publish` does nothing but log a warning.
         """
-        rel = self._admission.admit(rel_path, Access.DELETE)
-        return await self._checkout.delete(self, rel, self._change_options(actor, reason, expected_sha))
+        return await _report.page(
+            self,
+            publish=publish,
+            max_files=max_files,
+            max_messages=max_messages,
+            max_commits=max_commits,
+            max_events=max_events,
+        )
+
+    # -- accessors: families that are objects of their own ------------------------------------------------
+
+    def records(self, name: str) -> RecordLog:
+        """The append-only log of JSON records at store path `name` (any path a file could have, e.g.
+        ``"users/alice/events"``): `append`/`extend` (saved by `save`), `read(since, limit)`, `count()`.
+        Concurrent saves of appends from many handles all survive. See `RecordLog`."""
+        return RecordLog(self, name)
+
+    def session(self, name: str) -> Conversation:
+        """The conversation of session `name` (one path segment): a transcript-like view (`messages`,
+        `append`, `extend`) over the record log ``sessions/<name>``. See `Conversation`."""
+        return Conversation(self.records(conversation_log(name)), name, validate=self.validate_messages)
+
+    def scope(self, prefix: str) -> ScopedStore:
+        """A view of this handle confined to `prefix` (``"users/alice"``): paths relative to it, every
+        read, write, list, delete, version, log, record-log and audit call limited to it, escapes refused
+        (`PathEscapesRoot`). Its writes are this handle's unsaved changes. See `ScopedStore`."""
+        return ScopedStore(self, prefix)
 
     # -- Flyte task I/O (mashumaro SerializableType, as upstream) ------------------------------------------
 
@@ -420,19 +371,3 @@ class MemoryStore(  # pyright: ignore[reportIncompatibleVariableOverride]
     @classmethod
     def __get_pydantic_json_schema__(cls, schema: Any, handler: Any) -> dict[str, Any]:
         return {"type": "object", "title": "MemoryStore", "properties": {"key": {"type": "string"}}}
-
-    # -- internals ------------------------------------------------------------------------------------
-
-    def _change_options(
-        self, actor: str, reason: str, expected_sha: str | None, metadata: Mapping[str, Scalar] | None = None
-    ) -> ChangeOptions:
-        check_optional_str("expected_sha", expected_sha)
-        checked = check_metadata(metadata)
-        return ChangeOptions(actor, reason, expected_sha, self.keep_versions, self.audit, checked)
-
-
-def _temporary_root(store: MemoryStore) -> pathlib.Path:
-    root = pathlib.Path(tempfile.mkdtemp(prefix="flyte_agent_mem_"))
-    # removed after the root writer has finished whatever the handle queued
-    weakref.finalize(store, remove_when_idle, root)
-    return root

@@ -24,7 +24,6 @@ from fsspec.implementations.local import LocalFileSystem
 
 from ..._base.syncify import syncify
 from ..._base.version import WRITER
-from ..._handle.checkout import Checkout
 from ..._journal.export_state import Pinned, Read, Source, pin, settle
 from ..._journal.old_journal import old_view
 from ..._journal.store_deletion import is_deleted
@@ -36,6 +35,7 @@ from ..._rules.progress import ProgressCallback
 from ...errors import InvalidArgument, StoreDeleted, StoreNotFound, UnsavedChanges
 from ...storage._contract import ObjectStorage
 from ...storage._fsspec import FsspecStorage, filesystem_for
+from ..core import StoreCore
 from .file import ArchiveOut
 from .forget import Forgetting, forgetting
 
@@ -102,14 +102,8 @@ class _Reader:
         return chunk
 
 
-class ExportAPI:
-    """Mixed into `MemoryStore`; relies on its `_handle.checkout`, `key` and `has_unsaved_changes`."""
-
-    _checkout: Checkout
-    key: str
-    messages: list[dict[str, Any]]
-    audit: bool
-    has_unsaved_changes: Any
+class ExportAPI(StoreCore):
+    """Exporting the store to an archive: `export`."""
 
     @syncify
     async def export(

@@ -44,6 +44,7 @@ from ...errors import InvalidArgument, StorageError, StoreAlreadyExists
 from ...storage._contract import ObjectStorage
 from ...storage._fsspec import FsspecStorage, filesystem_for
 from ...storage._workdir import remove_empty_tree
+from ..keyed import KeyedAPI
 from .file import open_archive
 from .spool import Limits, Spooled, spool
 
@@ -57,12 +58,8 @@ BATCH_OBJECTS = 64
 FIRST = log_name(1)
 
 
-class ImportAPI:
-    """Mixed into `MemoryStore`: its `import_store` classmethod."""
-
-    remote_path_for_key: Any
-    open: Any
-    _remote_store_exists: Any
+class ImportAPI(KeyedAPI):
+    """Importing an archive as a new store: `import_store` (a keyed constructor, as `open` and `create`)."""
 
     @syncify
     @classmethod

@@ -13,13 +13,15 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..._base.syncify import syncify
 from ..._journal.commit_log import Commit
 from ..._rules.arguments import check_flag, check_int
 from ..._rules.codecs import MemoryMeta, utc_timestamp
 from .html import render_document, render_fragment
+
+if TYPE_CHECKING:
+    from ..store import MemoryStore
 
 logger = logging.getLogger(__name__)
 
@@ -71,55 +73,24 @@ class Snapshot:
     events_more: bool
 
 
-class ReportAPI:
-    """Mixed into `MemoryStore`; uses only its public read API."""
-
-    key: str
-    messages: list[dict[str, Any]]
-    remote_path: str | None
-    list_paths: Any
-    get_meta: Any
-    list_versions: Any
-    log: Any
-    audit_tail: Any
-    has_unsaved_changes: Callable[[], bool]
-
-    @syncify
-    async def report(
-        self,
-        *,
-        publish: bool = False,
-        max_files: int = Limits.files,
-        max_messages: int = Limits.messages,
-        max_commits: int = Limits.commits,
-        max_events: int = Limits.events,
-    ) -> str:
-        """One self-contained HTML page of this store: the files (size, versions, last actor and time), the
-        transcript as a chat (tool calls and tool results shown apart), the commit log and the audit trail.
-
-        It has no scripts and loads nothing (inline CSS), and every string from the store is escaped. It
-        shows this handle's view, unsaved changes included (the page says when there are some). Each
-        section shows its newest `max_*` entries and says how many older ones it leaves out; gathering
-        lists each shown file's versions (one listing per file) and reads one record per commit shown.
-
-        With `publish`, inside a Flyte task the page also goes to the task's report under a "Memory" tab
-        (replacing what an earlier publish put there) and the report is flushed; the task needs
-        ``report=True`` for the Flyte UI to show it. Outside a task, `publish` does nothing but log a warning.
-        """
-        check_flag("publish", publish)
-        limits = Limits(
-            check_int("max_files", max_files, minimum=1),
-            check_int("max_messages", max_messages, minimum=1),
-            check_int("max_commits", max_commits, minimum=1),
-            check_int("max_events", max_events, minimum=1),
-        )
-        snapshot = await gather(self, limits)
-        if publish:
-            await publish_fragment(render_fragment(snapshot))
-        return render_document(snapshot)
+async def page(
+    store: MemoryStore, *, publish: bool, max_files: int, max_messages: int, max_commits: int, max_events: int
+) -> str:
+    """`MemoryStore.report`: gather, render, and with `publish` put the fragment in the task's report."""
+    check_flag("publish", publish)
+    limits = Limits(
+        check_int("max_files", max_files, minimum=1),
+        check_int("max_messages", max_messages, minimum=1),
+        check_int("max_commits", max_commits, minimum=1),
+        check_int("max_events", max_events, minimum=1),
+    )
+    snapshot = await gather(store, limits)
+    if publish:
+        await publish_fragment(render_fragment(snapshot))
+    return render_document(snapshot)
 
 
-async def gather(store: ReportAPI, limits: Limits) -> Snapshot:
+async def gather(store: MemoryStore, limits: Limits) -> Snapshot:
     """Read what a page shows from `store` (public API only)."""
     paths: list[str] = await store.list_paths.aio()  # loads the store first
     shown = paths[: limits.files]

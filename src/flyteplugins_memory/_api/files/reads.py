@@ -7,56 +7,28 @@ fetched on first read (or by `prefetch`) and verified against their sha256.
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Mapping
 from typing import Any
 
-from .._base.compat import upstream_awaitable
-from .._base.syncify import syncify
-from .._handle.checkout import Checkout
-from .._handle.mirror import write_text_file
-from .._handle.working_copy import WorkingCopy
-from .._journal import audit as _audit
-from .._journal import versions as _versions
-from .._journal.history import refuse_expired_snapshot
-from .._rules.admission import Access, PathAdmission
-from .._rules.arguments import check_int
-from .._rules.codecs import MemoryMeta, encode_audit_event, encode_messages
-from .._rules.inventory import take_inventory
-from .._rules.layout import AUDIT_LOG_PATH, VERSIONS_DIR
-from .._rules.metadata import Scalar, check_where, from_ext, matches
-from .._rules.paths import MESSAGES_PATH
-from ..errors import CorruptStore
-from ..storage._workdir import WorkDir
+from ..._base.compat import upstream_awaitable
+from ..._base.syncify import syncify
+from ..._handle.mirror import write_text_file
+from ..._handle.working_copy import WorkingCopy
+from ..._journal import audit as _audit
+from ..._rules.admission import Access
+from ..._rules.arguments import check_int
+from ..._rules.codecs import encode_audit_event, encode_messages
+from ..._rules.inventory import take_inventory
+from ..._rules.layout import AUDIT_LOG_PATH, VERSIONS_DIR
+from ..._rules.metadata import Scalar, check_where, from_ext, matches
+from ..._rules.paths import MESSAGES_PATH
+from ...storage._workdir import WorkDir
+from ..core import StoreCore
 
 
-class ReadAPI:
-    """Mixed into `MemoryStore`; relies on its `_handle.checkout`, `_rules.admission`, `messages` and `audit`."""
-
-    _checkout: Checkout
-    _admission: PathAdmission
-    messages: list[dict[str, Any]]
-    audit: bool
-    _version_bytes: Any  # `HistoryAPI`'s: version `version_id` of a path
-
-    @syncify
-    async def read_text(self, rel_path: str, default: str = "") -> str:
-        """UTF-8 contents of `rel_path` (fetched on first read), or `default` if there is no such file;
-        `NotText` if it holds binary content (`read_bytes` reads that)."""
-        rel = self._admission.admit(rel_path, Access.READ)
-        data = await self._checkout.read(self, rel)
-        return default if data is None else _versions.decode_text(data, rel)
-
-    @syncify
-    async def read_json(self, rel_path: str, default: Any = None) -> Any:
-        """JSON-decoded contents of `rel_path`, or `default` if it is missing or empty."""
-        text = await self.read_text.aio(rel_path, default="")
-        if not text.strip():
-            return default
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise CorruptStore(f"{rel_path!r} is not valid JSON: {exc}") from exc
+class ReadAPI(StoreCore):
+    """Listings, existence, the working root's materialization and the audit trail (the reads of
+    upstream's wrapped methods, `read_text` and the like, are the facade's own: `_api.core`)."""
 
     @syncify
     async def list_paths(self, prefix: str = "", *, where: Mapping[str, Scalar] | None = None) -> list[str]:
@@ -78,18 +50,6 @@ class ReadAPI:
         rel = self._admission.admit(rel_path, Access.READ)
         await (await self._checkout.ready(self)).check_inside_root(rel)
         return await self._checkout.look(self, lambda view: view.has_file_or_dir(rel), paths=[rel])
-
-    @syncify
-    async def get_meta(self, rel_path: str) -> MemoryMeta | None:
-        """The metadata sidecar of `rel_path`, or None if it has none."""
-        rel = self._admission.admit(rel_path, Access.READ)
-        return await self._checkout.look(self, lambda view: view.meta(rel), paths=[rel])
-
-    @syncify
-    async def current_sha(self, rel_path: str) -> str:
-        """The sha256 of `rel_path`'s content, or ``""`` if there is no such file."""
-        rel = self._admission.admit(rel_path, Access.READ)
-        return await self._checkout.look(self, lambda view: _sha_of(view, rel), paths=[rel])
 
     @syncify
     async def prefetch(self, prefix: str = "") -> int:
@@ -136,29 +96,6 @@ class ReadAPI:
         """Alias of ``audit_tail(n)`` kept for upstream compatibility."""
         return self.audit_tail(n)
 
-    @syncify
-    async def list_versions(self, rel_path: str) -> list[str]:
-        """Names of the version snapshots of `rel_path` (saved and pending), oldest first."""
-        rel = self._admission.admit(rel_path, Access.READ)
-        return await _versions.list_versions(
-            self._checkout.remote_if_known(), self._checkout.working_copy.versions, rel
-        )
-
-    @syncify
-    async def read_version(self, version_file: str, version_id: str | None = None) -> str:
-        """Text of one version snapshot, named as by `list_versions` or an audit event's ``version_file``;
-        `NotText` for a snapshot of binary content (`read_version_bytes` reads that).
-
-        ``read_version(path, version_id)``: text of version `version_id` of `path`, an id from `history`
-        (a journal version's content comes from its blob, verified by its sha256); `VersionNotFound` for
-        an unknown id, a deletion, or content gc() collected."""
-        if version_id is not None:
-            data = await self._version_bytes(version_file, version_id)
-            return _versions.decode_text(data, f"{version_file}@{version_id}")
-        await refuse_expired_snapshot((await self._checkout.ready(self)).base, version_file)
-        remote, pending = self._checkout.remote_if_known(), self._checkout.working_copy.versions
-        return await _versions.read_version(remote, pending, version_file)
-
 
 def _write_all(workdir: WorkDir, objects: dict[str, bytes]) -> None:
     for name, data in objects.items():
@@ -177,7 +114,7 @@ def _metadata_of(view: WorkingCopy, path: str) -> Mapping[str, Scalar]:
     return from_ext(entry.ext, path) if entry is not None else {}
 
 
-def _sha_of(view: WorkingCopy, rel: str) -> str:
+def sha_of(view: WorkingCopy, rel: str) -> str:
     view.meta(rel)  # a corrupt sidecar raises here, as upstream's does
     entry = view.entry(rel)
     return entry.sha256 if entry else ""

@@ -12,12 +12,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from .._handle.checkout import Checkout, TranscriptHolder
-from .._handle.working_copy import WorkingCopy
-from .._rules.codecs import MemoryMeta, sha256_bytes
-from .._rules.metadata import EXT_KEY
-from .._rules.writes import ChangeOptions
-from ..errors import ConcurrencyError
+from ..._handle.checkout import Checkout, TranscriptHolder
+from ..._handle.working_copy import WorkingCopy
+from ..._rules.codecs import MemoryMeta, sha256_bytes
+from ..._rules.metadata import EXT_KEY
+from ..._rules.writes import ChangeOptions
+from ...errors import ConcurrencyError
 
 
 async def set_metadata(

@@ -20,16 +20,16 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._handle.checkout import Checkout
-from .._handle.working_copy import WorkingCopy
-from .._journal.expiry_pending import read_pending, unfinished, upstream_copies, write_pending
-from .._journal.snapshot_retention import Expired, expired_snapshots
-from .._rules.index import Files
-from .._rules.purge_count import counted
-from .._rules.ttl import EXPIRED_REASON, is_expired
-from .._rules.writes import ChangeOptions, plan_delete
-from ..errors import ConcurrencyError
-from ..storage._contract import ObjectStorage
+from ..._handle.checkout import Checkout
+from ..._handle.working_copy import WorkingCopy
+from ..._journal.expiry_pending import read_pending, unfinished, upstream_copies, write_pending
+from ..._journal.snapshot_retention import Expired, expired_snapshots
+from ..._rules.index import Files
+from ..._rules.purge_count import counted
+from ..._rules.ttl import EXPIRED_REASON, is_expired
+from ..._rules.writes import ChangeOptions, plan_delete
+from ...errors import ConcurrencyError
+from ...storage._contract import ObjectStorage
 
 logger = logging.getLogger(__name__)
 

@@ -34,21 +34,21 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .._handle.mirror import write_text_file
-from .._journal.old_journal import old_view
-from .._journal.opening import latest_state
-from .._journal.purge import PURGE_OP, PurgeResult, purge_contents
-from .._journal.redact import Redaction, ledger_field, rewrite_journal, rewriting
-from .._journal.retention import Inventory
-from .._rules.arguments import check_int
-from .._rules.codecs import decode_messages, encode_messages, sha256_bytes, utc_timestamp, write_event
-from .._rules.commit_info import check_note
-from .._rules.entries import FileEntry
-from .._rules.layout import JOURNAL_DIR
-from .._rules.messages import admit
-from .._rules.paths import MESSAGES_PATH
-from .._rules.purge_count import counted
-from .._rules.record_codec import (
+from ..._handle.mirror import write_text_file
+from ..._journal.old_journal import old_view
+from ..._journal.opening import latest_state
+from ..._journal.purge import PURGE_OP, PurgeResult, purge_contents
+from ..._journal.redact import Redaction, ledger_field, rewrite_journal, rewriting
+from ..._journal.retention import Inventory
+from ..._rules.arguments import check_int
+from ..._rules.codecs import decode_messages, encode_messages, sha256_bytes, utc_timestamp, write_event
+from ..._rules.commit_info import check_note
+from ..._rules.entries import FileEntry
+from ..._rules.layout import JOURNAL_DIR
+from ..._rules.messages import admit
+from ..._rules.paths import MESSAGES_PATH
+from ..._rules.purge_count import counted
+from ..._rules.record_codec import (
     ARCHIVE_EXT,
     COUNT_EXT,
     POSITION_EXT,
@@ -60,9 +60,9 @@ from .._rules.record_codec import (
     ordered,
     position,
 )
-from .._rules.transcript import committed_form, encode_message
-from .._rules.writes import ChangeOptions
-from ..errors import (
+from ..._rules.transcript import committed_form, encode_message
+from ..._rules.writes import ChangeOptions
+from ...errors import (
     ConcurrencyError,
     CorruptStore,
     InvalidArgument,
@@ -72,8 +72,8 @@ from ..errors import (
 )
 
 if TYPE_CHECKING:
-    from .._handle.checkout import Checkout
-    from .._handle.working_copy import WorkingCopy
+    from ..._handle.checkout import Checkout
+    from ..._handle.working_copy import WorkingCopy
 
 #: What a redacted message's content (or a redacted record) becomes by default.
 REDACTED = "[redacted]"

@@ -11,7 +11,6 @@ conversations are ``scope.session(name)``, record logs under its prefix.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
@@ -19,24 +18,24 @@ from typing import TYPE_CHECKING, Any
 
 from flyte.io import Dir
 
-from .._base.syncify import syncify
-from .._journal.commit_log import Commit
-from .._journal.history import HistoryEntry
-from .._journal.purge import PurgeResult
-from .._rules.arguments import check_int
-from .._rules.codecs import MemoryMeta
-from .._rules.layout import Kind, classify
-from .._rules.metadata import Scalar
-from .._rules.scope_paths import is_inside, joined, relative, scope_dir, scope_path, scope_prefix
-from ..errors import InvalidArgument, InvalidPath, PathEscapesRoot, UnsafeStoreContent, VersionNotFound
-from .conversations import Conversation, conversation_log
-from .records import RecordLog
-from .scope_history import newest_matching, scoped_commit, scoped_event
-from .scope_staged import ScopedStagedAPI
-from .search import Embed, SearchHit
+from ..._base.syncify import syncify
+from ..._journal.commit_log import Commit
+from ..._journal.history import HistoryEntry
+from ..._journal.purge import PurgeResult
+from ..._rules.arguments import check_int
+from ..._rules.codecs import MemoryMeta
+from ..._rules.layout import Kind, classify
+from ..._rules.metadata import Scalar
+from ..._rules.scope_paths import is_inside, joined, relative, scope_path
+from ...errors import InvalidArgument, InvalidPath, UnsafeStoreContent, VersionNotFound
+from ..conversations import Conversation, conversation_log
+from ..records import RecordLog
+from ..search import Embed, SearchHit
+from .history import newest_matching, scoped_commit, scoped_event
+from .staged import ScopedStagedAPI
 
 if TYPE_CHECKING:
-    from .store import MemoryStore
+    pass
 
 __all__ = ["ScopedStore"]
 
@@ -52,43 +51,12 @@ class ScopedStore(ScopedStagedAPI):
     `InvalidPath`; see `_rules.scope_paths` for the exact rules.
     """
 
-    def __init__(self, store: MemoryStore, prefix: str):
-        self._store = store
-        self._prefix = scope_prefix(prefix)
-
-    @property
-    def prefix(self) -> str:
-        """The store path this scope is confined to."""
-        return self._prefix
-
-    @property
-    def store(self) -> MemoryStore:
-        """The handle this scope is a view of (its working copy holds the scope's changes)."""
-        return self._store
-
     def __repr__(self) -> str:
         return f"ScopedStore(key={self._store.key!r}, prefix={self._prefix!r})"
 
     def scope(self, prefix: str) -> ScopedStore:
         """A scope confined to `prefix` under this one."""
         return ScopedStore(self._store, joined(self._prefix, scope_path(prefix)))
-
-    # -- the gate -------------------------------------------------------------------------------------
-
-    async def _full(self, path: object, *, directory: bool = False) -> str:
-        """The store path of scope path `path`, after the scope's rules and the symlink check."""
-        rel = scope_dir(path) if directory else scope_path(path)
-        full = joined(self._prefix, rel)
-        await asyncio.to_thread(self._refuse_symlink_escape, full)
-        return full
-
-    def _refuse_symlink_escape(self, full: str) -> None:
-        """In the local working copy, `full` must resolve inside the prefix (a symlink there that points
-        to another scope, or out of the root, is an escape). Blocking: run in a thread."""
-        workdir = self._store._checkout.working_copy.workdir
-        resolved = workdir.resolve(full)  # PathEscapesRoot if it leaves the root
-        if not resolved.is_relative_to(workdir.resolve("") / self._prefix):
-            raise PathEscapesRoot(f"{relative(self._prefix, full) or '.'!r} leads out of scope {self._prefix!r}")
 
     def _meta(self, meta: MemoryMeta | None) -> Any:
         return None if meta is None else dataclasses.replace(meta, path=relative(self._prefix, meta.path))

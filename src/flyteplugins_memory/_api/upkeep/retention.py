@@ -4,25 +4,20 @@ once, a compare-and-swap). The rules are in `_rules.retention_policy`; gc applie
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
-from .._base.syncify import syncify
-from .._handle.checkout import Checkout
-from .._handle.special_commits import Settings
-from .._rules.codecs import utc_timestamp
-from .._rules.retention_policy import SETTING, RetentionPolicy, audit_event, checked_policy, persisted_policy
-from .._rules.state import State
-from .._rules.writes import ChangeOptions
+from ..._base.syncify import syncify
+from ..._handle.special_commits import Settings
+from ..._rules.codecs import utc_timestamp
+from ..._rules.retention_policy import SETTING, RetentionPolicy, audit_event, checked_policy, persisted_policy
+from ..._rules.state import State
+from ..._rules.writes import ChangeOptions
+from ..core import StoreCore
 
 __all__ = ["RetentionAPI"]
 
 
-class RetentionAPI:
-    """Mixed into `MemoryStore`; relies on its `_handle.checkout`, `messages` and `audit`."""
-
-    _checkout: Checkout
-    messages: list[dict[str, Any]]
-    audit: bool
+class RetentionAPI(StoreCore):
+    """The retention policy of ``versions/`` snapshots and the journal."""
 
     @property
     def retention(self) -> RetentionPolicy:

@@ -4,15 +4,14 @@ committed at once) and setting them when a store is created. The rules themselve
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
-from .._base.syncify import syncify
-from .._handle.checkout import Checkout
-from .._handle.special_commits import Settings
-from .._rules.codecs import utc_timestamp
-from .._rules.read_only import audit_event, canonical, persisted, refuse_untrusted, with_setting
-from .._rules.state import State
-from .._rules.writes import ChangeOptions
+from ..._base.syncify import syncify
+from ..._handle.special_commits import Settings
+from ..._rules.codecs import utc_timestamp
+from ..._rules.read_only import audit_event, canonical, persisted, refuse_untrusted, with_setting
+from ..._rules.state import State
+from ..._rules.writes import ChangeOptions
+from ..core import StoreCore
 
 __all__ = ["ReadOnlySettingsAPI", "creation_settings"]
 
@@ -27,19 +26,8 @@ def creation_settings(prefixes: Iterable[str]) -> Settings | None:
     return Settings(with_setting({}, wanted)) if wanted else None
 
 
-class ReadOnlySettingsAPI:
-    """Mixed into `MemoryStore`; relies on its `_handle.checkout`, `trusted`, `messages` and `audit`."""
-
-    _checkout: Checkout
-    trusted: bool
-    read_only_prefixes: tuple[str, ...]
-    messages: list[dict[str, Any]]
-    audit: bool
-
-    def _enforced_read_only_prefixes(self) -> tuple[str, ...]:
-        """What this handle enforces: its own ``read_only_prefixes`` and the store's persisted ones, as of
-        its loaded state (a save checks the persisted ones again against the state it commits on)."""
-        return (*self.read_only_prefixes, *persisted(self._checkout.working_copy.base.ext))
+class ReadOnlySettingsAPI(StoreCore):
+    """The persisted read-only prefixes: reading and (trusted) changing them."""
 
     @syncify
     async def persisted_read_only_prefixes(self) -> tuple[str, ...]:

@@ -9,35 +9,26 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any, cast
+from typing import Any
 
-from .._base.syncify import syncify
-from .._handle.checkout import Checkout
-from .._handle.mirror import remove_tree
-from .._journal import gc as _gc
-from .._journal.gc import GcResult, collect, set_window
-from .._journal.opening import latest_state
-from .._journal.purge import PurgeResult, purge_change, purge_stored
-from .._rules.admission import Access, PathAdmission
-from .._rules.arguments import check_flag, check_int, check_window
-from .._rules.commit_info import check_note
-from .._rules.layout import versions_dir_name
+from ..._base.syncify import syncify
+from ..._handle.mirror import remove_tree
+from ..._journal import gc as _gc
+from ..._journal.gc import GcResult, collect, set_window
+from ..._journal.opening import latest_state
+from ..._journal.purge import PurgeResult, purge_change, purge_stored
+from ..._rules.admission import Access
+from ..._rules.arguments import check_flag, check_int, check_window
+from ..._rules.commit_info import check_note
+from ..._rules.layout import versions_dir_name
+from ..core import StoreCore
+from ..records import save_pending
 from .expiry import expire_files
 from .message_purge import check_replacement, purge_message
-from .records import LogOwner, save_pending
 
 
-class MaintenanceAPI:
-    """Mixed into `MemoryStore`; relies on its `_handle.checkout`, `_rules.admission` and the `delete` and `save`
-    methods."""
-
-    _checkout: Checkout
-    _admission: PathAdmission
-    messages: list[dict[str, Any]]
-    audit: bool
-    keep_versions: bool
-    delete: Any
-    save: Any
+class MaintenanceAPI(StoreCore):
+    """Garbage collection, purge (of a path, a message) and the retention window."""
 
     @syncify
     async def gc(self, window: timedelta | None = None, *, dry_run: bool = False) -> GcResult:
@@ -84,7 +75,7 @@ class MaintenanceAPI:
         rel = self._admission.admit(rel_path, Access.DELETE)
         check_note("actor", actor)
         check_note("reason", reason)
-        await save_pending(cast(LogOwner, self), actor)  # appended records are saved first, like other changes
+        await save_pending(self, actor)  # appended records are saved first, like other changes
         session = self._checkout
         reason = reason or f"purge {rel}"  # one reason in the commit, the audit and the history alike
         change = lambda view: purge_change(view, rel, actor, reason, session.remote_if_known())  # noqa: E731
@@ -123,8 +114,8 @@ class MaintenanceAPI:
         check_int("index", index, minimum=None)  # a bad index or note saves nothing
         check_note("actor", actor)
         check_note("reason", reason)
-        await save_pending(cast(LogOwner, self), actor)
-        return await purge_message(cast(Any, self), index, replacement, actor, reason)
+        await save_pending(self, actor)
+        return await purge_message(self, index, replacement, actor, reason)
 
     @syncify
     async def set_gc_window(self, window: timedelta | None) -> None:

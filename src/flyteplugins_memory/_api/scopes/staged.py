@@ -8,24 +8,21 @@ proposal of a path outside it is `ProposalNotFound` from here, checked before an
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from .._base.syncify import syncify
-from .._rules.metadata import Scalar
-from .._rules.proposals import Proposal
-from .._rules.scope_paths import is_inside, relative
-from ..errors import ProposalNotFound
+from ..._base.syncify import syncify
+from ..._rules.metadata import Scalar
+from ..._rules.proposals import Proposal
+from ..._rules.scope_paths import is_inside, relative
+from ...errors import ProposalNotFound
+from .core import ScopeCore
 
 if TYPE_CHECKING:
-    from .store import MemoryStore
+    pass
 
 
-class ScopedStagedAPI:
-    """Mixed into `ScopedStore`; relies on its `_api.store`, `_prefix` and `_full`."""
-
-    _store: MemoryStore
-    _prefix: str
-    _full: Any
+class ScopedStagedAPI(ScopeCore):
+    """A scope's staged memories: propose, list and decide proposals of paths in it."""
 
     def _own_proposal(self, proposal: Proposal) -> Proposal:
         """`proposal` with its path relative to the scope; one outside the scope is not found from here."""

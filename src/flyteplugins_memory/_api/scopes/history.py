@@ -8,8 +8,8 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from .._journal.commit_log import Commit
-from .._rules.scope_paths import is_inside, relative
+from ..._journal.commit_log import Commit
+from ..._rules.scope_paths import is_inside, relative
 
 T = TypeVar("T")
 #: The first page `newest_matching` reads (then twice as many each time).

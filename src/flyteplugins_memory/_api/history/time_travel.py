@@ -19,23 +19,23 @@ import json
 from collections.abc import Mapping
 from typing import Any, NoReturn
 
-from .._base.syncify import syncify
-from .._handle.checkout import Checkout
-from .._journal import gc as _gc
-from .._journal.commit_log import Commit
-from .._journal.contents import fetch_contents
-from .._journal.log_reads import read_checkpoint
-from .._journal.opening import latest_state, state_at
-from .._journal.versions import decode_text
-from .._rules.admission import Access, PathAdmission
-from .._rules.arguments import check_int
-from .._rules.codecs import MemoryMeta
-from .._rules.journal_objects import EMPTY_CHECKPOINT, FileEntry
-from .._rules.metadata import Scalar, check_where, from_ext, matches
-from .._rules.state import State
-from .._rules.ttl import is_expired
-from ..errors import CommitNotFound, CorruptStore, InvalidArgument, ReadOnlySnapshot, StateCollected
-from ..storage._contract import ObjectStorage
+from ..._base.syncify import syncify
+from ..._journal import gc as _gc
+from ..._journal.commit_log import Commit
+from ..._journal.contents import fetch_contents
+from ..._journal.log_reads import read_checkpoint
+from ..._journal.opening import latest_state, state_at
+from ..._journal.versions import decode_text
+from ..._rules.admission import Access, PathAdmission
+from ..._rules.arguments import check_int
+from ..._rules.codecs import MemoryMeta
+from ..._rules.journal_objects import EMPTY_CHECKPOINT, FileEntry
+from ..._rules.metadata import Scalar, check_where, from_ext, matches
+from ..._rules.state import State
+from ..._rules.ttl import is_expired
+from ...errors import CommitNotFound, CorruptStore, InvalidArgument, ReadOnlySnapshot, StateCollected
+from ...storage._contract import ObjectStorage
+from ..core import StoreCore
 
 
 class StoreAt:
@@ -174,13 +174,8 @@ def _metadata(entry: FileEntry | None, path: str) -> Mapping[str, Scalar]:
     return {} if entry is None else from_ext(entry.ext, path)
 
 
-class TimeTravelAPI:
-    """Mixed into `MemoryStore`; relies on its `_handle.checkout` and `_rules.admission`."""
-
-    _checkout: Checkout
-    _admission: PathAdmission
-    messages: list[dict[str, Any]]
-    audit: bool
+class TimeTravelAPI(StoreCore):
+    """The store as of a commit: `at`."""
 
     @syncify
     async def at(self, commit: int | Commit) -> StoreAt:

@@ -17,17 +17,16 @@ from typing import Any, Union
 
 from pydantic import BaseModel
 
-from .._base.syncify import syncify
-from .._handle.checkout import Checkout
-from .._handle.special_commits import StagedFile
-from .._rules.admission import Access, PathAdmission
-from .._rules.arguments import check_int
-from .._rules.codecs import encode_messages, sha256_bytes, utc_timestamp, write_event
-from .._rules.commit_info import check_note
-from .._rules.fold import Fold, fold_point
-from .._rules.messages import MessageModel, admit
-from .._rules.paths import MESSAGES_PATH
-from .._rules.record_codec import (
+from ..._base.syncify import syncify
+from ..._handle.special_commits import StagedFile
+from ..._rules.admission import Access
+from ..._rules.arguments import check_int
+from ..._rules.codecs import encode_messages, sha256_bytes, utc_timestamp, write_event
+from ..._rules.commit_info import check_note
+from ..._rules.fold import Fold, fold_point
+from ..._rules.messages import MessageModel, admit
+from ..._rules.paths import MESSAGES_PATH
+from ..._rules.record_codec import (
     ARCHIVE_EXT,
     ARCHIVE_REASON,
     COUNT_EXT,
@@ -37,10 +36,11 @@ from .._rules.record_codec import (
     is_transcript_archive,
     segment_name,
 )
-from .._rules.transcript import committed_form, fingerprints
-from .._rules.writes import ChangeOptions
-from ..errors import InvalidArgument, InvalidMessage, InvalidRecord
-from .records import RecordLog
+from ..._rules.transcript import committed_form, fingerprints
+from ..._rules.writes import ChangeOptions
+from ...errors import InvalidArgument, InvalidMessage, InvalidRecord
+from ..core import StoreCore
+from ..records import RecordLog
 
 __all__ = ["ARCHIVE_EXT", "DEFAULT_ARCHIVE", "CompactionResult", "Summarize", "Summary", "is_transcript_archive"]
 
@@ -60,16 +60,8 @@ class CompactionResult:
     summary: dict[str, Any] | None
 
 
-class CompactionAPI:
-    """Mixed into `MemoryStore`; relies on its `_handle.checkout`, `_rules.admission`, `messages`, `audit`,
-    `validate_messages` and `save`."""
-
-    _checkout: Checkout
-    _admission: PathAdmission
-    messages: list[dict[str, Any]]
-    audit: bool
-    validate_messages: bool
-    save: Any
+class CompactionAPI(StoreCore):
+    """Folding old transcript messages into a record log (`compact_transcript`)."""
 
     @syncify
     async def compact_transcript(
@@ -94,7 +86,7 @@ class CompactionAPI:
         or rewrote the same messages first, `ConcurrencyError` (this handle stays as it was).
         """
         log = self._check_arguments(summarize, keep_last, archive, actor, reason)
-        await self.save.aio()
+        await self._save()
         view = await self._checkout.ready(self)
         committed = committed_form(view.base.messages)
         point = fold_point(committed, keep_last)
@@ -121,7 +113,7 @@ class CompactionAPI:
             raise InvalidArgument(f"archive must be a str (a record log's path), got {type(archive).__name__}")
         check_note("actor", actor)
         check_note("reason", reason)
-        log = RecordLog(self, archive)  # pyright: ignore[reportArgumentType]  (this is the store)
+        log = RecordLog(self, archive)
         log._admit_segment()  # ReadOnlyPath (naming the log), ReservedPath
         return log
 

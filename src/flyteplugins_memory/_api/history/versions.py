@@ -1,4 +1,5 @@
-"""`MemoryStore.history`, `restore` and `diff`, and the two-argument `read_version(path, version_id)`.
+"""`MemoryStore.log`, `history`, `restore` and `diff`, and the ``versions/`` snapshots (`list_versions`,
+`read_version`).
 
 A restore is a write like any other: the version's content and file metadata written to the path now,
 audited, kept in the handle until ``save()`` (so that ``restore`` then ``save()`` reads like
@@ -8,28 +9,37 @@ and `expected_sha` as a write does). History is never rewritten: the restore is 
 
 from __future__ import annotations
 
-from typing import Any
-
-from .._base.syncify import syncify
-from .._handle.checkout import Checkout
-from .._journal.commit_log import last_change
-from .._journal.history import HistoryEntry, Version, read_history, version_content
-from .._rules.admission import Access, PathAdmission
-from .._rules.arguments import check_int
-from .._rules.codecs import MemoryMeta
-from .._rules.diff import Side, unified_diff
-from .._rules.record_codec import check_not_segment
-from ..errors import VersionNotFound
+from ..._base.syncify import syncify
+from ..._journal import versions as _versions
+from ..._journal.commit_log import Commit, last_change, read_log
+from ..._journal.history import HistoryEntry, read_history, refuse_expired_snapshot
+from ..._rules.admission import Access
+from ..._rules.arguments import check_int
+from ..._rules.codecs import MemoryMeta
+from ..._rules.diff import Side, unified_diff
+from ..._rules.record_codec import check_not_segment
+from ..core import StoreCore
 
 
-class HistoryAPI:
-    """Mixed into `MemoryStore`; relies on its `_handle.checkout`, `_rules.admission` and `_change_options`."""
+class VersionsAPI(StoreCore):
+    """The store's commit log and each path's versions: `log`, `history`, `restore`, `diff`, and the
+    ``versions/`` snapshots (`list_versions`, `read_version`)."""
 
-    _checkout: Checkout
-    _admission: PathAdmission
-    _change_options: Any
-    messages: list[dict[str, Any]]
-    audit: bool
+    @syncify
+    async def log(self, limit: int = 20, path: str | None = None) -> list[Commit]:
+        """The store's newest `limit` commits, newest first: when, who, why, the paths each wrote and
+        deleted, the messages it appended (see `Commit`). With `path`, only the commits that wrote or
+        deleted that path.
+
+        Reads one commit record per commit returned (plus finding the newest commit), however long the
+        history; for a path that is not a file now, it first reads back to the last commit that changed
+        it. The log ends where ``gc()`` collected the history; a store imported from upstream's layout
+        starts with one ``import`` commit.
+        """
+        rel = None if path is None else self._admission.admit(path, Access.READ)
+        check_int("limit", limit)
+        view = await self._checkout.ready(self)
+        return await read_log(self._checkout.remote_if_known(), view.base, limit, rel)
 
     @syncify
     async def history(self, path: str, limit: int = 20) -> list[HistoryEntry]:
@@ -99,16 +109,25 @@ class HistoryAPI:
         view = await self._checkout.ready(self)
         return await last_change(self._checkout.remote_if_known(), view.base, rel)
 
-    async def _version(self, rel: str, version_id: object) -> Version:
-        view = await self._checkout.ready(self)
-        remote = self._checkout.remote_if_known()
-        return await version_content(remote, view.versions, view.base, rel, version_id)
+    @syncify
+    async def list_versions(self, rel_path: str) -> list[str]:
+        """Names of the version snapshots of `rel_path` (saved and pending), oldest first."""
+        rel = self._admission.admit(rel_path, Access.READ)
+        return await _versions.list_versions(
+            self._checkout.remote_if_known(), self._checkout.working_copy.versions, rel
+        )
 
-    async def _version_bytes(self, path: str, version_id: object) -> bytes:
-        """Bytes of version `version_id` of `path` (`read_version(path, version_id)`); a deletion has
-        none (`VersionNotFound`)."""
-        rel = self._admission.admit(path, Access.READ)
-        data = (await self._version(rel, version_id)).data
-        if data is None:
-            raise VersionNotFound(f"Version {version_id!r} of {rel!r} is its deletion: it has no content")
-        return data
+    @syncify
+    async def read_version(self, version_file: str, version_id: str | None = None) -> str:
+        """Text of one version snapshot, named as by `list_versions` or an audit event's ``version_file``;
+        `NotText` for a snapshot of binary content (`read_version_bytes` reads that).
+
+        ``read_version(path, version_id)``: text of version `version_id` of `path`, an id from `history`
+        (a journal version's content comes from its blob, verified by its sha256); `VersionNotFound` for
+        an unknown id, a deletion, or content gc() collected."""
+        if version_id is not None:
+            data = await self._version_bytes(version_file, version_id)
+            return _versions.decode_text(data, f"{version_file}@{version_id}")
+        await refuse_expired_snapshot((await self._checkout.ready(self)).base, version_file)
+        remote, pending = self._checkout.remote_if_known(), self._checkout.working_copy.versions
+        return await _versions.read_version(remote, pending, version_file)

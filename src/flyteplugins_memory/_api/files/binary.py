@@ -11,31 +11,23 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any
 
-from .._base.syncify import syncify
-from .._handle.checkout import Checkout
-from .._journal import gc as _gc
-from .._journal import versions as _versions
-from .._journal.history import refuse_expired_snapshot
-from .._rules.admission import Access, PathAdmission
-from .._rules.codecs import MemoryMeta
-from .._rules.metadata import Scalar
-from .._rules.record_codec import check_not_segment
-from .._rules.ttl import check_ttl, expiry_ext
-from .._rules.writes import ChangeOptions, binary_content
-from ..errors import InvalidArgument
+from ..._base.syncify import syncify
+from ..._journal import gc as _gc
+from ..._journal import versions as _versions
+from ..._journal.history import refuse_expired_snapshot
+from ..._rules.admission import Access
+from ..._rules.codecs import MemoryMeta
+from ..._rules.metadata import Scalar
+from ..._rules.record_codec import check_not_segment
+from ..._rules.ttl import check_ttl, expiry_ext
+from ..._rules.writes import ChangeOptions, binary_content
+from ...errors import InvalidArgument
+from ..core import StoreCore
 
 
-class BinaryAPI:
-    """Mixed into `MemoryStore`; relies on its `_handle.checkout`, `_rules.admission` and `_change_options`."""
-
-    _checkout: Checkout
-    _admission: PathAdmission
-    _change_options: Any
-    _version_bytes: Any  # `HistoryAPI`'s: version `version_id` of a path
-    messages: list[dict[str, Any]]
-    audit: bool
+class BinaryAPI(StoreCore):
+    """Binary content: `write_bytes`, `read_bytes`, `read_version_bytes`."""
 
     @syncify
     async def write_bytes(

@@ -1,0 +1,16 @@
+"""Files: writing, reading, metadata, binary content, deleting, and a handle's unsaved changes
+(guide: docs/guide/files.md; CLI: `cli/_files.py`)."""
+
+from __future__ import annotations
+
+from .binary import BinaryAPI
+from .bulk_delete import BulkDeleteAPI
+from .changes import ChangesAPI
+from .reads import ReadAPI
+from .writes import WritesAPI
+
+__all__ = ["FilesAPI"]
+
+
+class FilesAPI(ReadAPI, WritesAPI, BinaryAPI, BulkDeleteAPI, ChangesAPI):
+    """The files family of `MemoryStore`."""
