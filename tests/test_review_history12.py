@@ -133,7 +133,7 @@ def test_gc_expiring_a_file_that_a_concurrent_save_rewrote_keeps_the_rewrite_in_
 def test_at_the_newest_commit_does_not_show_a_file_whose_ttl_ran_out(local_backend, key):
     """`store.at(commit)` ignores expiries: with the newest commit made after a file's ttl ran out, every
     handle reads the file as missing, but ``store.at(store.log()[0])`` lists it, says it exists and
-    returns its content (`_api.time_travel.StoreAt` reads ``State.files`` without `_rules.ttl.is_expired`). A file
+    returns its content (`_api.history.time_travel.StoreAt` reads ``State.files`` without `_rules.ttl.is_expired`). A file
     written with a ttl (scratch, secrets) must not come back through time travel to a moment after it
     expired."""
     store = MemoryStore.create(key=key)

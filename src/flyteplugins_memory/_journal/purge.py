@@ -175,7 +175,7 @@ async def purge_contents(
     reason: str,
     commit: int | None,
 ) -> PurgeResult:
-    """A message-level purge's removal (`_api.message_purge`), after its commit: every stored copy of the
+    """A message-level purge's removal (`_api.upkeep.message_purge`), after its commit: every stored copy of the
     contents `shas` that no live path of `newest` holds (blobs, version snapshots, search segments), and
     what `redaction` names in every stored record and checkpoint. `path` is what the markers name."""
     newest.check_can_write("purge", remote.uri)

@@ -22,7 +22,7 @@ object before this one rewrote it cannot write the purged data back for good.
 
 Concurrent readers: an object is replaced by one write (atomic on every backend), so a reader sees the old
 object or the redacted one, both valid. Stale handles keep what they hold in memory, but cannot write it
-back: every purge makes a commit of its own (`_journal.purge`, `_api.message_purge`), so a stale handle's next save
+back: every purge makes a commit of its own (`_journal.purge`, `_api.upkeep.message_purge`), so a stale handle's next save
 finds its slot taken and rebases onto the newest record, read from storage, and a checkpoint it holds is
 read again when the record counts more purges than its state (`_rules.purge_count`).
 """
@@ -82,7 +82,7 @@ class Redaction:
     hashed: Mapping[str, dict[str, Any]] = field(default_factory=dict)
     #: other purged paths, redacted as `path` is (other purges', `Ledger`)
     more_paths: frozenset[str] = frozenset()
-    #: paths whose entries written with a ttl that ran out by `now` lose their labels (gc, `_api.expiry`):
+    #: paths whose entries written with a ttl that ran out by `now` lose their labels (gc, `_api.upkeep.expiry`):
     #: their ``expires_at`` stays, so every reader still sees them expired
     expired: frozenset[str] = frozenset()
     now: float = 0.0

@@ -125,7 +125,7 @@ def stored_count(entry: FileEntry) -> int | None:
 
 def position(entry: FileEntry) -> int | None:
     """Where a segment sits in its log: the commit that wrote it, or, for a segment a record purge
-    rewrote (`_api.message_purge`), the commit that first wrote it (``ext["position"]``), so that rewriting
+    rewrote (`_api.upkeep.message_purge`), the commit that first wrote it (``ext["position"]``), so that rewriting
     a segment never moves its records."""
     kept = entry.ext.get(POSITION_EXT)
     if isinstance(kept, int) and not isinstance(kept, bool) and kept >= 0:
@@ -158,7 +158,7 @@ def window(counts: Sequence[int], since: int, limit: int | None) -> tuple[int, i
 #: The record log that `compact_transcript` archives to unless told otherwise.
 DEFAULT_ARCHIVE = "archive/transcript"
 #: The entry extension that marks a segment `compact_transcript` wrote: it holds transcript messages, so
-#: a message purge of the transcript redacts its copies there too (`_api.message_purge`; `_api.compaction`
+#: a message purge of the transcript redacts its copies there too (`_api.upkeep.message_purge`; `_api.transcript.compaction`
 #: sets it).
 ARCHIVE_EXT = "transcript_archive"
 #: The reason a compaction's segment was written with (segments written before `ARCHIVE_EXT`).

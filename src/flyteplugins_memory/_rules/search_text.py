@@ -1,6 +1,6 @@
 """Pure: what search sees of a file: its tokens, its length, the text its snippets come from, and BM25.
 
-A file is text when its bytes are UTF-8 (as `_api.binary` decides); binary files are indexed as empty (they
+A file is text when its bytes are UTF-8 (as `_api.files.binary` decides); binary files are indexed as empty (they
 never match, and are not counted in the corpus statistics). A JSON file is searched by its keys and
 values, not by its punctuation and escapes. Only the first `INDEXED_CHARS` characters of a file are
 tokenized, so one huge file cannot make every save that writes it slow; its snippets come from the first
