@@ -43,26 +43,8 @@ __all__ = ["StoreCore"]
 
 
 class StoreCore:
-    """A handle's identity, settings and collaborators, and the few operations every family needs.
-
-    Args:
-        key: The store's key, a single path segment.
-        messages: Initial transcript (mutate through `append` / `extend`).
-        root: Local working directory; a fresh temp dir (removed on garbage collection) when omitted.
-            An existing directory's files become unsaved changes, and its ``messages.json`` is loaded
-            unless `messages` is given.
-        remote_path: Where the store lives; resolved from `key` and the Flyte context when omitted.
-        read_only_prefixes: Path prefixes that writes and deletes through this handle may not target
-            (upstream's per-handle setting). The store's persisted ones (`persisted_read_only_prefixes`,
-            set by `create` and `set_read_only_prefixes`) apply to every handle as well.
-        audit: Record every write and delete in the audit trail.
-        keep_versions: Snapshot every write (and a tombstone for every delete) under ``versions/``.
-        validate_messages: Check every message `append`/`extend` (and `messages`) take against the typed
-            transcript's models (`Message`); off by default, as upstream, which takes any dict.
-        trusted: A trusted handle may do what the store's read-only prefixes otherwise forbid every handle
-            (accept a proposal into them, change them, delete the store). It is a property of the code
-            that opens the handle: it does not travel with the store to another task.
-    """
+    """A handle's identity, settings and collaborators, and the few operations every family needs. Its
+    constructor is `MemoryStore`'s (the arguments are documented there)."""
 
     key: str
     #: the transcript: the committed one (loaded on first use) plus this handle's appends and edits
