@@ -26,8 +26,8 @@ from flyteplugins_memory.adapters.definable import (
     encode_id,
 )
 from helpers import RaceBefore, race_children, run_python
+from repo import REPO, SUPPORT
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
 HOSTILE_IDS = ["../bob", "a/b", "..", ".", "", "%2e%2e", "x\x00y", "ALICE", "alice\u2024", " ", "a" * 300, "~/x"]
 
 
@@ -288,7 +288,7 @@ def test_two_processes_adding_to_one_key_lose_nothing(adapter_backend, key, tmp_
     backend, endpoint = adapter_backend
     MemoryStore.create(key=key)
     go = tmp_path / "go"
-    script = ADD_WORKER.format(tests=str(REPO / "tests"))
+    script = ADD_WORKER.format(tests=str(SUPPORT))
     config = {"raw": backend.raw_data_path, "endpoint": endpoint, "key": key, "go": str(go), "n": 6}
     race_children(script, config, timeout=240)
     store = MemoryStore.open(key=key)
@@ -338,7 +338,7 @@ def test_two_processes_adding_and_updating_the_same_ids(adapter_backend, key, tm
     backend, endpoint = adapter_backend
     n = 5
     asyncio.run(_add_shared(key))
-    script = RACE_WORKER.format(tests=str(REPO / "tests"))
+    script = RACE_WORKER.format(tests=str(SUPPORT))
     out = str(tmp_path / "out")
     config = {"raw": backend.raw_data_path, "endpoint": endpoint, "key": key, "go": str(tmp_path / "go"), "n": n}
     race_children(script, {**config, "out": out}, timeout=240)

@@ -5,7 +5,6 @@ two processes writing through the backend to one key."""
 
 from __future__ import annotations
 
-import pathlib
 import time
 
 import pytest
@@ -34,8 +33,9 @@ from rath.memory import (
 from flyteplugins_memory import MemoryStore
 from flyteplugins_memory.adapters.openrath import FlyteMemoryBackend, path_of, store_key, uri_of
 from helpers import race_children
+from repo import SUPPORT
 
-TESTS = str(pathlib.Path(__file__).parent)
+TESTS = str(SUPPORT)
 
 
 @pytest.fixture(params=["local_backend", "s3_backend"])

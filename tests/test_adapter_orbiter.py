@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import pathlib
 import sys
 import types
 import urllib.parse
@@ -33,8 +32,9 @@ from flyteplugins_memory.adapters.orbiter import (
     path_of,
 )
 from helpers import RaceBefore, race_children
+from repo import SUPPORT
 
-TESTS = str(pathlib.Path(__file__).parent)
+TESTS = str(SUPPORT)
 ALICE = MemoryMetadata(user_id="alice", session_id="s1")
 BOB = MemoryMetadata(user_id="bob", session_id="s1")
 

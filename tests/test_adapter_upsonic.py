@@ -23,8 +23,8 @@ import pytest
 from flyteplugins_memory import InvalidArgument, MemoryStore
 from flyteplugins_memory.adapters.upsonic import AsyncFlyteStorage, FlyteStorage, SessionOfAnotherUser
 from helpers import race_children, run_python
+from repo import REPO, SUPPORT
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
 HOSTILE_IDS = ["../bob", "a/b", "..", ".", "%2e%2e", "x\x00y", "ALICE", " ", "a" * 300, "~/x", "sessions"]
 
 
@@ -307,7 +307,7 @@ def test_two_processes_writing_one_key_lose_nothing(adapter_backend, key, tmp_pa
     backend, endpoint = adapter_backend
     MemoryStore.create(key=key)
     config = {"raw": backend.raw_data_path, "endpoint": endpoint, "key": key, "go": str(tmp_path / "go"), "n": 5}
-    race_children(RACE_WORKER.format(tests=str(REPO / "tests")), config, timeout=240)
+    race_children(RACE_WORKER.format(tests=str(SUPPORT)), config, timeout=240)
     storage = FlyteStorage(key)
     shared = storage.get_session("shared", deserialize=False)
     assert sorted(shared["runs"]) == sorted(f"w{w}-{i}" for w in range(2) for i in range(5))
@@ -448,7 +448,7 @@ def _upsonic_python() -> pathlib.Path:
 
 
 def _in_upsonic(script: str, config: dict) -> str:
-    return run_python(str(_upsonic_python()), script.format(tests=str(REPO / "tests")), config)
+    return run_python(str(_upsonic_python()), script.format(tests=str(SUPPORT)), config)
 
 
 @pytest.mark.slow

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import pathlib
 import subprocess
 import sys
 
-SCRIPT = pathlib.Path(__file__).parent.parent / "benchmarks" / "sync_bench.py"
+from repo import REPO
+
+SCRIPT = REPO / "benchmarks" / "sync_bench.py"
 
 
 def test_benchmark_prints_a_side_by_side_table(tmp_path):

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from flyte.ai.agents import MemoryStore as UpstreamStore
 
-from conftest import JOURNAL
+from backends import JOURNAL
 from flyteplugins_memory import Commit, InvalidMessage, InvalidPath, MemoryStore
 from flyteplugins_memory._rules.commit_info import MAX_SUMMARY
 from flyteplugins_memory._rules.layout import log_name

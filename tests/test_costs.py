@@ -22,6 +22,7 @@ import pytest
 from flyteplugins_memory import MemoryStore
 from flyteplugins_memory._rules import parts as _parts
 from flyteplugins_memory._rules.layout import HEAD_NAME, checkpoint_name
+from repo import REPO
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -313,11 +314,10 @@ def test_a_handle_holds_only_small_in_place_files_it_replaces_and_their_old_byte
 
 
 def test_the_costs_benchmark_prints_its_table(tmp_path):
-    import pathlib
     import subprocess
     import sys
 
-    script = pathlib.Path(__file__).parent.parent / "benchmarks" / "costs_bench.py"
+    script = REPO / "benchmarks" / "costs_bench.py"
     out = tmp_path / "costs.md"
     done = subprocess.run(
         [sys.executable, str(script), "--sizes", "30", "--out", str(out)],

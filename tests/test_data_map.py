@@ -26,8 +26,9 @@ from flyteplugins_memory._rules.data_map import (
 )
 from flyteplugins_memory._rules.layout import JOURNAL_DIR
 from flyteplugins_memory.storage._fsspec import Listed
+from repo import REPO
 
-DOCS = pathlib.Path(__file__).parent.parent / "docs" / "data-map.md"
+DOCS = REPO / "docs" / "data-map.md"
 HOURS = 3600.0
 
 

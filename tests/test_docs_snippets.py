@@ -19,8 +19,9 @@ import re
 import pytest
 
 from flyteplugins_memory import MemoryStore
+from repo import REPO
 
-ROOT = pathlib.Path(__file__).parent.parent
+ROOT = REPO
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs" / "guide").glob("*.md"))]
 #: how many blocks the docs may leave out in all; more means the docs stopped being checked
 MAX_NOT_RUN = 5

@@ -10,7 +10,6 @@ from collections import Counter
 import fsspec
 import pytest
 
-from conftest import report
 from faults import Faults, FaultyFileSystem, at_call, at_random, from_call
 from flyteplugins_memory import (
     UNVERIFIED_BACKENDS_ENV,
@@ -22,6 +21,7 @@ from flyteplugins_memory import (
     set_retry_policy,
 )
 from flyteplugins_memory.storage import _fsspec as _storage
+from reports import report
 
 #: seeds of the random-fault soak; FLYTEPLUGINS_MEMORY_STRESS raises it for a long run
 SOAK_SEEDS = int(os.environ.get("FLYTEPLUGINS_MEMORY_STRESS_SEEDS", "0")) or (

@@ -14,7 +14,7 @@ from datetime import timedelta
 
 import pytest
 
-from conftest import JOURNAL
+from backends import JOURNAL
 from flyteplugins_memory import (
     READER_REVISION,
     ContentPurged,
@@ -26,6 +26,7 @@ from flyteplugins_memory._base.version import PACKAGE_VERSION, SOURCE_VERSION, W
 from flyteplugins_memory._rules.layout import HEAD_NAME, checkpoint_name, log_name
 from flyteplugins_memory._rules.markers import CONFIG_NAME, purge_marker_name
 from released import BEFORE_EVOLUTION, released_source, result_of, run_released, start_released
+from repo import REPO
 
 FUTURE = "flyteplugins-memory 9.1.0"
 
@@ -253,7 +254,7 @@ def test_every_object_this_version_writes_names_it(local_backend, key):
 
 
 def test_the_version_is_the_one_in_pyproject():
-    pyproject = tomllib.loads((pathlib.Path(__file__).parents[1] / "pyproject.toml").read_text())
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
     assert pyproject["project"]["version"] == SOURCE_VERSION
     assert f"flyteplugins-memory {PACKAGE_VERSION}" == WRITER
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import pathlib
 import subprocess
 import sys
 
-SCRIPT = pathlib.Path(__file__).parent.parent / "benchmarks" / "gc_bench.py"
+from repo import REPO
+
+SCRIPT = REPO / "benchmarks" / "gc_bench.py"
 
 
 def test_gc_benchmark_prints_the_short_history_beside_the_long_one(tmp_path):

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import pathlib
 import subprocess
 import sys
 
-SCRIPT = pathlib.Path(__file__).parent.parent / "benchmarks" / "history_bench.py"
+from repo import REPO
+
+SCRIPT = REPO / "benchmarks" / "history_bench.py"
 
 
 def test_history_benchmark_prints_ours_beside_upstream(tmp_path):

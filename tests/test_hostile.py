@@ -12,9 +12,9 @@ from datetime import timedelta
 import pytest
 
 import flyteplugins_memory
-from conftest import report
 from flyteplugins_memory import MemoryStore, MemoryStoreError
 from flyteplugins_memory._rules.layout import sidecar_name
+from reports import report
 
 CORPUS = json.loads((pathlib.Path(__file__).parent / "hostile" / "corpus.json").read_text())
 BACKENDS = ("local", "memory", "s3")

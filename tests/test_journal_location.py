@@ -16,6 +16,7 @@ from flyte.ai.agents import MemoryStore as UpstreamStore
 
 from flyteplugins_memory import CorruptStore, InvalidPath, MemoryStore
 from oldversion import old_version
+from repo import SUPPORT
 
 JOURNAL = "meta/.journal"
 BIG = 200_000
@@ -331,7 +332,7 @@ def test_older_writers_saving_during_the_move_lose_nothing(shared_endpoint, key,
     _old_store(key)
     ready = tmp_path / "ready"
     config = {"raw": backend.raw_data_path, "endpoint": endpoint, "key": key, "rounds": 80, "pause": 0.05}
-    script = str(pathlib.Path(__file__).with_name("oldversion.py"))
+    script = str(SUPPORT / "oldversion.py")
     procs = [
         subprocess.Popen(
             [sys.executable, script, "writer", json.dumps({**config, "worker": w, "ready": str(ready)})],

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import make_backend
+from backends import make_backend
 from flyteplugins_memory.testing import BackendConformance, StoreRoot
 
 

@@ -17,9 +17,9 @@ import time
 
 import pytest
 
-from conftest import report
 from flyteplugins_memory import MemoryStore
-from test_multiprocess import child
+from reports import report
+from workers import child
 
 PROCESSES = 16
 SAVES = 50 if os.environ.get("FLYTEPLUGINS_MEMORY_STRESS") else 5

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import pathlib
 import subprocess
 import sys
 
-SCRIPT = pathlib.Path(__file__).parent.parent / "benchmarks" / "maintenance_bench.py"
+from repo import REPO
+
+SCRIPT = REPO / "benchmarks" / "maintenance_bench.py"
 
 
 def test_maintenance_benchmark_prints_upstream_beside_ours(tmp_path):

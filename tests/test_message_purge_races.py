@@ -10,6 +10,7 @@ import json
 from flyteplugins_memory import MemoryStore
 from flyteplugins_memory._journal import commit as _commit
 from helpers import holding
+from repo import SUPPORT
 
 SECRET = "race-pasted-key-5b0e"
 
@@ -97,7 +98,6 @@ def test_two_purges_in_different_processes_keep_each_others_rewrites(adapter_bac
     all its passes in between is written over; the first pass sees that purge committed meanwhile and
     reads again, redacting its message too (the purge's audit event names it by hash: `purge_ledger`)."""
     import asyncio
-    import pathlib
     import subprocess
     import sys
 
@@ -110,7 +110,7 @@ def test_two_purges_in_different_processes_keep_each_others_rewrites(adapter_bac
     store.save()
     store.compact()  # both in a checkpoint and the record before it
     config = {"key": key, "index": 1, "raw": backend.raw_data_path, "endpoint": endpoint}
-    child = CHILD.format(tests=str(pathlib.Path(__file__).parent))
+    child = CHILD.format(tests=str(SUPPORT))
     real = _redact.read_all
     ran: list[bool] = []
 
@@ -136,7 +136,6 @@ def test_a_path_purge_in_another_process_keeps_its_rewrite_under_a_message_purge
     """As above, the other process purging a path (its labels inline in the record and checkpoint the
     message purge rewrites): the pass reads again and redacts the path's entries too (`purge_ledger`)."""
     import asyncio
-    import pathlib
     import subprocess
     import sys
 
@@ -149,7 +148,7 @@ def test_a_path_purge_in_another_process_keeps_its_rewrite_under_a_message_purge
     store.save()
     store.compact()
     config = {"key": key, "path": "notes/ssn.md", "raw": backend.raw_data_path, "endpoint": endpoint}
-    child = CHILD.format(tests=str(pathlib.Path(__file__).parent))
+    child = CHILD.format(tests=str(SUPPORT))
     real = _redact.read_all
     ran: list[bool] = []
 

@@ -18,9 +18,9 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
-from conftest import report
 from flyteplugins_memory import ConcurrencyError, MemoryStore
 from flyteplugins_memory._journal import commit as _commit
+from reports import report
 
 STRESS = bool(os.environ.get("FLYTEPLUGINS_MEMORY_STRESS"))
 #: (examples, steps per example) per backend

@@ -13,11 +13,11 @@ from datetime import timedelta
 
 import pytest
 
-from test_model_store import StoreModel, clock  # noqa: F401  (the fixture the machine's clock needs)
+from test_model_store import StoreModel
 
 
 @pytest.fixture(params=["local_backend", "s3_backend"])
-def machine(request, clock):  # noqa: F811
+def machine(request, clock):
     StoreModel.use(request.getfixturevalue(request.param), clock)
     state = StoreModel()
     yield state

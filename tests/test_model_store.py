@@ -34,7 +34,6 @@ import os
 import shutil
 import tarfile
 import tempfile
-import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -46,7 +45,7 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
-from conftest import report
+from clock import Clock
 from flyteplugins_memory import (
     CommitNotFound,
     ConcurrencyError,
@@ -60,9 +59,8 @@ from flyteplugins_memory import (
     StoreNotFound,
     VersionNotFound,
 )
-from flyteplugins_memory._journal import commit as _commit
-from flyteplugins_memory._journal import gc as _gc
 from flyteplugins_memory.testing._kit import objects_under
+from reports import report
 
 #: Defects of issue 23 that are still open on main: the single check each one would fail is skipped while
 #: its name is here. Remove a name when its fix lands (``git log``).
@@ -210,25 +208,6 @@ class Handle:
     def log_records(self, log: str) -> list[Any]:
         kept = [r for sid, recs in self.base.segments.get(log, []) if sid not in self.dropped_segments for r in recs]
         return kept + self.records.get(log, [])
-
-
-class Clock:
-    """`_journal.gc.clock`, moved forward by the model (never by sleeping), and the monotonic time a save compares
-    its base's age with (`_journal.commit`): both move together, as they do in a real run, so a handle whose base
-    is older than ``STALE_BASE_AFTER`` by the moved clock reads the head before committing (a commit slot gc
-    emptied is only free once it is older than ``SLOT_GRACE``, judged by `_journal.gc.clock`)."""
-
-    def __init__(self) -> None:
-        self.offset = 0.0
-
-    def __call__(self) -> float:
-        return time.time() + self.offset
-
-    def __getattr__(self, name: str) -> Any:  # stands in for the `time` module in `_journal.commit`
-        return getattr(time, name)
-
-    def monotonic(self) -> float:
-        return time.monotonic() + self.offset
 
 
 def tolerant(rule_fn):
@@ -1168,16 +1147,6 @@ def _collapsed(items: list[str]) -> list[str]:
         if not out or out[-1] != item:
             out.append(item)
     return out
-
-
-@pytest.fixture
-def clock(monkeypatch) -> Clock:
-    moved = Clock()
-    monkeypatch.setattr(_gc, "clock", moved)
-    monkeypatch.setattr(_commit, "time", moved)
-    # checkpoint every few commits, so saves, opens and refreshes cross checkpoints all the time
-    monkeypatch.setattr(_commit, "CHECKPOINT_COMMITS", 3)
-    return moved
 
 
 #: (examples, steps) per backend: bounded in `make test`, long in `make test-slow`

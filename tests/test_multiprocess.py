@@ -3,27 +3,13 @@
 from __future__ import annotations
 
 import json
-import pathlib
-import subprocess
-import sys
 
 import pytest
 from flyte.ai.agents import MemoryStore as UpstreamStore
 
-from conftest import report
 from flyteplugins_memory import MemoryStore
-
-WORKERS = str(pathlib.Path(__file__).with_name("workers.py"))
-
-
-def child(command: str, config: dict, **kwargs) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, WORKERS, command, json.dumps(config)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        **kwargs,
-    )
+from reports import report
+from workers import child
 
 
 @pytest.fixture(params=["local_backend", "s3_backend"])

@@ -13,7 +13,7 @@ from urllib.parse import quote
 import pytest
 from flyte.ai.agents import MemoryStore as UpstreamStore
 
-from conftest import make_backend
+from backends import make_backend
 from flyteplugins_memory import InvalidPath, MemoryStore
 
 #: ``2026-01-01T00-00-00+00-00`` (25) + ``_`` + sha256 (64) + ``_`` + salt (8) + ``.txt``

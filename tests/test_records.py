@@ -25,7 +25,7 @@ from flyteplugins_memory import (
 )
 from flyteplugins_memory._api.records import RecordLog as RecordLogImpl
 from released import released_source, run_released
-from test_multiprocess import child
+from workers import child
 
 #: The release deployed before record logs (issue 9's: 0.4.0 with in-place uploads through obstore).
 PREVIOUS_RELEASE = "6df8b45"

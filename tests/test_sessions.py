@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from conftest import DOMAIN, ORG, PROJECT
+from backends import DOMAIN, ORG, PROJECT
 
 CHILD = """
 import json, sys

@@ -6,7 +6,6 @@ audited write in a commit of its own, follows only the allowed transitions, and 
 from __future__ import annotations
 
 import json
-import pathlib
 import subprocess
 import sys
 import threading
@@ -30,8 +29,9 @@ from flyteplugins_memory import (
 )
 from flyteplugins_memory._rules.proposals import MAX_CONTENT_BYTES
 from released import ISSUE_9_RELEASE, released_source, run_released
+from repo import SUPPORT
 
-WORKERS = str(pathlib.Path(__file__).with_name("workers.py"))
+WORKERS = str(SUPPORT / "workers.py")
 TAGS = {"user": "alice", "turn": 3, "pinned": True}
 
 

@@ -12,8 +12,10 @@ import re
 import subprocess
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-SNIPPET = ROOT / "tests" / "typing" / "public_api.py"
+from repo import REPO
+
+ROOT = REPO
+SNIPPET = pathlib.Path(__file__).resolve().parent / "typing" / "public_api.py"
 
 
 def _pyright(path: pathlib.Path) -> dict:

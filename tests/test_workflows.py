@@ -28,8 +28,9 @@ import pytest
 
 from flyteplugins_memory import MemoryStore, ReadOnlyPath, __version__
 from flyteplugins_memory._rules.location import LOCAL_RAW_DATA_ROOT
+from repo import REPO
 
-FOLDER = pathlib.Path(__file__).parent.parent / "workflows"
+FOLDER = REPO / "workflows"
 WORKFLOWS = sorted(FOLDER.glob("[0-9][0-9]_*.py"))
 NAMESPACE = {"org": "local", "project": "default", "domain": "development"}  # a local run's defaults
 STORES = "agents/memory-store"

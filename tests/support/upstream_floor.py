@@ -2,7 +2,7 @@
 
 Usage::
 
-    python tests/upstream_floor.py /path/to/flyte-sdk          # a checkout, or a bare git directory
+    python tests/support/upstream_floor.py /path/to/flyte-sdk          # a checkout, or a bare git directory
 
 Copies ``tests/flyte/ai/agents/test_agent.py`` and ``tests/conftest.py`` from that flyte-sdk into a scratch
 folder (nothing of theirs enters this repository), points the test module's imports of ``MemoryStore``,
@@ -22,7 +22,7 @@ TEST = "tests/flyte/ai/agents/test_agent.py"
 CONFTEST = "tests/conftest.py"
 ANCHOR = "from flyte.models import PathRewrite, RawDataPath\n"
 OURS = """
-# --- pointed at flyteplugins-memory by tests/upstream_floor.py ---
+# --- pointed at flyteplugins-memory by tests/support/upstream_floor.py ---
 from flyteplugins_memory import MESSAGES_PATH, AccessDenied, ConcurrencyError, MemoryStore, MemoryStoreError
 from flyteplugins_memory._rules.location import join_remote_path as _join_remote_path
 from flyteplugins_memory._rules.location import rewrite_mounted_path as _normalize_raw_data_path

@@ -4,7 +4,7 @@
 `run_released` runs one of the programs below in a child process whose import path puts that code first;
 the parent checks what the child saw and what landed in storage. Programs print one JSON line.
 
-    python tests/released.py <program> <src dir> '<json config>'
+    python tests/support/released.py <program> <src dir> '<json config>'
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ BEFORE_EVOLUTION = "1fce8fc"
 BEFORE_PARTS = "aa5ffa8"
 #: Issue 9's release (0.4.0: partitioned checkpoints), the one deployed before issue 11's features.
 ISSUE_9_RELEASE = "370d8ce"
-REPO = pathlib.Path(__file__).resolve().parents[1]
+REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
 def released_source(commit: str, into: pathlib.Path) -> pathlib.Path:

@@ -4,8 +4,8 @@ Such a version kept its journal in ``meta/.journal/`` inside the store prefix, n
 knew no markers: it parses a fence, a moved head or a tombstone with its strict record models, and so
 refuses them (as `CorruptStore`: it had no loose look at a newer ``format`` either). `old_version()`
 makes this process behave exactly so (the record models themselves only grew fields such a version never
-meets in an old journal); `python tests/oldversion.py writer '<json>'` runs an older writer as a child
-process. `tests/released.py` runs the released code of an exact commit instead.
+meets in an old journal); `python tests/support/oldversion.py writer '<json>'` runs an older writer as a child
+process. `tests/support/released.py` runs the released code of an exact commit instead.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Child-process programs for the multi-process and crash tests (run as ``python tests/workers.py ...``).
+"""Child-process programs for the multi-process and crash tests (run as ``python tests/support/workers.py ...``).
 
 Each child configures Flyte like a task would (org/project/domain, S3 endpoint) and binds the raw-data
 path, then works on one key; the parent checks what landed in storage.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -162,6 +163,17 @@ def load(config: dict) -> None:
                 **attempts,
             }
         )
+    )
+
+
+def child(command: str, config: dict, **kwargs) -> subprocess.Popen:
+    """Start `command` of this file in a child process (the parent's side; its output is piped, as text)."""
+    return subprocess.Popen(
+        [sys.executable, __file__, command, json.dumps(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kwargs,
     )
 
 
