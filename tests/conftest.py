@@ -93,17 +93,16 @@ gcs_backend = _one_backend("gcs")
 
 
 @pytest.fixture(params=["local_backend", "s3_backend"])
-def adapter_backend(request, moto_endpoint):
-    """Local disk, then moto S3, with the S3 endpoint (None locally) that a child process needs to reach
-    it: the framework adapters' tests, which run child processes."""
-    chosen = request.getfixturevalue(request.param)
-    return chosen, (moto_endpoint if chosen.name == "s3" else None)
-
-
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def where(request):
-    """Local disk, then moto S3: the two backends issue 23's tests of features meeting run on."""
+def durable_backend(request) -> Backend:
+    """Local disk, then moto S3: the backends stores live on in production (``memory://`` is gone with its
+    process; GCS runs in `backend`'s four). The one fixture of every test that runs on both."""
     return request.getfixturevalue(request.param)
+
+
+@pytest.fixture
+def durable_backend_and_endpoint(durable_backend, moto_endpoint) -> tuple[Backend, str | None]:
+    """`durable_backend`, with the S3 endpoint (None locally) that a child process needs to reach it."""
+    return durable_backend, (moto_endpoint if durable_backend.name == "s3" else None)
 
 
 @pytest.fixture

@@ -69,8 +69,8 @@ def committed(backend, key: str, files: dict[str, dict]) -> dict[str, dict]:
     return {n: f for n, f in files.items() if f"meta/{urllib.parse.quote(n, safe='')}.json" in names}
 
 
-async def test_the_protocol_end_to_end_and_what_lands_in_storage(adapter_backend, key):
-    backend, _ = adapter_backend
+async def test_the_protocol_end_to_end_and_what_lands_in_storage(durable_backend_and_endpoint, key):
+    backend, _ = durable_backend_and_endpoint
     adapter = await opened(key)
     assert await adapter.get_entries("s1") == [] and await adapter.count("s1") == 0
     assert await adapter.get_entry("nope") is None
@@ -112,8 +112,8 @@ async def test_the_protocol_end_to_end_and_what_lands_in_storage(adapter_backend
     assert claim_files(backend, key) == {}  # deleted with their entries: the ids can be added again
 
 
-async def test_users_and_sessions_are_isolated(adapter_backend, key):
-    backend, _ = adapter_backend
+async def test_users_and_sessions_are_isolated(durable_backend_and_endpoint, key):
+    backend, _ = durable_backend_and_endpoint
     adapter = await opened(key)
     for user in ("alice", "bob"):
         for session in ("s1", "s2"):
@@ -130,8 +130,8 @@ async def test_users_and_sessions_are_isolated(adapter_backend, key):
     assert [c["path"] for c in claim_files(backend, key).values()] == list(entry_files(backend, key))
 
 
-async def test_hostile_ids_stay_in_their_own_directory(adapter_backend, key):
-    backend, _ = adapter_backend
+async def test_hostile_ids_stay_in_their_own_directory(durable_backend_and_endpoint, key):
+    backend, _ = durable_backend_and_endpoint
     adapter = await opened(key)
     for i, hostile in enumerate(HOSTILE_IDS):
         await adapter.add(MemoryEntry(session_id=hostile, user_id=hostile, memory_id=f"{hostile}#{i}", content=str(i)))
@@ -170,10 +170,10 @@ async def test_bad_input_changes_nothing(local_backend, key):
     assert not adapter.store.has_unsaved_changes()
 
 
-async def test_racing_adds_of_one_id_one_wins_the_other_is_a_duplicate(adapter_backend, key, monkeypatch):
+async def test_racing_adds_of_one_id_one_wins_the_other_is_a_duplicate(durable_backend_and_endpoint, key, monkeypatch):
     """Two handles adding one memory_id (other user, other created_at: other paths) both succeeded and
     the journal merged two entries; then delete left one behind."""
-    backend, _ = adapter_backend
+    backend, _ = durable_backend_and_endpoint
     winner, loser = await opened(key), await opened(key)
     won = MemoryEntry(session_id="s", user_id="alice", memory_id="m", content="winner", created_at=1.0)
     monkeypatch.setattr(loser.store, "save", RaceBefore(loser.store, lambda: winner.add(won)))
@@ -197,9 +197,9 @@ async def test_racing_adds_of_one_id_one_wins_the_other_is_a_duplicate(adapter_b
     assert (await (await opened(key)).get_entry("m")).content == "again"
 
 
-async def test_racing_updates_of_one_entry_both_apply_in_turn(adapter_backend, key, monkeypatch):
+async def test_racing_updates_of_one_entry_both_apply_in_turn(durable_backend_and_endpoint, key, monkeypatch):
     """The retry of a conflicting update had no test: the second update reapplies on top of the first."""
-    backend, _ = adapter_backend
+    backend, _ = durable_backend_and_endpoint
     first, second = await opened(key), await opened(key)
     await first.add(MemoryEntry(session_id="s", memory_id="m", content="v0", created_at=1.0))
     assert (await second.get_entry("m")).content == "v0"
@@ -218,10 +218,12 @@ BAD_TIMES = ["5", "abc", float("nan"), float("inf"), -float("inf"), -1.0, True, 
 
 
 @pytest.mark.parametrize("field", ["created_at", "updated_at"])
-async def test_times_that_are_not_epoch_seconds_are_refused_before_anything_is_written(adapter_backend, key, field):
+async def test_times_that_are_not_epoch_seconds_are_refused_before_anything_is_written(
+    durable_backend_and_endpoint, key, field
+):
     """created_at="5" used to be stored, and every later get_entries of the session raised TypeError
     (a str sorted against floats); NaN, inf, "abc" and bools raised ValueError or OverflowError."""
-    backend, _ = adapter_backend
+    backend, _ = durable_backend_and_endpoint
     adapter = await opened(key)
     await adapter.add(MemoryEntry(session_id="s", memory_id="kept", content="v1", created_at=1.0))
     before = backend.stored(key)
@@ -284,8 +286,8 @@ ADD_WORKER = textwrap.dedent(
 )
 
 
-def test_two_processes_adding_to_one_key_lose_nothing(adapter_backend, key, tmp_path):
-    backend, endpoint = adapter_backend
+def test_two_processes_adding_to_one_key_lose_nothing(durable_backend_and_endpoint, key, tmp_path):
+    backend, endpoint = durable_backend_and_endpoint
     MemoryStore.create(key=key)
     go = tmp_path / "go"
     script = ADD_WORKER.format(tests=str(SUPPORT))
@@ -332,10 +334,10 @@ RACE_WORKER = textwrap.dedent(
 )
 
 
-def test_two_processes_adding_and_updating_the_same_ids(adapter_backend, key, tmp_path):
+def test_two_processes_adding_and_updating_the_same_ids(durable_backend_and_endpoint, key, tmp_path):
     """Racing adds of one id: exactly one process adds it, the other gets DuplicateMemoryId; racing
     updates of one entry: every update commits (retried on conflict), none raises."""
-    backend, endpoint = adapter_backend
+    backend, endpoint = durable_backend_and_endpoint
     n = 5
     asyncio.run(_add_shared(key))
     script = RACE_WORKER.format(tests=str(SUPPORT))
@@ -451,8 +453,8 @@ def test_the_real_definable_memory_drives_the_adapter(local_backend, key):
     assert MemoryStore.open(key=key).log(limit=50)[0].actor == "definable"
 
 
-async def test_reads_interleaved_with_adds_on_one_adapter_lose_nothing(adapter_backend, key):
-    backend, _ = adapter_backend
+async def test_reads_interleaved_with_adds_on_one_adapter_lose_nothing(durable_backend_and_endpoint, key):
+    backend, _ = durable_backend_and_endpoint
     adapter = await opened(key)
 
     async def one(i: int) -> None:

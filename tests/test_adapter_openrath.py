@@ -38,11 +38,6 @@ from repo import SUPPORT
 TESTS = str(SUPPORT)
 
 
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def backend(request):
-    return request.getfixturevalue(request.param)
-
-
 def opened(key: str, **options):
     return rm.get("flyte").open(MemoryStoreSpec(options={"key": key, **options}))
 
@@ -69,7 +64,7 @@ def test_registered_with_capabilities():
     assert uri_of("openrath/user/x.txt") is None
 
 
-def test_write_read_levels_and_modes(backend, key):
+def test_write_read_levels_and_modes(durable_backend, key):
     store = opened(key)
     body = "Likes green tea.\nPrefers mornings.\n" + "\n".join(f"line {i}" for i in range(30))
     assert store.dispatch(MemoryOpWrite(uri="memory://user/prefs/drink", content=body)) == MemoryWriteResult(
@@ -91,7 +86,7 @@ def test_write_read_levels_and_modes(backend, key):
     assert read(fresh, "memory://session/s1/log") == "first\nsecond"
     raw = fresh.dispatch(MemoryOpRead(uri="memory://user/prefs/drink/extra", encoding=None))
     assert isinstance(raw, MemoryReadResult) and raw.data == b"a file under the name"
-    on_disk = stored(backend, key)
+    on_disk = stored(durable_backend, key)
     assert on_disk["openrath/user/prefs/drink.md"] == body
     assert "openrath/user/prefs/drink/extra.md" in on_disk
     assert on_disk["openrath/agent/~6f6464206e616d65/~c3bc.md"] == "x"
@@ -100,7 +95,7 @@ def test_write_read_levels_and_modes(backend, key):
     assert read(opened(key), "memory://user/prefs/drink", "abstract") == "coffee now"
 
 
-def test_list_and_tree(backend, key):
+def test_list_and_tree(durable_backend, key):
     store = opened(key)
     for uri in ["memory://user/a/b/c", "memory://user/a/x", "memory://user/top", "memory://agent/n"]:
         store.dispatch(MemoryOpWrite(uri=uri, content="12345"))
@@ -132,7 +127,7 @@ def test_list_and_tree(backend, key):
     assert store.dispatch(MemoryOpList(uri="memory://resources/none")) == MemoryListResult(entries=())
 
 
-def test_find_and_search_rank_under_target(backend, key):
+def test_find_and_search_rank_under_target(durable_backend, key):
     store = opened(key)
     store.dispatch(MemoryOpWrite(uri="memory://user/m/tea", content="green tea green tea every morning"))
     store.dispatch(MemoryOpWrite(uri="memory://user/m/cafe", content="coffee, sometimes tea"))
@@ -149,7 +144,7 @@ def test_find_and_search_rank_under_target(backend, key):
     assert store.dispatch(MemoryOpFind(query="  ")) == MemoryFindResult(hits=())
 
 
-def test_commit_archives_and_extracts(backend, key):
+def test_commit_archives_and_extracts(durable_backend, key):
     def extract(messages):
         return [(f"memory://user/memories/{i}", m["content"]) for i, m in enumerate(messages) if m["role"] == "user"]
 
@@ -265,7 +260,7 @@ def test_refcounting_closes_on_last_release(local_backend, key):
     assert MemoryStore.get_or_create(key=key).read_text("openrath/user/n.md") == "kept"
 
 
-def test_agent_runs_with_our_store(backend, key):
+def test_agent_runs_with_our_store(durable_backend, key):
     from rath import flow
     from rath.llm.chat_response import RathLLMAssistantMessage, RathLLMChatChoice, RathLLMChatResponse
     from rath.llm.registry import register_chat_client
@@ -303,11 +298,11 @@ def test_agent_runs_with_our_store(backend, key):
     handle = MemoryStore.get_or_create(key=key)
     sessions = [p for p in handle.list_paths("sessions") if "openrath-" in p]
     assert sessions, handle.list_paths()
-    stored_now = stored(backend, key)
+    stored_now = stored(durable_backend, key)
     assert any(v == "Lives in Oslo." for k, v in stored_now.items() if k.startswith("openrath/user/memories/places/"))
 
 
-def test_an_entry_and_a_directory_of_one_name_never_share_a_file(backend, key):
+def test_an_entry_and_a_directory_of_one_name_never_share_a_file(durable_backend, key):
     """Only entries' files end in .md: a directory named like an entry's file is hex-encoded."""
     store = opened(key)
     writes = [
@@ -321,7 +316,7 @@ def test_an_entry_and_a_directory_of_one_name_never_share_a_file(backend, key):
     for uri, text in writes:
         assert isinstance(store.dispatch(MemoryOpWrite(uri=uri, content=text)), MemoryWriteResult), uri
 
-    assert stored(backend, key) == {
+    assert stored(durable_backend, key) == {
         "openrath/user/x.md": "entry x",
         "openrath/user/~782e6d64/y.md": "under x.md",
         "openrath/agent/~642e6d64/y.md": "under d.md",
@@ -368,7 +363,7 @@ def test_entries_the_first_rule_wrote_are_still_read(local_backend, key):
     assert {"openrath/user/~6e6f7465732e6d64/a.md", "openrath/user/~6e6f7465732e6d64/b.md"} <= set(paths)
 
 
-def test_an_entry_both_rules_wrote_is_found_once_and_a_transcript_file_never(backend, key):
+def test_an_entry_both_rules_wrote_is_found_once_and_a_transcript_file_never(durable_backend, key):
     """find shows what listings show: an entry at this rule's file only (not the first release's stale
     ``x.md.md`` too), and a file the first release let a write put at a transcript URI nowhere."""
     handle = MemoryStore.get_or_create(key=key)
@@ -377,7 +372,7 @@ def test_an_entry_both_rules_wrote_is_found_once_and_a_transcript_file_never(bac
     handle.write_text("openrath/session/s1/transcript.md", "forged coffee transcript")
     handle.save()
     opened(key).dispatch(MemoryOpWrite(uri="memory://user/old.md", content="fresh coffee preference"))
-    assert stored(backend, key)["openrath/user/old.md.md"] == "stale coffee preference"  # kept, never shown
+    assert stored(durable_backend, key)["openrath/user/old.md.md"] == "stale coffee preference"  # kept, never shown
 
     store = opened(key)
     found = store.dispatch(MemoryOpFind(query="coffee", top_k=10))
@@ -397,7 +392,7 @@ def test_an_entry_both_rules_wrote_is_found_once_and_a_transcript_file_never(bac
     assert [e.uri for e in tree.entries] == ["memory://user", "memory://user/legacy.md", "memory://user/old.md"]
 
 
-def test_a_transcript_is_written_by_commits_only(backend, key):
+def test_a_transcript_is_written_by_commits_only(durable_backend, key):
     store = opened(key, extract=lambda messages: [("memory://session/s1/transcript", "forged")])
     plain = opened(key)
     committed = plain.dispatch(MemoryOpCommit(session_id="s1", messages=({"role": "user", "content": "hi"},)))
@@ -409,7 +404,7 @@ def test_a_transcript_is_written_by_commits_only(backend, key):
     forged = store.dispatch(MemoryOpCommit(session_id="s1", messages=({"role": "user", "content": "again"},)))
     assert isinstance(forged, MemoryExecutionFailure) and forged.kind == "extraction_failed"
 
-    assert not any("transcript" in name for name in stored(backend, key))
+    assert not any("transcript" in name for name in stored(durable_backend, key))
     assert read(opened(key), "memory://session/s1/transcript") == "user: hi"  # "again" was not committed
     assert [m["content"] for m in MemoryStore.get_or_create(key=key).session("openrath-s1").messages] == ["hi"]
     child = plain.dispatch(MemoryOpWrite(uri="memory://session/s1/transcript/notes", content="a note"))
@@ -440,16 +435,16 @@ def test_a_bad_session_id_is_refused_before_anything_runs(local_backend, key, se
 
 
 @pytest.mark.parametrize("session_id", ["s-1", "x.md", "a b", "ü", "~61", ".hidden"])
-def test_an_archived_uri_reads_back(backend, key, session_id):
+def test_an_archived_uri_reads_back(durable_backend, key, session_id):
     store = opened(key)
     result = store.dispatch(MemoryOpCommit(session_id=session_id, messages=({"role": "user", "content": "hi"},)))
     assert isinstance(result, MemoryCommitResult), result
     assert read(opened(key), str(result.archived_uri)) == "user: hi"
-    logs = {name.split("/")[1] for name in backend.objects(key) if name.startswith("sessions/")}
+    logs = {name.split("/")[1] for name in durable_backend.objects(key) if name.startswith("sessions/")}
     assert len(logs) == 1 and logs.pop().startswith("openrath-")
 
 
-def test_a_lone_surrogate_is_no_segment(backend, key):
+def test_a_lone_surrogate_is_no_segment(durable_backend, key):
     """A lone surrogate has no UTF-8 form: its bytes decode to no name, so its file would list (and read)
     as the entry spelled ``~eda080``. It is refused wherever a segment is taken."""
     store = opened(key, extract=lambda messages: [("memory://user/\udc00", "x")])
@@ -466,13 +461,13 @@ def test_a_lone_surrogate_is_no_segment(backend, key):
     failed = store.dispatch(MemoryOpCommit(session_id="s", messages=({"role": "user", "content": "hi"},)))
     assert isinstance(failed, MemoryExecutionFailure) and failed.kind == "extraction_failed"
     assert isinstance(opened(key).dispatch(MemoryOpWrite(uri="memory://user/~eda080", content="t")), MemoryWriteResult)
-    assert stored(backend, key) == {"openrath/user/~7e656461303830.md": "t"}  # only the real name's file
-    assert not any(name.startswith("sessions/") for name in backend.objects(key))
+    assert stored(durable_backend, key) == {"openrath/user/~7e656461303830.md": "t"}  # only the real name's file
+    assert not any(name.startswith("sessions/") for name in durable_backend.objects(key))
     with pytest.raises(ValueError, match="surrogate"):
         rm.get("flyte").open(MemoryStoreSpec(namespace=key, user_id="\ud800"))
 
 
-def test_an_empty_commit_reads_back_as_an_empty_transcript(backend, key):
+def test_an_empty_commit_reads_back_as_an_empty_transcript(durable_backend, key):
     """As OpenRath's local backend (it archives an empty list), a commit of no messages succeeds and its
     archived_uri reads back: an empty transcript, the log untouched; later messages follow as usual."""
     store = opened(key)
@@ -481,12 +476,12 @@ def test_an_empty_commit_reads_back_as_an_empty_transcript(backend, key):
     assert empty == MemoryCommitResult(task_id=None, archived_uri=archived, extracted_count=0)
     assert read(opened(key), "memory://session/empty/transcript") == ""
     assert read(opened(key), "memory://session/empty/transcript", "abstract") == ""
-    assert not any(name.startswith("sessions/") for name in backend.objects(key))
+    assert not any(name.startswith("sessions/") for name in durable_backend.objects(key))
     store.dispatch(MemoryOpCommit(session_id="empty", messages=({"role": "user", "content": "now"},)))
     assert read(opened(key), "memory://session/empty/transcript") == "user: now"
 
 
-def test_users_of_one_namespace_never_see_each_others_memories(backend, key):
+def test_users_of_one_namespace_never_see_each_others_memories(durable_backend, key):
     def as_user(user_id):
         return rm.get("flyte").open(MemoryStoreSpec(namespace=key, user_id=user_id))
 
@@ -507,10 +502,10 @@ def test_users_of_one_namespace_never_see_each_others_memories(backend, key):
 
     assert store_key(key, "alice") == f"{key}@alice" and store_key(key, None) == key
     assert store_key(key, "carol@example.com") == f"{key}@~" + b"carol@example.com".hex()
-    assert stored(backend, f"{key}@alice") == {"openrath/user/secret.md": "alice's secret"}
-    assert stored(backend, f"{key}@bob") == {"openrath/user/secret.md": "bob's secret"}
-    assert stored(backend, key) == {}  # the namespace without a user is a store of its own
-    assert not any(n.startswith("sessions/") for n in backend.objects(f"{key}@bob"))
+    assert stored(durable_backend, f"{key}@alice") == {"openrath/user/secret.md": "alice's secret"}
+    assert stored(durable_backend, f"{key}@bob") == {"openrath/user/secret.md": "bob's secret"}
+    assert stored(durable_backend, key) == {}  # the namespace without a user is a store of its own
+    assert not any(n.startswith("sessions/") for n in durable_backend.objects(f"{key}@bob"))
 
 
 def test_a_key_that_cannot_hold_a_user_is_refused(local_backend, key):
@@ -525,7 +520,7 @@ def test_a_key_that_cannot_hold_a_user_is_refused(local_backend, key):
     assert MemoryStore.get_or_create(key=f"openrath@{key}").read_text("openrath/user/n.md") == "x"
 
 
-def test_any_user_id_opens_a_key_of_its_own(backend, key):
+def test_any_user_id_opens_a_key_of_its_own(durable_backend, key):
     """A user whose segment would make the key too long for a directory name is its sha256 (``~~``+hex)."""
     import hashlib
 
@@ -538,7 +533,7 @@ def test_any_user_id_opens_a_key_of_its_own(backend, key):
     assert read(as_user(long_a), "memory://user/n") == "a" and read(as_user(long_b), "memory://user/n") == "b"
     digest = f"{key}@~~" + hashlib.sha256(long_a.encode()).hexdigest()
     assert store_key(key, long_a) == digest
-    assert stored(backend, digest) == {"openrath/user/n.md": "a"}
+    assert stored(durable_backend, digest) == {"openrath/user/n.md": "a"}
     fits = "u" * (255 - len(key) - 1)  # the longest user kept as itself: keys that worked never move
     assert store_key(key, fits) == f"{key}@{fits}"
     with pytest.raises(ValueError, match="255-byte limit"):
@@ -571,8 +566,8 @@ for i in range(config["rounds"]):
 """
 
 
-def test_two_processes_writing_one_key_lose_nothing(adapter_backend, key, tmp_path):
-    backend, endpoint = adapter_backend
+def test_two_processes_writing_one_key_lose_nothing(durable_backend_and_endpoint, key, tmp_path):
+    backend, endpoint = durable_backend_and_endpoint
     MemoryStore.create(key=key)
     go = tmp_path / "go"
     config = {"raw": backend.raw_data_path, "endpoint": endpoint, "key": key, "rounds": 3, "go": str(go)}

@@ -39,11 +39,6 @@ ALICE = MemoryMetadata(user_id="alice", session_id="s1")
 BOB = MemoryMetadata(user_id="bob", session_id="s1")
 
 
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def backend(request):
-    return request.getfixturevalue(request.param)
-
-
 def items_in_storage(backend, key: str) -> dict[str, dict]:
     """The adapter's objects as the backend itself lists them, decoded."""
     return {n: json.loads(d) for n, d in backend.objects(key).items() if n.startswith("orbiter/")}
@@ -64,7 +59,7 @@ async def fresh(key: str) -> OrbiterMemoryStore:
     return OrbiterMemoryStore(await MemoryStore.get_or_create.aio(key=key))
 
 
-async def test_every_subtype_round_trips_through_storage(backend, key):
+async def test_every_subtype_round_trips_through_storage(durable_backend, key):
     memory = OrbiterMemoryStore(key)
     items = [
         SystemMemory(content="You are a helpful bot.", metadata=ALICE),
@@ -80,13 +75,13 @@ async def test_every_subtype_round_trips_through_storage(backend, key):
     for item in items:
         back = await reader.get(item.id)
         assert type(back) is type(item) and back == item
-    stored = items_in_storage(backend, key)
+    stored = items_in_storage(durable_backend, key)
     assert set(stored) == {path_of(i.model_dump(mode="json")) for i in items}  # one object per item
     assert stored[f"orbiter/alice/s1/_/_/{items[3].id}.json"]["tool_name"] == "search"
     assert await reader.get("0123456789abcdef") is None
 
 
-async def test_search_filters_limit_order_and_ranking(backend, key):
+async def test_search_filters_limit_order_and_ranking(durable_backend, key):
     memory = OrbiterMemoryStore(key)
     await memory.add(HumanMemory(id="h1", content="I like green tea", metadata=ALICE, created_at="2026-01-01"))
     await memory.add(AIMemory(id="a1", content="green tea is nice, tea tea", metadata=ALICE, created_at="2026-01-02"))
@@ -111,7 +106,7 @@ async def test_search_filters_limit_order_and_ranking(backend, key):
     assert await reader.search(query="zeppelin") == []
 
 
-async def test_no_query_search_orders_by_time_not_by_text(backend, key):
+async def test_no_query_search_orders_by_time_not_by_text(durable_backend, key):
     """created_at was compared as text: an offset other than UTC, a "Z" or a naive stamp sorted wrongly."""
     memory = OrbiterMemoryStore(key)
     stamps = {
@@ -128,11 +123,11 @@ async def test_no_query_search_orders_by_time_not_by_text(backend, key):
     reader = await fresh(key)
     assert [i.id for i in await reader.search(metadata=ALICE)] == ["c", "b", "d", "a", "e"]
     assert [i.id for i in await reader.search(metadata=ALICE, limit=2)] == ["c", "b"]
-    stored = {d["id"]: d["created_at"] for d in items_in_storage(backend, key).values()}
+    stored = {d["id"]: d["created_at"] for d in items_in_storage(durable_backend, key).values()}
     assert stored == stamps  # kept as given: only the order reads them as times
 
 
-async def test_users_and_sessions_never_mix(backend, key):
+async def test_users_and_sessions_never_mix(durable_backend, key):
     memory = OrbiterMemoryStore(key)
     await memory.add(HumanMemory(id="a", content="alice secret", metadata=ALICE))
     await memory.add(HumanMemory(id="b", content="bob secret", metadata=BOB))
@@ -148,12 +143,12 @@ async def test_users_and_sessions_never_mix(backend, key):
     assert {i.id for i in await reader.search(metadata=MemoryMetadata(session_id="s1"))} == {"a", "b", "c"}
     assert [i.id for i in await reader.search(metadata=odd)] == ["c"]
     assert (await reader.get("c")).metadata == odd
-    names = set(items_in_storage(backend, key))
+    names = set(items_in_storage(durable_backend, key))
     assert {n.split("/")[1] for n in names} == {"alice", "bob", next(n.split("/")[1] for n in names if "~" in n)}
     assert all(".." not in n and "@" not in n for n in names)
 
 
-async def test_clear_with_and_without_metadata(backend, key):
+async def test_clear_with_and_without_metadata(durable_backend, key):
     memory = OrbiterMemoryStore(key)
     for i, meta in enumerate([ALICE, ALICE, BOB, MemoryMetadata()]):
         await memory.add(HumanMemory(id=f"m{i}", content=f"note {i}", metadata=meta))
@@ -162,16 +157,16 @@ async def test_clear_with_and_without_metadata(backend, key):
     store.save()
 
     assert await (await fresh(key)).clear(metadata=ALICE) == 2
-    assert {n.split("/")[-1] for n in items_in_storage(backend, key)} == {"m2.json", "m3.json"}
+    assert {n.split("/")[-1] for n in items_in_storage(durable_backend, key)} == {"m2.json", "m3.json"}
     assert await (await fresh(key)).clear(metadata=ALICE) == 0
     assert await memory.clear() == 2  # a stale handle refreshes first: counts what is really there
-    assert items_in_storage(backend, key) == {}
+    assert items_in_storage(durable_backend, key) == {}
     assert await (await fresh(key)).search() == []
     assert MemoryStore.get_or_create(key=key).read_text("other/keep.md") == "not the adapter's"
-    assert claims_in_storage(backend, key) == {}  # cleared with their items
+    assert claims_in_storage(durable_backend, key) == {}  # cleared with their items
 
 
-async def test_status_machine_is_enforced_and_persisted(backend, key):
+async def test_status_machine_is_enforced_and_persisted(durable_backend, key):
     memory = OrbiterMemoryStore(key)
     item = HumanMemory(content="maybe", status=MemoryStatus.DRAFT, metadata=ALICE)
     await memory.add(item)
@@ -186,7 +181,7 @@ async def test_status_machine_is_enforced_and_persisted(backend, key):
     with pytest.raises(InvalidStatusTransition) as err:
         await memory.transition(item.id, MemoryStatus.ACCEPTED)
     assert isinstance(err.value, MemoryError)
-    stored = items_in_storage(backend, key)[path_of(item.model_dump(mode="json"))]
+    stored = items_in_storage(durable_backend, key)[path_of(item.model_dump(mode="json"))]
     assert stored["status"] == "discard"
     assert [i.id for i in await (await fresh(key)).search(status=MemoryStatus.DISCARD)] == [item.id]
     with pytest.raises(ItemNotFound):
@@ -271,11 +266,11 @@ HUGE = "\N{GRINNING FACE}" * 256  # 256 characters, 12 bytes each in the labels'
 HUGE_SCOPES = MemoryMetadata(user_id=HUGE, session_id=HUGE, agent_id=HUGE, task_id=HUGE)
 
 
-async def test_inputs_over_the_stores_limits_are_the_adapters_typed_error(backend, key):
+async def test_inputs_over_the_stores_limits_are_the_adapters_typed_error(durable_backend, key):
     """A 100,000-character query raised the store's InvalidArgument, not InvalidMemoryInput."""
     memory = OrbiterMemoryStore(key)
     await memory.add(HumanMemory(id="t", content="tea", metadata=ALICE))
-    before = backend.stored(key)
+    before = durable_backend.stored(key)
     refused = {
         "query": memory.search(query="tea " * 25_000),
         "memory_type": memory.search(memory_type="t" * 100_000),
@@ -287,7 +282,7 @@ async def test_inputs_over_the_stores_limits_are_the_adapters_typed_error(backen
         with pytest.raises(InvalidMemoryInput) as err:
             await call
         assert isinstance(err.value.__cause__, InvalidArgument), what  # the store's reason, kept
-    assert backend.stored(key) == before  # nothing written, nothing committed
+    assert durable_backend.stored(key) == before  # nothing written, nothing committed
     assert [i.id for i in await (await fresh(key)).search(query="tea")] == ["t"]
 
 
@@ -307,7 +302,7 @@ async def test_re_adding_an_id_under_another_scope_moves_it(local_backend, key):
     assert (await (await fresh(key)).get("m")).content == "v2"
 
 
-async def test_racing_adds_of_one_id_under_two_users_leave_one_item(backend, key, monkeypatch):
+async def test_racing_adds_of_one_id_under_two_users_leave_one_item(durable_backend, key, monkeypatch):
     """Two handles adding one id under different users wrote two paths, which the journal merged into two
     items; a bare get then returned either user's. The claim makes the second add conflict and re-apply:
     the id moves to its scope, as a later add of it would, and one item remains."""
@@ -316,8 +311,10 @@ async def test_racing_adds_of_one_id_under_two_users_leave_one_item(backend, key
     monkeypatch.setattr(await bob_side.handle(), "save", RaceBefore(await bob_side.handle(), race))
     await bob_side.add(HumanMemory(id="x", content="bob's", metadata=BOB))
 
-    assert list(items_in_storage(backend, key)) == ["orbiter/bob/s1/_/_/x.json"]
-    assert claims_in_storage(backend, key) == {"orbiter-ids/x.json": {"id": "x", "path": "orbiter/bob/s1/_/_/x.json"}}
+    assert list(items_in_storage(durable_backend, key)) == ["orbiter/bob/s1/_/_/x.json"]
+    assert claims_in_storage(durable_backend, key) == {
+        "orbiter-ids/x.json": {"id": "x", "path": "orbiter/bob/s1/_/_/x.json"}
+    }
     reader = await fresh(key)
     assert (await reader.get("x")).content == "bob's"
     assert await reader.search(metadata=ALICE) == []  # alice's scope holds nothing of bob's, nor a stale copy
@@ -384,8 +381,8 @@ asyncio.run(main())
 """
 
 
-def test_two_processes_adding_to_one_key_lose_nothing(adapter_backend, key, tmp_path):
-    backend, endpoint = adapter_backend
+def test_two_processes_adding_to_one_key_lose_nothing(durable_backend_and_endpoint, key, tmp_path):
+    backend, endpoint = durable_backend_and_endpoint
     MemoryStore.create(key=key)
     go = tmp_path / "go"
     config = {"raw": backend.raw_data_path, "endpoint": endpoint, "key": key, "rounds": 4, "go": str(go)}
@@ -402,10 +399,10 @@ def test_two_processes_adding_to_one_key_lose_nothing(adapter_backend, key, tmp_
     ]
 
 
-def test_two_processes_adding_the_same_ids_under_their_own_users(adapter_backend, key, tmp_path):
+def test_two_processes_adding_the_same_ids_under_their_own_users(durable_backend_and_endpoint, key, tmp_path):
     """Each id ends up as one item, in one user's scope; a bare get returns that item and a user's search
     never returns the other user's."""
-    backend, endpoint = adapter_backend
+    backend, endpoint = durable_backend_and_endpoint
     MemoryStore.create(key=key)
     config = {"raw": backend.raw_data_path, "endpoint": endpoint, "key": key, "rounds": 4, "go": str(tmp_path / "go")}
     race_children(CHILD.replace("w{{config['worker']}}-{{i}}", "same-{{i}}").format(tests=TESTS), config)
@@ -442,7 +439,7 @@ async def test_an_add_the_store_refuses_leaves_the_existing_item(local_backend, 
     assert kept is not None and kept.content == "keep me" and kept.metadata.user_id == "alice"
 
 
-async def test_gets_and_searches_interleaved_with_adds_on_one_adapter_lose_nothing(backend, key):
+async def test_gets_and_searches_interleaved_with_adds_on_one_adapter_lose_nothing(durable_backend, key):
     memory = await fresh(key)
 
     async def one(i: int) -> None:
@@ -452,7 +449,7 @@ async def test_gets_and_searches_interleaved_with_adds_on_one_adapter_lose_nothi
         await memory.search(metadata=ALICE)
 
     await asyncio.gather(*(one(i) for i in range(8)))
-    assert sorted(d["id"] for d in items_in_storage(backend, key).values()) == sorted(f"h{i}" for i in range(8))
+    assert sorted(d["id"] for d in items_in_storage(durable_backend, key).values()) == sorted(f"h{i}" for i in range(8))
 
 
 async def test_a_call_whose_save_fails_leaves_nothing_behind(local_backend, key, storage_faults):

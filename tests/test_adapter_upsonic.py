@@ -41,8 +41,8 @@ def run(run_id: str, status: str = "completed", text: str = "") -> dict:
     return {"output": {"run_id": run_id, "status": status, "output": text}}
 
 
-def test_sessions_end_to_end_and_what_lands_in_storage(adapter_backend, key):
-    backend, _ = adapter_backend
+def test_sessions_end_to_end_and_what_lands_in_storage(durable_backend_and_endpoint, key):
+    backend, _ = durable_backend_and_endpoint
     storage = FlyteStorage(key)
     stored = storage.upsert_session(session("s1", runs={"r1": run("r1", "paused")}, summary="hi"), deserialize=False)
     assert stored["runs"] == {"r1": run("r1", "paused")} and stored["session_type"] == "agent"
@@ -94,8 +94,8 @@ def test_created_at_stays_and_updated_at_moves(local_backend, key):
     assert memory["created_at"] == 7 and memory["user_memory"] == {"a": 2}
 
 
-def test_user_memories(adapter_backend, key):
-    backend, _ = adapter_backend
+def test_user_memories(durable_backend_and_endpoint, key):
+    backend, _ = durable_backend_and_endpoint
     storage = FlyteStorage(key)
     storage.upsert_user_memories(
         [
@@ -119,8 +119,8 @@ def test_user_memories(adapter_backend, key):
     assert storage.delete_user_memories(["bob", "zed"]) == 1 and rows(backend, key) == {}
 
 
-def test_culture_knowledge_models_usage_and_clear_all(adapter_backend, key):
-    backend, _ = adapter_backend
+def test_culture_knowledge_models_usage_and_clear_all(durable_backend_and_endpoint, key):
+    backend, _ = durable_backend_and_endpoint
     storage = FlyteStorage(key)
     made = storage.upsert_cultural_knowledge({"name": "tone", "content": "be brief", "agent_id": "a"})
     assert made["id"] and storage.get_cultural_knowledge(made["id"])["content"] == "be brief"
@@ -200,8 +200,8 @@ def test_bad_input_raises_value_errors_and_changes_nothing(local_backend, key):
     assert storage.get_session("fine") is None
 
 
-def test_users_never_mix_and_sessions_never_change_owner(adapter_backend, key):
-    backend, _ = adapter_backend
+def test_users_never_mix_and_sessions_never_change_owner(durable_backend_and_endpoint, key):
+    backend, _ = durable_backend_and_endpoint
     storage = FlyteStorage(key)
     storage.upsert_session(session("s", "ada", summary="ada's"))
     for other in ("bob", None):
@@ -213,8 +213,8 @@ def test_users_never_mix_and_sessions_never_change_owner(adapter_backend, key):
     assert storage.get_user_memory("bob") is None and storage.get_user_memories(user_ids=["bob"]) == []
 
 
-def test_hostile_ids_stay_in_their_own_directory(adapter_backend, key):
-    backend, _ = adapter_backend
+def test_hostile_ids_stay_in_their_own_directory(durable_backend_and_endpoint, key):
+    backend, _ = durable_backend_and_endpoint
     storage = FlyteStorage(key)
     for i, hostile in enumerate(HOSTILE_IDS):
         storage.upsert_session(session(hostile, f"user{i}", runs={hostile: run(hostile, text=str(i))}))
@@ -237,8 +237,8 @@ def test_long_filter_values_are_found_without_labels(local_backend, key):
     assert storage.get_session("s", user_id=long_user, deserialize=False)["user_id"] == long_user
 
 
-def test_two_handles_running_one_session_keep_both_runs_and_never_undo_a_newer_run(adapter_backend, key):
-    backend, _ = adapter_backend
+def test_two_handles_running_one_session_keep_both_runs_and_never_undo_a_newer_run(durable_backend_and_endpoint, key):
+    backend, _ = durable_backend_and_endpoint
     first, second = FlyteStorage(key), FlyteStorage(MemoryStore.get_or_create(key=key))
     first.upsert_session(session("s", runs={"r1": run("r1", "paused")}))
     seen = second.get_session("s", deserialize=False)  # the second task reads r1 while it is paused
@@ -249,8 +249,8 @@ def test_two_handles_running_one_session_keep_both_runs_and_never_undo_a_newer_r
     assert rows(backend, key)["upsonic/sessions/s/runs/r1.json"]["row"]["output"]["status"] == "completed"
 
 
-def test_the_async_storage(adapter_backend, key):
-    backend, _ = adapter_backend
+def test_the_async_storage(durable_backend_and_endpoint, key):
+    backend, _ = durable_backend_and_endpoint
 
     async def main() -> None:
         storage = AsyncFlyteStorage(key)
@@ -303,8 +303,8 @@ RACE_WORKER = textwrap.dedent(
 )
 
 
-def test_two_processes_writing_one_key_lose_nothing(adapter_backend, key, tmp_path):
-    backend, endpoint = adapter_backend
+def test_two_processes_writing_one_key_lose_nothing(durable_backend_and_endpoint, key, tmp_path):
+    backend, endpoint = durable_backend_and_endpoint
     MemoryStore.create(key=key)
     config = {"raw": backend.raw_data_path, "endpoint": endpoint, "key": key, "go": str(tmp_path / "go"), "n": 5}
     race_children(RACE_WORKER.format(tests=str(SUPPORT)), config, timeout=240)
@@ -452,8 +452,8 @@ def _in_upsonic(script: str, config: dict) -> str:
 
 
 @pytest.mark.slow
-def test_the_real_upsonic_resumes_a_paused_run_in_another_process(adapter_backend, key):
-    backend, endpoint = adapter_backend
+def test_the_real_upsonic_resumes_a_paused_run_in_another_process(durable_backend_and_endpoint, key):
+    backend, endpoint = durable_backend_and_endpoint
     config = {"raw": backend.raw_data_path, "endpoint": endpoint, "key": key}
     paused = _in_upsonic(REAL_AGENT, {**config, "stage": "pause"})
     run_id = next(line.split()[1] for line in paused.splitlines() if line.startswith("RUN "))
@@ -497,8 +497,8 @@ def test_a_run_the_caller_edits_in_a_returned_session_is_saved(local_backend, ke
     assert rows(local_backend, key)["upsonic/sessions/s/runs/r.json"]["row"]["output"]["status"] == "completed"
 
 
-def test_concurrent_calls_on_one_adapter_lose_nothing(adapter_backend, key):
-    backend, _ = adapter_backend
+def test_concurrent_calls_on_one_adapter_lose_nothing(durable_backend_and_endpoint, key):
+    backend, _ = durable_backend_and_endpoint
 
     async def main() -> None:
         storage = AsyncFlyteStorage(key)

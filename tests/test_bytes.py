@@ -28,21 +28,16 @@ from flyteplugins_memory import (
 BINARY = bytes(range(256)) + b"\xff\xfe\x00\x80"
 
 
-@pytest.fixture(params=["local", "s3"])
-def store_backend(request):
-    return request.getfixturevalue(f"{request.param}_backend")
-
-
 def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def test_bytes_land_byte_exact_with_sidecar_audit_and_version(store_backend, key):
+def test_bytes_land_byte_exact_with_sidecar_audit_and_version(durable_backend, key):
     store = MemoryStore.get_or_create(key=key, keep_versions=True)
     meta = store.write_bytes("img/a.png", BINARY, actor="vision", reason="screenshot")
     assert (meta.sha256, meta.bytes, meta.updated_by) == (sha(BINARY), len(BINARY), "vision")
     store.save()
-    view = store_backend.upstream_view(key)
+    view = durable_backend.upstream_view(key)
     assert view["img/a.png"] == BINARY  # upstream reads it at its path
     sidecar = json.loads(view["meta/img%2Fa.png.json"])
     assert (sidecar["sha256"], sidecar["bytes"], sidecar["reason"]) == (sha(BINARY), len(BINARY), "screenshot")
@@ -56,7 +51,7 @@ def test_bytes_land_byte_exact_with_sidecar_audit_and_version(store_backend, key
     assert (store.root / "img/a.png").read_bytes() == BINARY  # the working root, in upstream's layout
 
 
-def test_text_reads_of_binary_content_raise_not_text(store_backend, key):
+def test_text_reads_of_binary_content_raise_not_text(durable_backend, key):
     store = MemoryStore.get_or_create(key=key, keep_versions=True)
     store.write_bytes("b.bin", BINARY)
     store.save()
@@ -70,7 +65,7 @@ def test_text_reads_of_binary_content_raise_not_text(store_backend, key):
         fresh.read_version(version)
 
 
-def test_read_bytes_of_text_is_its_utf8_and_bytes_that_are_utf8_read_as_text(store_backend, key):
+def test_read_bytes_of_text_is_its_utf8_and_bytes_that_are_utf8_read_as_text(durable_backend, key):
     store = MemoryStore.get_or_create(key=key)
     store.write_text("t.md", "héllo ✓")
     store.write_bytes("u.txt", "naïve".encode())
@@ -82,7 +77,7 @@ def test_read_bytes_of_text_is_its_utf8_and_bytes_that_are_utf8_read_as_text(sto
     assert fresh.current_sha("t.md") == sha("héllo ✓".encode())
 
 
-def test_write_bytes_expected_sha_guards_here_and_at_save(store_backend, key):
+def test_write_bytes_expected_sha_guards_here_and_at_save(durable_backend, key):
     store = MemoryStore.get_or_create(key=key)
     first = store.write_bytes("blob", b"\x00one", expected_sha="")
     store.save()
@@ -97,7 +92,7 @@ def test_write_bytes_expected_sha_guards_here_and_at_save(store_backend, key):
     assert MemoryStore.open(key=key).read_bytes("blob") == b"\x00three"
 
 
-def test_concurrent_binary_writes_of_different_paths_merge(store_backend, key):
+def test_concurrent_binary_writes_of_different_paths_merge(durable_backend, key):
     a = MemoryStore.get_or_create(key=key)
     b = MemoryStore.open(key=key)
     a.write_bytes("a.bin", b"\xffA")
@@ -137,7 +132,7 @@ def test_bad_binary_input_is_refused_with_typed_errors(tmp_path):
 # -- delete_prefix -------------------------------------------------------------------------------------
 
 
-def test_delete_prefix_deletes_the_directory_audited_in_one_save(store_backend, key):
+def test_delete_prefix_deletes_the_directory_audited_in_one_save(durable_backend, key):
     store = MemoryStore.get_or_create(key=key, keep_versions=True)
     for path in ("notes/a.md", "notes/x/b.md", "notes.md", "notesy/c.md", "other/d.md"):
         store.write_text(path, path)
@@ -155,12 +150,12 @@ def test_delete_prefix_deletes_the_directory_audited_in_one_save(store_backend, 
     events = [e for e in fresh.audit_tail(0) if e["op"] == "delete"]
     assert [(e["path"], e["actor"], e["reason"]) for e in events] == [(p, "cleaner", "reset") for p in deleted]
     assert all("_deleted_" in e["version_file"] for e in events)  # tombstone snapshots
-    view = store_backend.upstream_view(key)
+    view = durable_backend.upstream_view(key)
     assert not [n for n in view if n.startswith(("notes/", "meta/notes%2F"))]
     assert view["notes.md"] == b"notes.md"
 
 
-def test_delete_prefix_of_nothing_and_with_unsaved_writes(store_backend, key):
+def test_delete_prefix_of_nothing_and_with_unsaved_writes(durable_backend, key):
     store = MemoryStore.get_or_create(key=key)
     assert store.delete_prefix("nothing") == []
     store.write_text("tmp/new.txt", "unsaved")
@@ -168,10 +163,10 @@ def test_delete_prefix_of_nothing_and_with_unsaved_writes(store_backend, key):
     store.save()  # created and deleted before any save: only the two audit events are saved
     fresh = MemoryStore.open(key=key)
     assert fresh.list_paths() == [] and [e["op"] for e in fresh.audit_tail(0)] == ["create", "delete"]
-    assert "tmp/new.txt" not in store_backend.upstream_view(key)
+    assert "tmp/new.txt" not in durable_backend.upstream_view(key)
 
 
-def test_delete_prefix_merges_with_a_concurrent_save(store_backend, key):
+def test_delete_prefix_merges_with_a_concurrent_save(durable_backend, key):
     a = MemoryStore.get_or_create(key=key)
     a.write_text("cache/1", "1")
     a.write_text("keep", "k")
@@ -222,14 +217,14 @@ def deletion_records(backend, key: str) -> dict[str, dict]:
     return {n: json.loads(d) for n, d in backend.journal(key).items()}
 
 
-def test_delete_store_removes_prefix_and_journal_leaving_its_deletion_record(store_backend, key):
+def test_delete_store_removes_prefix_and_journal_leaving_its_deletion_record(durable_backend, key):
     fill_store(key)
     other = f"{key}-other"
     MemoryStore.get_or_create(key=other).save()
-    assert store_backend.upstream_view(key) and len(store_backend.journal(key)) > 3
+    assert durable_backend.upstream_view(key) and len(durable_backend.journal(key)) > 3
     assert MemoryStore.delete_store(key=key, actor="admin", reason="user asked") is True
-    assert store_backend.objects(key) == {}  # upstream's layout: nothing left
-    left = deletion_records(store_backend, key)
+    assert durable_backend.objects(key) == {}  # upstream's layout: nothing left
+    left = deletion_records(durable_backend, key)
     assert "meta/.journal/head.json" in left and all(r["deleted"] is True for r in left.values())
     record = left["meta/.journal/head.json"]
     assert (record["actor"], record["reason"], record["files"], record["seq"]) == (
@@ -246,7 +241,7 @@ def test_delete_store_removes_prefix_and_journal_leaving_its_deletion_record(sto
     assert MemoryStore.delete_store(key="never-was") is False
 
 
-def test_a_handle_of_a_deleted_store_cannot_save_it_back(store_backend, key):
+def test_a_handle_of_a_deleted_store_cannot_save_it_back(durable_backend, key):
     stale = fill_store(key)
     received = MemoryStore.open(key=key)
     assert MemoryStore.delete_store(key=key)
@@ -261,11 +256,11 @@ def test_a_handle_of_a_deleted_store_cannot_save_it_back(store_backend, key):
         received.read_bytes("img/b.png")
     with pytest.raises(StoreDeleted):
         stale.refresh()
-    assert store_backend.objects(key) == {}
-    assert all(r["deleted"] is True for r in deletion_records(store_backend, key).values())
+    assert durable_backend.objects(key) == {}
+    assert all(r["deleted"] is True for r in deletion_records(durable_backend, key).values())
 
 
-def test_a_save_racing_delete_store_either_lands_before_it_or_fails(store_backend, key):
+def test_a_save_racing_delete_store_either_lands_before_it_or_fails(durable_backend, key):
     fill_store(key)
     writer = MemoryStore.open(key=key)
     writer.write_text("race.txt", "r")
@@ -277,13 +272,13 @@ def test_a_save_racing_delete_store_either_lands_before_it_or_fails(store_backen
     assert deleted is True
     # it committed before the deletion (and was deleted with the store), or was refused
     assert not isinstance(saved, BaseException) or isinstance(saved, StoreDeleted), saved
-    assert store_backend.objects(key) == {}
-    assert all(r["deleted"] is True for r in deletion_records(store_backend, key).values())
+    assert durable_backend.objects(key) == {}
+    assert all(r["deleted"] is True for r in deletion_records(durable_backend, key).values())
     with pytest.raises(StoreDeleted):
         MemoryStore.open(key=key)
 
 
-def test_delete_store_refuses_read_only_content_unless_trusted(store_backend, key):
+def test_delete_store_refuses_read_only_content_unless_trusted(durable_backend, key):
     store = fill_store(key, trusted=True)
     store.set_read_only_prefixes(["notes/"])  # persisted with the store (`_rules.read_only`)
     with pytest.raises(ReadOnlyPath, match="trusted=True"):
@@ -291,13 +286,13 @@ def test_delete_store_refuses_read_only_content_unless_trusted(store_backend, ke
     assert MemoryStore.open(key=key).read_text("notes/a.md") == "a2"  # nothing deleted
     store.set_read_only_prefixes(["memory/"])
     assert MemoryStore.delete_store(key=key) is True  # no file under memory/: allowed
-    assert store_backend.objects(key) == {}
+    assert durable_backend.objects(key) == {}
 
 
-def test_delete_store_of_read_only_content_with_trusted(store_backend, key):
+def test_delete_store_of_read_only_content_with_trusted(durable_backend, key):
     fill_store(key, trusted=True).set_read_only_prefixes(["img/"])
     assert MemoryStore.delete_store(key=key, trusted=True, reason="trusted reset") is True
-    assert store_backend.objects(key) == {}
+    assert durable_backend.objects(key) == {}
 
 
 def test_delete_store_of_an_upstream_written_store(local_backend, key):
@@ -334,7 +329,7 @@ def issue9_release(tmp_path_factory):
 
 @pytest.mark.slow
 def test_a_handle_of_the_deployed_release_cannot_save_a_deleted_store_back(
-    store_backend, key, issue9_release, request, tmp_path
+    durable_backend, key, issue9_release, request, tmp_path
 ):
     import time
 
@@ -342,8 +337,14 @@ def test_a_handle_of_the_deployed_release_cannot_save_a_deleted_store_back(
 
     fill_store(key)
     ready, go = tmp_path / "ready", tmp_path / "go"
-    endpoint = request.getfixturevalue("moto_endpoint") if store_backend.name == "s3" else None
-    config = {"key": key, "raw": store_backend.raw_data_path, "endpoint": endpoint, "ready": str(ready), "go": str(go)}
+    endpoint = request.getfixturevalue("moto_endpoint") if durable_backend.name == "s3" else None
+    config = {
+        "key": key,
+        "raw": durable_backend.raw_data_path,
+        "endpoint": endpoint,
+        "ready": str(ready),
+        "go": str(go),
+    }
     child = start_released(issue9_release, "save_after", config)
     while not ready.exists():
         assert child.poll() is None, child.communicate()
@@ -352,11 +353,11 @@ def test_a_handle_of_the_deployed_release_cannot_save_a_deleted_store_back(
     go.touch()
     seen = result_of(child)
     assert seen["error"] == "StoreFormatTooNew", seen  # the deletion record is a newer format to it
-    assert all(r["deleted"] is True for r in deletion_records(store_backend, key).values())  # no commit landed
+    assert all(r["deleted"] is True for r in deletion_records(durable_backend, key).values())  # no commit landed
     with pytest.raises(StoreDeleted):
         MemoryStore.open(key=key)
     # what it can leave: the file it created in place before its commit failed (a stray no reader of ours sees)
-    assert set(store_backend.objects(key)) <= {"released.txt"}
+    assert set(durable_backend.objects(key)) <= {"released.txt"}
 
 
 def test_the_deletion_record_parses_only_as_itself():

@@ -20,11 +20,6 @@ from oldversion import old_version
 MS_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00")
 
 
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def backend(request):
-    return request.getfixturevalue(request.param)
-
-
 def record(backend, key: str, seq: int) -> dict:
     backend.fs.invalidate_cache()
     return json.loads(backend.fs.cat_file(backend.location(key, log_name(seq))))
@@ -34,7 +29,7 @@ def seqs(commits: list[Commit]) -> list[int]:
     return [c.seq for c in commits]
 
 
-def test_the_log_lists_commits_newest_first_with_what_each_did(backend, key):
+def test_the_log_lists_commits_newest_first_with_what_each_did(durable_backend, key):
     store = MemoryStore.create(key=key)
     store.write_text("notes/a.md", "a", actor="alice", reason="draft")
     store.extend([{"role": "user", "content": "1"}, {"role": "assistant", "content": "2"}])
@@ -63,7 +58,7 @@ def test_the_log_lists_commits_newest_first_with_what_each_did(backend, key):
     times = [datetime.fromisoformat(c.time) for c in log]
     assert times == sorted(times, reverse=True) and times[0].tzinfo == UTC
     for commit in log:  # what the log says is what the records in storage hold
-        stored = record(backend, key, commit.seq)
+        stored = record(durable_backend, key, commit.seq)
         assert stored["delta"]["commits"][-1] == commit.id and stored["info"]["actor"] == commit.actor
         assert sorted(stored["info"]["wrote"]) == list(commit.wrote) and stored["info"]["time"] == commit.time
     assert store.log(limit=2) == log[:2] and store.log(limit=0) == []
@@ -101,7 +96,7 @@ def test_a_rewritten_transcript_is_marked(local_backend, key):
     assert (newest.rewrote, newest.appended) == (True, 1) and (appended.rewrote, appended.appended) == (False, 2)
 
 
-def test_the_log_of_a_path_follows_its_commits(backend, key):
+def test_the_log_of_a_path_follows_its_commits(durable_backend, key):
     store = MemoryStore.create(key=key)  # 1
     for i in range(6):  # 2..7; p.txt written by 2, 4, 6
         store.write_text("other.txt", str(i))
@@ -117,7 +112,7 @@ def test_the_log_of_a_path_follows_its_commits(backend, key):
     store.write_text("p.txt", "again")
     store.save()  # 9: written again on top of the delete the handle saw, so linked to it
     assert seqs(store.log(path="p.txt")) == [9, 8, 6, 4, 2]
-    assert record(backend, key, 9)["info"]["wrote"] == {"p.txt": 8}
+    assert record(durable_backend, key, 9)["info"]["wrote"] == {"p.txt": 8}
     assert store.log(path="never.txt") == [] and store.log(path="meta/x.json") == []
     assert seqs(store.log(path="./other.txt", limit=3)) == [7, 6, 5]
     with pytest.raises(InvalidPath):
@@ -126,7 +121,7 @@ def test_the_log_of_a_path_follows_its_commits(backend, key):
         store.log(limit=-1)
 
 
-def test_merged_concurrent_saves_appear_with_their_own_info(backend, key):
+def test_merged_concurrent_saves_appear_with_their_own_info(durable_backend, key):
     MemoryStore.create(key=key)
     first, second = MemoryStore.get_or_create(key=key), MemoryStore.get_or_create(key=key)
     first.write_text("shared.txt", "from alice", actor="alice", reason="mine")
@@ -140,7 +135,7 @@ def test_merged_concurrent_saves_appear_with_their_own_info(backend, key):
     assert (alice.seq, alice.actor, alice.reason, alice.wrote, alice.appended) == (
         2, "alice", "mine", ("shared.txt",), 1
     )  # fmt: skip
-    assert record(backend, key, 3)["info"]["wrote"] == {"b.txt": None}
+    assert record(durable_backend, key, 3)["info"]["wrote"] == {"b.txt": None}
 
 
 def links(backend, key: str, path: str, newest: int) -> dict[int, tuple[str, int | None]]:
@@ -152,7 +147,7 @@ def links(backend, key: str, path: str, newest: int) -> dict[int, tuple[str, int
     return out
 
 
-def test_a_path_keeps_its_history_across_concurrent_deletes_and_writes(backend, key):
+def test_a_path_keeps_its_history_across_concurrent_deletes_and_writes(durable_backend, key):
     store = MemoryStore.create(key=key)  # 1
     for text in ("v1", "v2"):  # 2, 3
         store.write_text("p.txt", text)
@@ -184,7 +179,7 @@ def test_a_path_keeps_its_history_across_concurrent_deletes_and_writes(backend, 
     for handle in (same_a, same_b):  # concurrent writes of the same bytes merge
         handle.write_text("p.txt", "v5")
         handle.save()  # 13, 14
-    assert links(backend, key, "p.txt", 14) == {
+    assert links(durable_backend, key, "p.txt", 14) == {
         14: ("wrote", 13), 13: ("wrote", 12), 12: ("wrote", 8), 10: ("deleted", 8), 8: ("deleted", 7),
         7: ("wrote", 4), 5: ("deleted", 4), 4: ("deleted", 3), 3: ("wrote", 2), 2: ("wrote", None),
     }  # fmt: skip
@@ -195,7 +190,7 @@ def test_a_path_keeps_its_history_across_concurrent_deletes_and_writes(backend, 
     assert [c.seq for c in MemoryStore.get_or_create(key=key).log() if "p.txt" in c.deleted] == [10, 8, 5, 4]
 
 
-def test_an_imported_upstream_store_starts_with_one_import_commit(backend, key):
+def test_an_imported_upstream_store_starts_with_one_import_commit(durable_backend, key):
     upstream = UpstreamStore.get_or_create(key=key)
     upstream.write_text("u.txt", "u", actor="upstream-agent")
     upstream.write_text("v.txt", "v", actor="upstream-agent")
@@ -213,7 +208,7 @@ def test_an_imported_upstream_store_starts_with_one_import_commit(backend, key):
     assert seqs(fresh.log(path="u.txt")) == [0] and seqs(fresh.log(path="v.txt")) == [1, 0]
 
 
-def test_log_reads_the_same_on_200_commits_as_on_20(backend, io_counter):
+def test_log_reads_the_same_on_200_commits_as_on_20(durable_backend, io_counter):
     reads = {}
     for commits in (20, 200):
         key = f"agent-{uuid.uuid4().hex[:8]}"
@@ -234,7 +229,7 @@ def test_log_reads_the_same_on_200_commits_as_on_20(backend, io_counter):
     assert reads[200, "path"] == reads[20, "path"] <= 5 + 2, reads
 
 
-def test_the_log_ends_where_gc_collected_the_history(backend, key):
+def test_the_log_ends_where_gc_collected_the_history(durable_backend, key):
     store = MemoryStore.create(key=key)
     for i in range(4):  # 2..5
         store.write_text("p.txt", str(i))
@@ -244,7 +239,7 @@ def test_the_log_ends_where_gc_collected_the_history(backend, key):
     store.gc(window=timedelta(0))
     assert seqs(store.log()) == [6]
     assert store.log(path="p.txt") == [] and seqs(store.log(path="q.txt")) == [6]
-    assert record(backend, key, 5) == {"collected": True}
+    assert record(durable_backend, key, 5) == {"collected": True}
 
 
 def test_commits_of_earlier_versions_show_with_empty_fields(local_backend, key):

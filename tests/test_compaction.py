@@ -26,11 +26,6 @@ from flyteplugins_memory._rules.fold import fold_point
 from released import ISSUE_9_RELEASE, released_source, run_released
 
 
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def backend(request):
-    return request.getfixturevalue(request.param)
-
-
 def turns(n: int, start: int = 0) -> list[dict]:
     return [{"role": "user" if i % 2 == 0 else "assistant", "content": f"m{i}"} for i in range(start, start + n)]
 
@@ -49,7 +44,7 @@ def summary_of(messages: list[dict]) -> str:
     return "summary of " + ",".join(m["content"] for m in messages)
 
 
-def test_round_trip_summary_archive_audit_and_what_lands_in_storage(backend, key):
+def test_round_trip_summary_archive_audit_and_what_lands_in_storage(durable_backend, key):
     store = MemoryStore.get_or_create(key=key)
     store.extend(turns(6))
     result = store.compact_transcript(summary_of, keep_last=2, actor="janitor", reason="context window")
@@ -58,8 +53,8 @@ def test_round_trip_summary_archive_audit_and_what_lands_in_storage(backend, key
     assert store.messages == [expected_summary, *turns(2, 4)] and not store.has_unsaved_changes()
     fresh = MemoryStore.get_or_create(key=key)
     assert fresh.messages == store.messages and fresh.records(DEFAULT_ARCHIVE).read() == turns(4)
-    assert stored_transcript(backend, key) == store.messages  # upstream's messages.json
-    assert archived_in_storage(backend, key) == turns(4)
+    assert stored_transcript(durable_backend, key) == store.messages  # upstream's messages.json
+    assert archived_in_storage(durable_backend, key) == turns(4)
     event = [e for e in fresh.audit_tail(10) if e["op"] == "compact"]
     assert len(event) == 1 and event[0]["path"] == "messages.json" and event[0]["actor"] == "janitor"
     assert "4 messages moved to log archive/transcript" in event[0]["reason"] and "context window" in event[0]["reason"]
@@ -152,7 +147,7 @@ def test_async_summarize_and_typed_summary(local_backend, key):
     assert MemoryStore.get_or_create(key=key).messages[0] == {"role": "user", "content": "3 folded"}
 
 
-def test_a_summarize_that_raises_or_returns_a_bad_summary_changes_nothing(backend, key):
+def test_a_summarize_that_raises_or_returns_a_bad_summary_changes_nothing(durable_backend, key):
     store = MemoryStore.get_or_create(key=key, validate_messages=True)
     store.extend(turns(4))
     store.save()
@@ -169,7 +164,7 @@ def test_a_summarize_that_raises_or_returns_a_bad_summary_changes_nothing(backen
     assert store.messages == turns(4) and not store.has_unsaved_changes()
     fresh = MemoryStore.get_or_create(key=key)
     assert fresh.log(1)[0].seq == seq and fresh.messages == turns(4) and fresh.list_paths() == []
-    assert not any(n.startswith("archive/") for n in backend.objects(key))
+    assert not any(n.startswith("archive/") for n in durable_backend.objects(key))
 
 
 def test_an_unvalidated_store_takes_any_dict_summary(local_backend, key):
@@ -179,7 +174,7 @@ def test_an_unvalidated_store_takes_any_dict_summary(local_backend, key):
     assert store.compact_transcript(lambda ms: summary, keep_last=1).summary == summary
 
 
-def test_a_message_appended_by_another_handle_during_compaction_survives(backend, key):
+def test_a_message_appended_by_another_handle_during_compaction_survives(durable_backend, key):
     store = MemoryStore.get_or_create(key=key)
     store.extend(turns(4))
     store.save()
@@ -196,14 +191,14 @@ def test_a_message_appended_by_another_handle_during_compaction_survives(backend
     late, mine = {"role": "user", "content": "late"}, {"role": "user", "content": "mine, unsaved"}
     expected = [{"role": "user", "content": "short"}, turns(4)[3], late, mine]
     assert store.messages == expected and not store.has_unsaved_changes()
-    assert MemoryStore.get_or_create(key=key).messages == stored_transcript(backend, key) == expected
+    assert MemoryStore.get_or_create(key=key).messages == stored_transcript(durable_backend, key) == expected
     other.append({"role": "user", "content": "after"})  # the other handle appends onto the compacted transcript
     other.save()
     assert MemoryStore.get_or_create(key=key).messages == [*expected, {"role": "user", "content": "after"}]
-    assert archived_in_storage(backend, key) == turns(3)
+    assert archived_in_storage(durable_backend, key) == turns(3)
 
 
-def test_racing_compactions_archive_each_message_once(backend, key):
+def test_racing_compactions_archive_each_message_once(durable_backend, key):
     store = MemoryStore.get_or_create(key=key)
     store.extend(turns(6))
     store.save()
@@ -217,7 +212,7 @@ def test_racing_compactions_archive_each_message_once(backend, key):
         store.compact_transcript(summarize, keep_last=2)
     assert raised.value.paths == ("messages.json",)
     assert store.messages == turns(6) and not store.has_unsaved_changes()  # left as it was
-    assert archived_in_storage(backend, key) == turns(4)  # once, by the winner
+    assert archived_in_storage(durable_backend, key) == turns(4)  # once, by the winner
     store.refresh()
     assert store.compact_transcript(summary_of, keep_last=2).archived == 1  # retry after refresh
     fresh = MemoryStore.get_or_create(key=key)

@@ -95,11 +95,6 @@ def costs(monkeypatch) -> Costs:
     return counter
 
 
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def disk_or_s3(request):
-    return request.getfixturevalue(request.param)
-
-
 def journal_json(backend, key: str, name: str) -> dict:
     backend.fs.invalidate_cache()
     return json.loads(backend.journal(key)[name])
@@ -124,11 +119,11 @@ def test_parts_are_sized_by_bytes_about_one_mib():
     assert _parts.PART_MIN_BYTES < _parts.PART_TARGET_BYTES < _parts.PART_MAX_BYTES
 
 
-def test_open_and_full_listing_of_a_1000_file_store_is_4_requests(disk_or_s3, key, costs):
+def test_open_and_full_listing_of_a_1000_file_store_is_4_requests(durable_backend, key, costs):
     bulk_saved(key, 1000)
-    checkpoint = journal_json(disk_or_s3, key, checkpoint_name(2))
+    checkpoint = journal_json(durable_backend, key, checkpoint_name(2))
     assert checkpoint["format"] == 2 and len(checkpoint["parts"]) == 1  # one part of about 250 KiB
-    assert journal_json(disk_or_s3, key, HEAD_NAME)["seq"] == 2
+    assert journal_json(durable_backend, key, HEAD_NAME)["seq"] == 2
 
     costs.reset()
     store = MemoryStore.get_or_create(key=key)
@@ -205,11 +200,11 @@ async def _commit_files(remote_path: str, count: int) -> None:
 
 
 @pytest.mark.parametrize("count", [10_000, pytest.param(100_000, marks=pytest.mark.slow)])
-def test_a_large_store_opens_in_at_most_5_requests_and_1_mib(disk_or_s3, key, costs, count):
+def test_a_large_store_opens_in_at_most_5_requests_and_1_mib(durable_backend, key, costs, count):
     seeded_directly(key, count)
-    head = journal_json(disk_or_s3, key, HEAD_NAME)
+    head = journal_json(durable_backend, key, HEAD_NAME)
     assert head["seq"] == head["checkpoint"]
-    refs = journal_json(disk_or_s3, key, checkpoint_name(head["seq"]))["parts"]
+    refs = journal_json(durable_backend, key, checkpoint_name(head["seq"]))["parts"]
     assert sum(r["count"] for r in refs) == count
     assert all(r["bytes"] <= _parts.PART_MAX_BYTES for r in refs)
     assert len(refs) <= count // 2000  # pieces of about 768 KiB (3,000-odd files each)
@@ -231,10 +226,10 @@ def blobs_of(backend, key: str) -> dict[str, bytes]:
     return {n: d for n, d in backend.journal(key).items() if "/blobs/" in n}
 
 
-def test_the_first_one_file_save_after_a_bulk_save_is_6_requests(disk_or_s3, key, costs):
+def test_the_first_one_file_save_after_a_bulk_save_is_6_requests(durable_backend, key, costs):
     store = bulk_saved(key, 40)  # files created in place (`_journal.inplace`): their bytes only at their paths
-    old = disk_or_s3.upstream_view(key)["files/00007.txt"]
-    head = journal_json(disk_or_s3, key, HEAD_NAME)["seq"]
+    old = durable_backend.upstream_view(key)["files/00007.txt"]
+    head = journal_json(durable_backend, key, HEAD_NAME)["seq"]
 
     costs.reset()
     store.write_text("files/00007.txt", "changed")
@@ -244,8 +239,8 @@ def test_the_first_one_file_save_after_a_bulk_save_is_6_requests(disk_or_s3, key
     puts = costs.names("put")
     assert costs.requests == 6 and len(puts) == 6 and costs.names("get") == [], costs.ops
     assert {"files/00007.txt", "meta/files%2F00007.txt.json"} <= set(puts) and HEAD_NAME not in puts
-    assert journal_json(disk_or_s3, key, HEAD_NAME)["seq"] == head  # one behind: the next save moves it
-    assert old in blobs_of(disk_or_s3, key).values()  # older states still read the replaced bytes
+    assert journal_json(durable_backend, key, HEAD_NAME)["seq"] == head  # one behind: the next save moves it
+    assert old in blobs_of(durable_backend, key).values()  # older states still read the replaced bytes
     assert MemoryStore.get_or_create(key=key).at(head).read_text("files/00007.txt") == old.decode()
 
     costs.reset()
@@ -253,14 +248,14 @@ def test_the_first_one_file_save_after_a_bulk_save_is_6_requests(disk_or_s3, key
     store.save()
     puts = costs.names("put")
     assert costs.requests == 6 and HEAD_NAME in puts, costs.ops  # the new blob, segment, commit, file, sidecar, head
-    assert journal_json(disk_or_s3, key, HEAD_NAME)["seq"] == head + 2
+    assert journal_json(durable_backend, key, HEAD_NAME)["seq"] == head + 2
 
     costs.reset()
     fresh = MemoryStore.get_or_create(key=key)
     assert fresh.read_text("files/00007.txt") == "changed again"
 
 
-def test_a_fresh_handle_s_first_change_of_an_in_place_file_fetches_its_old_bytes_once(disk_or_s3, key, costs):
+def test_a_fresh_handle_s_first_change_of_an_in_place_file_fetches_its_old_bytes_once(durable_backend, key, costs):
     bulk_saved(key, 40)
     handle = MemoryStore.get_or_create(key=key)
     handle.write_text("files/00007.txt", "changed")
@@ -271,11 +266,11 @@ def test_a_fresh_handle_s_first_change_of_an_in_place_file_fetches_its_old_bytes
     assert HEAD_NAME not in costs.names("put")
 
 
-def test_a_hint_left_one_commit_behind_costs_an_open_nothing(disk_or_s3, key, costs):
+def test_a_hint_left_one_commit_behind_costs_an_open_nothing(durable_backend, key, costs):
     store = bulk_saved(key, 40)
     store.write_text("notes/a.txt", "a")
     store.save()  # commit 3 leaves the hint at commit 2
-    assert journal_json(disk_or_s3, key, HEAD_NAME)["seq"] == 2
+    assert journal_json(durable_backend, key, HEAD_NAME)["seq"] == 2
     costs.reset()
     opened = MemoryStore.get_or_create(key=key)
     # the hint, the probe past it (record 3), the probe past that: what an open costs when the hint names
@@ -287,15 +282,17 @@ def test_a_hint_left_one_commit_behind_costs_an_open_nothing(disk_or_s3, key, co
     other = MemoryStore.get_or_create(key=key)
     other.write_text("notes/b.txt", "b")
     other.save()  # commit 4: its handle knows the hint names 2, so it brings it up to date
-    assert journal_json(disk_or_s3, key, HEAD_NAME)["seq"] == 4
+    assert journal_json(durable_backend, key, HEAD_NAME)["seq"] == 4
     store.write_text("notes/c.txt", "c")
     store.save()  # rebased onto 4, commit 5: one past the hint, left
-    assert journal_json(disk_or_s3, key, HEAD_NAME)["seq"] == 4
+    assert journal_json(durable_backend, key, HEAD_NAME)["seq"] == 4
     costs.reset()
     assert MemoryStore.get_or_create(key=key).list_paths()[-3:] == ["notes/a.txt", "notes/b.txt", "notes/c.txt"]
 
 
-def test_a_handle_holds_only_small_in_place_files_it_replaces_and_their_old_bytes_stay_readable(disk_or_s3, key, costs):
+def test_a_handle_holds_only_small_in_place_files_it_replaces_and_their_old_bytes_stay_readable(
+    durable_backend, key, costs
+):
     store = MemoryStore.create(key=key)
     big = b"B" * (1024 * 1024 + 1)  # over `HOLD_MAX_BYTES`: fetched again by the save, not held in memory
     store.write_bytes("big.bin", big)
@@ -307,7 +304,7 @@ def test_a_handle_holds_only_small_in_place_files_it_replaces_and_their_old_byte
     store.delete("small.txt")  # a delete replaces the in-place bytes as a write does
     store.save()
     assert costs.names("get") == ["big.bin"], costs.ops
-    stored = set(blobs_of(disk_or_s3, key).values())
+    stored = set(blobs_of(durable_backend, key).values())
     assert {big, b"small"} <= stored  # both copied before the commit that replaced them
     past = MemoryStore.get_or_create(key=key).at(first)
     assert past.read_bytes("big.bin") == big and past.read_text("small.txt") == "small"
@@ -352,7 +349,7 @@ def test_the_issue_9_release_reads_and_saves_a_store_of_one_mib_parts_and_a_hint
     assert fresh.read_text("notes/b.txt") == "from 0.4" and len(fresh.list_paths()) == 1002
 
 
-def test_held_bytes_of_a_file_another_handle_purged_are_not_stored_again(disk_or_s3, key, costs):
+def test_held_bytes_of_a_file_another_handle_purged_are_not_stored_again(durable_backend, key, costs):
     from flyteplugins_memory import ConcurrencyError
 
     secret = b"the secret the user asked to forget " * 4
@@ -365,5 +362,5 @@ def test_held_bytes_of_a_file_another_handle_purged_are_not_stored_again(disk_or
     with contextlib.suppress(ConcurrencyError):  # a rewrite of a path purged meanwhile may conflict:
         store.save()  # either way nothing purged is stored
     assert "secret.txt" not in costs.names("get")  # it copied what it held, not what storage had left
-    disk_or_s3.fs.invalidate_cache()
-    assert not [name for name, data in disk_or_s3.stored(key).items() if secret in data]
+    durable_backend.fs.invalidate_cache()
+    assert not [name for name, data in durable_backend.stored(key).items() if secret in data]

@@ -32,11 +32,6 @@ DOCS = REPO / "docs" / "data-map.md"
 HOURS = 3600.0
 
 
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def backend(request):
-    return request.getfixturevalue(request.param)
-
-
 def every_feature(key: str, tmp_path: pathlib.Path, monkeypatch, *, checkpoint: bool) -> MemoryStore:
     """One store through every feature that stores something: files of every type with labels and ttls,
     versions, the transcript and its compaction, record logs and sessions, proposals, read-only prefixes,
@@ -105,14 +100,14 @@ def everything_stored(backend) -> list[tuple[Area, str]]:
     return found
 
 
-def test_every_stored_object_has_a_kind(backend, key, tmp_path, monkeypatch):
-    checkpoint = backend.name == "local"  # the 200 writes that make one cost moto 8 s: local disk only
+def test_every_stored_object_has_a_kind(durable_backend, key, tmp_path, monkeypatch):
+    checkpoint = durable_backend.name == "local"  # the 200 writes that make one cost moto 8 s: local disk only
     every_feature(key, tmp_path, monkeypatch, checkpoint=checkpoint)
     again = MemoryStore.create(key=key + "-gone")  # a deleted key takes a new store
     again.write_text("y.md", "a new life", metadata={"n": 1})
     again.save()
     seen: dict[str, list[str]] = {}
-    for area, name in everything_stored(backend):
+    for area, name in everything_stored(durable_backend):
         seen.setdefault(classify_object(area, name).name, []).append(name)
     # the scenario reached the kinds it should; a kind no scenario reaches is still listed in the map
     reached = {"commit_record", "blob", "search_segment", "head", "messages", "sidecar", "version_snapshot"}

@@ -14,7 +14,7 @@ from helpers import holding
 BODY, LABEL = "expiring-body-TTL-5b37", "expiring-label-TTL-9d01"
 
 
-def test_a_handle_that_searched_before_expiry_stores_nothing_expired_again(where, key, monkeypatch):
+def test_a_handle_that_searched_before_expiry_stores_nothing_expired_again(durable_backend, key, monkeypatch):
     store = MemoryStore.get_or_create(key=key)
     store.write_text("t.md", f"tmp {BODY}", ttl=timedelta(hours=1), metadata={"tag": LABEL})
     store.save()
@@ -22,8 +22,8 @@ def test_a_handle_that_searched_before_expiry_stores_nothing_expired_again(where
     assert old.search("tmp")
     monkeypatch.setattr(_gc, "clock", lambda: time.time() + 2 * 3600)
     MemoryStore.open(key=key).gc()
-    assert holding(where, BODY) == [] and holding(where, LABEL) == []
+    assert holding(durable_backend, BODY) == [] and holding(durable_backend, LABEL) == []
     old.write_text("o.md", "other")
     old.save()
-    assert holding(where, BODY) == [] and holding(where, LABEL) == []
+    assert holding(durable_backend, BODY) == [] and holding(durable_backend, LABEL) == []
     assert [h.path for h in MemoryStore.open(key=key).search("other")] == ["o.md"]

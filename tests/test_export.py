@@ -380,16 +380,9 @@ def test_import_store_by_root_or_remote_path(local_backend, key, tmp_path):
 # -- one committed state, whatever saves run meanwhile -------------------------------------------------------
 
 
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def any_backend(request, raw_data_context):
-    backend = request.getfixturevalue(request.param)
-    raw_data_context(backend.raw_data_path)
-    return backend
-
-
 @pytest.mark.parametrize("when", ["before_listing", "after_listing"])
 def test_an_export_archives_the_state_it_started_from_while_a_save_rewrites_the_store(
-    any_backend, key, tmp_path, monkeypatch, when
+    durable_backend, key, tmp_path, monkeypatch, when
 ):
     """A save by another handle lands after the export pinned its state: before it lists the objects
     (the listing then holds the save's commit record, its new file and sidecars), or after it (the
@@ -437,7 +430,7 @@ def test_an_export_archives_the_state_it_started_from_while_a_save_rewrites_the_
     assert fresh.list_paths() == ["a.md", "b.md"]
     assert (fresh.read_text("a.md"), fresh.read_text("b.md")) == ("old content", "bee")
     assert [m["content"] for m in fresh.messages] == ["before"]
-    objects = any_backend.objects(copy.key)
+    objects = durable_backend.objects(copy.key)
     assert objects["a.md"] == b"old content" and objects["b.md"] == b"bee" and "c.md" not in objects
     sidecar = json.loads(objects["meta/a.md.json"])
     assert sidecar["sha256"] == hashlib.sha256(b"old content").hexdigest()
@@ -464,7 +457,7 @@ def test_an_export_of_an_unchanged_store_archives_every_object_as_stored(local_b
 
 @pytest.mark.parametrize("step", ["before_commit", "after_commit"])
 def test_an_import_failing_after_its_copy_removes_the_store_and_frees_the_key(
-    any_backend, key, tmp_path, monkeypatch, step
+    durable_backend, key, tmp_path, monkeypatch, step
 ):
     """Opening the copied store and committing the import are part of the import: a failure there (the
     import's own commit already landed, for `after_commit`) removes every object stored, the claim last.
@@ -484,11 +477,11 @@ def test_an_import_failing_after_its_copy_removes_the_store_and_frees_the_key(
     monkeypatch.setattr(_import_archive, "_record", failing)
     with pytest.raises(StorageError, match="injected"):
         MemoryStore.import_store(tmp_path / "a.tar.gz", key="copy")
-    assert any_backend.stored("copy") == {}
+    assert durable_backend.stored("copy") == {}
     assert not MemoryStore.exists(key="copy")
     monkeypatch.setattr(_import_archive, "_record", original)
     MemoryStore.import_store(tmp_path / "a.tar.gz", key="copy")  # the key is free again
-    assert_same_store(any_backend, key, any_backend, "copy")
+    assert_same_store(durable_backend, key, durable_backend, "copy")
 
 
 @pytest.mark.parametrize("where", ["prefix", "journal", "prefix_by_symlink"])

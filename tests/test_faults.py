@@ -68,10 +68,10 @@ def faulty(request, monkeypatch):
     return install(request.getfixturevalue(request.param), monkeypatch)
 
 
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def faulty_shared(request, monkeypatch):
+@pytest.fixture
+def faulty_shared(durable_backend, monkeypatch):
     """Backends that upstream's store can also write (it has no memory:// storage)."""
-    return install(request.getfixturevalue(request.param), monkeypatch)
+    return install(durable_backend, monkeypatch)
 
 
 def arm(faults: Faults, plan) -> None:

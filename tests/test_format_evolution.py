@@ -31,11 +31,6 @@ from repo import REPO
 FUTURE = "flyteplugins-memory 9.1.0"
 
 
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def backend(request):
-    return request.getfixturevalue(request.param)
-
-
 def load(backend, key: str, name: str) -> dict:
     """A journal object, read straight from storage."""
     backend.fs.invalidate_cache()
@@ -59,77 +54,77 @@ def saved_store(key: str) -> MemoryStore:
 # -- extensions are carried -------------------------------------------------------------------------------
 
 
-def test_extensions_of_a_checkpoint_survive_saves_and_the_next_checkpoint(backend, key):
+def test_extensions_of_a_checkpoint_survive_saves_and_the_next_checkpoint(durable_backend, key):
     saved_store(key).compact()  # checkpoint 2, named by the head
-    checkpoint = load(backend, key, checkpoint_name(2))
+    checkpoint = load(durable_backend, key, checkpoint_name(2))
     checkpoint["ext"] = {"future": {"index": [1, 2, 3]}}
     checkpoint["min_reader"] = READER_REVISION  # a revision we know: allowed, and carried too
     checkpoint["files"]["b.txt"]["ext"] = {"tag": "kept while b.txt is unchanged"}
     checkpoint["files"]["a.txt"]["ext"] = {"tag": "gone when a.txt is rewritten"}
-    put(backend, key, checkpoint_name(2), checkpoint)
-    head = load(backend, key, HEAD_NAME)
-    put(backend, key, HEAD_NAME, {**head, "ext": {"hint": True}})
+    put(durable_backend, key, checkpoint_name(2), checkpoint)
+    head = load(durable_backend, key, HEAD_NAME)
+    put(durable_backend, key, HEAD_NAME, {**head, "ext": {"hint": True}})
 
     store = MemoryStore.get_or_create(key=key)
     assert store.read_text("b.txt") == "b" and store.messages == [{"role": "user", "content": "hello"}]
     store.write_text("a.txt", "a2")
     store.save()
 
-    record = load(backend, key, log_name(3))
+    record = load(durable_backend, key, log_name(3))
     assert without_search(record["ext"]) == without_search(checkpoint["ext"])
     assert record["min_reader"] == READER_REVISION
     assert record["writer"] == WRITER and record["format"] == 1
     assert "ext" not in record["delta"]["files"]["a.txt"]  # rewritten by us: its extension described the old one
     store.compact()
-    folded = load(backend, key, checkpoint_name(3))
+    folded = load(durable_backend, key, checkpoint_name(3))
     assert without_search(folded["ext"]) == without_search(checkpoint["ext"])
     assert folded["min_reader"] == READER_REVISION
     assert folded["files"]["b.txt"]["ext"] == {"tag": "kept while b.txt is unchanged"}
     assert "ext" not in folded["files"]["a.txt"]
-    assert "ext" not in load(backend, key, HEAD_NAME)  # a hint, rewritten blindly: not carried (documented)
+    assert "ext" not in load(durable_backend, key, HEAD_NAME)  # a hint, rewritten blindly: not carried (documented)
 
 
-def test_extensions_of_a_record_survive_a_save_by_another_handle(backend, key):
+def test_extensions_of_a_record_survive_a_save_by_another_handle(durable_backend, key):
     saved_store(key)
-    record = load(backend, key, log_name(2))
+    record = load(durable_backend, key, log_name(2))
     record["ext"] = {"future": "store-level"}
     record["delta"]["files"]["b.txt"]["ext"] = {"future": "per-file"}
     record["info"]["ext"] = {"future": "per-commit"}
-    put(backend, key, log_name(2), record)
+    put(durable_backend, key, log_name(2), record)
 
     store = MemoryStore.get_or_create(key=key)
     assert store.read_text("a.txt") == "a" and store.log()[0].seq == 2
     store.write_text("c.txt", "c")
     store.save()
 
-    newest = load(backend, key, log_name(3))
+    newest = load(durable_backend, key, log_name(3))
     assert without_search(newest["ext"]) == {"future": "store-level"}  # carried beside this version's index
     assert newest["delta"]["files"]["b.txt"]["ext"] == {"future": "per-file"}  # unchanged: kept
     assert "ext" not in newest["info"]  # commit info describes its own commit only
     assert MemoryStore.get_or_create(key=key).list_paths() == ["a.txt", "b.txt", "c.txt"]
 
 
-def test_extensions_of_the_settings_are_kept_when_the_window_changes(backend, key):
+def test_extensions_of_the_settings_are_kept_when_the_window_changes(durable_backend, key):
     store = saved_store(key)
     store.set_gc_window(timedelta(hours=2))
-    config = load(backend, key, CONFIG_NAME)
-    put(backend, key, CONFIG_NAME, {**config, "ext": {"policy": "future"}, "surprise": 1})
+    config = load(durable_backend, key, CONFIG_NAME)
+    put(durable_backend, key, CONFIG_NAME, {**config, "ext": {"policy": "future"}, "surprise": 1})
     store.set_gc_window(timedelta(hours=3))
-    written = load(backend, key, CONFIG_NAME)
+    written = load(durable_backend, key, CONFIG_NAME)
     assert written["ext"] == {"policy": "future"} and written["gc_window_seconds"] == 3 * 3600
     assert written["writer"] == WRITER
     assert written["surprise"] == 1  # a newer version's setting survives an older writer's window change
     assert MemoryStore.get_or_create(key=key).gc(window=None) is not None  # and is read leniently
 
 
-def test_a_purge_marker_with_extensions_still_says_purged(backend, key):
+def test_a_purge_marker_with_extensions_still_says_purged(durable_backend, key):
     saved_store(key)
     stale = MemoryStore.get_or_create(key=key)  # names b.txt's content, has not read it
     MemoryStore.get_or_create(key=key).purge("b.txt")
     name = purge_marker_name(hashlib.sha256(b"b").hexdigest())
-    marker = load(backend, key, name)
+    marker = load(durable_backend, key, name)
     assert marker["writer"] == WRITER and marker["format"] == 1
-    put(backend, key, name, {**marker, "ext": {"future": 1}, "surprise": True})
+    put(durable_backend, key, name, {**marker, "ext": {"future": 1}, "surprise": True})
     with pytest.raises(ContentPurged):
         stale.read_text("b.txt")
 
@@ -149,16 +144,16 @@ def _newer(backend, key: str, what: str, writer: str | None) -> None:
 
 
 @pytest.mark.parametrize("what", ["record", "checkpoint", "head"])
-def test_a_newer_major_is_refused_on_open_naming_its_writer(backend, key, what):
+def test_a_newer_major_is_refused_on_open_naming_its_writer(durable_backend, key, what):
     saved_store(key).compact()
-    _newer(backend, key, what, FUTURE)
-    before = backend.stored(key)
+    _newer(durable_backend, key, what, FUTURE)
+    before = durable_backend.stored(key)
     with pytest.raises(StoreFormatTooNew) as refused:
         MemoryStore.get_or_create(key=key)
     message = str(refused.value)
     assert FUTURE in message and refused.value.writer == FUTURE and "format" in message
     assert isinstance(refused.value, ValueError) and isinstance(refused.value, MemoryStoreError)
-    assert backend.stored(key) == before
+    assert durable_backend.stored(key) == before
 
 
 def test_a_newer_major_that_does_not_name_its_writer_says_so(local_backend, key):
@@ -169,14 +164,14 @@ def test_a_newer_major_that_does_not_name_its_writer_says_so(local_backend, key)
     assert refused.value.writer == ""
 
 
-def test_a_handle_meeting_a_newer_major_commit_stops_before_committing(backend, key):
+def test_a_handle_meeting_a_newer_major_commit_stops_before_committing(durable_backend, key):
     saved_store(key)
     handle = MemoryStore.get_or_create(key=key)
-    _newer(backend, key, "record", FUTURE)
+    _newer(durable_backend, key, "record", FUTURE)
     handle.write_text("h.txt", "h")
     with pytest.raises(StoreFormatTooNew, match=FUTURE):
         handle.save()
-    assert f"{JOURNAL}/log/{4:020d}.json" not in backend.journal(key)
+    assert f"{JOURNAL}/log/{4:020d}.json" not in durable_backend.journal(key)
     assert handle.has_unsaved_changes()
 
 
@@ -189,13 +184,13 @@ def _guard(backend, key: str, seq: int) -> None:
     put(backend, key, log_name(seq), {**record, "min_reader": READER_REVISION + 1, "writer": FUTURE, "ext": {"x": 1}})
 
 
-def test_a_higher_min_reader_reads_but_every_write_is_refused(backend, key):
+def test_a_higher_min_reader_reads_but_every_write_is_refused(durable_backend, key):
     saved_store(key)
-    _guard(backend, key, 2)
+    _guard(durable_backend, key, 2)
     store = MemoryStore.get_or_create(key=key)
     assert store.read_text("a.txt") == "a" and store.list_paths() == ["a.txt", "b.txt"]
     assert store.messages == [{"role": "user", "content": "hello"}] and store.log()[0].seq == 2
-    before = backend.stored(key)
+    before = durable_backend.stored(key)
 
     clean = MemoryStore.get_or_create(key=key)
     with pytest.raises(StoreFormatTooNew, match=FUTURE):
@@ -207,21 +202,21 @@ def test_a_higher_min_reader_reads_but_every_write_is_refused(backend, key):
         with pytest.raises(StoreFormatTooNew, match=FUTURE) as refused:
             operation()
         assert f"revision {READER_REVISION + 1}" in str(refused.value)
-        assert backend.stored(key) == before, "a refused write must write nothing"
+        assert durable_backend.stored(key) == before, "a refused write must write nothing"
     assert store.has_unsaved_changes() and store.read_text("x.txt") == "x"
 
 
-def test_a_save_meeting_a_commit_with_a_higher_min_reader_does_not_commit(backend, key):
+def test_a_save_meeting_a_commit_with_a_higher_min_reader_does_not_commit(durable_backend, key):
     saved_store(key)
     handle = MemoryStore.get_or_create(key=key)
     other = MemoryStore.get_or_create(key=key)
     other.write_text("o.txt", "o")
     other.save()
-    _guard(backend, key, 3)
+    _guard(durable_backend, key, 3)
     handle.write_text("h.txt", "h")
     with pytest.raises(StoreFormatTooNew, match=FUTURE):
         handle.save()
-    assert f"{JOURNAL}/log/{4:020d}.json" not in backend.journal(key)
+    assert f"{JOURNAL}/log/{4:020d}.json" not in durable_backend.journal(key)
     assert handle.has_unsaved_changes()
 
 
@@ -272,8 +267,8 @@ def child_config(backend, key: str, request, **more) -> dict:
     return {"key": key, "raw": backend.raw_data_path, "endpoint": endpoint, **more}
 
 
-def test_a_store_the_release_before_wrote_opens_saves_and_logs_here(backend, key, released, request):
-    run_released(released, "write", child_config(backend, key, request, writes={"r1.txt": "1", "r2.txt": "2"}))
+def test_a_store_the_release_before_wrote_opens_saves_and_logs_here(durable_backend, key, released, request):
+    run_released(released, "write", child_config(durable_backend, key, request, writes={"r1.txt": "1", "r2.txt": "2"}))
     store = MemoryStore.get_or_create(key=key)
     assert {p: store.read_text(p) for p in store.list_paths()} == {"r1.txt": "1", "r2.txt": "2"}
     older = store.log()
@@ -288,19 +283,23 @@ def test_a_store_the_release_before_wrote_opens_saves_and_logs_here(backend, key
 
 
 def test_the_release_before_refuses_what_this_version_saved_clearly_and_changes_nothing(
-    backend, key, released, request
+    durable_backend, key, released, request
 ):
     saved_store(key)
-    before = backend.stored(key)
-    seen = run_released(released, "read", child_config(backend, key, request))
+    before = durable_backend.stored(key)
+    seen = run_released(released, "read", child_config(durable_backend, key, request))
     assert seen["error"] == "CorruptStore" and WRITER in seen["message"]
-    assert backend.stored(key) == before
+    assert durable_backend.stored(key) == before
 
 
-def test_a_handle_of_the_release_before_cannot_commit_after_this_version(backend, key, released, request, tmp_path):
-    run_released(released, "write", child_config(backend, key, request, writes={"r.txt": "r"}))
+def test_a_handle_of_the_release_before_cannot_commit_after_this_version(
+    durable_backend, key, released, request, tmp_path
+):
+    run_released(released, "write", child_config(durable_backend, key, request, writes={"r.txt": "r"}))
     ready, go = tmp_path / "ready", tmp_path / "go"
-    child = start_released(released, "save_after", child_config(backend, key, request, ready=str(ready), go=str(go)))
+    child = start_released(
+        released, "save_after", child_config(durable_backend, key, request, ready=str(ready), go=str(go))
+    )
     while not ready.exists():
         assert child.poll() is None, child.communicate()
         time.sleep(0.05)
@@ -310,9 +309,9 @@ def test_a_handle_of_the_release_before_cannot_commit_after_this_version(backend
     go.touch()
     seen = result_of(child)
     assert seen["error"] == "CorruptStore" and WRITER in seen["message"]
-    log = [n for n in backend.journal(key) if "/log/" in n]
+    log = [n for n in durable_backend.journal(key) if "/log/" in n]
     assert log == [f"{JOURNAL}/log/{s:020d}.json" for s in (1, 2, 3)]  # create, r.txt, ours: nothing after
-    assert "released.txt" not in backend.upstream_view(key)
+    assert "released.txt" not in durable_backend.upstream_view(key)
     assert MemoryStore.get_or_create(key=key).list_paths() == ["ours.txt", "r.txt"]
 
 

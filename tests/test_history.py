@@ -26,18 +26,13 @@ from flyteplugins_memory._rules.codecs import sha256_bytes
 from flyteplugins_memory._rules.layout import blob_name
 
 
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def backend(request):
-    return request.getfixturevalue(request.param)
-
-
 def _versions(store: MemoryStore, path: str, contents: list[str], **write) -> None:
     for text in contents:
         store.write_text(path, text, **write)
         store.save()
 
 
-def test_history_lists_a_paths_versions_newest_first_and_each_reads_back(backend, key):
+def test_history_lists_a_paths_versions_newest_first_and_each_reads_back(durable_backend, key):
     store = MemoryStore.get_or_create(key=key)
     store.write_text("plan.md", "step 1\n", actor="planner", reason="first draft", metadata={"rev": 1})
     store.save()
@@ -61,7 +56,7 @@ def test_history_lists_a_paths_versions_newest_first_and_each_reads_back(backend
     reader = MemoryStore.get_or_create(key=key)
     assert reader.read_version("plan.md", "c2") == "step 1\n"
     assert reader.read_version_bytes("plan.md", "c4") == b"step 1\nstep 2\n"
-    journal = backend.journal(key)  # each version's content is its blob in the journal
+    journal = durable_backend.journal(key)  # each version's content is its blob in the journal
     for entry in entries:
         assert sha256_bytes(journal[blob_name(entry.sha256)]) == entry.sha256
     assert reader.history("plan.md", limit=1) == entries[:1] and reader.history("plan.md", limit=0) == []
@@ -83,7 +78,7 @@ def test_history_reads_one_record_per_version_however_long_the_store_history(loc
     assert short == long and long <= 3 + 3, io_counter.ops  # newest state (hint + probe) + 3 records
 
 
-def test_unknown_and_malformed_version_ids_are_typed_errors(backend, key):
+def test_unknown_and_malformed_version_ids_are_typed_errors(durable_backend, key):
     store = MemoryStore.get_or_create(key=key, keep_versions=True)
     _versions(store, "a.md", ["one", "two"])
     store.write_text("b.md", "bee")
@@ -107,7 +102,7 @@ def test_unknown_and_malformed_version_ids_are_typed_errors(backend, key):
     assert store.read_version(store.list_versions("a.md")[0]) == "one"
 
 
-def test_restore_is_a_new_audited_write_with_the_versions_metadata(backend, key):
+def test_restore_is_a_new_audited_write_with_the_versions_metadata(durable_backend, key):
     store = MemoryStore.get_or_create(key=key)
     store.write_text("plan.md", "good plan", metadata={"status": "ok"})
     store.save()
@@ -123,14 +118,14 @@ def test_restore_is_a_new_audited_write_with_the_versions_metadata(backend, key)
     assert fresh.read_text("plan.md") == "good plan" and fresh.get_meta("plan.md").metadata == {"status": "ok"}
     assert [e.version_id for e in fresh.history("plan.md")] == ["c4", "c3", "c2"]  # history kept, one more
     assert (fresh.history("plan.md")[0].actor, fresh.history("plan.md")[0].reason) == ("human", "undo bad edit")
-    assert backend.objects(key)["plan.md"] == b"good plan"
+    assert durable_backend.objects(key)["plan.md"] == b"good plan"
     event = fresh.audit_tail(1)[0]
     assert (event["op"], event["path"], event["actor"], event["reason"]) == (
         "update", "plan.md", "human", "undo bad edit"
     )  # fmt: skip
 
 
-def test_restore_obeys_read_only_prefixes_and_expected_sha(backend, key):
+def test_restore_obeys_read_only_prefixes_and_expected_sha(durable_backend, key):
     store = MemoryStore.create(key=key)
     trusted = MemoryStore.get_or_create(key=key, trusted=True)
     _versions(trusted, "policy/rules.md", ["v1", "v2"])
@@ -146,10 +141,12 @@ def test_restore_obeys_read_only_prefixes_and_expected_sha(backend, key):
     with pytest.raises(ConcurrencyError):
         handle.restore("docs/a.md", first, expected_sha=sha256_bytes(b"stale"))
     assert not store.has_unsaved_changes()
-    assert backend.objects(key)["policy/rules.md"] == b"v2" and backend.objects(key)["docs/a.md"] == b"two"
+    assert (
+        durable_backend.objects(key)["policy/rules.md"] == b"v2" and durable_backend.objects(key)["docs/a.md"] == b"two"
+    )
 
 
-def test_restoring_a_deleted_path_brings_it_back_and_restoring_a_deletion_deletes(backend, key):
+def test_restoring_a_deleted_path_brings_it_back_and_restoring_a_deletion_deletes(durable_backend, key):
     store = MemoryStore.get_or_create(key=key)
     _versions(store, "note.md", ["remember tea"])
     store.delete("note.md")
@@ -165,14 +162,14 @@ def test_restoring_a_deleted_path_brings_it_back_and_restoring_a_deletion_delete
     store.restore("note.md", "c2")
     store.save()
     assert MemoryStore.get_or_create(key=key).read_text("note.md") == "remember tea"
-    assert backend.objects(key)["note.md"] == b"remember tea"
+    assert durable_backend.objects(key)["note.md"] == b"remember tea"
 
     assert store.restore("note.md", "c3") is None
     store.save()
-    assert not MemoryStore.get_or_create(key=key).exists("note.md") and "note.md" not in backend.objects(key)
+    assert not MemoryStore.get_or_create(key=key).exists("note.md") and "note.md" not in durable_backend.objects(key)
 
 
-def test_diff_of_versions_and_of_the_current_content(backend, key):
+def test_diff_of_versions_and_of_the_current_content(durable_backend, key):
     store = MemoryStore.get_or_create(key=key)
     _versions(store, "plan.md", ["a\nb\n", "a\nc\n"])
     store.write_text("plan.md", "a\nc\nd")  # unsaved
@@ -189,7 +186,7 @@ def test_diff_of_versions_and_of_the_current_content(backend, key):
     assert "+++ /dev/null" in store.diff("plan.md", "c2")
 
 
-def test_diff_of_binary_content_says_so_in_one_line(backend, key):
+def test_diff_of_binary_content_says_so_in_one_line(durable_backend, key):
     store = MemoryStore.get_or_create(key=key)
     store.write_bytes("img.png", b"\x89PNG\x00\xff")
     store.save()
@@ -201,7 +198,7 @@ def test_diff_of_binary_content_says_so_in_one_line(backend, key):
     assert store.read_version_bytes("img.png", "c2") == b"\x89PNG\x00\xff"
 
 
-def test_history_beyond_gc_comes_from_versions_snapshots(backend, key):
+def test_history_beyond_gc_comes_from_versions_snapshots(durable_backend, key):
     store = MemoryStore.get_or_create(key=key, keep_versions=True)
     _versions(store, "plan.md", ["v1", "v2", "v3"])
     before = store.history("plan.md")
@@ -218,7 +215,7 @@ def test_history_beyond_gc_comes_from_versions_snapshots(backend, key):
     assert (after[0].commit, after[0].actor, after[0].size) == (4, "agent", 2)  # the live file's version
     assert reader.read_version("plan.md", "c4") == "v3"
     assert [(e.actor, e.size, e.commit) for e in after[1:]] == [("", 2, None), ("", 2, None)]
-    assert all(e.version_id in backend.objects(key) for e in after[1:])  # upstream's snapshots
+    assert all(e.version_id in durable_backend.objects(key) for e in after[1:])  # upstream's snapshots
     assert reader.read_version("plan.md", after[2].version_id) == "v1"
     with pytest.raises(VersionNotFound, match="collected by gc"):
         reader.read_version("plan.md", "c2")  # its record and blob are gone
@@ -236,7 +233,7 @@ def test_a_version_whose_blob_gc_collected_says_so(local_backend, key):
         MemoryStore.get_or_create(key=key).read_version("plan.md", "c2")
 
 
-def test_history_of_a_path_written_by_concurrent_handles(backend, key):
+def test_history_of_a_path_written_by_concurrent_handles(durable_backend, key):
     MemoryStore.create(key=key)
     a, b = MemoryStore.get_or_create(key=key), MemoryStore.get_or_create(key=key)
     for i in range(2):
@@ -255,7 +252,7 @@ def test_history_of_a_path_written_by_concurrent_handles(backend, key):
     assert {b.read_version("shared.md", e.version_id) for e in entries} == {"a0", "b0", "a1", "b1"}
 
 
-def test_at_shows_the_whole_store_as_of_a_commit_read_only(backend, key):
+def test_at_shows_the_whole_store_as_of_a_commit_read_only(durable_backend, key):
     store = MemoryStore.get_or_create(key=key)
     store.write_text("plan.md", "v1", metadata={"k": "x"})
     store.write_text("notes/a.md", "a")
@@ -279,10 +276,10 @@ def test_at_shows_the_whole_store_as_of_a_commit_read_only(backend, key):
     for write in (lambda: past.write_text("plan.md", "x"), lambda: past.delete("plan.md"), past.save):
         with pytest.raises(ReadOnlySnapshot):
             write()
-    assert backend.objects(key)["plan.md"] == b"v2" and "notes/a.md" not in backend.objects(key)
+    assert durable_backend.objects(key)["plan.md"] == b"v2" and "notes/a.md" not in durable_backend.objects(key)
 
 
-def test_at_of_a_collected_or_unknown_commit_is_commit_not_found(backend, key):
+def test_at_of_a_collected_or_unknown_commit_is_commit_not_found(durable_backend, key):
     store = MemoryStore.get_or_create(key=key)
     _versions(store, "plan.md", ["v1", "v2", "v3"])
     store.gc(window=timedelta(0))
@@ -365,7 +362,7 @@ def test_diff_splits_lines_at_newline_only_so_it_applies_as_a_patch(local_backen
     assert store.diff("win.md", "c2", "c2") == ""
 
 
-def test_at_any_commit_hides_files_whose_ttl_ran_out_by_now(backend, key, monkeypatch):
+def test_at_any_commit_hides_files_whose_ttl_ran_out_by_now(durable_backend, key, monkeypatch):
     """Review of issue 12 (#10): expiry is judged at now, as a handle judges it, whichever commit the view
     shows: the secret written with a ttl does not come back through an older commit either, and a directory
     holding only expired files does not exist. Storage still holds it until gc (nothing was deleted)."""
@@ -383,4 +380,4 @@ def test_at_any_commit_hides_files_whose_ttl_ran_out_by_now(backend, key, monkey
         assert not past.exists("scratch") and not past.exists("scratch/secret.md")
         assert past.read_bytes("scratch/secret.md") is None and past.get_meta("scratch/secret.md") is None
         assert past.current_sha("scratch/secret.md") == "" and past.read_json("scratch/secret.md", 7) == 7
-    assert backend.objects(key)["scratch/secret.md"] == b"secret"
+    assert durable_backend.objects(key)["scratch/secret.md"] == b"secret"

@@ -49,7 +49,7 @@ def fold_with_purges(key: str, times: int) -> None:
         other.purge(f"other{i}.md", actor="sec")
 
 
-def test_a_write_after_a_delete_folded_by_several_purges_continues_the_history(where, key, often):
+def test_a_write_after_a_delete_folded_by_several_purges_continues_the_history(durable_backend, key, often):
     store = MemoryStore.create(key=key)
     store.write_text("a.md", "v1", actor="w1")
     store.save()
@@ -64,7 +64,7 @@ def test_a_write_after_a_delete_folded_by_several_purges_continues_the_history(w
     fresh = MemoryStore.open(key=key)
     assert who(fresh, "a.md") == [("w2", False), ("d1", True), ("w1", False)]
     assert [c.actor for c in fresh.log(path="a.md")] == ["w2", "d1", "w1"]
-    records, checkpoints = stored(where, key, LOG), stored(where, key, CHECKPOINTS)
+    records, checkpoints = stored(durable_backend, key, LOG), stored(durable_backend, key, CHECKPOINTS)
     newest = max(records)
     assert records[newest]["info"]["wrote"] == {"a.md": deleted_at}  # linked in storage, not guessed on read
     folded = [c for seq, c in checkpoints.items() if deleted_at < seq < newest]
@@ -73,7 +73,7 @@ def test_a_write_after_a_delete_folded_by_several_purges_continues_the_history(w
     assert "a.md" not in records[newest]["ext"][DELETED_EXT]  # written again: no longer a deleted path
 
 
-def test_a_write_after_a_delete_folded_by_compactions_continues_the_history(where, key):
+def test_a_write_after_a_delete_folded_by_compactions_continues_the_history(durable_backend, key):
     store = MemoryStore.create(key=key)
     store.write_text("a.md", "v1", actor="w1")
     store.write_text("b.md", "b")
@@ -91,7 +91,7 @@ def test_a_write_after_a_delete_folded_by_compactions_continues_the_history(wher
     assert who(MemoryStore.open(key=key), "a.md") == [("w2", False), ("d1", True), ("w1", False)]
 
 
-def test_a_stale_handles_write_links_to_the_newest_delete_not_its_own(where, key, often):
+def test_a_stale_handles_write_links_to_the_newest_delete_not_its_own(durable_backend, key, often):
     """Its base is the first delete; another handle wrote and deleted the path again since: the write
     follows the newest delete, so every version shows (it linked past them before)."""
     stale = MemoryStore.create(key=key)
@@ -111,7 +111,7 @@ def test_a_stale_handles_write_links_to_the_newest_delete_not_its_own(where, key
     assert who(MemoryStore.open(key=key), "a.md") == expected
 
 
-def test_a_purge_of_a_path_deleted_several_checkpoints_back_is_its_newest_deletion(where, key, often):
+def test_a_purge_of_a_path_deleted_several_checkpoints_back_is_its_newest_deletion(durable_backend, key, often):
     store = MemoryStore.create(key=key)
     store.write_text("a.md", "secret 4471", actor="w1")
     store.save()
@@ -125,11 +125,13 @@ def test_a_purge_of_a_path_deleted_several_checkpoints_back_is_its_newest_deleti
     fresh = MemoryStore.open(key=key)
     assert who(fresh, "a.md") == [("w2", False), ("sec", True), ("d1", True), ("w1", False)]
     assert [c.seq for c in fresh.log(path="a.md")][1] == result.commit
-    assert stored(where, key, LOG)[max(stored(where, key, LOG))]["info"]["wrote"] == {"a.md": result.commit}
-    assert not [n for n, d in where.journal(key).items() if b"secret 4471" in d]
+    assert stored(durable_backend, key, LOG)[max(stored(durable_backend, key, LOG))]["info"]["wrote"] == {
+        "a.md": result.commit
+    }
+    assert not [n for n, d in durable_backend.journal(key).items() if b"secret 4471" in d]
 
 
-def test_a_purge_of_a_path_never_held_stays_no_version_of_it_after_gc(where, key):
+def test_a_purge_of_a_path_never_held_stays_no_version_of_it_after_gc(durable_backend, key):
     store = MemoryStore.create(key=key)
     store.write_text("a.md", "a")
     store.save()
@@ -141,7 +143,7 @@ def test_a_purge_of_a_path_never_held_stays_no_version_of_it_after_gc(where, key
     fresh = MemoryStore.open(key=key)
     assert fresh.history("never.md") == []
     assert fresh.log(path="never.md") == []
-    purge = stored(where, key, LOG)[result.commit]
+    purge = stored(durable_backend, key, LOG)[result.commit]
     assert "never.md" not in json.dumps(purge["info"])  # no path of the commit: it changed none
     assert purge["delta"]["audit"][-1]["op"] == "purge"  # the audit still names it
     writer.save()  # the write lands after the purge: the path's first version
@@ -167,7 +169,7 @@ def test_the_map_of_deleted_paths_is_bounded_newest_first(local_backend, key, mo
     assert kept["late.md"] == late and len(kept) < 31  # the newest delete first, then as many as fit
 
 
-def test_a_malformed_map_of_deleted_paths_is_ignored(where, key):
+def test_a_malformed_map_of_deleted_paths_is_ignored(durable_backend, key):
     store = MemoryStore.create(key=key)
     store.write_text("a.md", "v1", actor="w1")
     store.save()
@@ -175,18 +177,18 @@ def test_a_malformed_map_of_deleted_paths_is_ignored(where, key):
     store.save()
     seq = store.log(limit=1)[0].seq
     name = f"{LOG}{seq:020}.json"
-    record = json.loads(where.journal(key)[name])
+    record = json.loads(durable_backend.journal(key)[name])
     record["ext"][DELETED_EXT] = {"a.md": "not a commit", "b.md": 10**6, "c.md": -1}
-    where.put(key, name, json.dumps(record).encode())
+    durable_backend.put(key, name, json.dumps(record).encode())
     writer = MemoryStore.open(key=key)
     writer.write_text("a.md", "v2", actor="w2")
     writer.save()
     assert who(MemoryStore.open(key=key), "a.md") == [("w2", False), ("d1", True), ("w1", False)]
-    newest = stored(where, key, LOG)[writer.log(limit=1)[0].seq]
+    newest = stored(durable_backend, key, LOG)[writer.log(limit=1)[0].seq]
     assert newest["ext"][DELETED_EXT] == {}  # nothing valid left to carry
 
 
-def test_a_purge_of_a_path_deleted_past_the_map_reads_its_delete_back(where, key, monkeypatch):
+def test_a_purge_of_a_path_deleted_past_the_map_reads_its_delete_back(durable_backend, key, monkeypatch):
     """A delete the map does not hold (past its bound, or made by an older version): the purge finds it in
     the retained history and is still the path's newest deletion."""
     monkeypatch.setattr(_commit_info, "DELETED_MAX_BYTES", 0)
@@ -197,8 +199,8 @@ def test_a_purge_of_a_path_deleted_past_the_map_reads_its_delete_back(where, key
     store.save()
     store.write_text("b.md", "b")
     store.save()
-    assert stored(where, key, LOG)[store.log(limit=1)[0].seq]["ext"].get(DELETED_EXT, {}) == {}
+    assert stored(durable_backend, key, LOG)[store.log(limit=1)[0].seq]["ext"].get(DELETED_EXT, {}) == {}
     result = MemoryStore.open(key=key).purge("a.md", actor="sec")
     fresh = MemoryStore.open(key=key)
     assert who(fresh, "a.md") == [("sec", True), ("d1", True), ("w1", False)]
-    assert stored(where, key, LOG)[result.commit]["info"]["ext"]["purged"] == ["a.md"]
+    assert stored(durable_backend, key, LOG)[result.commit]["info"]["ext"]["purged"] == ["a.md"]

@@ -12,11 +12,6 @@ import pytest
 from flyteplugins_memory import MemoryStore, VersionNotFound
 
 
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def backend(request):
-    return request.getfixturevalue(request.param)
-
-
 def records(backend, key: str) -> dict[int, dict]:
     """Every commit record in storage, by seq."""
     journal = backend.journal(key)
@@ -32,7 +27,7 @@ def who(store, path: str) -> list[tuple[str, str, str]]:
 # -- defect 7: attribution per write ----------------------------------------------------------------------
 
 
-def test_history_names_each_writes_own_actor_and_reason(backend, key):
+def test_history_names_each_writes_own_actor_and_reason(durable_backend, key):
     store = MemoryStore.create(key=key)
     store.write_text("plan.md", "first plan", actor="editor", reason="first plan")
     store.save()
@@ -53,7 +48,7 @@ def test_history_names_each_writes_own_actor_and_reason(backend, key):
     assert (commit.actor, commit.reason) == ("editor, painter", "second plan; unrelated")
 
 
-def test_a_delete_saved_beside_other_writes_is_attributed_to_its_own_actor(backend, key):
+def test_a_delete_saved_beside_other_writes_is_attributed_to_its_own_actor(durable_backend, key):
     store = MemoryStore.create(key=key)
     store.write_text("old.md", "old", actor="writer")
     store.save()
@@ -63,10 +58,10 @@ def test_a_delete_saved_beside_other_writes_is_attributed_to_its_own_actor(backe
     fresh = MemoryStore.open(key=key)
     assert who(fresh, "old.md")[0] == ("-", "cleaner", "tidy up")
     seq = fresh.log(limit=1)[0].seq
-    assert records(backend, key)[seq]["info"]["ext"]["by"] == {"old.md": ["cleaner", "tidy up"]}
+    assert records(durable_backend, key)[seq]["info"]["ext"]["by"] == {"old.md": ["cleaner", "tidy up"]}
 
 
-def test_save_actor_and_merged_concurrent_saves_keep_each_writes_attribution(backend, key):
+def test_save_actor_and_merged_concurrent_saves_keep_each_writes_attribution(durable_backend, key):
     MemoryStore.create(key=key).save()
     first, second = MemoryStore.open(key=key), MemoryStore.open(key=key)
     first.write_text("a.md", "a", actor="alice", reason="notes")
@@ -82,7 +77,7 @@ def test_save_actor_and_merged_concurrent_saves_keep_each_writes_attribution(bac
 # -- defect 8: continuity across deletes and restores --------------------------------------------------
 
 
-def test_restoring_a_path_deleted_before_other_commits_keeps_its_whole_history(backend, key):
+def test_restoring_a_path_deleted_before_other_commits_keeps_its_whole_history(durable_backend, key):
     store = MemoryStore.create(key=key, keep_versions=True)
     store.write_text("a.md", "v1", actor="w1")
     store.save()
@@ -97,7 +92,7 @@ def test_restoring_a_path_deleted_before_other_commits_keeps_its_whole_history(b
     store.restore("a.md", first, actor="r1")
     store.save()
     restored_at = store.log(limit=1)[0].seq
-    assert records(backend, key)[restored_at]["info"]["wrote"] == {"a.md": deleted_at}
+    assert records(durable_backend, key)[restored_at]["info"]["wrote"] == {"a.md": deleted_at}
     assert who(MemoryStore.open(key=key), "a.md") == [
         (who(store, "a.md")[0][0], "r1", f"restore {first}"),
         ("-", "d1", ""),
@@ -106,7 +101,7 @@ def test_restoring_a_path_deleted_before_other_commits_keeps_its_whole_history(b
     ]
 
 
-def test_restores_by_other_handles_across_a_checkpoint_keep_the_history(backend, key):
+def test_restores_by_other_handles_across_a_checkpoint_keep_the_history(durable_backend, key):
     store = MemoryStore.create(key=key)
     store.write_text("a.md", "v1", actor="w1")
     store.save()
@@ -126,7 +121,7 @@ def test_restores_by_other_handles_across_a_checkpoint_keep_the_history(backend,
     assert actors == ["r2", "d2", "r1", "d1", "r0", "d0", "w1"]
 
 
-def test_a_write_after_a_delete_since_the_checkpoint_continues_the_history(backend, key):
+def test_a_write_after_a_delete_since_the_checkpoint_continues_the_history(durable_backend, key):
     store = MemoryStore.create(key=key)
     store.write_text("a.md", "v1", actor="w1")
     store.save()
@@ -143,7 +138,7 @@ def test_a_write_after_a_delete_since_the_checkpoint_continues_the_history(backe
     assert [h.actor for h in MemoryStore.open(key=key).history("a.md")] == ["w2", "d1", "w1"]
 
 
-def test_a_write_by_another_handle_after_a_create_and_delete_continues_the_history(backend, key):
+def test_a_write_by_another_handle_after_a_create_and_delete_continues_the_history(durable_backend, key):
     """The path was created and deleted since the checkpoint: the records say so (``None``), so a write
     by a handle whose base is a later commit still reads back to the delete and the write before it."""
     store = MemoryStore.create(key=key)
@@ -158,13 +153,13 @@ def test_a_write_by_another_handle_after_a_create_and_delete_continues_the_histo
     writer.save()
     assert [h.actor for h in MemoryStore.open(key=key).history("x.md")] == ["w2", "d1", "w1"]
     deleted_at = next(c.seq for c in writer.log(limit=10) if "x.md" in c.deleted)
-    assert records(backend, key)[deleted_at + 1]["delta"]["files"]["x.md"] is None
+    assert records(durable_backend, key)[deleted_at + 1]["delta"]["files"]["x.md"] is None
 
 
 # -- history x purge, history x scopes ---------------------------------------------------------------------
 
 
-def test_history_after_a_purge_shows_the_versions_but_reads_none(backend, key):
+def test_history_after_a_purge_shows_the_versions_but_reads_none(durable_backend, key):
     store = MemoryStore.create(key=key, keep_versions=True)
     store.write_text("secret.md", "purged secret 91", actor="w1")
     store.save()
@@ -177,10 +172,10 @@ def test_history_after_a_purge_shows_the_versions_but_reads_none(backend, key):
         fresh.read_version("secret.md", version)
     with pytest.raises(VersionNotFound):
         fresh.restore("secret.md", version)
-    assert not [n for n, d in backend.stored(key).items() if b"purged secret 91" in d]
+    assert not [n for n, d in durable_backend.stored(key).items() if b"purged secret 91" in d]
 
 
-def test_a_scope_reads_history_restores_and_diffs_its_own_files(backend, key):
+def test_a_scope_reads_history_restores_and_diffs_its_own_files(durable_backend, key):
     store = MemoryStore.create(key=key)
     alice = store.scope("users/alice")
     alice.write_text("note.md", "one\n", actor="alice", reason="first")

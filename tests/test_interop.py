@@ -4,15 +4,9 @@ from __future__ import annotations
 
 import pathlib
 
-import pytest
 from flyte.ai.agents import MemoryStore as UpstreamStore
 
 from flyteplugins_memory import MemoryStore
-
-
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def interop_backend(request):
-    return request.getfixturevalue(request.param)
 
 
 def _write_sample(store, texts: dict[str, str]) -> None:
@@ -26,7 +20,7 @@ def _write_sample(store, texts: dict[str, str]) -> None:
 SAMPLE = {"notes/a.md": "first version", "data/x.json": '{"k": 1}', "top.txt": "top"}
 
 
-def test_upstream_store_opens_in_ours(interop_backend, key):
+def test_upstream_store_opens_in_ours(durable_backend, key):
     upstream = UpstreamStore.get_or_create(key=key, keep_versions=True)
     _write_sample(upstream, SAMPLE)
 
@@ -44,7 +38,7 @@ def test_upstream_store_opens_in_ours(interop_backend, key):
     assert {ours.read_version(v) for v in ours.list_versions("notes/a.md")} == {"first version", "second version"}
 
 
-def test_our_store_opens_in_upstream(interop_backend, key):
+def test_our_store_opens_in_upstream(durable_backend, key):
     ours = MemoryStore.get_or_create(key=key, keep_versions=True)
     _write_sample(ours, SAMPLE)
     ours.compact()  # brings upstream's audit/log.jsonl up to date (saves do it at checkpoints)
@@ -61,7 +55,7 @@ def test_our_store_opens_in_upstream(interop_backend, key):
     assert upstream_versions == sorted(v for path in SAMPLE for v in ours.list_versions(path))
 
 
-def test_upstream_store_adopted_by_ours_stays_readable_by_upstream(interop_backend, key):
+def test_upstream_store_adopted_by_ours_stays_readable_by_upstream(durable_backend, key):
     upstream = UpstreamStore.get_or_create(key=key)
     upstream.write_text("a.txt", "from upstream")
     upstream.append({"role": "user", "content": "1"})

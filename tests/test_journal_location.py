@@ -94,12 +94,7 @@ def _big(i: int) -> str:
     return f"save {i}\n" + ("abcdefghij" * (BIG // 10))
 
 
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def shared(request):
-    return request.getfixturevalue(request.param)
-
-
-def test_upstream_downloads_no_more_than_for_a_store_it_wrote(shared, key):
+def test_upstream_downloads_no_more_than_for_a_store_it_wrote(durable_backend, key):
     """A ~200 KB file saved 30 times: upstream's open of our store downloads at most 1.2x what it
     downloads for the same content written by upstream itself."""
     ours = MemoryStore.get_or_create(key=key)
@@ -113,8 +108,8 @@ def test_upstream_downloads_no_more_than_for_a_store_it_wrote(shared, key):
     theirs_bytes = _downloaded(UpstreamStore.get_or_create(key=key + "-up"))
     assert ours_bytes <= 1.2 * theirs_bytes, (ours_bytes, theirs_bytes)
     # and what upstream downloads is what is under the store prefix: our history is not there
-    assert sum(len(d) for d in shared.objects(key).values()) <= 1.2 * theirs_bytes
-    assert sum(len(d) for d in shared.journal(key).values()) > 20 * BIG  # the history is kept, elsewhere
+    assert sum(len(d) for d in durable_backend.objects(key).values()) <= 1.2 * theirs_bytes
+    assert sum(len(d) for d in durable_backend.journal(key).values()) > 20 * BIG  # the history is kept, elsewhere
 
 
 def test_exists_sees_stores_of_either_layout(backend, key):
@@ -319,16 +314,10 @@ def test_a_move_that_dies_at_any_step_leaves_an_openable_store(request, backend_
     assert k > 10 and outcomes.count(True) >= 1 and outcomes.count(False) >= 5
 
 
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def shared_endpoint(request, moto_endpoint):
-    chosen = request.getfixturevalue(request.param)
-    return chosen, (moto_endpoint if chosen.name == "s3" else None)
-
-
-def test_older_writers_saving_during_the_move_lose_nothing(shared_endpoint, key, tmp_path):
+def test_older_writers_saving_during_the_move_lose_nothing(durable_backend_and_endpoint, key, tmp_path):
     """Three processes of the older version keep saving while this version moves the store: every save
     that returned is in the moved store, and each older writer's first save after the move fails."""
-    backend, endpoint = shared_endpoint
+    backend, endpoint = durable_backend_and_endpoint
     _old_store(key)
     ready = tmp_path / "ready"
     config = {"raw": backend.raw_data_path, "endpoint": endpoint, "key": key, "rounds": 80, "pause": 0.05}

@@ -3,16 +3,10 @@ still reads that file's old bytes (until gc() collects those states)."""
 
 from __future__ import annotations
 
-import pytest
 from flyte.ai.agents import MemoryStore as UpstreamStore
 
 from flyteplugins_memory import MemoryStore
 from flyteplugins_memory._rules.codecs import sha256_bytes
-
-
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def shared(request):
-    return request.getfixturevalue(request.param)
 
 
 def _upstream_store(key: str) -> None:
@@ -24,7 +18,7 @@ def _upstream_store(key: str) -> None:
     upstream.save()
 
 
-def test_states_before_a_rewrite_of_an_upstream_file_stay_readable(shared, key):
+def test_states_before_a_rewrite_of_an_upstream_file_stay_readable(durable_backend, key):
     _upstream_store(key)
     first = MemoryStore.get_or_create(key=key)
     first.write_text("ours.txt", "ours")
@@ -36,15 +30,15 @@ def test_states_before_a_rewrite_of_an_upstream_file_stay_readable(shared, key):
     writer.write_text("notes/a.md", "rewritten by ours")
     writer.delete("notes/b.md")
     writer.save()
-    assert shared.upstream_view(key)["notes/a.md"] == b"rewritten by ours"
-    assert "notes/b.md" not in shared.upstream_view(key)
+    assert durable_backend.upstream_view(key)["notes/a.md"] == b"rewritten by ours"
+    assert "notes/b.md" not in durable_backend.upstream_view(key)
 
     for old in (MemoryStore._deserialize(pinned), opened):
         assert old.read_text("notes/a.md") == "upstream a"
         assert old.read_text("notes/b.md") == "upstream b"
         assert old.read_text("keep.txt") == "untouched"
     # the old bytes are in the content-addressed store now, checked against their sha256
-    journal = shared.journal(key)
+    journal = durable_backend.journal(key)
     for text in (b"upstream a", b"upstream b"):
         stored = [d for n, d in journal.items() if n.endswith(sha256_bytes(text))]
         assert stored == [text]
@@ -52,7 +46,7 @@ def test_states_before_a_rewrite_of_an_upstream_file_stay_readable(shared, key):
     assert current.read_text("notes/a.md") == "rewritten by ours" and not current.exists("notes/b.md")
 
 
-def test_a_task_input_of_the_import_itself_survives_the_first_save(shared, key):
+def test_a_task_input_of_the_import_itself_survives_the_first_save(durable_backend, key):
     """A store received before ours ever saved it is pinned to the import (commit 0 is upstream's
     layout itself); the first save that changes a file must not take those bytes away from it."""
     _upstream_store(key)
@@ -64,12 +58,12 @@ def test_a_task_input_of_the_import_itself_survives_the_first_save(shared, key):
     assert handle.read_text("notes/a.md") == "upstream a"
 
 
-def test_only_the_first_change_copies_and_untouched_files_are_not_copied(shared, key, io_counter):
+def test_only_the_first_change_copies_and_untouched_files_are_not_copied(durable_backend, key, io_counter):
     _upstream_store(key)
     store = MemoryStore.get_or_create(key=key)
     store.write_text("notes/a.md", "v1")
     store.save()
-    journal = shared.journal(key)
+    journal = durable_backend.journal(key)
     assert not any(n.endswith(sha256_bytes(b"untouched")) for n in journal)
     io_counter.reset()
     store.write_text("notes/a.md", "v2")

@@ -21,12 +21,6 @@ PASTED = "AKIA-PASTED-INTO-CHAT-7f3e"
 RECORDED = "card-4111-1111-1111-1111"
 
 
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def where(request):
-    """Local disk, then moto S3."""
-    return request.getfixturevalue(request.param)
-
-
 def _chat(store: MemoryStore) -> None:
     store.append({"role": "user", "content": "hello"})
     store.append({"role": "user", "content": f"my key is {PASTED}"})
@@ -38,15 +32,15 @@ def _chat(store: MemoryStore) -> None:
     store.save()
 
 
-def test_purge_message_removes_every_stored_copy_now(where, key):
+def test_purge_message_removes_every_stored_copy_now(durable_backend, key):
     store = MemoryStore.get_or_create(key=key)
     _chat(store)
-    assert holding(where, PASTED)
+    assert holding(durable_backend, PASTED)
 
     result = store.purge_message(1, actor="security", reason="pasted a key")
 
     assert isinstance(result, PurgeResult) and result.path == "messages.json" and result.commit is not None
-    assert holding(where, PASTED) == []
+    assert holding(durable_backend, PASTED) == []
     assert store.messages[1] == {"role": "user", "content": "[redacted]"}
     reopened = MemoryStore.get_or_create(key=key)
     assert [m["content"] for m in reopened.messages] == ["hello", "[redacted]", "noted", "bye"]
@@ -62,11 +56,11 @@ def test_purge_message_removes_every_stored_copy_now(where, key):
     for commit in reopened.log(limit=20):
         assert all(PASTED not in str(m) for m in reopened.at(commit.seq).messages)
     assert PASTED not in reopened.report()
-    export_to(where, store, "after")
-    assert holding(where, PASTED) == []
+    export_to(durable_backend, store, "after")
+    assert holding(durable_backend, PASTED) == []
 
 
-def test_a_stale_handle_does_not_write_the_purged_message_back(where, key):
+def test_a_stale_handle_does_not_write_the_purged_message_back(durable_backend, key):
     store = MemoryStore.get_or_create(key=key)
     _chat(store)
     stale = MemoryStore.get_or_create(key=key)
@@ -75,7 +69,7 @@ def test_a_stale_handle_does_not_write_the_purged_message_back(where, key):
     stale.append({"role": "user", "content": "from the stale handle"})
     stale.save()
     stale.compact()
-    assert holding(where, PASTED) == []
+    assert holding(durable_backend, PASTED) == []
     assert [m["content"] for m in MemoryStore.get_or_create(key=key).messages][-1] == "from the stale handle"
 
 
@@ -119,7 +113,7 @@ async def test_purge_message_and_record_purge_have_async_twins(local_backend, ke
 # -- record logs ----------------------------------------------------------------------------------------
 
 
-def test_record_purge_removes_every_stored_copy_and_keeps_indexes(where, key):
+def test_record_purge_removes_every_stored_copy_and_keeps_indexes(durable_backend, key):
     store = MemoryStore.get_or_create(key=key, keep_versions=True)
     log = store.records("users/alice/events")
     log.extend([{"n": 0}, {"card": RECORDED}, {"n": 2}])
@@ -129,20 +123,20 @@ def test_record_purge_removes_every_stored_copy_and_keeps_indexes(where, key):
     store.write_text("notes.md", "a file after the log")
     store.save()
     assert store.search(RECORDED)  # the search index holds the segment's words (and a snippet)
-    assert holding(where, RECORDED)
+    assert holding(durable_backend, RECORDED)
 
     result = log.purge(1, actor="dpo", reason="erasure")
 
     assert result.commit is not None and result.shas
-    assert holding(where, RECORDED) == []
+    assert holding(durable_backend, RECORDED) == []
     reopened = MemoryStore.get_or_create(key=key)
     assert reopened.records("users/alice/events").read() == [{"n": 0}, "[redacted]", {"n": 2}, {"n": 3}]
     event = reopened.audit_tail(1)[0]
     assert (event["op"], event["record"], event["actor"]) == ("purge", 1, "dpo")
     assert event["path"].startswith("users/alice/events/")
     assert reopened.search(RECORDED) == [] and len(reopened.search("redacted")) == 1
-    export_to(where, reopened, "after")
-    assert holding(where, RECORDED) == []
+    export_to(durable_backend, reopened, "after")
+    assert holding(durable_backend, RECORDED) == []
 
 
 def test_record_purge_refuses_bad_indexes(local_backend, key):
@@ -158,22 +152,22 @@ def test_record_purge_refuses_bad_indexes(local_backend, key):
         store.records("events").purge("0")  # type: ignore[arg-type]
 
 
-def test_a_compacted_message_is_purged_through_its_archive(where, key):
+def test_a_compacted_message_is_purged_through_its_archive(durable_backend, key):
     store = MemoryStore.get_or_create(key=key)
     _chat(store)
     store.compact_transcript(lambda folded: "summary of the start", keep_last=1)
     archive = store.records("archive/transcript")
     index = next(i for i, m in enumerate(archive.read()) if PASTED in str(m))
-    assert holding(where, PASTED)
+    assert holding(durable_backend, PASTED)
 
     archive.purge(index, reason="pasted a key")
 
-    assert holding(where, PASTED) == []
+    assert holding(durable_backend, PASTED) == []
     assert archive.read()[index] == {"role": "user", "content": "[redacted]"}
     assert MemoryStore.get_or_create(key=key).messages[0]["content"] == "summary of the start"
 
 
-def test_a_stale_handle_behind_a_later_commit_does_not_write_the_purged_message_back(where, key):
+def test_a_stale_handle_behind_a_later_commit_does_not_write_the_purged_message_back(durable_backend, key):
     store = MemoryStore.get_or_create(key=key)
     _chat(store)  # the secret is in checkpoint c, which later records keep
     stale = MemoryStore.get_or_create(key=key)
@@ -185,7 +179,7 @@ def test_a_stale_handle_behind_a_later_commit_does_not_write_the_purged_message_
     stale.append({"role": "user", "content": "from the stale handle"})
     stale.save()
     stale.compact()
-    assert holding(where, PASTED) == []
+    assert holding(durable_backend, PASTED) == []
     assert all(PASTED not in str(m) for m in MemoryStore.get_or_create(key=key).messages)
 
 
@@ -204,7 +198,7 @@ def test_a_redacted_tool_call_and_tool_result_stay_valid_messages(local_backend,
     assert holding(local_backend, PASTED) == []
 
 
-def test_a_save_landing_between_the_first_rewrite_and_the_commit(where, key, monkeypatch):
+def test_a_save_landing_between_the_first_rewrite_and_the_commit(durable_backend, key, monkeypatch):
     from flyteplugins_memory._api import message_purge as _message_purge
 
     store = MemoryStore.get_or_create(key=key)
@@ -222,19 +216,19 @@ def test_a_save_landing_between_the_first_rewrite_and_the_commit(where, key, mon
 
     monkeypatch.setattr(_message_purge, "_rewrite", rewrite_then_another_save)
     store.purge_message(1)
-    assert landed and holding(where, PASTED) == []
+    assert landed and holding(durable_backend, PASTED) == []
     reopened = MemoryStore.get_or_create(key=key)
     assert [m["content"] for m in reopened.messages] == ["hello", "[redacted]", "noted", "bye", "meanwhile"]
     assert reopened.audit_tail(1)[0]["op"] == "purge"
 
 
-def test_a_session_message_is_purged_through_the_session(where, key):
+def test_a_session_message_is_purged_through_the_session(durable_backend, key):
     store = MemoryStore.get_or_create(key=key)
     chat = store.session("support")
     chat.extend([{"role": "user", "content": "hi"}, {"role": "user", "content": f"key {PASTED}"}])
     store.save()
     result = chat.purge_message(1, reason="pasted a key")
-    assert result.path.startswith("sessions/support/") and holding(where, PASTED) == []
+    assert result.path.startswith("sessions/support/") and holding(durable_backend, PASTED) == []
     assert MemoryStore.get_or_create(key=key).session("support").messages == [
         {"role": "user", "content": "hi"},
         {"role": "user", "content": "[redacted]"},

@@ -27,13 +27,13 @@ def _compacted_and_pasted_again(key: str, archive: str = "archive/transcript") -
     return store
 
 
-def test_purge_message_redacts_the_copies_in_the_compaction_archive(where, key):
+def test_purge_message_redacts_the_copies_in_the_compaction_archive(durable_backend, key):
     store = _compacted_and_pasted_again(key)
     assert [m["content"] for m in store.records("archive/transcript").read()] == [SECRET, "noted"]
 
     store.purge_message(-1, actor="sec", reason="pasted a key")
 
-    assert holding(where, "AKIA-COPIED-9d21") == []
+    assert holding(durable_backend, "AKIA-COPIED-9d21") == []
     fresh = MemoryStore.open(key=key)
     assert [m["content"] for m in fresh.messages] == ["summary", "again", "ok", "[redacted]"]
     assert fresh.records("archive/transcript").read() == [
@@ -45,7 +45,7 @@ def test_purge_message_redacts_the_copies_in_the_compaction_archive(where, key):
     assert all(e["actor"] == "sec" and e["reason"] == "pasted a key" for e in purges)
     store.append({"role": "user", "content": "next"})
     store.save()  # the purging handle writes nothing old back
-    assert holding(where, "AKIA-COPIED-9d21") == []
+    assert holding(durable_backend, "AKIA-COPIED-9d21") == []
 
 
 def test_purge_message_reaches_an_archive_log_of_any_name(local_backend, key):
@@ -55,7 +55,7 @@ def test_purge_message_reaches_an_archive_log_of_any_name(local_backend, key):
     assert MemoryStore.open(key=key).records("history/old").read()[0] == {"role": "user", "content": "[redacted]"}
 
 
-def test_a_purge_of_an_archived_message_redacts_every_copy(where, key):
+def test_a_purge_of_an_archived_message_redacts_every_copy(durable_backend, key):
     store = _compacted_and_pasted_again(key)
     store.compact_transcript(lambda folded: "summary 2", keep_last=0)  # the second paste is archived too
     archive = store.records("archive/transcript")
@@ -63,12 +63,12 @@ def test_a_purge_of_an_archived_message_redacts_every_copy(where, key):
 
     archive.purge(0, reason="pasted a key")
 
-    assert holding(where, "AKIA-COPIED-9d21") == []
+    assert holding(durable_backend, "AKIA-COPIED-9d21") == []
     contents = [m["content"] for m in MemoryStore.open(key=key).records("archive/transcript").read()]
     assert contents.count("[redacted]") == 2 and SECRET not in contents
 
 
-def test_a_session_is_its_own_conversation_for_a_purge(where, key):
+def test_a_session_is_its_own_conversation_for_a_purge(durable_backend, key):
     store = MemoryStore.get_or_create(key=key)
     store.messages += [{"role": "user", "content": "yes"}, dict(PASTED)]
     chat = store.session("support")
@@ -81,13 +81,13 @@ def test_a_session_is_its_own_conversation_for_a_purge(where, key):
     fresh = MemoryStore.open(key=key)
     assert [m["content"] for m in fresh.messages] == ["yes", "[redacted]"]
     assert [m["content"] for m in fresh.session("support").messages] == ["[redacted]", SECRET]
-    assert holding(where, "AKIA-COPIED-9d21")  # the session's own paste, still a message of it
+    assert holding(durable_backend, "AKIA-COPIED-9d21")  # the session's own paste, still a message of it
     chat.purge_message(1)
-    assert holding(where, "AKIA-COPIED-9d21") == []
+    assert holding(durable_backend, "AKIA-COPIED-9d21") == []
     assert [m["content"] for m in MemoryStore.open(key=key).messages] == ["yes", "[redacted]"]
 
 
-def test_the_purging_handle_never_brings_back_a_message_its_checkpoint_held(where, key, monkeypatch):
+def test_the_purging_handle_never_brings_back_a_message_its_checkpoint_held(durable_backend, key, monkeypatch):
     """Found by the model (`make test-slow`): the purging handle held the checkpoint it had loaded, with the
     old message; a refresh onto a later commit of that checkpoint reused it (same checkpoint, same purge
     count), so the handle read the old text again, and its next commit stored it again."""
@@ -102,7 +102,7 @@ def test_the_purging_handle_never_brings_back_a_message_its_checkpoint_held(wher
         writer.save()
     purger = MemoryStore.open(key=key)  # loads the checkpoint holding SECRET
     purger.purge_message(0, reason="pasted a key")
-    assert holding(where, "AKIA-COPIED-9d21") == []
+    assert holding(durable_backend, "AKIA-COPIED-9d21") == []
     other = MemoryStore.open(key=key)
     other.write_text("b.md", "b")
     other.save()  # a commit on the same checkpoint, after the purge
@@ -111,5 +111,5 @@ def test_the_purging_handle_never_brings_back_a_message_its_checkpoint_held(wher
     purger.set_retention(keep_last=3)  # a commit of the purging handle
     purger.write_text("c.md", "c")
     purger.save()
-    assert holding(where, "AKIA-COPIED-9d21") == []
+    assert holding(durable_backend, "AKIA-COPIED-9d21") == []
     assert [m["content"] for m in MemoryStore.open(key=key).messages] == ["[redacted]"]

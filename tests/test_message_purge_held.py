@@ -13,7 +13,7 @@ from helpers import holding
 SECRET = "pasted-api-key-SECRET-41c7"
 
 
-def test_an_archive_purge_of_a_message_also_in_the_transcript_is_not_undone_by_the_next_save(where, key):
+def test_an_archive_purge_of_a_message_also_in_the_transcript_is_not_undone_by_the_next_save(durable_backend, key):
     """(A session's purge redacted the transcript's equal message here until sessions became conversations
     of their own for a purge: tests/test_message_purge_copies.py.) An archived message pasted again."""
     store = MemoryStore.get_or_create(key=key)
@@ -25,17 +25,17 @@ def test_an_archive_purge_of_a_message_also_in_the_transcript_is_not_undone_by_t
     store.messages[:] = [dict(message)]  # the summary and the reply go: the paste is all the transcript holds
     store.save()
     store.records("archive/transcript").purge(0, actor="sec", reason="pasted a key")
-    assert holding(where, SECRET) == []
+    assert holding(durable_backend, SECRET) == []
     assert SECRET not in json.dumps(store.messages)
     store.append({"role": "user", "content": "next"})
     store.save()
-    assert holding(where, SECRET) == []
+    assert holding(durable_backend, SECRET) == []
     fresh = MemoryStore.open(key=key)
     assert [m["content"] for m in fresh.messages] == ["[redacted]", "next"]
     assert not store.has_unsaved_changes()
 
 
-def test_a_message_purge_after_another_handles_save_rewrites_upstreams_transcript(where, key):
+def test_a_message_purge_after_another_handles_save_rewrites_upstreams_transcript(durable_backend, key):
     first = MemoryStore.get_or_create(key=key)
     first.append({"role": "user", "content": f"my key {SECRET}"})
     first.append({"role": "user", "content": "ok"})
@@ -44,6 +44,6 @@ def test_a_message_purge_after_another_handles_save_rewrites_upstreams_transcrip
     other.write_text("notes.md", "unrelated")
     other.save()
     first.purge_message(0, actor="sec", reason="pasted a key")
-    assert holding(where, SECRET) == []
-    upstream = json.loads(where.objects(key)["messages.json"])
+    assert holding(durable_backend, SECRET) == []
+    upstream = json.loads(durable_backend.objects(key)["messages.json"])
     assert [m["content"] for m in upstream] == ["[redacted]", "ok"]

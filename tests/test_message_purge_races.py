@@ -41,27 +41,27 @@ def _purge_before_the_checkpoint(monkeypatch, key: str) -> list[int]:
     return ran
 
 
-def test_a_purge_between_a_saves_commit_and_its_checkpoint_leaves_no_copy(where, key, monkeypatch):
+def test_a_purge_between_a_saves_commit_and_its_checkpoint_leaves_no_copy(durable_backend, key, monkeypatch):
     _pasted(key)
     other = MemoryStore.open(key=key)  # holds the pasted message in its state
     other.write_text("notes.md", "acknowledged")
     ran = _purge_before_the_checkpoint(monkeypatch, key)
     other.save()
 
-    assert ran and holding(where, SECRET) == []
+    assert ran and holding(durable_backend, SECRET) == []
     fresh = MemoryStore.open(key=key)
     assert fresh.read_text("notes.md") == "acknowledged"
     assert [m["content"] for m in fresh.messages] == ["[redacted]", "ok"]
     other.append({"role": "user", "content": "next"})
     other.write_text("more.md", "more")
     other.save()  # on the purge's commit: its next checkpoint holds the redacted transcript
-    assert holding(where, SECRET) == []
+    assert holding(durable_backend, SECRET) == []
     fresh = MemoryStore.open(key=key)
     assert [m["content"] for m in fresh.messages] == ["[redacted]", "ok", "next"]
     assert fresh.read_text("notes.md") == "acknowledged" and fresh.read_text("more.md") == "more"
 
 
-def test_a_stale_save_after_a_purge_checkpoints_no_purged_text(where, key, monkeypatch):
+def test_a_stale_save_after_a_purge_checkpoints_no_purged_text(durable_backend, key, monkeypatch):
     _pasted(key)
     stale = MemoryStore.open(key=key)
     stale.list_paths()
@@ -71,7 +71,7 @@ def test_a_stale_save_after_a_purge_checkpoints_no_purged_text(where, key, monke
     stale.write_text("stale.md", "acknowledged")
     stale.save()  # loses its slot to the purge, rebases onto it, commits and checkpoints
 
-    assert holding(where, SECRET) == []
+    assert holding(durable_backend, SECRET) == []
     fresh = MemoryStore.open(key=key)
     assert [m["content"] for m in fresh.messages] == ["[redacted]", "ok", "from the stale handle"]
     assert fresh.read_text("stale.md") == "acknowledged"
@@ -92,7 +92,7 @@ else:
 """
 
 
-def test_two_purges_in_different_processes_keep_each_others_rewrites(adapter_backend, key, monkeypatch):
+def test_two_purges_in_different_processes_keep_each_others_rewrites(durable_backend_and_endpoint, key, monkeypatch):
     """A purge's rewrite pass reads the journal's records and checkpoints, then writes back those holding
     its message. Another process's purge (its own loop: `_journal.redact.rewriting` does not serialize it) that runs
     all its passes in between is written over; the first pass sees that purge committed meanwhile and
@@ -103,7 +103,7 @@ def test_two_purges_in_different_processes_keep_each_others_rewrites(adapter_bac
 
     from flyteplugins_memory._journal import redact as _redact
 
-    backend, endpoint = adapter_backend
+    backend, endpoint = durable_backend_and_endpoint
     store = MemoryStore.get_or_create(key=key)
     store.messages += [{"role": "user", "content": f"first {SECRET}"}, {"role": "user", "content": "second-key-c4d1"}]
     store.append({"role": "user", "content": "ok"})
@@ -132,7 +132,9 @@ def test_two_purges_in_different_processes_keep_each_others_rewrites(adapter_bac
     assert sorted(actors) == ["other process", "sec"]
 
 
-def test_a_path_purge_in_another_process_keeps_its_rewrite_under_a_message_purge(adapter_backend, key, monkeypatch):
+def test_a_path_purge_in_another_process_keeps_its_rewrite_under_a_message_purge(
+    durable_backend_and_endpoint, key, monkeypatch
+):
     """As above, the other process purging a path (its labels inline in the record and checkpoint the
     message purge rewrites): the pass reads again and redacts the path's entries too (`purge_ledger`)."""
     import asyncio
@@ -141,7 +143,7 @@ def test_a_path_purge_in_another_process_keeps_its_rewrite_under_a_message_purge
 
     from flyteplugins_memory._journal import redact as _redact
 
-    backend, endpoint = adapter_backend
+    backend, endpoint = durable_backend_and_endpoint
     store = MemoryStore.get_or_create(key=key)
     store.write_text("notes/ssn.md", "ssn text", metadata={"ssn": "label-078-05-1120"})
     store.messages += [{"role": "user", "content": f"first {SECRET}"}, {"role": "user", "content": "ok"}]

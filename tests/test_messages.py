@@ -32,11 +32,6 @@ from flyteplugins_memory import (
 MESSAGE = TypeAdapter(Message)
 
 
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def store_backend(request):
-    return request.getfixturevalue(request.param)
-
-
 def _stored(backend, key) -> list[dict]:
     return json.loads(backend.upstream_view(key)["messages.json"])
 
@@ -70,13 +65,13 @@ def shout(text: str) -> str:
     return text.upper()
 
 
-def test_what_an_agent_writes_validates_and_lands_as_upstreams_json(store_backend, key):
+def test_what_an_agent_writes_validates_and_lands_as_upstreams_json(durable_backend, key):
     memory = MemoryStore.get_or_create(key=key, validate_messages=True)
     agent = Agent(name="t", instructions="I", tools=[add, shout], call_llm=_tool_calling_llm())
     result = agent.run("add 2 and 3, shout hi", memory=memory)
     assert result.error == "" and result.memory is memory
     memory.save()
-    stored = _stored(store_backend, key)
+    stored = _stored(durable_backend, key)
     assert [m["role"] for m in stored] == ["user", "assistant", "tool", "tool", "assistant"]
     assert stored[1]["tool_calls"][0] == {
         "id": "call_1",
@@ -89,7 +84,7 @@ def test_what_an_agent_writes_validates_and_lands_as_upstreams_json(store_backen
     assert reopened.messages == stored and reopened.messages_tail(1) == [stored[-1]]
 
 
-def test_typed_instances_are_stored_as_plain_dicts(store_backend, key):
+def test_typed_instances_are_stored_as_plain_dicts(durable_backend, key):
     store = MemoryStore.get_or_create(key=key)  # accepted without validation too
     call = ToolCall(id="c1", function=FunctionCall(name="lookup", arguments='{"q": "x"}'))
     store.extend(
@@ -101,7 +96,7 @@ def test_typed_instances_are_stored_as_plain_dicts(store_backend, key):
         ]
     )
     store.save()
-    assert _stored(store_backend, key) == [
+    assert _stored(durable_backend, key) == [
         {"role": "system", "content": "be brief"},
         {"role": "user", "content": [{"type": "text", "text": "hi"}], "name": "ada"},
         {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": call.function.model_dump()}]},
@@ -166,7 +161,7 @@ def test_a_malformed_message_is_refused_with_its_reason(tmp_path, bad, reason):
         assert lax.messages == [bad]
 
 
-def test_extend_is_all_or_nothing_and_nothing_reaches_storage(store_backend, key):
+def test_extend_is_all_or_nothing_and_nothing_reaches_storage(durable_backend, key):
     store = MemoryStore.get_or_create(key=key, validate_messages=True)
     store.append({"role": "user", "content": "kept"})
     store.save()
@@ -176,7 +171,7 @@ def test_extend_is_all_or_nothing_and_nothing_reaches_storage(store_backend, key
         MemoryStore(key="other", messages=[{"role": "bot"}], validate_messages=True)
     assert store.messages == [{"role": "user", "content": "kept"}] and not store.has_unsaved_changes()
     store.save()
-    assert _stored(store_backend, key) == [{"role": "user", "content": "kept"}]
+    assert _stored(durable_backend, key) == [{"role": "user", "content": "kept"}]
 
 
 def test_the_flag_is_checked_and_travels_with_a_store_sent_to_another_task(local_backend, key):
@@ -195,7 +190,7 @@ def test_the_flag_is_checked_and_travels_with_a_store_sent_to_another_task(local
     assert not MemoryStore._deserialize(old_payload).validate_messages
 
 
-def test_two_validating_handles_appending_at_once_both_land(store_backend, key):
+def test_two_validating_handles_appending_at_once_both_land(durable_backend, key):
     MemoryStore.create(key=key).save()
 
     async def turn(text: str) -> None:
@@ -207,12 +202,12 @@ def test_two_validating_handles_appending_at_once_both_land(store_backend, key):
         await asyncio.gather(turn("a"), turn("b"))
 
     asyncio.run(both())
-    stored = [m["content"] for m in _stored(store_backend, key)]
+    stored = [m["content"] for m in _stored(durable_backend, key)]
     assert sorted(stored) == ["a", "b", "re: a", "re: b"]
     assert stored.index("re: a") == stored.index("a") + 1 and stored.index("re: b") == stored.index("b") + 1
 
 
-def test_tail_and_since_return_copies_and_refuse_bad_windows(store_backend, key):
+def test_tail_and_since_return_copies_and_refuse_bad_windows(durable_backend, key):
     seed = MemoryStore.get_or_create(key=key)
     seed.extend([{"role": "user", "content": str(i)} for i in range(5)])
     seed.save()
@@ -231,4 +226,4 @@ def test_tail_and_since_return_copies_and_refuse_bad_windows(store_backend, key)
     with pytest.raises(InvalidArgument, match="holds 5 messages"):
         handle.messages_since(6)
     assert asyncio.run(handle.messages_tail.aio(1)) == [{"role": "user", "content": "4"}]
-    assert _stored(store_backend, key) == handle.messages
+    assert _stored(durable_backend, key) == handle.messages

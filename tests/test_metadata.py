@@ -26,11 +26,6 @@ SIDECAR = "meta/notes%2Fa.md.json"
 TAGS = {"user": "alice", "turn": 3, "score": 0.5, "pinned": True}
 
 
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def backend(request):
-    return request.getfixturevalue(request.param)
-
-
 def saved(key: str, paths: dict | None = None, **files: dict) -> MemoryStore:
     """A new store holding `paths` and `files` ({path: metadata}; in `files`, '__' stands for '/'), each file
     holding its own path as content."""
@@ -62,17 +57,17 @@ def _entries_for(doc, path: str) -> list:
 # -- where it lives --------------------------------------------------------------------------------------
 
 
-def test_metadata_is_kept_in_the_journal_and_never_in_upstreams_sidecar(backend, key):
+def test_metadata_is_kept_in_the_journal_and_never_in_upstreams_sidecar(durable_backend, key):
     written = saved(key, {"notes/a.md": TAGS}).get_meta("notes/a.md")
     assert isinstance(written, UpstreamMemoryMeta) and written.metadata == TAGS
 
     fresh = MemoryStore.get_or_create(key=key).get_meta("notes/a.md")
     assert fresh is not None and fresh.metadata == TAGS and fresh == written
-    assert journal_metadata(backend, key, "notes/a.md") == [TAGS]  # the one record that wrote it
+    assert journal_metadata(durable_backend, key, "notes/a.md") == [TAGS]  # the one record that wrote it
     expected = {"path": "notes/a.md", "sha256": fresh.sha256, "updated_at": fresh.updated_at}
     expected |= {"updated_by": "agent", "reason": "", "bytes": len("notes/a.md")}
-    assert backend.upstream_view(key)[SIDECAR] == json.dumps(expected, indent=2).encode()
-    assert all(b"alice" not in data for data in backend.upstream_view(key).values())
+    assert durable_backend.upstream_view(key)[SIDECAR] == json.dumps(expected, indent=2).encode()
+    assert all(b"alice" not in data for data in durable_backend.upstream_view(key).values())
 
 
 def test_upstream_reads_the_sidecar_as_before(local_backend, key, tmp_path):
@@ -94,7 +89,7 @@ def test_meta_equality_and_hashing_ignore_metadata():
 # -- what a write does -----------------------------------------------------------------------------------
 
 
-def test_a_write_replaces_metadata_and_set_metadata_keeps_content(backend, key):
+def test_a_write_replaces_metadata_and_set_metadata_keeps_content(durable_backend, key):
     store = saved(key, a=TAGS, b={"user": "bob"})
     store.write_json("a", {"x": 1})  # no metadata: cleared, as a put replaces the whole item
     updated = store.set_metadata("b", {"user": "carol"}, actor="reviewer", reason="relabel")
@@ -106,10 +101,10 @@ def test_a_write_replaces_metadata_and_set_metadata_keeps_content(backend, key):
     assert fresh.get_meta("a").metadata == {} and fresh.read_text("b") == "b"
     assert fresh.get_meta("b").metadata == {"user": "carol"}
     assert [(e["path"], e["actor"]) for e in fresh.audit_tail(2)] == [("a", "agent"), ("b", "reviewer")]
-    assert journal_metadata(backend, key, "a")[-1] is None
+    assert journal_metadata(durable_backend, key, "a")[-1] is None
 
 
-def test_binary_files_take_metadata_and_a_relabel_keeps_their_bytes(backend, key):
+def test_binary_files_take_metadata_and_a_relabel_keeps_their_bytes(durable_backend, key):
     png = b"\x89PNG\r\n\x1a\n\x00\xff"
     store = MemoryStore.create(key=key)
     store.write_bytes("img/chart.png", png, metadata={"kind": "chart"})
@@ -120,7 +115,7 @@ def test_binary_files_take_metadata_and_a_relabel_keeps_their_bytes(backend, key
     assert fresh.read_bytes("img/chart.png") == png  # the relabel wrote the same bytes back, not text
     assert fresh.get_meta("img/chart.png").metadata == {"kind": "chart", "reviewed": True}
     assert fresh.list_paths(where={"reviewed": True}) == ["img/chart.png"]
-    assert journal_metadata(backend, key, "img/chart.png")[-1] == {"kind": "chart", "reviewed": True}
+    assert journal_metadata(durable_backend, key, "img/chart.png")[-1] == {"kind": "chart", "reviewed": True}
 
 
 def test_set_metadata_checks_expected_sha(local_backend, key):
@@ -166,7 +161,7 @@ def test_bad_metadata_is_refused_before_anything_changes(local_backend, key, bad
 # -- filters -----------------------------------------------------------------------------------------------
 
 
-def test_where_filters_exactly_with_types(backend, key):
+def test_where_filters_exactly_with_types(durable_backend, key):
     saved(
         key,
         u__one=TAGS,
@@ -211,7 +206,7 @@ def test_malformed_stored_metadata_is_a_corrupt_store():
 # -- survival: checkpoints, concurrent saves, refresh, task I/O ----------------------------------------------
 
 
-def test_metadata_survives_compaction_and_untouched_saves(backend, key):
+def test_metadata_survives_compaction_and_untouched_saves(durable_backend, key):
     store = saved(key, a=TAGS)
     store.compact()
     store.write_text("b", "b")
@@ -219,7 +214,7 @@ def test_metadata_survives_compaction_and_untouched_saves(backend, key):
     assert MemoryStore.get_or_create(key=key).list_paths(where={"user": "alice"}) == ["a"]
 
 
-def test_concurrent_saves_of_different_files_keep_both_and_of_one_file_conflict(backend, key):
+def test_concurrent_saves_of_different_files_keep_both_and_of_one_file_conflict(durable_backend, key):
     saved(key, base={})
     one, two = MemoryStore.get_or_create(key=key), MemoryStore.get_or_create(key=key)
     one.write_text("one", "1", metadata={"by": "one"})
@@ -249,7 +244,7 @@ def test_refresh_brings_other_handles_metadata(local_backend, key):
     assert mine.list_paths(where={"seen": True}) == ["a"]
 
 
-def test_a_store_passed_between_tasks_keeps_metadata(backend, key):
+def test_a_store_passed_between_tasks_keeps_metadata(durable_backend, key):
     store = saved(key, a=TAGS)
     received = MemoryStore._deserialize(store._serialize())
     assert received.get_meta("a").metadata == TAGS and received.list_paths(where={"pinned": True}) == ["a"]
@@ -264,10 +259,10 @@ def previous(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_the_previous_release_opens_and_saves_a_store_with_metadata(backend, key, previous, request):
+def test_the_previous_release_opens_and_saves_a_store_with_metadata(durable_backend, key, previous, request):
     saved(key, kept={"k": "kept"}, rewritten={"k": "gone"})
-    endpoint = request.getfixturevalue("moto_endpoint") if backend.name == "s3" else None
-    config = {"key": key, "raw": backend.raw_data_path, "endpoint": endpoint}
+    endpoint = request.getfixturevalue("moto_endpoint") if durable_backend.name == "s3" else None
+    config = {"key": key, "raw": durable_backend.raw_data_path, "endpoint": endpoint}
     seen = run_released(previous, "read", config)
     assert seen["error"] == "" and seen["result"] == {"kept": "kept", "rewritten": "rewritten"}
     run_released(previous, "write", config | {"writes": {"rewritten": "new", "added": "added"}})

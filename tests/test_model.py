@@ -159,11 +159,11 @@ def model_test(backend_name: str) -> None:
     )
 
 
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def model_backend(request, monkeypatch):
+@pytest.fixture
+def model_backend(durable_backend, monkeypatch):
     # checkpoint every few commits, so saves, opens and refreshes cross checkpoints all the time
     monkeypatch.setattr(_commit, "CHECKPOINT_COMMITS", 3)
-    return request.getfixturevalue(request.param)
+    return durable_backend
 
 
 def test_handles_of_one_key_match_the_model(model_backend):

@@ -16,9 +16,9 @@ import pytest
 from test_model_store import StoreModel
 
 
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def machine(request, clock):
-    StoreModel.use(request.getfixturevalue(request.param), clock)
+@pytest.fixture
+def machine(durable_backend, clock):
+    StoreModel.use(durable_backend, clock)
     state = StoreModel()
     yield state
     state.teardown()
@@ -230,7 +230,7 @@ def test_a_purge_of_a_path_never_held_is_no_version_of_it_after_gc(machine):
     machine.store_matches_the_model()
 
 
-@pytest.mark.parametrize("machine", ["local_backend"], indirect=True)
+@pytest.mark.parametrize("durable_backend", ["local_backend"], indirect=True)
 def test_a_paths_history_survives_purges_of_other_paths(machine):
     """Not in issue 23's list (``history_across_purge``, fixed in f4cfa14), found by the long run on moto S3
     and replayed as found (not minimised; local disk only, for its cost): after the last purge (of

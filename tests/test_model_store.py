@@ -1154,18 +1154,13 @@ BOUNDED = {"local": (int(os.environ.get("MS_EX", "12")), int(os.environ.get("MS_
 LONG = {"local": (60, 50), "s3": (6, 40)}  # about 4 and 3 minutes on a quiet 2-core machine
 
 
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def model_backend(request):
-    return request.getfixturevalue(request.param)
-
-
-def test_the_whole_store_matches_the_model(model_backend, clock):
-    figures = model_test(model_backend, clock, BOUNDED[model_backend.name])
-    report(f"model_store_{model_backend.name}", {**figures, "checks": STEPS[model_backend.name]})
+def test_the_whole_store_matches_the_model(durable_backend, clock):
+    figures = model_test(durable_backend, clock, BOUNDED[durable_backend.name])
+    report(f"model_store_{durable_backend.name}", {**figures, "checks": STEPS[durable_backend.name]})
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)  # past the suite's 300 s: a long walk, bounded by LONG
-def test_the_whole_store_matches_the_model_long(model_backend, clock):
-    figures = model_test(model_backend, clock, LONG[model_backend.name])
-    report(f"model_store_long_{model_backend.name}", {**figures, "checks": STEPS[model_backend.name]})
+def test_the_whole_store_matches_the_model_long(durable_backend, clock):
+    figures = model_test(durable_backend, clock, LONG[durable_backend.name])
+    report(f"model_store_long_{durable_backend.name}", {**figures, "checks": STEPS[durable_backend.name]})

@@ -12,14 +12,8 @@ from reports import report
 from workers import child
 
 
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def shared_backend(request, moto_endpoint):
-    chosen = request.getfixturevalue(request.param)
-    return chosen, (moto_endpoint if chosen.name == "s3" else None)
-
-
-def test_eight_processes_saving_one_key_lose_nothing(shared_backend, key, tmp_path):
-    backend, endpoint = shared_backend
+def test_eight_processes_saving_one_key_lose_nothing(durable_backend_and_endpoint, key, tmp_path):
+    backend, endpoint = durable_backend_and_endpoint
     MemoryStore.create(key=key)
     go = tmp_path / "go"
     config = {"raw": backend.raw_data_path, "endpoint": endpoint, "key": key, "rounds": 5, "go": str(go)}
@@ -50,8 +44,8 @@ def _snapshot(store: MemoryStore) -> tuple:
 
 
 @pytest.mark.parametrize("scenario", ["plain", "checkpointing", "imported"])
-def test_a_save_killed_at_any_storage_call_leaves_old_or_new(shared_backend, key, scenario):
-    backend, endpoint = shared_backend
+def test_a_save_killed_at_any_storage_call_leaves_old_or_new(durable_backend_and_endpoint, key, scenario):
+    backend, endpoint = durable_backend_and_endpoint
     old = ({"a.txt": "old a", "b.txt": "old b", "c.txt": "old c"}, ["old"])
     new = ({"a.txt": "new a", "c.txt": "old c", "d.txt": "new d"}, ["old", "new"])
     config = {"raw": backend.raw_data_path, "endpoint": endpoint, "scenario": scenario}

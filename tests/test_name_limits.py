@@ -20,11 +20,6 @@ from flyteplugins_memory import InvalidPath, MemoryStore
 LONGEST_VERSION_FILE = 25 + 1 + 64 + 1 + 12 + 4  # <ts>_<sha256>_<token>.txt (see _writes._version)
 
 
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def disk_or_s3(request):
-    return request.getfixturevalue(request.param)
-
-
 @pytest.fixture(params=["s3", "gcs"])
 def object_store(request, tmp_path, raw_data_context):
     chosen = make_backend(request.param, tmp_path, request)
@@ -57,14 +52,14 @@ def round_trip(backend, key: str, path: str, *, versions: bool = False) -> None:
     assert upstream.read_text(path) == text and upstream.get_meta(path).updated_by == "writer"
 
 
-def test_a_233_byte_name_round_trips(disk_or_s3, key):
-    round_trip(disk_or_s3, key, "n" * 229 + ".txt")
+def test_a_233_byte_name_round_trips(durable_backend, key):
+    round_trip(durable_backend, key, "n" * 229 + ".txt")
 
 
-def test_the_longest_allowed_name_round_trips_with_versions(disk_or_s3, key):
+def test_the_longest_allowed_name_round_trips_with_versions(durable_backend, key):
     path = "L" * 246 + ".txt"  # 250 bytes: its sidecar name is exactly 255
     assert len(sidecar(path).split("/")[1]) == 255
-    round_trip(disk_or_s3, key, path, versions=True)
+    round_trip(durable_backend, key, path, versions=True)
 
 
 def test_a_name_one_byte_longer_is_refused_when_written(backend, key):
@@ -82,23 +77,23 @@ def test_a_name_one_byte_longer_is_refused_when_written(backend, key):
     assert not any(len(part.encode()) > 255 for name in backend.objects(key) for part in name.split("/"))
 
 
-def test_a_multibyte_name_is_measured_by_its_quoted_sidecar(disk_or_s3, key):
+def test_a_multibyte_name_is_measured_by_its_quoted_sidecar(durable_backend, key):
     store = MemoryStore.get_or_create(key=key)
     too_long = "é" * 42  # 84 bytes as UTF-8, but each é quotes to %C3%A9: a 257-byte sidecar name
     assert len(too_long.encode()) == 84 and len(sidecar(too_long).split("/")[1]) == 257
     with pytest.raises(InvalidPath):
         store.write_text(too_long, "x")
     assert not store.has_unsaved_changes()
-    round_trip(disk_or_s3, key, "é" * 41)  # a 251-byte sidecar name
+    round_trip(durable_backend, key, "é" * 41)  # a 251-byte sidecar name
 
 
-def test_a_deep_path_of_short_segments_is_measured_by_its_sidecar(disk_or_s3, key):
+def test_a_deep_path_of_short_segments_is_measured_by_its_sidecar(durable_backend, key):
     store = MemoryStore.get_or_create(key=key)
     deep = "d/" * 62 + "f.md"  # every / quotes to %2F in the one-segment sidecar name: 257 bytes
     assert max(len(s) for s in deep.split("/")) == 4 and len(sidecar(deep).split("/")[1]) == 257
     with pytest.raises(InvalidPath):
         store.write_text(deep, "x")
-    round_trip(disk_or_s3, key, "d/" * 61 + "f.md")  # 253 bytes
+    round_trip(durable_backend, key, "d/" * 61 + "f.md")  # 253 bytes
 
 
 def test_local_disk_save_leaves_no_temp_files_beside_long_names(local_backend, key):

@@ -101,12 +101,12 @@ async def produce_int_keyed(keys: list[str]) -> dict[int, MemoryStore]:
     return {i: await changed_store(k) for i, k in enumerate(keys)}
 
 
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def run_backend(request, tmp_path, monkeypatch):
+@pytest.fixture
+def run_backend(durable_backend, tmp_path, monkeypatch):
     # a local run makes its raw-data path as a local directory too, even an s3:// one: keep that out of
     # the checkout
     monkeypatch.chdir(tmp_path)
-    return request.getfixturevalue(request.param)
+    return durable_backend
 
 
 def run(backend, task, **inputs):

@@ -5,17 +5,10 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from flyteplugins_memory import MemoryStore, StorageError
 from flyteplugins_memory._handle import checkout as _checkout
 from flyteplugins_memory._journal import commit as _commit
 from helpers import commit, saved
-
-
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def store_backend(request):
-    return request.getfixturevalue(request.param)
 
 
 def _fail_projections(monkeypatch, times: int) -> list[int]:
@@ -32,7 +25,7 @@ def _fail_projections(monkeypatch, times: int) -> list[int]:
     return failures
 
 
-def test_a_failed_projection_is_repaired_by_the_next_save(store_backend, key, monkeypatch):
+def test_a_failed_projection_is_repaired_by_the_next_save(durable_backend, key, monkeypatch):
     store = MemoryStore.get_or_create(key=key)
     store.write_text("old.txt", "old")
     store.save()
@@ -42,36 +35,36 @@ def test_a_failed_projection_is_repaired_by_the_next_save(store_backend, key, mo
     store.append({"role": "user", "content": "hi"})
     store.save()  # committed: returns normally although upstream's view was not written
     assert failures and MemoryStore.get_or_create(key=key).list_paths() == ["new.txt"]
-    view = store_backend.upstream_view(key)
+    view = durable_backend.upstream_view(key)
     # lagging: the new file is at its path already (uploaded in place before the commit), not its sidecar
     assert "meta/new.txt.json" not in view and "old.txt" in view
     store.save()  # nothing new to commit: repairs the projection
-    view = store_backend.upstream_view(key)
+    view = durable_backend.upstream_view(key)
     assert view["new.txt"] == b"new" and "old.txt" not in view and "meta/old.txt.json" not in view
     assert json.loads(view["meta/new.txt.json"])["sha256"] == store.current_sha("new.txt")
     assert [m["content"] for m in json.loads(view["messages.json"])] == ["hi"]
 
 
-def test_a_repair_never_overwrites_what_a_newer_save_projected(store_backend, key, monkeypatch):
+def test_a_repair_never_overwrites_what_a_newer_save_projected(durable_backend, key, monkeypatch):
     store = MemoryStore.get_or_create(key=key)
     store.save()
     _fail_projections(monkeypatch, 1)
     commit(store, {"shared.txt": "mine", "only-mine.txt": "mine"})
     saved(key, {"shared.txt": "theirs"})
     commit(store, {"later.txt": "x"})
-    view = store_backend.upstream_view(key)
+    view = durable_backend.upstream_view(key)
     assert view["shared.txt"] == b"theirs" and view["only-mine.txt"] == b"mine" and view["later.txt"] == b"x"
 
 
-def test_a_repair_that_fails_again_stays_owed(store_backend, key, monkeypatch):
+def test_a_repair_that_fails_again_stays_owed(durable_backend, key, monkeypatch):
     store = MemoryStore.get_or_create(key=key)
     store.save()
     _fail_projections(monkeypatch, 3)  # the save's projection, then two repair attempts
     store.write_text("a.txt", "a")
     store.save()
     store.save()
-    assert "meta/a.txt.json" not in store_backend.upstream_view(key)  # a.txt itself went in place
+    assert "meta/a.txt.json" not in durable_backend.upstream_view(key)  # a.txt itself went in place
     store.save()  # the third failure was the repair of this save; the next one succeeds
     store.save()
-    view = store_backend.upstream_view(key)
+    view = durable_backend.upstream_view(key)
     assert view["a.txt"] == b"a" and "meta/a.txt.json" in view

@@ -7,7 +7,7 @@ from __future__ import annotations
 from flyteplugins_memory import MemoryStore
 
 
-def test_versions_before_a_purge_keep_their_writers(where, key):
+def test_versions_before_a_purge_keep_their_writers(durable_backend, key):
     store = MemoryStore.get_or_create(key=key)
     store.write_text("p.md", "v1", actor="w1", reason="r1", metadata={"label": "x"})
     store.save()
@@ -25,7 +25,7 @@ def test_versions_before_a_purge_keep_their_writers(where, key):
     assert fresh.at(first.seq).get_meta("p.md") is None or fresh.at(first.seq).get_meta("p.md").updated_by == "w1"
 
 
-def test_a_purge_of_a_deleted_path_shows_in_its_history_and_log(where, key):
+def test_a_purge_of_a_deleted_path_shows_in_its_history_and_log(durable_backend, key):
     store = MemoryStore.get_or_create(key=key)
     store.write_text("d.md", "x", actor="w1", reason="r1")
     store.save()
@@ -40,7 +40,7 @@ def test_a_purge_of_a_deleted_path_shows_in_its_history_and_log(where, key):
     assert [e["op"] for e in fresh.audit_tail(3)] == ["create", "delete", "purge"]
 
 
-def test_a_purge_without_a_reason_is_recorded_alike_everywhere(where, key):
+def test_a_purge_without_a_reason_is_recorded_alike_everywhere(durable_backend, key):
     store = MemoryStore.get_or_create(key=key)
     store.write_text("p.md", "x")
     store.save()
@@ -50,7 +50,7 @@ def test_a_purge_without_a_reason_is_recorded_alike_everywhere(where, key):
     assert len(reasons) == 1, reasons
 
 
-def test_a_purge_of_a_path_the_store_never_held_is_no_version_of_it(where, key):
+def test_a_purge_of_a_path_the_store_never_held_is_no_version_of_it(durable_backend, key):
     store = MemoryStore.get_or_create(key=key)
     store.write_text("a.md", "a")
     store.save()

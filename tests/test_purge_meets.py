@@ -20,12 +20,6 @@ SSN = "078-05-1120-SSN-LABEL"
 OTHER = "harmless-other-content"
 
 
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def where(request):
-    """Local disk, then moto S3."""
-    return request.getfixturevalue(request.param)
-
-
 def _root(backend) -> str:
     return backend.fs._strip_protocol(storage_root(backend.raw_data_path)).rstrip("/")
 
@@ -66,53 +60,55 @@ def _proposal_then_accept(store: MemoryStore, path: str) -> str:
 # -- defect 1: purge x proposals ------------------------------------------------------------------------
 
 
-def test_purge_removes_a_proposals_text_from_every_record_and_checkpoint(where, key):
+def test_purge_removes_a_proposals_text_from_every_record_and_checkpoint(durable_backend, key):
     store = MemoryStore.get_or_create(key=key)
     _proposal_then_accept(store, "notes/p.md")
     store.compact()  # a checkpoint too
     store.write_text("later.md", "later")
     store.save()
-    export_to(where, store, "before")
-    assert holding(where, SECRET)
-    where.fs.rm_file(where.fs._strip_protocol(f"{where.raw_data_path}/exports/before.tar.gz"))
+    export_to(durable_backend, store, "before")
+    assert holding(durable_backend, SECRET)
+    durable_backend.fs.rm_file(
+        durable_backend.fs._strip_protocol(f"{durable_backend.raw_data_path}/exports/before.tar.gz")
+    )
 
     store.purge("notes/p.md", actor="security", reason="leaked")
 
-    assert holding(where, SECRET, SSN) == []
-    export_to(where, store, "after")
-    assert holding(where, SECRET, SSN) == []
+    assert holding(durable_backend, SECRET, SSN) == []
+    export_to(durable_backend, store, "after")
+    assert holding(durable_backend, SECRET, SSN) == []
     reopened = MemoryStore.get_or_create(key=key)
     (decided,) = reopened.proposals()
     assert decided.content is None and dict(decided.metadata) == {} and decided.status == "accepted"
     assert reopened.list_paths() == ["later.md", "other.md"]
 
 
-def test_purge_of_a_path_with_a_pending_draft_discards_it_and_its_text(where, key):
+def test_purge_of_a_path_with_a_pending_draft_discards_it_and_its_text(durable_backend, key):
     store = MemoryStore.get_or_create(key=key)
     store.write_text("notes/p.md", "current")
     store.save()
     proposal = store.propose("notes/p.md", SECRET, metadata={"ssn": SSN})
     store.save()
     store.purge("notes/p.md")
-    assert holding(where, SECRET, SSN) == []
+    assert holding(durable_backend, SECRET, SSN) == []
     found = MemoryStore.get_or_create(key=key).proposal(proposal.id)
     assert found.status == "discarded" and found.content is None
 
 
-def test_a_purge_of_a_path_deleted_long_ago_still_redacts_its_proposal(where, key):
+def test_a_purge_of_a_path_deleted_long_ago_still_redacts_its_proposal(durable_backend, key):
     store = MemoryStore.get_or_create(key=key)
     _proposal_then_accept(store, "notes/p.md")
     store.delete("notes/p.md")
     store.save()
     result = store.purge("notes/p.md")
     assert result.commit is not None  # a purge always commits: stale handles must rebase past it
-    assert holding(where, SECRET, SSN) == []
+    assert holding(durable_backend, SECRET, SSN) == []
 
 
 # -- defect 2: purge x labels ---------------------------------------------------------------------------
 
 
-def test_purge_removes_a_files_labels_from_every_stored_object_and_read_path(where, key):
+def test_purge_removes_a_files_labels_from_every_stored_object_and_read_path(durable_backend, key):
     store = MemoryStore.get_or_create(key=key, keep_versions=True)
     store.write_text("people/alice.md", "alice v1", metadata={"ssn": SSN, "team": "x"})
     store.save()
@@ -123,13 +119,13 @@ def test_purge_removes_a_files_labels_from_every_stored_object_and_read_path(whe
     store.compact()
     store.set_metadata("people/alice.md", {"ssn": SSN, "again": True})
     store.save()
-    assert holding(where, SSN)
+    assert holding(durable_backend, SSN)
 
     store.purge("people/alice.md", actor="dpo", reason="erasure request")
 
-    assert holding(where, SSN) == []
-    export_to(where, store, "after")
-    assert holding(where, SSN) == []
+    assert holding(durable_backend, SSN) == []
+    export_to(durable_backend, store, "after")
+    assert holding(durable_backend, SSN) == []
     reopened = MemoryStore.get_or_create(key=key)
     past = reopened.at(first)
     meta = past.get_meta("people/alice.md")
@@ -143,7 +139,7 @@ def test_purge_removes_a_files_labels_from_every_stored_object_and_read_path(whe
     assert all(SSN not in repr(c) for c in reopened.log(limit=50))
 
 
-def test_purge_removes_labels_from_index_parts_and_recuts_them(where, key, monkeypatch):
+def test_purge_removes_labels_from_index_parts_and_recuts_them(durable_backend, key, monkeypatch):
     from flyteplugins_memory._rules import parts as _parts
 
     monkeypatch.setattr(_parts, "PART_TARGET_BYTES", 2048)  # small parts: a few files each
@@ -158,16 +154,16 @@ def test_purge_removes_labels_from_index_parts_and_recuts_them(where, key, monke
     store.compact()
     store.write_text("g.md", "after the checkpoint")  # a record on the partitioned checkpoint
     store.save()
-    parts_before = {n for n in where.journal(key) if "/parts/" in n}
-    assert len(parts_before) > 2 and holding(where, SSN)
+    parts_before = {n for n in durable_backend.journal(key) if "/parts/" in n}
+    assert len(parts_before) > 2 and holding(durable_backend, SSN)
     pinned = MemoryStore._deserialize(store._serialize())
     assert not pinned.exists("zzz.md")  # opened: its checkpoint names the old parts, none loaded
     before = store.log(limit=1)[0].seq
 
     store.purge("f/0010-secret.md")
 
-    assert holding(where, SSN) == []
-    parts_after = {n for n in where.journal(key) if "/parts/" in n}
+    assert holding(durable_backend, SSN) == []
+    parts_after = {n for n in durable_backend.journal(key) if "/parts/" in n}
     assert len(parts_before - parts_after) == 1  # the part that held the labels was cut again ...
     assert len(parts_after - parts_before) == 1  # ... under a new sha256; the others stay as they were
     reopened = MemoryStore.get_or_create(key=key)
@@ -183,7 +179,7 @@ def test_purge_removes_labels_from_index_parts_and_recuts_them(where, key, monke
 # -- stale handles --------------------------------------------------------------------------------------
 
 
-def test_a_stale_handle_does_not_write_purged_labels_or_proposal_text_back(where, key):
+def test_a_stale_handle_does_not_write_purged_labels_or_proposal_text_back(durable_backend, key):
     store = MemoryStore.get_or_create(key=key)
     store.write_text("people/bob.md", "bob", metadata={"ssn": SSN})
     store.save()
@@ -193,20 +189,20 @@ def test_a_stale_handle_does_not_write_purged_labels_or_proposal_text_back(where
 
     store.purge("people/bob.md")
     store.purge("notes/p.md")
-    assert holding(where, SECRET, SSN) == []
+    assert holding(durable_backend, SECRET, SSN) == []
 
     stale.write_text("stale.md", "from the stale handle")
     stale.append({"role": "user", "content": "hi"})
     stale.save()
     stale.compact()  # a checkpoint written from the stale handle's state
-    assert holding(where, SECRET, SSN) == []
+    assert holding(durable_backend, SECRET, SSN) == []
     assert MemoryStore.get_or_create(key=key).list_paths() == ["other.md", "stale.md"]
 
 
 # -- defect 10: purge in the audit ----------------------------------------------------------------------
 
 
-def test_a_purge_is_audited_as_a_purge_and_shown_in_the_log(where, key):
+def test_a_purge_is_audited_as_a_purge_and_shown_in_the_log(durable_backend, key):
     store = MemoryStore.get_or_create(key=key)
     store.write_text("creds.txt", SECRET)
     store.write_text("gone.txt", OTHER)
@@ -261,7 +257,7 @@ def test_the_cli_audit_shows_the_purge(local_backend, key):
 # -- interplay with the read paths ----------------------------------------------------------------------
 
 
-def test_after_a_purge_no_read_path_brings_the_content_back(where, key):
+def test_after_a_purge_no_read_path_brings_the_content_back(durable_backend, key):
     store = MemoryStore.get_or_create(key=key, keep_versions=True)
     store.write_text("creds.txt", SECRET, metadata={"ssn": SSN})
     store.save()
@@ -279,10 +275,10 @@ def test_after_a_purge_no_read_path_brings_the_content_back(where, key):
     assert store.search("rotated") == [] and store.search(SECRET) == []
     page = store.report()
     assert SECRET not in page and SSN not in page
-    assert holding(where, SECRET, SSN, "rotated") == []
+    assert holding(durable_backend, SECRET, SSN, "rotated") == []
 
 
-async def test_concurrent_purges_on_two_handles_both_land(where, key):
+async def test_concurrent_purges_on_two_handles_both_land(durable_backend, key):
     store = await MemoryStore.get_or_create.aio(key=key)
     await store.write_text.aio("a.md", "alpha", metadata={"ssn": SSN})
     await store.write_text.aio("b.md", "bravo", metadata={"ssn": SSN})
@@ -294,7 +290,7 @@ async def test_concurrent_purges_on_two_handles_both_land(where, key):
 
     results = await asyncio.gather(first.purge.aio("a.md"), second.purge.aio("b.md"))
     assert {r.path for r in results} == {"a.md", "b.md"}
-    assert holding(where, SSN, "alpha", "bravo") == []
+    assert holding(durable_backend, SSN, "alpha", "bravo") == []
     reopened = await MemoryStore.get_or_create.aio(key=key)
     assert await reopened.list_paths.aio() == []
     assert [e["op"] for e in await reopened.audit_tail.aio(2)] == ["purge", "purge"]
@@ -341,14 +337,14 @@ def test_gc_export_and_import_after_a_purge_that_recut_parts(local_backend, key,
     assert holding(local_backend, SSN) == []
 
 
-def test_a_purged_paths_versions_stay_unreadable_when_another_path_holds_the_same_bytes(where, key):
+def test_a_purged_paths_versions_stay_unreadable_when_another_path_holds_the_same_bytes(durable_backend, key):
     store = MemoryStore.get_or_create(key=key)
     store.write_text("mine.md", OTHER, metadata={"ssn": SSN})
     store.write_text("theirs.md", OTHER)
     store.save()
     first = store.log(limit=1)[0].seq
     result = store.purge("mine.md")
-    assert result.kept_shas and holding(where, SSN) == []
+    assert result.kept_shas and holding(durable_backend, SSN) == []
     with pytest.raises(ContentPurged):
         store.at(first).read_text("mine.md")
     with pytest.raises(VersionNotFound):
@@ -360,14 +356,14 @@ def test_a_purged_paths_versions_stay_unreadable_when_another_path_holds_the_sam
     assert not store.exists("mine.md") and not store.has_unsaved_changes()
 
 
-def test_purge_of_a_path_that_only_ever_had_a_proposal(where, key):
+def test_purge_of_a_path_that_only_ever_had_a_proposal(durable_backend, key):
     store = MemoryStore.get_or_create(key=key)
     proposal = store.propose("never/written.md", SECRET, metadata={"ssn": SSN})
     store.save()
     store.discard(proposal.id)
-    assert holding(where, SECRET)
+    assert holding(durable_backend, SECRET)
     store.purge("never/written.md", reason="a proposal held a secret")
-    assert holding(where, SECRET, SSN) == []
+    assert holding(durable_backend, SECRET, SSN) == []
 
 
 def test_purge_of_a_file_whose_ttl_ran_out_deletes_it_for_good(local_backend, key, monkeypatch):
@@ -391,7 +387,7 @@ def test_purge_of_a_file_whose_ttl_ran_out_deletes_it_for_good(local_backend, ke
 
 
 @pytest.mark.parametrize("then", ["rewrite", "delete"])
-def test_a_stale_handles_save_never_stores_purged_bytes_again(where, key, then):
+def test_a_stale_handles_save_never_stores_purged_bytes_again(durable_backend, key, then):
     from flyteplugins_memory import ConcurrencyError
 
     writer = MemoryStore.get_or_create(key=key)
@@ -399,7 +395,7 @@ def test_a_stale_handles_save_never_stores_purged_bytes_again(where, key, then):
     writer.save()
     writer.read_bytes("notes/c.bin")  # held in its working root
     MemoryStore.get_or_create(key=key).purge("notes/c.bin")
-    assert holding(where, SECRET) == []
+    assert holding(durable_backend, SECRET) == []
     if then == "rewrite":
         writer.write_text("notes/c.bin", "new content")
         with pytest.raises(ConcurrencyError):
@@ -407,18 +403,18 @@ def test_a_stale_handles_save_never_stores_purged_bytes_again(where, key, then):
     else:
         writer.delete("notes/c.bin")
         writer.save()  # the same change as the purge's: it merges
-    assert holding(where, SECRET) == []
+    assert holding(durable_backend, SECRET) == []
 
 
-def test_a_stale_handles_save_leaves_no_search_segment_of_purged_content(where, key):
+def test_a_stale_handles_save_leaves_no_search_segment_of_purged_content(durable_backend, key):
     store = MemoryStore.get_or_create(key=key)
     store.write_text("a.txt", f"alpha {SECRET}", metadata={"ssn": SSN})
     store.save()
     stale = MemoryStore.get_or_create(key=key)
     assert stale.search("alpha")  # it holds the index's segments, a.txt's doc among them
     MemoryStore.get_or_create(key=key).purge("a.txt")
-    assert holding(where, SECRET, SSN) == []
+    assert holding(durable_backend, SECRET, SSN) == []
     stale.write_text("notes/b.md", "bravo")
     stale.save()  # its first attempt, on its stale base, folds its cached segments into a new one
-    assert holding(where, SECRET, SSN) == []
+    assert holding(durable_backend, SECRET, SSN) == []
     assert [h.path for h in MemoryStore.get_or_create(key=key).search("bravo")] == ["notes/b.md"]

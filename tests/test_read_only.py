@@ -19,12 +19,7 @@ from flyteplugins_memory import (
 from released import ISSUE_9_RELEASE, released_source, run_released
 
 
-@pytest.fixture(params=["local", "s3"])
-def store_backend(request):
-    return request.getfixturevalue(f"{request.param}_backend")
-
-
-def test_prefixes_given_at_create_bind_every_handle(store_backend, key):
+def test_prefixes_given_at_create_bind_every_handle(durable_backend, key):
     creator = MemoryStore.create(key=key, read_only_prefixes=("memory/",))
     with pytest.raises(ReadOnlyPath):
         creator.write_text("memory/facts.md", "x")
@@ -37,28 +32,28 @@ def test_prefixes_given_at_create_bind_every_handle(store_backend, key):
     other.write_text("notes/ok.md", "fine")
     other.save()
     assert MemoryStore.open(key=key).read_text("notes/ok.md") == "fine"
-    assert set(store_backend.upstream_view(key)) >= {"notes/ok.md"}
-    assert "memory/x.md" not in store_backend.upstream_view(key)
+    assert set(durable_backend.upstream_view(key)) >= {"notes/ok.md"}
+    assert "memory/x.md" not in durable_backend.upstream_view(key)
 
 
-def test_creating_with_prefixes_rejects_bad_ones_before_anything_exists(store_backend, key):
+def test_creating_with_prefixes_rejects_bad_ones_before_anything_exists(durable_backend, key):
     for bad, error in [("memory/", InvalidArgument), (("../x",), InvalidPath), (("",), InvalidArgument)]:
         with pytest.raises(error):
             MemoryStore.create(key=key, read_only_prefixes=bad)
-    assert not MemoryStore.exists(key=key) and store_backend.objects(key) == {}
+    assert not MemoryStore.exists(key=key) and durable_backend.objects(key) == {}
 
 
-def test_a_handle_that_wrote_before_loading_cannot_save_into_them(store_backend, key):
+def test_a_handle_that_wrote_before_loading_cannot_save_into_them(durable_backend, key):
     MemoryStore.create(key=key, read_only_prefixes=("memory/",))
     fresh = MemoryStore(key)  # not loaded yet: its first write is admitted before it knows the setting
     fresh.write_text("memory/sneaky.md", "x")
     with pytest.raises(ReadOnlyPath):
         fresh.save()
-    assert "memory/sneaky.md" not in store_backend.objects(key)
+    assert "memory/sneaky.md" not in durable_backend.objects(key)
     assert MemoryStore.open(key=key).list_paths() == []
 
 
-def test_the_change_is_trusted_audited_and_committed_at_once(store_backend, key):
+def test_the_change_is_trusted_audited_and_committed_at_once(durable_backend, key):
     untrusted = MemoryStore.create(key=key)
     untrusted.write_text("memory/seed.md", "written before the lock")
     untrusted.save()
@@ -85,7 +80,7 @@ def test_the_change_is_trusted_audited_and_committed_at_once(store_backend, key)
         MemoryStore.delete_store(key=key)
     assert reviewer.log(limit=1)[0].kind == "settings" and reviewer.log(limit=1)[0].actor == "reviewer"
     reviewer.compact()  # brings audit/log.jsonl (upstream's trail) up to date
-    trail = [json.loads(line) for line in store_backend.upstream_view(key)["audit/log.jsonl"].splitlines()]
+    trail = [json.loads(line) for line in durable_backend.upstream_view(key)["audit/log.jsonl"].splitlines()]
     assert [(e["op"], e["actor"], e["reason"], e["previous"], e["prefixes"]) for e in trail[1:]] == [
         ("set_read_only_prefixes", "reviewer", "lock", [], ["memory/", "policy/"])
     ]
@@ -93,10 +88,10 @@ def test_the_change_is_trusted_audited_and_committed_at_once(store_backend, key)
     other = MemoryStore.open(key=key)
     other.write_text("memory/x.md", "x")
     other.save()
-    assert store_backend.upstream_view(key)["memory/x.md"] == b"x"
+    assert durable_backend.upstream_view(key)["memory/x.md"] == b"x"
 
 
-def test_concurrent_changes_are_compare_and_swap(store_backend, key):
+def test_concurrent_changes_are_compare_and_swap(durable_backend, key):
     MemoryStore.create(key=key)
     first, second = (MemoryStore.open(key=key, trusted=True) for _ in range(2))
     first.set_read_only_prefixes(["a/"])
@@ -110,7 +105,7 @@ def test_concurrent_changes_are_compare_and_swap(store_backend, key):
     assert MemoryStore.open(key=key).persisted_read_only_prefixes() == ("a/", "b/")
 
 
-def test_a_save_racing_a_change_fails_and_writes_nothing(store_backend, key):
+def test_a_save_racing_a_change_fails_and_writes_nothing(durable_backend, key):
     MemoryStore.create(key=key)
     agent = MemoryStore.open(key=key)
     agent.write_text("memory/new.md", "written while allowed")
@@ -118,7 +113,7 @@ def test_a_save_racing_a_change_fails_and_writes_nothing(store_backend, key):
     MemoryStore.open(key=key, trusted=True).set_read_only_prefixes(["memory/"])
     with pytest.raises(ReadOnlyPath):
         agent.save()
-    assert not {"memory/new.md", "notes/fine.md"} & set(store_backend.objects(key))  # all or nothing
+    assert not {"memory/new.md", "notes/fine.md"} & set(durable_backend.objects(key))  # all or nothing
     assert MemoryStore.open(key=key).list_paths() == []
     dropped = agent.refresh()  # picks up the setting; the refused write stays unsaved until dropped
     assert dropped == [] and agent.persisted_read_only_prefixes() == ("memory/",)
@@ -136,10 +131,10 @@ def previous(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_the_previous_release_saves_without_dropping_the_setting(store_backend, key, previous, request):
+def test_the_previous_release_saves_without_dropping_the_setting(durable_backend, key, previous, request):
     MemoryStore.create(key=key, read_only_prefixes=("memory/",))
-    endpoint = request.getfixturevalue("moto_endpoint") if store_backend.name == "s3" else None
-    config = {"key": key, "raw": store_backend.raw_data_path, "endpoint": endpoint}
+    endpoint = request.getfixturevalue("moto_endpoint") if durable_backend.name == "s3" else None
+    config = {"key": key, "raw": durable_backend.raw_data_path, "endpoint": endpoint}
     # it cannot enforce what it does not know (docs/decisions/0060), but it carries the setting forward
     run_released(previous, "write", config | {"writes": {"memory/old.md": "old", "notes/n.md": "n"}})
     fresh = MemoryStore.open(key=key)

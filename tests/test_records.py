@@ -31,19 +31,13 @@ from workers import child
 PREVIOUS_RELEASE = "6df8b45"
 
 
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def log_backend(request, moto_endpoint):
-    chosen = request.getfixturevalue(request.param)
-    return chosen, (moto_endpoint if chosen.name == "s3" else None)
-
-
 def segments(backend, key: str, log: str) -> dict[str, bytes]:
     """The log's segment files as the backend itself holds them."""
     return {n: d for n, d in backend.objects(key).items() if n.startswith(log + "/")}
 
 
-def test_append_read_since_limit_and_what_lands_in_storage(log_backend, key):
-    backend, _ = log_backend
+def test_append_read_since_limit_and_what_lands_in_storage(durable_backend_and_endpoint, key):
+    backend, _ = durable_backend_and_endpoint
     store = MemoryStore.get_or_create(key=key)
     log = store.records("users/alice/events")
     assert isinstance(log, RecordLog) and log.name == "users/alice/events"
@@ -95,7 +89,7 @@ def test_reads_fetch_only_the_segments_they_need(local_backend, key, monkeypatch
     assert reader.read(since=18, limit=4) == [18, 19, 20, 21] and len(fetched) == 2
 
 
-def test_threads_appending_to_one_log_lose_nothing_and_share_one_order(log_backend, key):
+def test_threads_appending_to_one_log_lose_nothing_and_share_one_order(durable_backend_and_endpoint, key):
     MemoryStore.create(key=key)
     first = MemoryStore.get_or_create(key=key)
     first.records("shared").extend(["start"])
@@ -227,8 +221,8 @@ def test_segments_keep_no_versions_and_unsaved_records_block_sending(local_backe
     assert not [n for n in local_backend.objects(key) if n.startswith("versions/")]
 
 
-def test_session_round_trip_through_a_task_boundary(log_backend, key):
-    backend, _ = log_backend
+def test_session_round_trip_through_a_task_boundary(durable_backend_and_endpoint, key):
+    backend, _ = durable_backend_and_endpoint
     store = MemoryStore.get_or_create(key=key)
     chat = store.session("abc")
     assert isinstance(chat, Conversation) and chat.name == "abc" and chat.log.name == "sessions/abc"

@@ -14,11 +14,6 @@ from flyteplugins_memory import MemoryStore, ReadOnlyPath
 SECRET = "refused-record-7d1e"
 
 
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def durable(request, moto_endpoint):
-    return request.getfixturevalue(request.param)
-
-
 def opened(key: str) -> tuple[MemoryStore, MemoryStore]:
     """A saved store, a plain handle on it and a trusted one (which sets read-only prefixes)."""
     first = MemoryStore.get_or_create(key=key)
@@ -35,7 +30,7 @@ def holding(backend, key: str, text: str) -> list[str]:
     return sorted(name for name, data in backend.stored(key).items() if text.encode() in data)
 
 
-def test_a_log_refused_as_read_only_drops_its_staged_segment_and_the_rest_saves(durable, key):
+def test_a_log_refused_as_read_only_drops_its_staged_segment_and_the_rest_saves(durable_backend, key):
     store, admin = opened(key)
     log = store.records("logs/events")
     log.extend([{"secret": SECRET}, {"n": 2}])
@@ -52,11 +47,11 @@ def test_a_log_refused_as_read_only_drops_its_staged_segment_and_the_rest_saves(
     assert not store.has_unsaved_changes()
     fresh = MemoryStore.open(key=key)
     assert fresh.list_paths() == ["a.txt", "b.txt"] and fresh.records("logs/events").count() == 0
-    assert not [n for n in durable.objects(key) if n.startswith("logs/")]
-    assert holding(durable, key, SECRET) == []
+    assert not [n for n in durable_backend.objects(key) if n.startswith("logs/")]
+    assert holding(durable_backend, key, SECRET) == []
 
 
-def test_discard_unsaved_drops_pending_and_staged_records_but_never_saved_ones(durable, key):
+def test_discard_unsaved_drops_pending_and_staged_records_but_never_saved_ones(durable_backend, key):
     store, admin = opened(key)
     log = store.records("logs/events")
     log.append({"n": 1})
@@ -71,7 +66,7 @@ def test_discard_unsaved_drops_pending_and_staged_records_but_never_saved_ones(d
     assert MemoryStore.open(key=key).records("logs/events").read() == [{"n": 1}]
 
 
-async def test_discard_unsaved_aio(durable, key):
+async def test_discard_unsaved_aio(durable_backend, key):
     store, admin = opened(key)
     log = store.records("logs/events")
     log.append({"n": 1})
@@ -84,7 +79,7 @@ async def test_discard_unsaved_aio(durable, key):
     assert not store.has_unsaved_changes()
 
 
-def test_a_session_refused_as_read_only_drops_its_messages_and_the_rest_saves(durable, key):
+def test_a_session_refused_as_read_only_drops_its_messages_and_the_rest_saves(durable_backend, key):
     store, admin = opened(key)
     chat = store.session("support")
     chat.append({"role": "user", "content": SECRET})
@@ -97,10 +92,10 @@ def test_a_session_refused_as_read_only_drops_its_messages_and_the_rest_saves(du
     assert chat.messages == []
     store.save()
     assert MemoryStore.open(key=key).list_paths() == ["a.txt", "b.txt"]
-    assert holding(durable, key, SECRET) == []
+    assert holding(durable_backend, key, SECRET) == []
 
 
-def test_a_metadata_change_refused_as_read_only_is_reverted_and_the_rest_saves(durable, key):
+def test_a_metadata_change_refused_as_read_only_is_reverted_and_the_rest_saves(durable_backend, key):
     store, admin = opened(key)
     store.write_text("notes/x.md", "x")
     store.save()
@@ -113,10 +108,10 @@ def test_a_metadata_change_refused_as_read_only_is_reverted_and_the_rest_saves(d
     store.save()
     fresh = MemoryStore.open(key=key)
     assert fresh.list_paths() == ["a.txt", "b.txt", "notes/x.md"] and not (fresh.get_meta("notes/x.md").metadata or {})
-    assert holding(durable, key, SECRET) == []
+    assert holding(durable_backend, key, SECRET) == []
 
 
-def test_a_compaction_refused_as_read_only_leaves_the_handle_as_it_was(durable, key):
+def test_a_compaction_refused_as_read_only_leaves_the_handle_as_it_was(durable_backend, key):
     store, admin = opened(key)
     store.extend([{"role": "user", "content": f"{SECRET} {i}"} for i in range(4)])
     store.save()
@@ -125,13 +120,13 @@ def test_a_compaction_refused_as_read_only_leaves_the_handle_as_it_was(durable, 
     with pytest.raises(ReadOnlyPath):  # saves b.txt first, then the fold is refused
         store.compact_transcript(lambda folded: "summary", keep_last=1)
     assert len(store.messages) == 4 and not store.has_unsaved_changes()
-    assert not [n for n in durable.objects(key) if n.startswith("archive/")]
+    assert not [n for n in durable_backend.objects(key) if n.startswith("archive/")]
     store.append({"role": "user", "content": "later"})
     store.save()
     assert len(MemoryStore.open(key=key).messages) == 5
 
 
-def test_a_scope_refused_as_read_only_drops_its_own_changes_and_the_rest_saves(durable, key):
+def test_a_scope_refused_as_read_only_drops_its_own_changes_and_the_rest_saves(durable_backend, key):
     store, admin = opened(key)
     alice = store.scope("users/alice")
     alice.records("log").append({"secret": SECRET})
@@ -146,11 +141,11 @@ def test_a_scope_refused_as_read_only_drops_its_own_changes_and_the_rest_saves(d
     assert alice.revert(["notes.md"]) == []  # nothing left to drop
     store.save()
     assert MemoryStore.open(key=key).list_paths() == ["a.txt", "b.txt"]
-    assert not [n for n in durable.objects(key) if n.startswith("users/")]
-    assert holding(durable, key, SECRET) == []
+    assert not [n for n in durable_backend.objects(key) if n.startswith("users/")]
+    assert holding(durable_backend, key, SECRET) == []
 
 
-def test_an_accept_refused_as_read_only_keeps_the_handles_changes_and_the_draft(durable, key):
+def test_an_accept_refused_as_read_only_keeps_the_handles_changes_and_the_draft(durable_backend, key):
     store, admin = opened(key)
     draft = store.propose("memory/tea.md", "likes green tea")
     store.save()

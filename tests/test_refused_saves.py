@@ -25,33 +25,33 @@ def stale_reader(key: str) -> MemoryStore:
     return stale
 
 
-def test_a_save_refused_by_a_read_only_prefix_stores_no_purged_bytes(where, key):
+def test_a_save_refused_by_a_read_only_prefix_stores_no_purged_bytes(durable_backend, key):
     stale = stale_reader(key)
     MemoryStore.open(key=key).purge("p.md", actor="sec", reason="gdpr")
-    assert holding(where, SECRET) == []
+    assert holding(durable_backend, SECRET) == []
     MemoryStore.open(key=key, trusted=True).set_read_only_prefixes(["ro/"], actor="ops", reason="lock")
     stale.delete("p.md")
     stale.write_text("ro/x.md", "x")
     with pytest.raises(ReadOnlyPath):
         stale.save()
-    assert holding(where, SECRET) == []
+    assert holding(durable_backend, SECRET) == []
     MemoryStore.open(key=key).gc()  # the default window: nothing young is left to keep it either
-    assert holding(where, SECRET) == []
+    assert holding(durable_backend, SECRET) == []
 
 
-def test_a_save_refused_by_the_stores_deletion_stores_nothing_of_it(where, key):
+def test_a_save_refused_by_the_stores_deletion_stores_nothing_of_it(durable_backend, key):
     stale = stale_reader(key)
     MemoryStore.delete_store(key=key, actor="ops", reason="forget me")
-    assert holding(where, SECRET) == []
+    assert holding(durable_backend, SECRET) == []
     stale.write_text("p.md", "replaced")
     with pytest.raises(StoreDeleted):
         stale.save()
-    assert holding(where, SECRET) == []
+    assert holding(durable_backend, SECRET) == []
     again = MemoryStore.create(key=key)  # the key's next store, then its deletion: still nothing
     again.write_text("z.md", "z")
     again.save()
     again.gc(window=timedelta(0))
-    assert holding(where, SECRET) == []
+    assert holding(durable_backend, SECRET) == []
 
 
 def test_a_save_failing_after_the_copy_stores_no_purged_bytes(local_backend, key, monkeypatch):
@@ -69,7 +69,7 @@ def test_a_save_failing_after_the_copy_stores_no_purged_bytes(local_backend, key
     assert holding(local_backend, SECRET) == []
 
 
-def test_a_refused_save_keeps_copies_another_state_still_needs(where, key):
+def test_a_refused_save_keeps_copies_another_state_still_needs(durable_backend, key):
     """Copies of content no purge removed stay: a committed state may need them (its older version)."""
     stale = stale_reader(key)
     first = MemoryStore.open(key=key)

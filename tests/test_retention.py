@@ -32,11 +32,6 @@ from flyteplugins_memory._rules.retention_policy import persisted_policy
 HOURS = 3600.0
 
 
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def backend(request):
-    return request.getfixturevalue(request.param)
-
-
 def later(monkeypatch, hours: float) -> None:
     """Every handle's clock (reads of a ttl, gc) runs `hours` ahead of the real one."""
     monkeypatch.setattr(_gc, "clock", lambda: time.time() + hours * HOURS)
@@ -74,7 +69,7 @@ def versioned(key: str, n: int) -> MemoryStore:
 # -- the policy ------------------------------------------------------------------------------------------
 
 
-def test_set_retention_is_persisted_audited_and_seen_by_every_handle(backend, key):
+def test_set_retention_is_persisted_audited_and_seen_by_every_handle(durable_backend, key):
     store = MemoryStore.create(key=key)
     assert store.retention == RetentionPolicy()  # none: every snapshot kept
     other = MemoryStore.get_or_create(key=key)
@@ -84,7 +79,7 @@ def test_set_retention_is_persisted_audited_and_seen_by_every_handle(backend, ke
     assert other.retention == RetentionPolicy()  # as of its loaded state, until it refreshes
     other.refresh()
     assert other.retention == policy
-    assert newest_record(backend, key)["ext"]["retention"] == {
+    assert newest_record(durable_backend, key)["ext"]["retention"] == {
         "keep_last": 3,
         "max_age_seconds": 7 * 24 * HOURS,
         "max_age": {"days": 7, "seconds": 0, "microseconds": 0},
@@ -101,13 +96,13 @@ def test_set_retention_is_persisted_audited_and_seen_by_every_handle(backend, ke
 @pytest.mark.parametrize(
     "max_age", [timedelta.max, timedelta(days=999_999_999, microseconds=1), timedelta(days=40_000, microseconds=7)]
 )
-def test_a_long_max_age_is_persisted_exactly_and_stays_readable_by_earlier_releases(backend, key, max_age):
+def test_a_long_max_age_is_persisted_exactly_and_stays_readable_by_earlier_releases(durable_backend, key, max_age):
     """Review of issue 12 (#8): float seconds round ``timedelta.max`` past timedelta's range; the exact
     form round-trips, and the seconds field (all an earlier release reads) still converts."""
     store = MemoryStore.create(key=key)
     store.set_retention(keep_last=1, max_age=max_age)
     assert MemoryStore.open(key=key).retention == RetentionPolicy(1, max_age)
-    stored = newest_record(backend, key)["ext"]["retention"]
+    stored = newest_record(durable_backend, key)["ext"]["retention"]
     assert timedelta(seconds=stored["max_age_seconds"]) - max_age < timedelta(seconds=1)  # an earlier reader's rule
     assert persisted_policy({"retention": {"keep_last": 1, "max_age_seconds": stored["max_age_seconds"]}}).max_age
 
@@ -141,16 +136,16 @@ def test_a_persisted_max_age_is_read_leniently_and_never_as_a_shorter_rule(store
         (None, 3600),
     ],
 )
-def test_bad_policy_is_refused_before_anything_changes(backend, key, keep_last, max_age):
+def test_bad_policy_is_refused_before_anything_changes(durable_backend, key, keep_last, max_age):
     store = MemoryStore.create(key=key)
-    before = backend.journal(key)
+    before = durable_backend.journal(key)
     with pytest.raises(InvalidRetention) as raised:
         store.set_retention(keep_last, max_age)
     assert isinstance(raised.value, InvalidArgument) and isinstance(raised.value, ValueError)
-    assert backend.journal(key) == before
+    assert durable_backend.journal(key) == before
 
 
-def test_concurrent_policy_changes_are_a_compare_and_swap(backend, key):
+def test_concurrent_policy_changes_are_a_compare_and_swap(durable_backend, key):
     MemoryStore.create(key=key)
     first, second = MemoryStore.get_or_create(key=key), MemoryStore.get_or_create(key=key)
     first.set_retention(keep_last=2)
@@ -161,7 +156,7 @@ def test_concurrent_policy_changes_are_a_compare_and_swap(backend, key):
     assert second.set_retention(keep_last=5) == MemoryStore.get_or_create(key=key).retention
 
 
-def test_a_policy_change_merges_with_a_concurrent_save(backend, key):
+def test_a_policy_change_merges_with_a_concurrent_save(durable_backend, key):
     MemoryStore.create(key=key)
     writer, admin = MemoryStore.get_or_create(key=key), MemoryStore.get_or_create(key=key)
     writer.write_text("a.txt", "a")
@@ -174,47 +169,47 @@ def test_a_policy_change_merges_with_a_concurrent_save(backend, key):
 # -- gc applies it -----------------------------------------------------------------------------------------
 
 
-def test_gc_keeps_the_last_n_snapshots_of_each_path(backend, key):
+def test_gc_keeps_the_last_n_snapshots_of_each_path(durable_backend, key):
     store = versioned(key, 5)
-    assert len(snapshots(backend, key, "doc.txt")) == 5
+    assert len(snapshots(durable_backend, key, "doc.txt")) == 5
     assert store.gc(window=timedelta(0)).versions == 0  # no policy: every snapshot stays
     store.set_retention(keep_last=2)
     assert store.gc().versions == 0  # every snapshot is younger than the default window (24 hours)
 
     result = store.gc(window=timedelta(0))
 
-    kept = snapshots(backend, key, "doc.txt")
+    kept = snapshots(durable_backend, key, "doc.txt")
     assert len(kept) == 2 and result.versions == 3 + 0  # gone.txt holds 2 (its write, its tombstone)
-    assert [backend.objects(key)[n].decode() for n in kept] == ["draft 3", "draft 4"]
-    assert len(snapshots(backend, key, "gone.txt")) == 2
+    assert [durable_backend.objects(key)[n].decode() for n in kept] == ["draft 3", "draft 4"]
+    assert len(snapshots(durable_backend, key, "gone.txt")) == 2
     assert result.objects >= result.versions and result.bytes > 0
     reopened = MemoryStore.get_or_create(key=key)
     assert reopened.read_text("doc.txt") == "draft 4"
     assert [reopened.read_version(v) for v in reopened.list_versions("doc.txt")] == ["draft 3", "draft 4"]
-    assert not anywhere(backend, key, b"draft 0")  # neither a snapshot nor a journal blob holds it
+    assert not anywhere(durable_backend, key, b"draft 0")  # neither a snapshot nor a journal blob holds it
 
 
-def test_keep_last_one_keeps_the_live_content_and_nothing_else(backend, key):
+def test_keep_last_one_keeps_the_live_content_and_nothing_else(durable_backend, key):
     store = versioned(key, 3)
     store.set_retention(keep_last=1)
     store.gc(window=timedelta(0))
-    assert [backend.objects(key)[n] for n in snapshots(backend, key, "doc.txt")] == [b"draft 2"]
-    assert len(snapshots(backend, key, "gone.txt")) == 1  # the deleted path's newest: its tombstone
+    assert [durable_backend.objects(key)[n] for n in snapshots(durable_backend, key, "doc.txt")] == [b"draft 2"]
+    assert len(snapshots(durable_backend, key, "gone.txt")) == 1  # the deleted path's newest: its tombstone
 
 
-def test_max_age_removes_old_snapshots_but_never_the_live_content(backend, key, monkeypatch):
+def test_max_age_removes_old_snapshots_but_never_the_live_content(durable_backend, key, monkeypatch):
     store = versioned(key, 3)
     store.set_retention(max_age=timedelta(hours=1))
     assert store.gc(window=timedelta(0)).versions == 0  # all younger than an hour
     later(monkeypatch, 2)
     result = store.gc(window=timedelta(0))
-    assert [backend.objects(key)[n] for n in snapshots(backend, key, "doc.txt")] == [b"draft 2"]
-    assert snapshots(backend, key, "gone.txt") == []  # not live: nothing of it is younger than max_age
+    assert [durable_backend.objects(key)[n] for n in snapshots(durable_backend, key, "doc.txt")] == [b"draft 2"]
+    assert snapshots(durable_backend, key, "gone.txt") == []  # not live: nothing of it is younger than max_age
     assert result.versions == 2 + 2
     assert MemoryStore.get_or_create(key=key).read_text("doc.txt") == "draft 2"
 
 
-def test_max_age_longer_than_the_window_keeps_the_journal_states_it_covers(backend, key, monkeypatch):
+def test_max_age_longer_than_the_window_keeps_the_journal_states_it_covers(durable_backend, key, monkeypatch):
     store = MemoryStore.create(key=key)
     for i in range(3):
         store.write_text("doc.txt", f"journal draft {i}")
@@ -223,19 +218,19 @@ def test_max_age_longer_than_the_window_keeps_the_journal_states_it_covers(backe
     store.set_retention(max_age=timedelta(hours=3))
     later(monkeypatch, 2)
     assert store.gc(window=timedelta(0)).commits == ()  # max_age supersedes the window: all kept
-    assert anywhere(backend, key, b"journal draft 0")
+    assert anywhere(durable_backend, key, b"journal draft 0")
     later(monkeypatch, 4)
     result = store.gc(window=timedelta(0))
-    assert pinned in result.commits and not anywhere(backend, key, b"journal draft 0")
+    assert pinned in result.commits and not anywhere(durable_backend, key, b"journal draft 0")
     assert MemoryStore.get_or_create(key=key).read_text("doc.txt") == "journal draft 2"
 
 
-def test_a_dry_run_reports_what_gc_removes_and_removes_nothing(backend, key):
+def test_a_dry_run_reports_what_gc_removes_and_removes_nothing(durable_backend, key):
     store = versioned(key, 4)
     store.set_retention(keep_last=1)
-    before = backend.stored(key)
+    before = durable_backend.stored(key)
     planned = store.gc(window=timedelta(0), dry_run=True)
-    assert backend.stored(key) == before
+    assert durable_backend.stored(key) == before
     assert planned.dry_run and planned.versions == 3 + 1 and planned.objects > planned.versions
     done = store.gc(window=timedelta(0))
     assert (done.objects, done.bytes, done.versions, done.commits) == (
@@ -244,12 +239,12 @@ def test_a_dry_run_reports_what_gc_removes_and_removes_nothing(backend, key):
         planned.versions,
         planned.commits,
     )
-    assert not done.dry_run and set(backend.stored(key)) < set(before)
+    assert not done.dry_run and set(durable_backend.stored(key)) < set(before)
     with pytest.raises(InvalidArgument):
         store.gc(dry_run="yes")  # type: ignore[arg-type]
 
 
-def test_gc_costs_requests_in_what_it_removes_not_in_history(backend, key, io_counter):
+def test_gc_costs_requests_in_what_it_removes_not_in_history(durable_backend, key, io_counter):
     store = MemoryStore.create(key=key)
     counts = {}
     for rounds in (5, 40):
@@ -268,14 +263,14 @@ def test_gc_costs_requests_in_what_it_removes_not_in_history(backend, key, io_co
 # -- ttl ---------------------------------------------------------------------------------------------------
 
 
-def test_an_expired_file_reads_as_missing_on_every_handle(backend, key, monkeypatch):
+def test_an_expired_file_reads_as_missing_on_every_handle(durable_backend, key, monkeypatch):
     store = MemoryStore.create(key=key)
     store.write_text("scratch/note.txt", "for an hour", ttl=timedelta(hours=1))
     store.write_json("scratch/plan.json", {"step": 1}, ttl=timedelta(hours=3))
     store.write_bytes("scratch/blob.bin", b"\x00\x01", ttl=timedelta(hours=1))
     store.write_text("keep.txt", "kept")
     store.save()
-    entry = newest_record(backend, key)["delta"]["files"]["scratch/note.txt"]
+    entry = newest_record(durable_backend, key)["delta"]["files"]["scratch/note.txt"]
     assert entry["ext"]["expires_at"] > time.time() + 0.9 * HOURS
     second = MemoryStore.get_or_create(key=key)
     assert second.read_text("scratch/note.txt") == "for an hour"
@@ -290,22 +285,22 @@ def test_an_expired_file_reads_as_missing_on_every_handle(backend, key, monkeypa
         assert handle.read_json("scratch/plan.json") == {"step": 1}
     assert [hit.path for hit in MemoryStore.get_or_create(key=key).search("hour")] == []
     # the bytes are still in upstream's layout until gc
-    assert "scratch/note.txt" in backend.upstream_view(key)
+    assert "scratch/note.txt" in durable_backend.upstream_view(key)
 
 
-def test_gc_deletes_expired_files_audited_and_removes_their_bytes(backend, key, monkeypatch):
+def test_gc_deletes_expired_files_audited_and_removes_their_bytes(durable_backend, key, monkeypatch):
     store = MemoryStore.create(key=key, keep_versions=False)
     store.write_text("scratch/note.txt", "secret for an hour", ttl=timedelta(hours=1))
     store.write_text("keep.txt", "kept")
     store.save()
     later(monkeypatch, 2)
     planned = store.gc(window=timedelta(0), dry_run=True)
-    assert planned.expired == ("scratch/note.txt",) and "scratch/note.txt" in backend.upstream_view(key)
+    assert planned.expired == ("scratch/note.txt",) and "scratch/note.txt" in durable_backend.upstream_view(key)
 
     result = store.gc(window=timedelta(0))
 
     assert result.expired == ("scratch/note.txt",)
-    view = backend.upstream_view(key)
+    view = durable_backend.upstream_view(key)
     assert "scratch/note.txt" not in view and "meta/scratch%2Fnote.txt.json" not in view
     events = MemoryStore.get_or_create(key=key).audit_tail(0)
     assert [(e["op"], e["path"], e["actor"]) for e in events if e["op"] == "expired"] == [
@@ -313,7 +308,7 @@ def test_gc_deletes_expired_files_audited_and_removes_their_bytes(backend, key, 
     ]
     assert "scratch/note.txt" not in newest_state_paths(key)
     store.gc(window=timedelta(0))  # the expiry commit is the newest now: the earlier states go
-    assert not anywhere(backend, key, b"secret for an hour")
+    assert not anywhere(durable_backend, key, b"secret for an hour")
     assert store.gc(window=timedelta(0)).expired == ()
     assert MemoryStore.get_or_create(key=key).read_text("keep.txt") == "kept"
 
@@ -323,20 +318,20 @@ def newest_state_paths(key: str) -> list[str]:
     return MemoryStore.get_or_create(key=key).list_paths()
 
 
-def test_a_rewrite_without_ttl_makes_the_file_permanent(backend, key, monkeypatch):
+def test_a_rewrite_without_ttl_makes_the_file_permanent(durable_backend, key, monkeypatch):
     store = MemoryStore.create(key=key)
     store.write_text("a.txt", "temporary", ttl=timedelta(minutes=5))
     store.save()
     second = MemoryStore.get_or_create(key=key)
     second.write_text("a.txt", "permanent")
     second.save()
-    assert "ext" not in newest_record(backend, key)["delta"]["files"]["a.txt"]
+    assert "ext" not in newest_record(durable_backend, key)["delta"]["files"]["a.txt"]
     later(monkeypatch, 1)
     assert MemoryStore.get_or_create(key=key).read_text("a.txt") == "permanent"
     assert store.gc(window=timedelta(0)).expired == ()
 
 
-def test_a_file_rewritten_after_it_expired_lives_again(backend, key, monkeypatch):
+def test_a_file_rewritten_after_it_expired_lives_again(durable_backend, key, monkeypatch):
     store = MemoryStore.create(key=key)
     store.write_text("a.txt", "old", ttl=timedelta(minutes=5))
     store.save()
@@ -349,7 +344,7 @@ def test_a_file_rewritten_after_it_expired_lives_again(backend, key, monkeypatch
 
 
 @pytest.mark.parametrize("ttl", [timedelta(0), timedelta(seconds=-1), 60, "1h"])
-def test_a_bad_ttl_is_refused_before_anything_is_written(backend, key, ttl):
+def test_a_bad_ttl_is_refused_before_anything_is_written(durable_backend, key, ttl):
     store = MemoryStore.create(key=key)
     for write in (
         lambda: store.write_text("a.txt", "x", ttl=ttl),
@@ -368,7 +363,7 @@ def test_gc_result_keeps_its_fields():
 # -- review of issue 12: writes beside expired files, gc's expiry order, dry runs ---------------------------
 
 
-def test_a_write_beside_expired_files_deletes_them_in_its_commit(backend, key, monkeypatch):
+def test_a_write_beside_expired_files_deletes_them_in_its_commit(durable_backend, key, monkeypatch):
     """#1: expired ``x`` (a file) and ``d/a``, ``d/b`` (a directory's only files) are in the way of ``x/y``
     and ``d``: the writes delete them in the same commit (op ``expired``), and storage holds no clash."""
     store = MemoryStore.create(key=key, keep_versions=True)
@@ -385,7 +380,7 @@ def test_a_write_beside_expired_files_deletes_them_in_its_commit(backend, key, m
 
     fresh = MemoryStore.open(key=key)
     assert fresh.list_paths() == ["d", "x/y"]
-    objects = backend.upstream_view(key)
+    objects = durable_backend.upstream_view(key)
     assert objects["x/y"] == b"hello" and objects["d"] == b"now a file"
     assert not {"x", "d/a", "d/b", "meta/x.json", "meta/d%2Fa.json"} & set(objects)
     expired = [(e["op"], e["path"], e["reason"]) for e in fresh.audit_tail(0) if e["op"] == "expired"]
@@ -393,7 +388,7 @@ def test_a_write_beside_expired_files_deletes_them_in_its_commit(backend, key, m
     assert fresh.gc(window=timedelta(0)).expired == ()
 
 
-def test_a_write_beside_a_live_file_is_still_refused_even_with_expired_ones_there(backend, key, monkeypatch):
+def test_a_write_beside_a_live_file_is_still_refused_even_with_expired_ones_there(durable_backend, key, monkeypatch):
     store = MemoryStore.create(key=key)
     store.write_text("d/old", "o", ttl=timedelta(hours=1))
     store.write_text("d/live", "l")
@@ -407,7 +402,7 @@ def test_a_write_beside_a_live_file_is_still_refused_even_with_expired_ones_ther
     assert not writer.has_unsaved_changes()
 
 
-def test_two_handles_writing_a_file_and_a_directory_of_one_name_conflict(backend, key):
+def test_two_handles_writing_a_file_and_a_directory_of_one_name_conflict(durable_backend, key):
     """#1, the merge path: ``x`` and ``x/y`` written by two handles from one base; the second save
     conflicts (the store never commits both) and keeps its change for a retry."""
     MemoryStore.create(key=key).save()
@@ -419,11 +414,11 @@ def test_two_handles_writing_a_file_and_a_directory_of_one_name_conflict(backend
         second.save()
     assert "x/y" in raised.value.paths and second.has_unsaved_changes()
     assert MemoryStore.open(key=key).list_paths() == ["x"]
-    assert "x/y" not in backend.upstream_view(key)  # on S3, created in place before the commit; removed
+    assert "x/y" not in durable_backend.upstream_view(key)  # on S3, created in place before the commit; removed
     assert UpstreamStore.get_or_create(key=key).list_paths() == ["x"]
 
 
-def test_a_file_that_expired_under_a_handle_that_never_saw_it_conflicts_then_writes(backend, key, monkeypatch):
+def test_a_file_that_expired_under_a_handle_that_never_saw_it_conflicts_then_writes(durable_backend, key, monkeypatch):
     """#1: a handle opened before ``x`` existed writes ``x/y`` after ``x`` (another handle's, with a ttl)
     expired: the save conflicts rather than commit both; after a refresh the write deletes ``x``."""
     store = MemoryStore.create(key=key)
@@ -440,7 +435,7 @@ def test_a_file_that_expired_under_a_handle_that_never_saw_it_conflicts_then_wri
     stale.write_text("x/y", "hello")
     stale.save()
     assert MemoryStore.open(key=key).list_paths() == ["x/y"]
-    assert "x" not in backend.upstream_view(key)
+    assert "x" not in durable_backend.upstream_view(key)
 
 
 def test_a_commit_is_refused_a_file_and_directory_clash_whatever_made_the_changes(local_backend, key):
@@ -457,7 +452,7 @@ def test_a_commit_is_refused_a_file_and_directory_clash_whatever_made_the_change
     assert MemoryStore.open(key=key).list_paths() == ["x"]
 
 
-def test_a_gc_dying_after_its_expiry_commit_is_finished_by_the_next(backend, key, monkeypatch):
+def test_a_gc_dying_after_its_expiry_commit_is_finished_by_the_next(durable_backend, key, monkeypatch):
     """#3: the upstream copies go after the commit; a gc killed in between leaves its pending-expiry marker
     in the journal, and the next gc removes the file, sidecar and snapshots, then the marker."""
     store = MemoryStore.create(key=key, keep_versions=True)
@@ -466,7 +461,7 @@ def test_a_gc_dying_after_its_expiry_commit_is_finished_by_the_next(backend, key
     store.save()
     # a ttl write takes no snapshot now; one an earlier release took of the content
     sha = hashlib.sha256(b"expired secret").hexdigest()
-    backend.put(key, version_name("x.md", "2026-01-01T00:00:00+00:00", sha), b"expired secret")
+    durable_backend.put(key, version_name("x.md", "2026-01-01T00:00:00+00:00", sha), b"expired secret")
     later(monkeypatch, 2)
 
     async def dies(*args, **kwargs):
@@ -478,18 +473,18 @@ def test_a_gc_dying_after_its_expiry_commit_is_finished_by_the_next(backend, key
         MemoryStore.open(key=key).gc()
     monkeypatch.setattr(_expiry, "_finish", real)
     assert MemoryStore.open(key=key).list_paths() == ["keep.md"]  # committed
-    assert [n for n in backend.journal(key) if "/expiring/" in n] and snapshots(backend, key, "x.md")
-    backend.put(key, "x.md", b"expired secret")  # as if the commit's own projection had not run either
-    backend.put(key, "meta/x.md.json", b"{}")
+    assert [n for n in durable_backend.journal(key) if "/expiring/" in n] and snapshots(durable_backend, key, "x.md")
+    durable_backend.put(key, "x.md", b"expired secret")  # as if the commit's own projection had not run either
+    durable_backend.put(key, "meta/x.md.json", b"{}")
 
     assert MemoryStore.open(key=key).gc().expired == ()
-    view = backend.upstream_view(key)
-    assert "x.md" not in view and "meta/x.md.json" not in view and snapshots(backend, key, "x.md") == []
-    assert not [n for n in backend.journal(key) if "/expiring/" in n]
+    view = durable_backend.upstream_view(key)
+    assert "x.md" not in view and "meta/x.md.json" not in view and snapshots(durable_backend, key, "x.md") == []
+    assert not [n for n in durable_backend.journal(key) if "/expiring/" in n]
     assert view["keep.md"] == b"kept"
 
 
-def test_gc_loses_to_a_rewrite_of_the_same_bytes_without_a_ttl(backend, key, monkeypatch):
+def test_gc_loses_to_a_rewrite_of_the_same_bytes_without_a_ttl(durable_backend, key, monkeypatch):
     """#3: a rewrite that only drops the ttl keeps the file; gc's expiry commit, planned before it, must
     conflict (not merge over it) and remove nothing."""
     store = MemoryStore.create(key=key, keep_versions=True)
@@ -513,9 +508,9 @@ def test_gc_loses_to_a_rewrite_of_the_same_bytes_without_a_ttl(backend, key, mon
     assert MemoryStore.open(key=key).gc().expired == ()
     monkeypatch.setattr(_expiry, "expired_snapshots", original)
     assert MemoryStore.open(key=key).read_text("x.md") == "same bytes"
-    view = backend.upstream_view(key)
-    assert view["x.md"] == b"same bytes" and "meta/x.md.json" in view and snapshots(backend, key, "x.md")
-    assert not [n for n in backend.journal(key) if "/expiring/" in n]
+    view = durable_backend.upstream_view(key)
+    assert view["x.md"] == b"same bytes" and "meta/x.md.json" in view and snapshots(durable_backend, key, "x.md")
+    assert not [n for n in durable_backend.journal(key) if "/expiring/" in n]
 
 
 @pytest.mark.parametrize(
@@ -558,7 +553,7 @@ def test_a_readable_pending_expiry_of_a_path_the_store_holds_removes_nothing_of_
 
 
 @pytest.mark.parametrize("keep_versions", [False, True])
-def test_a_dry_run_counts_what_the_real_gc_removes_beside_an_expiry(backend, key, monkeypatch, keep_versions):
+def test_a_dry_run_counts_what_the_real_gc_removes_beside_an_expiry(durable_backend, key, monkeypatch, keep_versions):
     """#9: with and without the tombstone snapshot the expiry commit writes (which ranks first)."""
     store = MemoryStore.create(key=key, keep_versions=True)
     for i, content in enumerate(["b", "c", "d", "b"]):
@@ -567,11 +562,11 @@ def test_a_dry_run_counts_what_the_real_gc_removes_beside_an_expiry(backend, key
         store.save()
     store.set_retention(keep_last=2)
     later(monkeypatch, 48)
-    before = set(backend.upstream_view(key))
+    before = set(durable_backend.upstream_view(key))
     dry = MemoryStore.open(key=key, keep_versions=keep_versions).gc(dry_run=True)
-    assert set(backend.upstream_view(key)) == before
+    assert set(durable_backend.upstream_view(key)) == before
     real = MemoryStore.open(key=key, keep_versions=keep_versions).gc()
-    removed = before - set(backend.upstream_view(key))
+    removed = before - set(durable_backend.upstream_view(key))
     removed_snapshots = {n for n in removed if n.startswith("versions/")}
     assert dry.versions == real.versions == len(removed_snapshots)
     assert dry.expired == real.expired == ("x.md",)

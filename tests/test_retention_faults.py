@@ -21,10 +21,10 @@ DRAFTS = 4
 LIVE = {"doc.txt": f"draft {DRAFTS - 1}", "keep.txt": "kept"}
 
 
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def faulty(request, monkeypatch):
+@pytest.fixture
+def faulty(durable_backend, monkeypatch):
     """Every storage call goes through one `Faults` plan; no retries: a failed call is where gc died."""
-    backend = request.getfixturevalue(request.param)
+    backend = durable_backend
     faults = Faults()
     real = _storage.filesystem_for
     monkeypatch.setattr(_storage, "filesystem_for", lambda uri: FaultyFileSystem(real(uri), faults))

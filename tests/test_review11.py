@@ -8,11 +8,6 @@ import pytest
 from flyteplugins_memory import InvalidMetadata, InvalidPath, InvalidRecord, MemoryStore
 
 
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def backend(request):
-    return request.getfixturevalue(request.param)
-
-
 def test_an_int_too_long_for_json_is_invalid_metadata_not_a_value_error(local_backend, key):
     store = MemoryStore.get_or_create(key=key)
     huge = 10**5000  # more digits than Python converts to text: json.dumps raises a bare ValueError
@@ -37,7 +32,7 @@ def test_a_record_with_keys_json_would_turn_into_strings_is_refused(local_backen
     assert MemoryStore.open(key=key).records("events").read() == [{"1": "a", "nested": [{"k": [1, 2]}]}]
 
 
-def test_delete_prefix_also_drops_unsaved_records_of_logs_under_it(backend, key):
+def test_delete_prefix_also_drops_unsaved_records_of_logs_under_it(durable_backend, key):
     store = MemoryStore.get_or_create(key=key)
     store.records("n").append("old")
     store.save()
@@ -48,7 +43,7 @@ def test_delete_prefix_also_drops_unsaved_records_of_logs_under_it(backend, key)
     assert len(deleted) == 1 and deleted[0].startswith("n/")
     assert store.records("n").count() == 0 and store.records("n/inner").count() == 0
     store.save()
-    assert [n for n in backend.upstream_view(key) if n.startswith("n/")] == []
+    assert [n for n in durable_backend.upstream_view(key) if n.startswith("n/")] == []
     fresh = MemoryStore.open(key=key)
     assert fresh.records("n").read() == [] and fresh.records("nx").read() == ["kept: another directory"]
 
@@ -62,7 +57,7 @@ def test_read_version_bytes_of_a_bad_name_is_invalid_path_not_corrupt_store(loca
         store.read_version(name)
 
 
-def test_a_log_segment_cannot_be_rewritten_so_record_indexes_never_change(backend, key):
+def test_a_log_segment_cannot_be_rewritten_so_record_indexes_never_change(durable_backend, key):
     store = MemoryStore.get_or_create(key=key)
     log = store.records("events")
     log.append("first")
@@ -70,7 +65,7 @@ def test_a_log_segment_cannot_be_rewritten_so_record_indexes_never_change(backen
     log.append("second")
     store.save()
     first = min(store.list_paths("events"))
-    before = backend.objects(key)[first]
+    before = durable_backend.objects(key)[first]
     # a rewrite would move the segment to the end of the log (logs are ordered by the commit that wrote)
     with pytest.raises(InvalidPath, match="record log"):
         store.set_metadata(first, {"label": "x"})
@@ -81,18 +76,18 @@ def test_a_log_segment_cannot_be_rewritten_so_record_indexes_never_change(backen
     assert not store.has_unsaved_changes()
     store.write_text("events/notes.jsonl", "an ordinary file beside the log")  # other names stay writable
     store.save()
-    assert backend.objects(key)[first] == before
+    assert durable_backend.objects(key)[first] == before
     assert MemoryStore.open(key=key).records("events").read() == ["first", "second"]
 
 
 @pytest.mark.parametrize("text", ["line\u2028separator", "para\u2029graph", "next\x85line"])
-def test_a_record_holding_a_unicode_line_break_reads_back(backend, key, text):
+def test_a_record_holding_a_unicode_line_break_reads_back(durable_backend, key, text):
     # JSON leaves U+2028, U+2029 and U+0085 unescaped; str.splitlines splits on them
     store = MemoryStore.get_or_create(key=key)
     store.records("events").extend([{"text": text}, "after"])
     store.save()
-    [segment] = [n for n in backend.objects(key) if n.startswith("events/")]
-    assert backend.objects(key)[segment].count(b"\n") == 2  # two records, one line each
+    [segment] = [n for n in durable_backend.objects(key) if n.startswith("events/")]
+    assert durable_backend.objects(key)[segment].count(b"\n") == 2  # two records, one line each
     assert MemoryStore.open(key=key).records("events").read() == [{"text": text}, "after"]
 
 

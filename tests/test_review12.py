@@ -10,11 +10,6 @@ from flyteplugins_memory import InvalidArgument, InvalidPath, MemoryStore, Propo
 from flyteplugins_memory._api import staged as _staged
 
 
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def backend(request):
-    return request.getfixturevalue(request.param)
-
-
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
 def test_an_embed_returning_non_finite_numbers_is_refused_not_ranked_silently(local_backend, key, bad):
     store = MemoryStore.get_or_create(key=key)
@@ -26,7 +21,7 @@ def test_an_embed_returning_non_finite_numbers_is_refused_not_ranked_silently(lo
         store.search("apple", embed=lambda texts: ["12" for _ in texts])
 
 
-def test_search_matches_accents_whatever_their_unicode_form_and_words_inside_cjk_text(backend, key):
+def test_search_matches_accents_whatever_their_unicode_form_and_words_inside_cjk_text(durable_backend, key):
     store = MemoryStore.get_or_create(key=key)
     store.write_text("nfd.md", "lunch at the cafe\u0301 on Monday")  # e + combining acute (NFD, as macOS writes)
     store.write_text("nfc.json", '{"place": "caf\\u00e9"}')  # the precomposed é
@@ -66,7 +61,7 @@ def test_a_read_only_prefix_with_a_dot_segment_is_refused_not_persisted_protecti
     assert not MemoryStore.exists(key=f"{key}-c")
 
 
-def test_an_accept_that_loses_to_a_discard_leaves_no_file_for_upstream_readers(backend, key, monkeypatch):
+def test_an_accept_that_loses_to_a_discard_leaves_no_file_for_upstream_readers(durable_backend, key, monkeypatch):
     store = MemoryStore.get_or_create(key=key)
     pid = store.propose("memory/fact.md", "unreviewed").id
     store.save()
@@ -82,7 +77,7 @@ def test_an_accept_that_loses_to_a_discard_leaves_no_file_for_upstream_readers(b
     monkeypatch.setattr(_staged._Decision, "make", racing)
     with pytest.raises(ProposalConflict):
         accepter.accept(pid)
-    assert "memory/fact.md" not in backend.upstream_view(key)  # was left there: a discarded memory, listed
+    assert "memory/fact.md" not in durable_backend.upstream_view(key)  # was left there: a discarded memory, listed
     fresh = MemoryStore.open(key=key)
     assert fresh.proposal(pid).status == "discarded" and not fresh.exists("memory/fact.md")
     assert [e["op"] for e in fresh.audit_tail(0)] == ["propose", "discard"]
@@ -161,14 +156,14 @@ def test_a_scope_refuses_a_malformed_version_name_as_the_store_does(local_backen
             read(name)
 
 
-def test_a_scopes_purge_result_names_the_path_as_the_scope_does(backend, key):
+def test_a_scopes_purge_result_names_the_path_as_the_scope_does(durable_backend, key):
     store = MemoryStore.get_or_create(key=key)
     alice = store.scope("users/alice")
     alice.write_text("secret.md", "redact me")
     store.save()
     result = alice.purge("secret.md")
     assert result.path == "secret.md" and result.commit is not None  # was "users/alice/secret.md"
-    assert "users/alice/secret.md" not in backend.upstream_view(key)
+    assert "users/alice/secret.md" not in durable_backend.upstream_view(key)
     assert MemoryStore.open(key=key).list_paths() == []
 
 
@@ -180,7 +175,7 @@ def test_a_scopes_log_does_not_show_the_reason_of_a_settings_change_saved_with_i
     assert commit.wrote == ("note.md",) and "bob" not in commit.reason
 
 
-def test_a_proposal_cannot_forge_a_record_log_segment(backend, key):
+def test_a_proposal_cannot_forge_a_record_log_segment(durable_backend, key):
     from flyteplugins_memory import Proposal
     from flyteplugins_memory._rules import proposals as _proposals
 
@@ -198,7 +193,7 @@ def test_a_proposal_cannot_forge_a_record_log_segment(backend, key):
         store.accept(staged.id)
     assert isinstance(store.discard(staged.id), Proposal)
     assert MemoryStore.open(key=key).records("memory/decisions").read() == [{"by": "reviewer"}]
-    assert forged not in backend.upstream_view(key)
+    assert forged not in durable_backend.upstream_view(key)
 
 
 def test_a_scopes_session_validates_messages_when_the_store_does(local_backend, key):
@@ -241,7 +236,7 @@ def test_search_ignores_combining_marks_that_split_words(local_backend, key):
     assert "lovely" in store.search("istanbul")[0].snippet
 
 
-def test_a_compaction_refused_by_a_newly_read_only_archive_leaves_the_handle_as_it_was(backend, key):
+def test_a_compaction_refused_by_a_newly_read_only_archive_leaves_the_handle_as_it_was(durable_backend, key):
     from flyteplugins_memory import ReadOnlyPath
 
     store = MemoryStore.get_or_create(key=key)
@@ -259,4 +254,4 @@ def test_a_compaction_refused_by_a_newly_read_only_archive_leaves_the_handle_as_
     store.append({"role": "user", "content": "later"})
     store.save()  # raised ReadOnlyPath forever: the staged archive segment stayed in the handle
     assert [m["content"] for m in MemoryStore.open(key=key).messages] == ["m0", "m1", "m2", "m3", "later"]
-    assert not [p for p in backend.upstream_view(key) if p.startswith("archive/")]
+    assert not [p for p in durable_backend.upstream_view(key) if p.startswith("archive/")]

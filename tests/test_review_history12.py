@@ -27,11 +27,6 @@ from flyteplugins_memory._rules.layout import versions_dir_name
 HOURS = 3600.0
 
 
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def backend(request):
-    return request.getfixturevalue(request.param)
-
-
 def later(monkeypatch, hours: float) -> None:
     """Every handle's clock (reads of a ttl, gc) runs `hours` ahead of the real one."""
     monkeypatch.setattr(_gc, "clock", lambda: time.time() + hours * HOURS)
@@ -67,7 +62,7 @@ def build_archive(members: list[tuple[str, bytes]], manifest: dict) -> bytes:
 
 @pytest.mark.parametrize(("expired", "written"), [("x", "x/y"), ("x/y", "x")], ids=["file_then_dir", "dir_then_file"])
 def test_writing_beside_an_expired_file_never_commits_a_file_and_a_directory_of_one_name(
-    backend, key, monkeypatch, expired, written
+    durable_backend, key, monkeypatch, expired, written
 ):
     """An expired file reads as missing, so the file-vs-directory check (`WorkingCopy._check_fits_tree`, which
     looks through `WorkingCopy.entry`, which hides expired entries) lets a write of ``x/y`` beside the expired
@@ -92,7 +87,7 @@ def test_writing_beside_an_expired_file_never_commits_a_file_and_a_directory_of_
 
 
 def test_gc_expiring_a_file_that_a_concurrent_save_rewrote_keeps_the_rewrite_in_upstreams_layout(
-    backend, key, monkeypatch
+    durable_backend, key, monkeypatch
 ):
     """gc's expiry pass removes upstream's copy (the file ``x.md`` and its sidecar under the prefix)
     before it commits the deletion. When another handle rewrites the path between gc's look at the index
@@ -124,7 +119,7 @@ def test_gc_expiring_a_file_that_a_concurrent_save_rewrote_keeps_the_rewrite_in_
     follow = MemoryStore.open(key=key)
     follow.write_text("other.md", "o")
     follow.save()
-    objects = backend.objects(key)
+    objects = durable_backend.objects(key)
     assert objects.get("x.md") == b"KEEP ME"  # deleted by gc's expiry
     assert "meta/x.md.json" in objects
     assert "x.md" in UpstreamStore.get_or_create(key=key).list_paths()
@@ -216,7 +211,7 @@ def test_diff_says_no_newline_only_at_the_end_of_a_file_that_lacks_one(local_bac
 # -- export and import -----------------------------------------------------------------------------------
 
 
-def test_an_export_racing_a_concurrent_save_imports_as_a_readable_store(backend, key, tmp_path, monkeypatch):
+def test_an_export_racing_a_concurrent_save_imports_as_a_readable_store(durable_backend, key, tmp_path, monkeypatch):
     """Export lists the objects, then reads them. A save by another handle in between overwrites the
     in-place file under the prefix (and copies the old bytes to a new journal blob, which was not listed):
     the archive gets the NEW file bytes with the OLD journal (which names the old sha256 and no blob of
@@ -271,7 +266,7 @@ def test_an_import_whose_journal_does_not_open_leaves_nothing_behind(local_backe
     MemoryStore.create(key="copy")  # the key is free again
 
 
-def test_an_archive_holding_a_file_and_a_directory_of_one_name_is_refused(backend, key, tmp_path):
+def test_an_archive_holding_a_file_and_a_directory_of_one_name_is_refused(durable_backend, key, tmp_path):
     """The spool checks each member name on its own, never that ``store/a.md`` and ``store/a.md/evil.md``
     cannot both be objects of a store. On S3 the import stores both: our handle opens, but upstream's
     `MemoryStore` cannot (`FileExistsError` downloading it). On local disk the write fails half-way
@@ -286,7 +281,7 @@ def test_an_archive_holding_a_file_and_a_directory_of_one_name_is_refused(backen
 
     with pytest.raises(UnsafeArchive):
         MemoryStore.import_store(str(tmp_path / "clash.tar.gz"), key="copy")
-    assert backend.stored("copy") == {}
+    assert durable_backend.stored("copy") == {}
 
 
 def test_a_tar_header_bomb_is_refused_without_holding_it_in_memory(local_backend, tmp_path):

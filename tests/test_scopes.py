@@ -19,11 +19,6 @@ from flyteplugins_memory import (
 )
 
 
-@pytest.fixture(params=["local", "s3"])
-def store_backend(request):
-    return request.getfixturevalue(f"{request.param}_backend")
-
-
 def populated(key: str) -> MemoryStore:
     """alice's and bob's files, and one outside every scope, saved."""
     store = MemoryStore.get_or_create(key=key, keep_versions=True)
@@ -35,7 +30,7 @@ def populated(key: str) -> MemoryStore:
     return store
 
 
-def test_a_scope_confines_every_method_family(store_backend, key):
+def test_a_scope_confines_every_method_family(durable_backend, key):
     store = populated(key)
     alice = store.scope("users/alice")
     # reads and lists: relative paths in, relative paths out, nothing of bob's or the neighbour's
@@ -77,12 +72,12 @@ def test_a_scope_confines_every_method_family(store_backend, key):
     assert fresh.read_text("users/bob/notes.md") == "bob's secret"
     assert fresh.records("users/alice/events").read() == [{"e": 1}]
     assert fresh.session("s1").messages == [] and fresh.scope("users/alice").session("s1").count() == 1
-    view = store_backend.upstream_view(key)
+    view = durable_backend.upstream_view(key)
     assert view["users/alice/notes.md"] == b"alice 2" and view["users/alice/img/a.bin"] == b"\x00\xff"
     assert "users/alice/gone.md" not in view and "users/alice/tmp/t.md" not in view
 
 
-def test_nested_scopes_and_the_transcript(store_backend, key):
+def test_nested_scopes_and_the_transcript(durable_backend, key):
     store = populated(key)
     inner = store.scope("users").scope("alice")
     assert isinstance(inner, ScopedStore) and inner.prefix == "users/alice"
@@ -92,7 +87,7 @@ def test_nested_scopes_and_the_transcript(store_backend, key):
     assert inner.has_unsaved_changes()
     inner.save()
     assert MemoryStore.open(key=key).read_text("users/alice/deep/x.md") == "deep"
-    assert store_backend.upstream_view(key)["users/alice/deep/x.md"] == b"deep"
+    assert durable_backend.upstream_view(key)["users/alice/deep/x.md"] == b"deep"
 
 
 ESCAPES = [
@@ -219,7 +214,7 @@ async def test_a_scope_has_async_twins(local_backend, key):
     assert len(await alice.log.aio(5)) == 1
 
 
-def test_a_scope_searches_only_its_own_files(store_backend, key):
+def test_a_scope_searches_only_its_own_files(durable_backend, key):
     store = MemoryStore.create(key=key)
     alice, bob = store.scope("users/alice"), store.scope("users/bob")
     alice.write_text("notes/seat.md", "alice prefers a window seat on long flights", metadata={"kind": "pref"})

@@ -18,11 +18,6 @@ from released import ISSUE_9_RELEASE, released_source, run_released
 SEGMENTS = "meta/.journal/search/"
 
 
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def backend(request):
-    return request.getfixturevalue(request.param)
-
-
 def paths(hits: list[SearchHit]) -> list[str]:
     return [h.path for h in hits]
 
@@ -41,7 +36,7 @@ def filler(i: int) -> str:
     return f"note {i} " + " ".join(f"common{j % 40}" for j in range(150))
 
 
-def test_ranking_snippets_json_binary_and_meta(backend, key):
+def test_ranking_snippets_json_binary_and_meta(durable_backend, key):
     store = MemoryStore.create(key=key)
     store.write_text("notes/a.md", "the weather today is sunny and warm, a good day for a walk")
     store.write_text("notes/b.md", "weather report: rain. The zeppelin landed in the rain at noon.", actor="alice")
@@ -63,7 +58,7 @@ def test_ranking_snippets_json_binary_and_meta(backend, key):
     assert fresh.search("") == [] and fresh.search("absent-term") == []
 
 
-def test_prefix_where_and_limit(backend, key):
+def test_prefix_where_and_limit(durable_backend, key):
     store = MemoryStore.create(key=key)
     store.write_text("users/alice/a.md", "alpha memo", metadata={"kind": "memo", "n": 1})
     store.write_text("users/alice/b.md", "alpha alpha note", metadata={"kind": "note"})
@@ -118,7 +113,7 @@ def test_transcript_is_searched_only_when_asked(local_backend, key):
         store.search("kumquat", prefix="fruit", include_transcript=True)
 
 
-def test_unsaved_writes_deletes_and_overwrites(backend, key):
+def test_unsaved_writes_deletes_and_overwrites(durable_backend, key):
     store = MemoryStore.create(key=key)
     store.write_text("a.md", "old words about otters")
     store.write_text("b.md", "otters again")
@@ -134,7 +129,7 @@ def test_unsaved_writes_deletes_and_overwrites(backend, key):
     assert index_of(fresh).seq == fresh._checkout.working_copy.base.seq  # exact: no file was read to answer
 
 
-def test_concurrent_saves_merge_their_index_updates(backend, key):
+def test_concurrent_saves_merge_their_index_updates(durable_backend, key):
     MemoryStore.create(key=key).save()
     one, two = MemoryStore.get_or_create(key=key), MemoryStore.get_or_create(key=key)
     one.write_text("one.md", "written by the first handle: walrus")
@@ -150,14 +145,14 @@ def test_concurrent_saves_merge_their_index_updates(backend, key):
     assert index_of(fresh).seq == fresh._checkout.working_copy.base.seq
 
 
-def test_a_fresh_open_searches_from_the_index_in_a_few_requests(backend, key, io_counter):
+def test_a_fresh_open_searches_from_the_index_in_a_few_requests(durable_backend, key, io_counter):
     store = MemoryStore.create(key=key)
     for i in range(32):
         store.write_text(f"files/{i:03d}.md", filler(i) + (" needle" if i == 7 else ""))
         if i % 8 == 7:
             store.save()  # several saves: a segment each, the newest merge
-    assert segments(backend, key) and len(index_of(store).segments) <= MAX_SEGMENTS
-    records = [d for n, d in backend.journal(key).items() if "/log/" in n or "/checkpoints/" in n]
+    assert segments(durable_backend, key) and len(index_of(store).segments) <= MAX_SEGMENTS
+    records = [d for n, d in durable_backend.journal(key).items() if "/log/" in n or "/checkpoints/" in n]
     assert records and not [d for d in records if b"needle" in d]  # no content inline in records
     fresh = MemoryStore.get_or_create(key=key)
     io_counter.reset()
@@ -169,24 +164,24 @@ def test_a_fresh_open_searches_from_the_index_in_a_few_requests(backend, key, io
     assert io_counter.count() == 0  # warm
 
 
-def test_a_one_file_save_adds_index_bytes_for_that_file_only(backend, key, io_counter):
+def test_a_one_file_save_adds_index_bytes_for_that_file_only(durable_backend, key, io_counter):
     store = MemoryStore.create(key=key)
     for i in range(20):
         store.write_text(f"files/{i:03d}.md", filler(i))
     store.save()
-    before = segments(backend, key)
+    before = segments(durable_backend, key)
     handle = MemoryStore.get_or_create(key=key)
     handle.write_text("one.md", "a small new note")
     io_counter.reset()
     handle.save()
     assert len([n for n in io_counter.names("put") if n.startswith(SEGMENTS)]) == 1  # one small segment
     assert not [n for n in io_counter.names("get") if n.startswith(SEGMENTS)]  # nothing read to merge
-    added = {n: d for n, d in segments(backend, key).items() if n not in before}
+    added = {n: d for n, d in segments(durable_backend, key).items() if n not in before}
     assert [decode_segment(d).paths for d in added.values()] == [["one.md"]]
     assert sum(map(len, added.values())) < 1024 and len(index_of(handle).segments) == 2
 
 
-def test_a_store_upstream_wrote_is_searchable(backend, key):
+def test_a_store_upstream_wrote_is_searchable(durable_backend, key):
     theirs = UpstreamMemoryStore.get_or_create(key=key)
     theirs.write_text("notes/upstream.md", "written by upstream about pelicans")
     theirs.write_text("notes/other.md", "nothing")
@@ -200,20 +195,20 @@ def test_a_store_upstream_wrote_is_searchable(backend, key):
     assert set(paths(fresh.search("pelicans"))) == {"notes/upstream.md", "notes/ours.md"}
 
 
-def test_a_missing_or_corrupt_segment_degrades_to_reading_files(backend, key):
+def test_a_missing_or_corrupt_segment_degrades_to_reading_files(durable_backend, key):
     store = MemoryStore.create(key=key)
     for i in range(15):
         store.write_text(f"files/{i:03d}.md", filler(i) + (" heron" if i == 3 else ""))
     store.save()
-    names = list(segments(backend, key))
+    names = list(segments(durable_backend, key))
     assert names
-    journal = backend.journal_prefix(key)
+    journal = durable_backend.journal_prefix(key)
     for n, name in enumerate(names):
         target = f"{journal}/{name.removeprefix('meta/.journal/')}"
         if n % 2:
-            backend.fs.rm(target)
+            durable_backend.fs.rm(target)
         else:
-            backend.fs.pipe(target, b'{"v": 1, "paths": ["files/000.md"], "not": "a segment"}')
+            durable_backend.fs.pipe(target, b'{"v": 1, "paths": ["files/000.md"], "not": "a segment"}')
     fresh = MemoryStore.get_or_create(key=key)
     assert paths(fresh.search("heron")) == ["files/003.md"]  # from the files themselves
     fresh.write_text("files/003.md", "no longer a bird")
@@ -268,13 +263,13 @@ def previous(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_the_previous_release_saves_over_an_index_and_search_stays_right(backend, key, previous, request):
+def test_the_previous_release_saves_over_an_index_and_search_stays_right(durable_backend, key, previous, request):
     store = MemoryStore.create(key=key)
     store.write_text("kept.md", "unchanged puffin")
     store.write_text("changed.md", "old puffin")
     store.save()
-    endpoint = request.getfixturevalue("moto_endpoint") if backend.name == "s3" else None
-    config = {"key": key, "raw": backend.raw_data_path, "endpoint": endpoint}
+    endpoint = request.getfixturevalue("moto_endpoint") if durable_backend.name == "s3" else None
+    config = {"key": key, "raw": durable_backend.raw_data_path, "endpoint": endpoint}
     done = run_released(previous, "write", config | {"writes": {"changed.md": "new gannet", "added.md": "gannet"}})
     assert "added.md" in done["files"]
     fresh = MemoryStore.get_or_create(key=key)
@@ -287,7 +282,7 @@ def test_the_previous_release_saves_over_an_index_and_search_stays_right(backend
     assert index_of(again).seq == again._checkout.working_copy.base.seq and paths(again.search("puffin")) == ["kept.md"]
 
 
-def test_purge_removes_the_index_copies_and_search_stays_right(backend, key):
+def test_purge_removes_the_index_copies_and_search_stays_right(durable_backend, key):
     store = MemoryStore.create(key=key, keep_versions=True)
     for i in range(12):
         store.write_text(f"files/{i:03d}.md", filler(i) + " osprey")
@@ -302,7 +297,7 @@ def test_purge_removes_the_index_copies_and_search_stays_right(backend, key):
     store.purge("secret.md")
 
     for word in ("quixotrebbly", "zanzibarfoo", "xylocarpa", "vault code"):  # in no object, anywhere
-        assert [n for n, d in backend.stored(key).items() if word.encode() in d] == [], word
+        assert [n for n, d in durable_backend.stored(key).items() if word.encode() in d] == [], word
     other.refresh()
     for handle in (store, other, MemoryStore.get_or_create(key=key)):  # warm, warm elsewhere, cold
         assert handle.search("xylocarpa") == [] and handle.search("quixotrebbly") == []
@@ -314,7 +309,7 @@ def test_purge_removes_the_index_copies_and_search_stays_right(backend, key):
     assert paths(fresh.search("heron")) == ["files/005.md"] and len(fresh.search("osprey", limit=50)) == 10
 
 
-def test_a_handle_that_read_the_index_before_a_purge_warns_once(backend, key, caplog):
+def test_a_handle_that_read_the_index_before_a_purge_warns_once(durable_backend, key, caplog):
     store = MemoryStore.create(key=key)
     for i in range(3):
         store.write_text(f"files/{i}.md", filler(i) + " osprey")
@@ -333,10 +328,10 @@ def test_a_handle_that_read_the_index_before_a_purge_warns_once(backend, key, ca
     assert len(gone) == 1 and "gone" in gone[0], gone  # not once per search, and not called corruption
     stale.refresh()
     assert stale.search("quixotrebbly") == [] and len(stale.search("osprey", limit=50)) == 3
-    assert [n for n, d in backend.stored(key).items() if b"quixotrebbly" in d] == []
+    assert [n for n, d in durable_backend.stored(key).items() if b"quixotrebbly" in d] == []
 
 
-def test_after_a_purge_saves_keep_indexing_and_the_index_names_only_stored_segments(backend, key, caplog):
+def test_after_a_purge_saves_keep_indexing_and_the_index_names_only_stored_segments(durable_backend, key, caplog):
     """A purge removes the segments holding the purged file's doc; the next save (by a handle that never
     searched) drops them from the index it carries and indexes its own writes, instead of committing
     without the index (and warning) at every save until some handle searched."""
@@ -352,10 +347,10 @@ def test_after_a_purge_saves_keep_indexing_and_the_index_names_only_stored_segme
             writer.save()
     assert not [r for r in caplog.records if "without updating the search index" in r.getMessage()]
     named = {r.sha256 for r in index_of(MemoryStore.get_or_create(key=key)).segments}
-    stored = {n.rsplit("/", 1)[-1].removesuffix(".json") for n in segments(backend, key)}
+    stored = {n.rsplit("/", 1)[-1].removesuffix(".json") for n in segments(durable_backend, key)}
     assert named <= stored
     words = b"".join(
-        d for n, d in segments(backend, key).items() if n.rsplit("/", 1)[-1].removesuffix(".json") in named
+        d for n, d in segments(durable_backend, key).items() if n.rsplit("/", 1)[-1].removesuffix(".json") in named
     )
     assert b"zebra" in words and b"word1" not in words  # the writes are indexed; the purged doc is not
     fresh = MemoryStore.get_or_create(key=key)

@@ -55,12 +55,7 @@ def test_a_process_that_used_a_store_exits_with_its_sessions_closed(http_backend
 # -- store.session(name): .messages is a list, as store.messages is (issue 23, defect 11) ----------------
 
 
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def backend(request):
-    return request.getfixturevalue(request.param)
-
-
-def test_session_messages_is_a_list_like_the_transcript(backend, key):
+def test_session_messages_is_a_list_like_the_transcript(durable_backend, key):
     from flyteplugins_memory import MemoryStore
     from flyteplugins_memory._api.conversations import SessionMessages
 
@@ -80,11 +75,11 @@ def test_session_messages_is_a_list_like_the_transcript(backend, key):
     assert fresh.messages == [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
     assert fresh.read(since=1) == [{"role": "assistant", "content": "hello"}] and fresh.count() == 2
     # stored in the session's record log, in the journal and upstream's layout, not in the transcript
-    assert b"hello" not in backend.objects(key).get("messages.json", b"")
-    assert any(b'"hello"' in data for data in backend.stored(key).values())
+    assert b"hello" not in durable_backend.objects(key).get("messages.json", b"")
+    assert any(b'"hello"' in data for data in durable_backend.stored(key).values())
 
 
-def test_calling_session_messages_still_works_for_a_release_with_a_deprecation_warning(backend, key):
+def test_calling_session_messages_still_works_for_a_release_with_a_deprecation_warning(durable_backend, key):
     from flyteplugins_memory import InvalidArgument, MemoryStore
 
     store = MemoryStore.create(key=key)
@@ -103,7 +98,7 @@ def test_calling_session_messages_still_works_for_a_release_with_a_deprecation_w
         chat.messages(-1)
 
 
-def test_a_scoped_session_reads_its_messages_as_a_list(backend, key):
+def test_a_scoped_session_reads_its_messages_as_a_list(durable_backend, key):
     from flyteplugins_memory import MemoryStore
 
     store = MemoryStore.create(key=key)

@@ -35,11 +35,6 @@ WORKERS = str(SUPPORT / "workers.py")
 TAGS = {"user": "alice", "turn": 3, "pinned": True}
 
 
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def backend(request):
-    return request.getfixturevalue(request.param)
-
-
 def proposed(key: str, path: str = "memory/tea.md", content: str = "likes green tea", **kwargs) -> Proposal:
     """A new store holding one saved draft (and a file `other.md`)."""
     store = MemoryStore.create(key=key)
@@ -56,12 +51,12 @@ def stored_proposals(backend, key: str) -> dict:
     return json.loads(journal[logs[-1]]).get("ext", {}).get("proposals", {})
 
 
-def test_propose_touches_nothing_at_its_path_and_lands_in_the_journal(backend, key):
+def test_propose_touches_nothing_at_its_path_and_lands_in_the_journal(durable_backend, key):
     draft = proposed(key)
     assert draft.status == "draft" and draft.content == "likes green tea" and draft.metadata == TAGS
-    assert "memory/tea.md" not in backend.upstream_view(key)
-    assert not any("tea" in name for name in backend.objects(key))  # no file, sidecar or version
-    on_disk = stored_proposals(backend, key)[draft.id]
+    assert "memory/tea.md" not in durable_backend.upstream_view(key)
+    assert not any("tea" in name for name in durable_backend.objects(key))  # no file, sidecar or version
+    on_disk = stored_proposals(durable_backend, key)[draft.id]
     assert on_disk["path"] == "memory/tea.md" and on_disk["status"] == "draft" and on_disk["content"] == draft.content
     fresh = MemoryStore.get_or_create(key=key)
     assert fresh.list_paths() == ["other.md"] and not fresh.exists("memory/tea.md")
@@ -87,7 +82,7 @@ def test_proposals_filter_by_status_and_prefix(local_backend, key):
     assert fresh.proposals("draft", prefix="memory") == []
 
 
-def test_accept_is_one_audited_write_with_the_metadata(backend, key):
+def test_accept_is_one_audited_write_with_the_metadata(durable_backend, key):
     draft = proposed(key)
     reviewer = MemoryStore.get_or_create(key=key)  # another handle than the proposer's
     accepted = reviewer.accept(draft.id, actor="reviewer", reason="checked")
@@ -96,15 +91,15 @@ def test_accept_is_one_audited_write_with_the_metadata(backend, key):
     reviewer.compact()  # brings audit/log.jsonl up to date for upstream's readers
     assert len(reviewer.log(limit=100)) == before  # the accept was already committed: nothing new to save
 
-    upstream = backend.upstream_view(key)
+    upstream = durable_backend.upstream_view(key)
     assert upstream["memory/tea.md"] == b"likes green tea"
     sidecar = json.loads(upstream["meta/memory%2Ftea.md.json"])
     assert sidecar["updated_by"] == "reviewer" and sidecar["reason"] == "checked"
     events = [json.loads(line) for line in upstream["audit/log.jsonl"].splitlines()]
     ops = [(e["op"], e["actor"]) for e in events if e["path"] == "memory/tea.md"]
     assert ops == [("propose", "agent-1"), ("create", "reviewer"), ("accept", "reviewer")]
-    assert stored_proposals(backend, key)[draft.id]["status"] == "accepted"
-    assert "content" not in stored_proposals(backend, key)[draft.id]  # the file holds it now
+    assert stored_proposals(durable_backend, key)[draft.id]["status"] == "accepted"
+    assert "content" not in stored_proposals(durable_backend, key)[draft.id]  # the file holds it now
 
     fresh = MemoryStore.get_or_create(key=key)
     assert fresh.read_text("memory/tea.md") == "likes green tea"
@@ -129,13 +124,13 @@ def test_accept_saves_the_handles_own_changes_first(local_backend, key):
     assert fresh.read_text("memory/tea.md") == "likes green tea"
 
 
-def test_discard_leaves_the_path_alone(backend, key):
+def test_discard_leaves_the_path_alone(durable_backend, key):
     draft = proposed(key)
     store = MemoryStore.get_or_create(key=key)
     discarded = store.discard(draft.id, actor="reviewer", reason="not true")
     assert discarded.status == "discarded" and discarded.decision_reason == "not true"
-    assert "memory/tea.md" not in backend.upstream_view(key)
-    assert stored_proposals(backend, key)[draft.id]["status"] == "discarded"
+    assert "memory/tea.md" not in durable_backend.upstream_view(key)
+    assert stored_proposals(durable_backend, key)[draft.id]["status"] == "discarded"
     fresh = MemoryStore.get_or_create(key=key)
     assert not fresh.exists("memory/tea.md") and fresh.proposal(draft.id).status == "discarded"
     assert [e["op"] for e in fresh.audit_tail(0) if e.get("proposal") == draft.id] == ["propose", "discard"]
@@ -164,7 +159,7 @@ def test_discarding_an_accepted_proposal_keeps_its_file(local_backend, key):
     assert MemoryStore.get_or_create(key=key).read_text("memory/tea.md") == "likes green tea"
 
 
-def test_every_other_transition_is_refused_and_changes_nothing(backend, key):
+def test_every_other_transition_is_refused_and_changes_nothing(durable_backend, key):
     draft = proposed(key)
     other = MemoryStore.get_or_create(key=key).propose("memory/x.md", "x")
     store = MemoryStore.get_or_create(key=key)
@@ -208,7 +203,7 @@ def test_unknown_ids_and_bad_input_raise_typed_errors(local_backend, key):
     assert store.proposals() == [] and not store.has_unsaved_changes()
 
 
-def test_a_read_only_prefix_takes_proposals_and_only_a_trusted_handle_accepts_them(backend, key):
+def test_a_read_only_prefix_takes_proposals_and_only_a_trusted_handle_accepts_them(durable_backend, key):
     store = MemoryStore.create(key=key, read_only_prefixes=("memory/",))
     with pytest.raises(ReadOnlyPath):
         store.write_text("memory/tea.md", "direct")
@@ -218,14 +213,14 @@ def test_a_read_only_prefix_takes_proposals_and_only_a_trusted_handle_accepts_th
         store.accept(draft.id)
     with pytest.raises(ReadOnlyPath):
         store.discard(draft.id)
-    assert "memory/tea.md" not in backend.upstream_view(key)
+    assert "memory/tea.md" not in durable_backend.upstream_view(key)
     trusted = MemoryStore.get_or_create(key=key, read_only_prefixes=("memory/",), trusted=True)
     trusted.accept(draft.id, actor="reviewer")
-    assert backend.upstream_view(key)["memory/tea.md"] == b"likes green tea"
-    assert stored_proposals(backend, key)[draft.id]["status"] == "accepted"
+    assert durable_backend.upstream_view(key)["memory/tea.md"] == b"likes green tea"
+    assert stored_proposals(durable_backend, key)[draft.id]["status"] == "accepted"
 
 
-def test_concurrent_accepts_in_threads_exactly_one_wins(backend, key):
+def test_concurrent_accepts_in_threads_exactly_one_wins(durable_backend, key):
     draft = proposed(key)
     handles = [MemoryStore.get_or_create(key=key) for _ in range(4)]
     for handle in handles:
@@ -249,7 +244,7 @@ def test_concurrent_accepts_in_threads_exactly_one_wins(backend, key):
     assert len(winners) == 1, outcomes
     assert all(isinstance(o, ConcurrencyError | InvalidTransition) for o in outcomes if o is not winners[0])
     assert all(not h.has_unsaved_changes() for h in handles)  # the losers hold nothing to save
-    _one_accept_landed(backend, key, draft, winners[0].decided_by)
+    _one_accept_landed(durable_backend, key, draft, winners[0].decided_by)
 
 
 def _one_accept_landed(backend, key: str, draft: Proposal, winner: str | None) -> None:
@@ -262,11 +257,11 @@ def _one_accept_landed(backend, key: str, draft: Proposal, winner: str | None) -
     assert stored_proposals(backend, key)[draft.id]["decided_by"] == winner
 
 
-def test_concurrent_accepts_in_processes_exactly_one_wins(backend, key, request, tmp_path):
+def test_concurrent_accepts_in_processes_exactly_one_wins(durable_backend, key, request, tmp_path):
     draft = proposed(key)
-    endpoint = request.getfixturevalue("moto_endpoint") if backend.name == "s3" else None
+    endpoint = request.getfixturevalue("moto_endpoint") if durable_backend.name == "s3" else None
     go = tmp_path / "go"
-    config = {"raw": backend.raw_data_path, "endpoint": endpoint, "key": key, "id": draft.id, "go": str(go)}
+    config = {"raw": durable_backend.raw_data_path, "endpoint": endpoint, "key": key, "id": draft.id, "go": str(go)}
     procs = [
         subprocess.Popen(
             [sys.executable, WORKERS, "accept_proposal", json.dumps({**config, "worker": w})],
@@ -285,10 +280,10 @@ def test_concurrent_accepts_in_processes_exactly_one_wins(backend, key, request,
     assert errors.count("") == 1, errors
     assert set(errors) - {""} <= {"ProposalConflict", "InvalidTransition"}
     winner = f"w{errors.index('')}"
-    _one_accept_landed(backend, key, draft, winner)
+    _one_accept_landed(durable_backend, key, draft, winner)
 
 
-def test_proposals_survive_a_task_boundary_and_merge_with_concurrent_saves(backend, key):
+def test_proposals_survive_a_task_boundary_and_merge_with_concurrent_saves(durable_backend, key):
     draft = proposed(key)
     a, b = MemoryStore.get_or_create(key=key), MemoryStore.get_or_create(key=key)
     pa = a.propose("memory/a.md", "from a")
@@ -299,7 +294,7 @@ def test_proposals_survive_a_task_boundary_and_merge_with_concurrent_saves(backe
     received = MemoryStore._deserialize(b._serialize())
     assert {p.id for p in received.proposals("draft")} == {draft.id, pa.id, pb.id}
     received.accept(pa.id)
-    assert set(stored_proposals(backend, key)) == {draft.id, pa.id, pb.id}
+    assert set(stored_proposals(durable_backend, key)) == {draft.id, pa.id, pb.id}
     assert MemoryStore.get_or_create(key=key).proposal(pa.id).status == "accepted"
 
 
@@ -324,10 +319,10 @@ def previous(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_the_previous_release_saves_a_store_with_proposals_without_losing_them(backend, key, previous, request):
+def test_the_previous_release_saves_a_store_with_proposals_without_losing_them(durable_backend, key, previous, request):
     draft = proposed(key)
-    endpoint = request.getfixturevalue("moto_endpoint") if backend.name == "s3" else None
-    config = {"key": key, "raw": backend.raw_data_path, "endpoint": endpoint}
+    endpoint = request.getfixturevalue("moto_endpoint") if durable_backend.name == "s3" else None
+    config = {"key": key, "raw": durable_backend.raw_data_path, "endpoint": endpoint}
     run_released(previous, "write", config | {"writes": {"old.md": "old"}})
     fresh = MemoryStore.get_or_create(key=key)
     assert fresh.read_text("old.md") == "old" and fresh.proposal(draft.id) == draft
@@ -375,7 +370,7 @@ def test_cli_lists_accepts_and_discards_proposals(tmp_path):
     assert [p["id"] for p in json.loads(cli("proposals", "--uri", uri, "--json").stdout)["proposals"]] != []
 
 
-def test_persisted_read_only_prefixes_bind_decisions_of_handles_never_given_them(backend, key):
+def test_persisted_read_only_prefixes_bind_decisions_of_handles_never_given_them(durable_backend, key):
     MemoryStore.create(key=key, read_only_prefixes=("memory/",)).save()
     agent = MemoryStore.open(key=key)  # given no prefixes: the store's persisted ones bind it
     with pytest.raises(ReadOnlyPath):

@@ -36,34 +36,34 @@ def stale_reader(key: str) -> tuple[MemoryStore, MemoryStore, int]:
     return writer, stale, writer.log(limit=1)[0].seq
 
 
-def test_a_refused_stale_save_does_not_store_collected_bytes_again(where, key):
+def test_a_refused_stale_save_does_not_store_collected_bytes_again(durable_backend, key):
     writer, stale, _ = stale_reader(key)
     writer.write_text("p.md", SECOND)
     writer.save()
     writer.gc(window=timedelta(0))  # collects the first state, and the blob holding FIRST
-    assert holding(where, FIRST) == []
+    assert holding(durable_backend, FIRST) == []
     stale.write_text("p.md", "the stale handle's own")
     with pytest.raises(ConcurrencyError):
         stale.save()
-    assert holding(where, FIRST) == []
+    assert holding(durable_backend, FIRST) == []
     writer.purge("p.md", actor="sec", reason="forget it")
-    assert holding(where, FIRST) == [] and holding(where, SECOND) == []
+    assert holding(durable_backend, FIRST) == [] and holding(durable_backend, SECOND) == []
 
 
-def test_a_stale_delete_merged_after_gc_does_not_store_collected_bytes_again(where, key):
+def test_a_stale_delete_merged_after_gc_does_not_store_collected_bytes_again(durable_backend, key):
     writer, stale, _ = stale_reader(key)
     writer.delete("p.md")
     writer.save()
     writer.gc(window=timedelta(0))
-    assert holding(where, FIRST) == []
+    assert holding(durable_backend, FIRST) == []
     stale.delete("p.md")
     stale.write_text("q.md", "q")
     stale.save()  # both deleted it: the delete merges, and the save commits
-    assert holding(where, FIRST) == []
+    assert holding(durable_backend, FIRST) == []
     assert MemoryStore.open(key=key).list_paths() == ["q.md"]
 
 
-def test_a_file_changed_twice_around_a_gc_leaves_no_copy_of_its_first_bytes(where, key):
+def test_a_file_changed_twice_around_a_gc_leaves_no_copy_of_its_first_bytes(durable_backend, key):
     writer, stale, _ = stale_reader(key)
     writer.write_text("p.md", SECOND)
     writer.save()
@@ -73,12 +73,12 @@ def test_a_file_changed_twice_around_a_gc_leaves_no_copy_of_its_first_bytes(wher
     stale.write_text("p.md", "the stale handle's own")
     with pytest.raises(ConcurrencyError):
         stale.save()
-    assert holding(where, FIRST) == []
+    assert holding(durable_backend, FIRST) == []
     writer.purge("p.md", actor="sec", reason="forget it")
-    assert holding(where, FIRST) == [] and holding(where, SECOND) == []
+    assert holding(durable_backend, FIRST) == [] and holding(durable_backend, SECOND) == []
 
 
-def test_a_refused_stale_save_keeps_the_bytes_a_stored_state_still_reads(where, key):
+def test_a_refused_stale_save_keeps_the_bytes_a_stored_state_still_reads(durable_backend, key):
     writer, stale, first = stale_reader(key)
     writer.write_text("p.md", SECOND)
     writer.save()  # the default window keeps the first state: its bytes are copied into a blob
@@ -87,10 +87,10 @@ def test_a_refused_stale_save_keeps_the_bytes_a_stored_state_still_reads(where, 
         stale.save()
     assert MemoryStore.open(key=key).at(first).read_text("p.md") == FIRST
     writer.purge("p.md", actor="sec", reason="forget it")
-    assert holding(where, FIRST) == []
+    assert holding(durable_backend, FIRST) == []
 
 
-def test_a_stale_save_on_a_collected_base_keeps_the_bytes_the_state_it_lands_on_needs(where, key):
+def test_a_stale_save_on_a_collected_base_keeps_the_bytes_the_state_it_lands_on_needs(durable_backend, key):
     writer, stale, _ = stale_reader(key)
     writer.write_text("other.md", "other")
     writer.save()
@@ -102,10 +102,10 @@ def test_a_stale_save_on_a_collected_base_keeps_the_bytes_the_state_it_lands_on_
     assert past.read_text("p.md") == FIRST and past.read_text("other.md") == "other"
     assert MemoryStore.open(key=key).read_text("p.md") == "the stale handle's own"
     writer.purge("p.md", actor="sec", reason="forget it")
-    assert holding(where, FIRST) == []
+    assert holding(durable_backend, FIRST) == []
 
 
-def test_a_stale_delete_on_a_deleted_then_collected_file_after_more_commits_stores_nothing(where, key):
+def test_a_stale_delete_on_a_deleted_then_collected_file_after_more_commits_stores_nothing(durable_backend, key):
     writer, stale, _ = stale_reader(key)
     writer.delete("p.md")
     writer.save()
@@ -115,10 +115,10 @@ def test_a_stale_delete_on_a_deleted_then_collected_file_after_more_commits_stor
     stale.write_text("p.md", "the stale handle's own")
     with pytest.raises(ConcurrencyError):
         stale.save()
-    assert holding(where, FIRST) == []
+    assert holding(durable_backend, FIRST) == []
 
 
-def test_a_stale_save_never_copies_the_bytes_of_a_file_whose_ttl_ran_out(where, key, monkeypatch):
+def test_a_stale_save_never_copies_the_bytes_of_a_file_whose_ttl_ran_out(durable_backend, key, monkeypatch):
     writer = MemoryStore.get_or_create(key=key)
     writer.write_text("p.md", FIRST, ttl=timedelta(hours=1))  # created in place
     writer.save()
@@ -126,14 +126,14 @@ def test_a_stale_save_never_copies_the_bytes_of_a_file_whose_ttl_ran_out(where, 
     assert stale.read_text("p.md") == FIRST
     monkeypatch.setattr(_gc, "clock", lambda: time.time() + 2 * 3600)  # its ttl ran out
     writer.gc()  # the default window: the states stay, the expired content goes at once
-    assert holding(where, FIRST) == []
+    assert holding(durable_backend, FIRST) == []
     stale.write_text("p.md", "the stale handle's own")
     with contextlib.suppress(ConcurrencyError):  # gc deleted the expired file meanwhile: may conflict
         stale.save()
-    assert holding(where, FIRST) == []
+    assert holding(durable_backend, FIRST) == []
 
 
-def test_a_stale_save_never_removes_a_blob_it_did_not_create(where, key):
+def test_a_stale_save_never_removes_a_blob_it_did_not_create(durable_backend, key):
     writer, stale, _ = stale_reader(key)
     writer.write_text("q.md", "q")
     writer.save()
@@ -145,10 +145,10 @@ def test_a_stale_save_never_removes_a_blob_it_did_not_create(where, key):
     with pytest.raises(ConcurrencyError):
         stale.save()
     assert MemoryStore.open(key=key).read_text("q.md") == FIRST
-    assert [n for n in holding(where, FIRST) if "/blobs/" in n]
+    assert [n for n in holding(durable_backend, FIRST) if "/blobs/" in n]
 
 
-def test_a_refused_stale_save_keeps_a_copy_a_commit_between_still_reads(where, key, monkeypatch):
+def test_a_refused_stale_save_keeps_a_copy_a_commit_between_still_reads(durable_backend, key, monkeypatch):
     """Found by review: the stale save copies ``p.md``'s old bytes; meanwhile the path is deleted, written
     again with those very bytes (c4, in place) and replaced (c5: its own copy finds the blob taken, so it is
     not its own), and gc keeps c3..c5. The stale save, refused, must keep the copy: c4 still reads it."""
@@ -190,4 +190,4 @@ def test_a_refused_stale_save_keeps_a_copy_a_commit_between_still_reads(where, k
     fresh = MemoryStore.get_or_create(key=key)
     assert [c.seq for c in fresh.log()] == [5, 4, 3]
     assert fresh.read_version("p.md", "c4") == "OLDBYTES" and fresh.at(4).read_text("p.md") == "OLDBYTES"
-    assert any("/blobs/" in n for n in holding(where, "OLDBYTES"))  # the copy c4 reads
+    assert any("/blobs/" in n for n in holding(durable_backend, "OLDBYTES"))  # the copy c4 reads

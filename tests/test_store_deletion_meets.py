@@ -24,11 +24,6 @@ OLD = "old-generation-secret-4f2a"
 LATE = "stale-handle-late-write-91c3"
 
 
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def durable(request, moto_endpoint):
-    return request.getfixturevalue(request.param)
-
-
 def everything(backend) -> dict[str, bytes]:
     """Every object under the storage root (every store, every journal, every generation), read through
     the backend's own filesystem."""
@@ -73,41 +68,41 @@ def shows_nothing_old(store: MemoryStore) -> None:
 # -- defect 6: a stale handle's refused save ------------------------------------------------------------------
 
 
-def test_a_stale_handles_refused_save_leaves_nothing_behind(durable, key):
+def test_a_stale_handles_refused_save_leaves_nothing_behind(durable_backend, key):
     stale = filled(key)
     other = MemoryStore.get_or_create(key=f"{key}-other")
     other.write_text("x.txt", "x")
     other.save()
     assert MemoryStore.delete_store(key=key, actor="ops", reason="asked")
-    before = everything(durable)
+    before = everything(durable_backend)
     stale.write_text("brand/new/dir/late.md", LATE)  # new directories, placed in the prefix in place
     stale.write_text("notes/a.md", LATE)  # a blob in the journal
     with pytest.raises(StoreDeleted, match="deleted by 'ops'"):
         stale.save()
     assert stale.has_unsaved_changes()  # nothing lost silently
-    assert everything(durable) == before  # not one object more
-    assert durable.objects(key) == {} and holding(durable, LATE) == []
-    if durable.name == "local":  # nor a directory, which list_keys would list as a store
-        assert not durable.fs.exists(durable.prefix(key))
+    assert everything(durable_backend) == before  # not one object more
+    assert durable_backend.objects(key) == {} and holding(durable_backend, LATE) == []
+    if durable_backend.name == "local":  # nor a directory, which list_keys would list as a store
+        assert not durable_backend.fs.exists(durable_backend.prefix(key))
     assert MemoryStore.list_keys() == [f"{key}-other"] and not MemoryStore.exists(key=key)
-    assert holding(durable, OLD) == []  # the deletion left nothing of the store's content either
+    assert holding(durable_backend, OLD) == []  # the deletion left nothing of the store's content either
 
 
-def test_a_stale_handle_with_an_old_base_reads_the_deletion_in_the_head(durable, key):
+def test_a_stale_handle_with_an_old_base_reads_the_deletion_in_the_head(durable_backend, key):
     stale = filled(key)
     assert MemoryStore.delete_store(key=key)
     stale._checkout.working_copy.base.observed_at -= STALE_BASE_AFTER + 1  # a base last known newest long ago
     stale.write_text("late.md", LATE)
     with pytest.raises(StoreDeleted):
         stale.save()
-    assert durable.objects(key) == {} and holding(durable, LATE) == []
+    assert durable_backend.objects(key) == {} and holding(durable_backend, LATE) == []
     assert key not in MemoryStore.list_keys()
 
 
 # -- defect 9: a deleted key takes a new store --------------------------------------------------------------
 
 
-def test_create_after_delete_store_starts_a_new_store_with_nothing_of_the_old(durable, key):
+def test_create_after_delete_store_starts_a_new_store_with_nothing_of_the_old(durable_backend, key):
     filled(key)
     assert MemoryStore.delete_store(key=key, actor="ops", reason="user asked to be forgotten")
     with pytest.raises(StoreDeleted, match="user asked to be forgotten"):  # open never creates
@@ -124,15 +119,15 @@ def test_create_after_delete_store_starts_a_new_store_with_nothing_of_the_old(du
     assert reopened.list_paths() == ["notes/a.md"] and reopened.read_text("notes/a.md") == "new content"
     assert len(reopened.history("notes/a.md")) == 1 and [c.kind for c in reopened.log(50)] == ["save", "create"]
     # storage: nothing of the old generation's content anywhere under the root, old journal only the record
-    assert holding(durable, OLD) == []
-    assert set(durable.upstream_view(key)) >= {"notes/a.md", "messages.json"}
+    assert holding(durable_backend, OLD) == []
+    assert set(durable_backend.upstream_view(key)) >= {"notes/a.md", "messages.json"}
     # the first store's journal: its deletion record, and the claim of the store the key took since
-    assert all(b'"deleted":true' in d or b'"successor":true' in d for d in durable.journal(key).values())
+    assert all(b'"deleted":true' in d or b'"successor":true' in d for d in durable_backend.journal(key).values())
     with pytest.raises(StoreAlreadyExists):
         MemoryStore.create(key=key)
 
 
-def test_get_or_create_takes_a_new_store_for_each_deletion(durable, key):
+def test_get_or_create_takes_a_new_store_for_each_deletion(durable_backend, key):
     filled(key)
     for generation in (1, 2, 3):
         assert MemoryStore.delete_store(key=key)
@@ -142,7 +137,7 @@ def test_get_or_create_takes_a_new_store_for_each_deletion(durable, key):
         store.write_text("n.txt", f"generation {generation}")
         store.save()
         assert MemoryStore.open(key=key).read_text("n.txt") == f"generation {generation}"
-    assert holding(durable, OLD) == [] and holding(durable, "generation 1") == []
+    assert holding(durable_backend, OLD) == [] and holding(durable_backend, "generation 1") == []
     assert MemoryStore.list_keys() == [key]
 
 
@@ -161,7 +156,7 @@ def test_upstream_reading_the_prefix_sees_only_the_new_store(local_backend, key)
     assert not any(OLD.encode() in data for data in local_backend.objects(key).values())
 
 
-def test_a_handle_of_the_deleted_generation_never_commits_into_the_new_store(durable, key):
+def test_a_handle_of_the_deleted_generation_never_commits_into_the_new_store(durable_backend, key):
     stale = filled(key)
     sent = payload(stale)  # a task input sent before the deletion, received after it
     assert MemoryStore.delete_store(key=key)
@@ -181,10 +176,10 @@ def test_a_handle_of_the_deleted_generation_never_commits_into_the_new_store(dur
         received.write_text("late2.md", LATE)
     now = MemoryStore.open(key=key)
     assert now.list_paths() == ["new.md"] and now.messages == [] and len(now.log(50)) == 2
-    assert holding(durable, LATE) == [] and holding(durable, OLD) == []
+    assert holding(durable_backend, LATE) == [] and holding(durable_backend, OLD) == []
 
 
-def test_a_store_sent_as_a_task_input_opens_its_own_generation(durable, key):
+def test_a_store_sent_as_a_task_input_opens_its_own_generation(durable_backend, key):
     filled(key)
     assert MemoryStore.delete_store(key=key)
     first = MemoryStore.get_or_create(key=key)
@@ -205,7 +200,7 @@ def test_a_store_sent_as_a_task_input_opens_its_own_generation(durable, key):
         received_store(MemoryStore, older).list_paths()
 
 
-def test_concurrent_creates_of_a_deleted_key_make_exactly_one_store(durable, key):
+def test_concurrent_creates_of_a_deleted_key_make_exactly_one_store(durable_backend, key):
     filled(key)
     assert MemoryStore.delete_store(key=key)
 
@@ -225,12 +220,14 @@ def test_concurrent_creates_of_a_deleted_key_make_exactly_one_store(durable, key
 
     assert all(s.list_paths() == ["winner.md"] for s in asyncio.run(openers()))
     generations = {
-        n.split("/.journal/.journal/", 1)[1].split("/", 1)[0] for n in everything(durable) if "/.journal/.journal/" in n
+        n.split("/.journal/.journal/", 1)[1].split("/", 1)[0]
+        for n in everything(durable_backend)
+        if "/.journal/.journal/" in n
     }
     assert generations == {"g1"}
 
 
-def test_concurrent_get_or_create_of_a_deleted_key_share_one_store(durable, key):
+def test_concurrent_get_or_create_of_a_deleted_key_share_one_store(durable_backend, key):
     filled(key)
     assert MemoryStore.delete_store(key=key)
 
@@ -245,17 +242,17 @@ def test_concurrent_get_or_create_of_a_deleted_key_share_one_store(durable, key)
     assert len([c for c in MemoryStore.open(key=key).log(50) if c.kind == "create"]) == 1
 
 
-def test_a_directly_built_handle_of_a_deleted_key_saves_into_a_new_store(durable, key):
+def test_a_directly_built_handle_of_a_deleted_key_saves_into_a_new_store(durable_backend, key):
     filled(key)
     assert MemoryStore.delete_store(key=key)
     built = MemoryStore(key=key)  # upstream's way: it names no store until it saves
     built.write_text("m.md", "m")
     built.save()  # the key's next store, as get_or_create would make it
     assert MemoryStore.open(key=key).list_paths() == ["m.md"]
-    named = MemoryStore(key, remote_path=durable.store_uri(key))
+    named = MemoryStore(key, remote_path=durable_backend.store_uri(key))
     assert named.list_paths() == ["m.md"]  # follows the key to its new store
     assert MemoryStore.delete_store(key=key)
-    again = MemoryStore(key, remote_path=durable.store_uri(key))
+    again = MemoryStore(key, remote_path=durable_backend.store_uri(key))
     assert again.list_paths() == [] and again.messages == []  # a deleted key reads as a missing store
     again.write_text("n.md", "n")
     again.save()
@@ -263,7 +260,7 @@ def test_a_directly_built_handle_of_a_deleted_key_saves_into_a_new_store(durable
     named.write_text("late.md", LATE)
     with pytest.raises(StoreDeleted):  # but a handle of a deleted store never saves into the new one
         named.save()
-    assert holding(durable, OLD) == [] and holding(durable, LATE) == []
+    assert holding(durable_backend, OLD) == [] and holding(durable_backend, LATE) == []
 
 
 def test_a_commit_of_the_deleted_generation_is_not_found_in_the_new_one(local_backend, key):

@@ -37,12 +37,6 @@ def _odd_message() -> dict:
     }
 
 
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def interop_backend(request):
-    """Backends upstream's own class can reach (it moves data through obstore)."""
-    return request.getfixturevalue(request.param)
-
-
 def _stored_transcript(backend, key) -> bytes:
     return backend.upstream_view(key)["messages.json"]
 
@@ -106,8 +100,8 @@ def test_appends_before_the_first_load_follow_the_committed_transcript(backend, 
     assert [m["content"] for m in json.loads(_stored_transcript(backend, key))] == ["old 1", "old 2", "new"]
 
 
-def test_upstream_style_messages_are_stored_as_upstream_stores_them(interop_backend, key, tmp_path):
-    backend = interop_backend
+def test_upstream_style_messages_are_stored_as_upstream_stores_them(durable_backend, key, tmp_path):
+    backend = durable_backend
     store = MemoryStore.get_or_create(key=key)
     store.append(_odd_message())
     store.save()
@@ -124,7 +118,7 @@ def test_upstream_style_messages_are_stored_as_upstream_stores_them(interop_back
     assert not MemoryStore.get_or_create(key=key).has_unsaved_changes()  # NaN != NaN is not a change
 
 
-def test_a_store_upstream_wrote_with_nan_opens_and_stays_unchanged(interop_backend, key):
+def test_a_store_upstream_wrote_with_nan_opens_and_stays_unchanged(durable_backend, key):
     theirs = UpstreamStore.get_or_create(key=key)
     theirs.append({"content": "x", "score": math.nan})
     theirs.save()
@@ -132,7 +126,7 @@ def test_a_store_upstream_wrote_with_nan_opens_and_stays_unchanged(interop_backe
     assert math.isnan(ours.messages[0]["score"])
     ours.append({"content": "y"})
     ours.save()
-    assert b"NaN" in _stored_transcript(interop_backend, key)
+    assert b"NaN" in _stored_transcript(durable_backend, key)
     again = MemoryStore.get_or_create(key=key)
     assert math.isnan(again.messages[0]["score"]) and not again.has_unsaved_changes()
 

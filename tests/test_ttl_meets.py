@@ -20,11 +20,6 @@ HOURS = 3600.0
 SECRET = "scratch secret 7f3a"
 
 
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def backend(request):
-    return request.getfixturevalue(request.param)
-
-
 def later(monkeypatch, hours: float) -> None:
     """Every handle's clock (reads of a ttl, gc) runs `hours` ahead of the real one."""
     monkeypatch.setattr(_gc, "clock", lambda: time.time() + hours * HOURS)
@@ -54,13 +49,13 @@ def scratch_store(key: str, **options) -> MemoryStore:
 # -- defect 3: ttl x set_metadata (and every other rewrite of an entry) ----------------------------------
 
 
-def test_relabelling_a_file_written_with_ttl_keeps_its_expiry(backend, key, monkeypatch):
+def test_relabelling_a_file_written_with_ttl_keeps_its_expiry(durable_backend, key, monkeypatch):
     store = scratch_store(key, keep_versions=True)
-    due = newest_entry(backend, key, "scratch.md")["ext"]["expires_at"]
+    due = newest_entry(durable_backend, key, "scratch.md")["ext"]["expires_at"]
     other = MemoryStore.open(key=key)
     other.set_metadata("scratch.md", {"kind": "relabelled"}, actor="labeller")
     other.save()
-    entry = newest_entry(backend, key, "scratch.md")
+    entry = newest_entry(durable_backend, key, "scratch.md")
     assert entry["ext"] == {"expires_at": due, "metadata": {"kind": "relabelled"}}
     assert MemoryStore.open(key=key).get_meta("scratch.md").metadata == {"kind": "relabelled"}
 
@@ -68,41 +63,41 @@ def test_relabelling_a_file_written_with_ttl_keeps_its_expiry(backend, key, monk
     assert not MemoryStore.open(key=key).exists("scratch.md")
     assert store.gc(window=timedelta(0)).expired == ("scratch.md",)
     store.gc(window=timedelta(0))
-    assert anywhere(backend, key, SECRET) == []
+    assert anywhere(durable_backend, key, SECRET) == []
 
 
-def test_relabelling_merges_with_a_concurrent_save_and_keeps_the_expiry(backend, key, monkeypatch):
+def test_relabelling_merges_with_a_concurrent_save_and_keeps_the_expiry(durable_backend, key, monkeypatch):
     scratch_store(key)
-    due = newest_entry(backend, key, "scratch.md")["ext"]["expires_at"]
+    due = newest_entry(durable_backend, key, "scratch.md")["ext"]["expires_at"]
     first, second = MemoryStore.open(key=key), MemoryStore.open(key=key)
     first.set_metadata("scratch.md", {"kind": "seen"})
     second.write_text("other.md", "other")
     second.save()
     first.save()  # rebases onto the other save: different paths merge
-    assert newest_entry(backend, key, "scratch.md")["ext"]["expires_at"] == due
+    assert newest_entry(durable_backend, key, "scratch.md")["ext"]["expires_at"] == due
     later(monkeypatch, 2)
     assert MemoryStore.open(key=key).list_paths() == ["keep.md", "other.md"]
 
 
-def test_set_metadata_of_an_expired_file_finds_no_file(backend, key, monkeypatch):
+def test_set_metadata_of_an_expired_file_finds_no_file(durable_backend, key, monkeypatch):
     store = scratch_store(key)
     later(monkeypatch, 2)
     assert store.set_metadata("scratch.md", {"kind": "late"}) is None
     assert not store.has_unsaved_changes()
 
 
-def test_accepting_a_proposal_onto_a_ttl_file_writes_new_permanent_content(backend, key, monkeypatch):
+def test_accepting_a_proposal_onto_a_ttl_file_writes_new_permanent_content(durable_backend, key, monkeypatch):
     """An accept writes the proposal's content, as `write_text` without a ttl does (docs/decisions/0084)."""
     store = scratch_store(key)
     proposal = store.propose("scratch.md", "reviewed and kept", actor="drafter")
     store.save()
     store.accept(proposal.id, actor="reviewer")
-    assert "expires_at" not in newest_entry(backend, key, "scratch.md").get("ext", {})
+    assert "expires_at" not in newest_entry(durable_backend, key, "scratch.md").get("ext", {})
     later(monkeypatch, 2)
     assert MemoryStore.open(key=key).read_text("scratch.md") == "reviewed and kept"
 
 
-def test_an_import_of_an_export_keeps_the_expiry(backend, key, monkeypatch, tmp_path):
+def test_an_import_of_an_export_keeps_the_expiry(durable_backend, key, monkeypatch, tmp_path):
     store = scratch_store(key)
     store.export(tmp_path / "store.tar.gz")
     copy_key = f"{key}-copy"
@@ -111,13 +106,13 @@ def test_an_import_of_an_export_keeps_the_expiry(backend, key, monkeypatch, tmp_
     later(monkeypatch, 2)
     assert MemoryStore.open(key=copy_key).list_paths() == ["keep.md"]
     assert copy.gc().expired == ("scratch.md",)
-    assert anywhere(backend, copy_key, SECRET) == []
+    assert anywhere(durable_backend, copy_key, SECRET) == []
 
 
 # -- defect 4: ttl x history ------------------------------------------------------------------------------
 
 
-def test_an_expired_version_is_readable_through_no_history_path(backend, key, monkeypatch):
+def test_an_expired_version_is_readable_through_no_history_path(durable_backend, key, monkeypatch):
     store = scratch_store(key, keep_versions=True)
     version = store.history("scratch.md")[0]
     assert not version.expired and store.read_version("scratch.md", version.version_id) == SECRET
@@ -141,7 +136,7 @@ def test_an_expired_version_is_readable_through_no_history_path(backend, key, mo
     assert SECRET not in handle.report()
 
 
-def test_a_version_rewritten_before_its_ttl_ran_out_expires_all_the_same(backend, key, monkeypatch):
+def test_a_version_rewritten_before_its_ttl_ran_out_expires_all_the_same(durable_backend, key, monkeypatch):
     """The ttl belongs to the content written with it: a later permanent rewrite of the path does not
     make the earlier version readable for ever."""
     store = scratch_store(key, keep_versions=True)
@@ -155,41 +150,44 @@ def test_a_version_rewritten_before_its_ttl_ran_out_expires_all_the_same(backend
     with pytest.raises(VersionExpired):
         handle.read_version("scratch.md", old.version_id)
     handle.gc()  # the default window: expired content goes whatever the window keeps
-    assert anywhere(backend, key, SECRET) == []
+    assert anywhere(durable_backend, key, SECRET) == []
     assert MemoryStore.open(key=key).read_text("scratch.md") == "the permanent text"
 
 
-def test_restoring_a_version_whose_ttl_has_not_run_out_keeps_its_expiry(backend, key, monkeypatch):
+def test_restoring_a_version_whose_ttl_has_not_run_out_keeps_its_expiry(durable_backend, key, monkeypatch):
     store = scratch_store(key, keep_versions=True)
-    due = newest_entry(backend, key, "scratch.md")["ext"]["expires_at"]
+    due = newest_entry(durable_backend, key, "scratch.md")["ext"]["expires_at"]
     first = store.history("scratch.md")[0].version_id
     store.delete("scratch.md")
     store.save()
     store.restore("scratch.md", first, actor="restorer")
     store.save()
-    assert newest_entry(backend, key, "scratch.md")["ext"] == {"expires_at": due, "metadata": {"kind": "scratch"}}
+    assert newest_entry(durable_backend, key, "scratch.md")["ext"] == {
+        "expires_at": due,
+        "metadata": {"kind": "scratch"},
+    }
     later(monkeypatch, 2)
     assert not MemoryStore.open(key=key).exists("scratch.md")
     with pytest.raises(VersionExpired):
         store.restore("scratch.md", first)
 
 
-def test_expired_content_is_gone_from_storage_after_gc_with_the_default_window(backend, key, monkeypatch):
+def test_expired_content_is_gone_from_storage_after_gc_with_the_default_window(durable_backend, key, monkeypatch):
     store = scratch_store(key, keep_versions=True)
     store.set_metadata("scratch.md", {"kind": "again"})
     store.save()
     assert store.search("secret")  # the search index holds its words now
     store.save()
-    assert anywhere(backend, key, SECRET)
+    assert anywhere(durable_backend, key, SECRET)
     later(monkeypatch, 2)
     assert store.gc().expired == ("scratch.md",)
-    assert anywhere(backend, key, SECRET) == []
+    assert anywhere(durable_backend, key, SECRET) == []
     fresh = MemoryStore.open(key=key)
     assert fresh.list_paths() == ["keep.md"] and fresh.read_text("keep.md") == "kept"
     assert [hit.path for hit in fresh.search("kept")] == ["keep.md"]
 
 
-def test_content_also_written_without_ttl_stays_for_that_write(backend, key, monkeypatch):
+def test_content_also_written_without_ttl_stays_for_that_write(durable_backend, key, monkeypatch):
     """Bytes a live permanent file holds are that file's content: expiry of another path's copy leaves
     them."""
     store = scratch_store(key)
@@ -200,7 +198,7 @@ def test_content_also_written_without_ttl_stays_for_that_write(backend, key, mon
     assert MemoryStore.open(key=key).read_text("copy.md") == SECRET
 
 
-def test_an_export_after_the_ttl_ran_out_holds_no_expired_content(backend, key, monkeypatch, tmp_path):
+def test_an_export_after_the_ttl_ran_out_holds_no_expired_content(durable_backend, key, monkeypatch, tmp_path):
     import tarfile
 
     scratch_store(key, keep_versions=True)
@@ -218,8 +216,8 @@ def test_an_export_after_the_ttl_ran_out_holds_no_expired_content(backend, key, 
     assert [hit.path for hit in copy.search("kept")] == ["keep.md"]
 
 
-def test_an_export_before_gc_holds_no_label_of_an_expired_file(backend, key, monkeypatch, tmp_path):
-    export_of_an_expired_file_holds_nothing_of_it(backend, key, monkeypatch, tmp_path, 0)
+def test_an_export_before_gc_holds_no_label_of_an_expired_file(durable_backend, key, monkeypatch, tmp_path):
+    export_of_an_expired_file_holds_nothing_of_it(durable_backend, key, monkeypatch, tmp_path, 0)
 
 
 def test_an_export_before_gc_holds_no_label_of_an_expired_file_in_index_parts(
@@ -276,7 +274,7 @@ def export_of_an_expired_file_holds_nothing_of_it(backend, key: str, monkeypatch
 
 
 def test_the_labels_of_an_expired_file_leave_the_search_index_when_a_live_file_holds_its_bytes(
-    backend, key, monkeypatch, tmp_path
+    durable_backend, key, monkeypatch, tmp_path
 ):
     """The search index's doc of an expired file carries its labels; its content stays (``same.md`` holds
     the same bytes), so the segments holding that doc were kept by gc and archived by export."""
@@ -289,7 +287,7 @@ def test_the_labels_of_an_expired_file_leave_the_search_index_when_a_live_file_h
     assert [hit.path for hit in store.search("shared")] == ["same.md", "scratch.md"]
     store.write_text("later.md", "later")
     store.save()  # the index's segments are stored
-    assert any("/search/" in n for n in anywhere(backend, key, "label-secret-35"))
+    assert any("/search/" in n for n in anywhere(durable_backend, key, "label-secret-35"))
     later(monkeypatch, 2)
     handle = MemoryStore.open(key=key)
     handle.export(tmp_path / "late.tar.gz")
@@ -299,29 +297,29 @@ def test_the_labels_of_an_expired_file_leave_the_search_index_when_a_live_file_h
     copy = MemoryStore.import_store(tmp_path / "late.tar.gz", key=f"{key}-late")
     assert [hit.path for hit in copy.search("shared")] == ["same.md"]
     assert handle.gc().expired == ("scratch.md",)
-    assert anywhere(backend, key, "label-secret-35") == []
+    assert anywhere(durable_backend, key, "label-secret-35") == []
     assert [hit.path for hit in MemoryStore.open(key=key).search("shared")] == ["same.md"]
 
 
 # -- ttl x scopes, read-only prefixes, purge --------------------------------------------------------------
 
 
-def test_a_scope_relabels_and_restores_with_the_expiry_kept(backend, key, monkeypatch):
+def test_a_scope_relabels_and_restores_with_the_expiry_kept(durable_backend, key, monkeypatch):
     store = MemoryStore.create(key=key, keep_versions=True)
     alice = store.scope("users/alice")
     alice.write_text("note.md", SECRET, ttl=timedelta(hours=1))
     store.save()
-    due = newest_entry(backend, key, "users/alice/note.md")["ext"]["expires_at"]
+    due = newest_entry(durable_backend, key, "users/alice/note.md")["ext"]["expires_at"]
     alice.set_metadata("note.md", {"seen": True})
     store.save()
-    assert newest_entry(backend, key, "users/alice/note.md")["ext"]["expires_at"] == due
+    assert newest_entry(durable_backend, key, "users/alice/note.md")["ext"]["expires_at"] == due
     later(monkeypatch, 2)
     assert alice.list_paths() == [] and not alice.exists("note.md")
     store.gc()
-    assert anywhere(backend, key, SECRET) == []
+    assert anywhere(durable_backend, key, SECRET) == []
 
 
-def test_a_ttl_file_in_a_read_only_prefix_still_expires_and_cannot_be_relabelled(backend, key, monkeypatch):
+def test_a_ttl_file_in_a_read_only_prefix_still_expires_and_cannot_be_relabelled(durable_backend, key, monkeypatch):
     store = MemoryStore.create(key=key, trusted=True)
     store.write_text("policy/tmp.md", SECRET, ttl=timedelta(hours=1))
     store.save()
@@ -331,33 +329,33 @@ def test_a_ttl_file_in_a_read_only_prefix_still_expires_and_cannot_be_relabelled
         agent.set_metadata("policy/tmp.md", {"kind": "x"})
     later(monkeypatch, 2)
     assert agent.gc().expired == ("policy/tmp.md",)  # the writer's promise: gone when due
-    assert anywhere(backend, key, SECRET) == []
+    assert anywhere(durable_backend, key, SECRET) == []
 
 
-def test_purging_a_ttl_file_before_it_expired(backend, key, monkeypatch):
+def test_purging_a_ttl_file_before_it_expired(durable_backend, key, monkeypatch):
     store = scratch_store(key, keep_versions=True)
     store.write_text("later.md", "later secret 51", ttl=timedelta(hours=1))
     store.save()
     store.purge("scratch.md")
-    assert anywhere(backend, key, SECRET) == []
+    assert anywhere(durable_backend, key, SECRET) == []
     later(monkeypatch, 2)
     store.gc()
-    assert anywhere(backend, key, "later secret 51") == []
+    assert anywhere(durable_backend, key, "later secret 51") == []
     assert MemoryStore.open(key=key).list_paths() == ["keep.md"]
 
 
-def test_purging_a_ttl_file_after_it_expired_removes_every_copy(backend, key, monkeypatch):
+def test_purging_a_ttl_file_after_it_expired_removes_every_copy(durable_backend, key, monkeypatch):
     store = scratch_store(key, keep_versions=True)
     later(monkeypatch, 2)
     assert not store.exists("scratch.md")
     store.purge("scratch.md")  # expired: reads as missing, and purge still removes every copy
-    assert anywhere(backend, key, SECRET) == []
+    assert anywhere(durable_backend, key, SECRET) == []
     assert MemoryStore.open(key=key).list_paths() == ["keep.md"]
     assert store.gc().expired == ()
 
 
-def test_the_labels_of_an_expired_file_are_gone_from_storage_after_gc(backend, key, monkeypatch):
-    labels_of_an_expired_file_go_with_gc(backend, key, monkeypatch, 0)
+def test_the_labels_of_an_expired_file_are_gone_from_storage_after_gc(durable_backend, key, monkeypatch):
+    labels_of_an_expired_file_go_with_gc(durable_backend, key, monkeypatch, 0)
 
 
 def test_the_labels_of_an_expired_file_go_from_a_partitioned_checkpoint_too(local_backend, key, monkeypatch):
@@ -387,11 +385,11 @@ def labels_of_an_expired_file_go_with_gc(backend, key: str, monkeypatch, files: 
     assert len(fresh.list_paths("bulk")) == files
 
 
-def test_a_snapshot_an_earlier_release_took_of_a_ttl_write_expires_with_it(backend, key, monkeypatch):
+def test_a_snapshot_an_earlier_release_took_of_a_ttl_write_expires_with_it(durable_backend, key, monkeypatch):
     """This release takes no snapshot of a ttl write; one an earlier release took reads as expired."""
     store = scratch_store(key, keep_versions=True)
     name = version_name("scratch.md", "2026-01-01T00:00:00+00:00", hashlib.sha256(SECRET.encode()).hexdigest())
-    backend.put(key, name, SECRET.encode())
+    durable_backend.put(key, name, SECRET.encode())
     assert store.read_version(name) == SECRET
     later(monkeypatch, 2)
     handle = MemoryStore.open(key=key)
@@ -404,4 +402,4 @@ def test_a_snapshot_an_earlier_release_took_of_a_ttl_write_expires_with_it(backe
         with pytest.raises(VersionExpired):
             read()
     handle.gc()
-    assert anywhere(backend, key, SECRET) == []
+    assert anywhere(durable_backend, key, SECRET) == []

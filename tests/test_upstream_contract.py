@@ -22,11 +22,6 @@ _PLUMBING = {
 _HIDDEN = ["__post_init__", "_meta_path", "_versions_dir", "_audit_path", "_append_audit", "_load_from_dir"]
 
 
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def interop_backend(request):
-    return request.getfixturevalue(request.param)
-
-
 def _scripted_llm(replies: list[str], seen: list[list[dict]]):
     async def call_llm(model, system, messages, tools):
         seen.append([dict(m) for m in messages])
@@ -69,7 +64,7 @@ def test_no_upstream_helper_is_reachable_unless_we_redefine_it(tmp_path):
 # -- upstream's Agent ----------------------------------------------------------------------------
 
 
-def test_agent_run_uses_our_store_as_memory(interop_backend, key):
+def test_agent_run_uses_our_store_as_memory(durable_backend, key):
     store = MemoryStore.get_or_create(key=key)
     store.extend([{"role": "user", "content": "my name is Ada"}, {"role": "assistant", "content": "hi Ada"}])
     store.write_text("notes/profile.md", "name: Ada")
@@ -81,12 +76,12 @@ def test_agent_run_uses_our_store_as_memory(interop_backend, key):
     assert result.memory is memory
     assert [m["content"] for m in seen[0]] == ["my name is Ada", "hi Ada", "what is my name?"]
     memory.save()
-    stored = json.loads(interop_backend.upstream_view(key)["messages.json"])
+    stored = json.loads(durable_backend.upstream_view(key)["messages.json"])
     assert [m["content"] for m in stored] == ["my name is Ada", "hi Ada", "what is my name?", "you are Ada"]
     assert MemoryStore.get_or_create(key=key).read_text("notes/profile.md") == "name: Ada"
 
 
-async def test_agent_run_aio_appends_to_a_received_store(interop_backend, key):
+async def test_agent_run_aio_appends_to_a_received_store(durable_backend, key):
     store = await MemoryStore.get_or_create.aio(key=key)
     store.append({"role": "user", "content": "first"})
     await store.save.aio()
@@ -112,7 +107,7 @@ async def test_upstream_style_awaits_keep_working(local_backend, key):
 # -- audit records are copies --------------------------------------------------------------------
 
 
-def test_editing_what_audit_tail_returned_changes_nothing(interop_backend, key):
+def test_editing_what_audit_tail_returned_changes_nothing(durable_backend, key):
     store = MemoryStore.get_or_create(key=key)
     store.write_text("a.txt", "1", actor="alice")
     for event in store.audit_tail(0):
@@ -125,7 +120,7 @@ def test_editing_what_audit_tail_returned_changes_nothing(interop_backend, key):
     store.compact()
     actors = [e["actor"] for e in MemoryStore.get_or_create(key=key).audit_tail(0)]
     assert actors == ["alice", "bob"]
-    assert b"mallory" not in interop_backend.upstream_view(key)["audit/log.jsonl"]
+    assert b"mallory" not in durable_backend.upstream_view(key)["audit/log.jsonl"]
 
 
 # -- the working root ----------------------------------------------------------------------------
@@ -135,7 +130,7 @@ def _tree(root: pathlib.Path) -> dict[str, bytes]:
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
 
-def test_the_root_holds_what_the_handle_wrote_in_upstreams_layout(interop_backend, key):
+def test_the_root_holds_what_the_handle_wrote_in_upstreams_layout(durable_backend, key):
     store = MemoryStore.get_or_create(key=key, keep_versions=True)
     store.write_text("a/b", "first", actor="t")
     store.write_text("a__b", "second")
@@ -152,7 +147,7 @@ def test_the_root_holds_what_the_handle_wrote_in_upstreams_layout(interop_backen
     assert (store.root / "messages.json").read_bytes() == b"[]"
 
 
-def test_prefetch_materializes_upstreams_view_of_the_whole_store(interop_backend, key, tmp_path):
+def test_prefetch_materializes_upstreams_view_of_the_whole_store(durable_backend, key, tmp_path):
     writer = MemoryStore.get_or_create(key=key, keep_versions=True)
     for i in range(5):
         writer.write_text(f"notes/{i}.md", f"note {i}", actor="w")
@@ -181,7 +176,7 @@ def test_a_code_tool_changing_the_root_does_not_change_what_is_read_or_saved(loc
 # -- versions ------------------------------------------------------------------------------------
 
 
-def test_every_write_gets_its_own_snapshot_oldest_first(interop_backend, key):
+def test_every_write_gets_its_own_snapshot_oldest_first(durable_backend, key):
     store = MemoryStore.get_or_create(key=key, keep_versions=True)
     other = MemoryStore.get_or_create(key=key, keep_versions=True)
     written = []
@@ -196,7 +191,7 @@ def test_every_write_gets_its_own_snapshot_oldest_first(interop_backend, key):
     other.save()
     names = store.list_versions("p.txt")
     assert len(names) == 4 and [store.read_version(n) for n in names] == written
-    stored = [n for n in interop_backend.upstream_view(key) if n.startswith("versions/p.txt/")]
+    stored = [n for n in durable_backend.upstream_view(key) if n.startswith("versions/p.txt/")]
     assert sorted(stored) == sorted(names)
     store.delete("p.txt")
     time.sleep(0.01)
