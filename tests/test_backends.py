@@ -11,13 +11,17 @@ import asyncio
 import uuid
 from typing import ClassVar
 
+import flyte
 import fsspec
 import pytest
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.implementations.memory import MemoryFileSystem
 
 import flyteplugins_memory
-from flyteplugins_memory import MemoryStore, UnsupportedBackend
+from flyteplugins_memory import (
+    MemoryStore,
+    UnsupportedBackend,
+)
 from flyteplugins_memory.storage._conditional import create_exclusive
 from flyteplugins_memory.storage._fsspec import FsspecStorage
 
@@ -43,7 +47,6 @@ def careless(raw_data_context):
     """Stores of this test live on the careless backend; yields its objects (what landed in storage)."""
     CarelessFileSystem.store.clear()
     raw_data_context(f"{PROTOCOL}://bucket-{uuid.uuid4().hex[:8]}/raw")
-    import flyte
 
     flyte.init(org="acme", project="research", domain="development")
     yield CarelessFileSystem.store
@@ -182,3 +185,9 @@ async def test_concurrent_creates_on_local_disk_yield_one_store(local_backend, k
     assert sum(isinstance(r, MemoryStore) for r in results) == 1
     logs = [n for n in local_backend.journal(key) if "/log/" in n]
     assert logs == ["meta/.journal/log/00000000000000000001.json"]
+
+
+@pytest.mark.parametrize("uri", ["ftp://host/x", "zip://nothing", "webhdfs://host/x", "reference://x"])
+def test_unknown_backends_are_refused_before_anything_is_built(uri):
+    with pytest.raises(UnsupportedBackend):
+        FsspecStorage(uri)

@@ -369,3 +369,19 @@ def test_the_deletion_record_parses_only_as_itself():
     assert json.loads(data)["format"] == 2 and json.loads(data)["writer"].startswith("flyteplugins-memory ")
     for other in (b'{"seq": 4, "at": "x"}', b'{"collected": true}', b"not json", b'{"deleted": false, "seq": 1}'):
         assert parse_deleted(other) is None
+
+
+def test_delete_prefix_also_drops_unsaved_records_of_logs_under_it(durable_backend, key):
+    store = MemoryStore.get_or_create(key=key)
+    store.records("n").append("old")
+    store.save()
+    store.records("n").append("unsaved")
+    store.records("n/inner").append("unsaved too")
+    store.records("nx").append("kept: another directory")
+    deleted = store.delete_prefix("n")
+    assert len(deleted) == 1 and deleted[0].startswith("n/")
+    assert store.records("n").count() == 0 and store.records("n/inner").count() == 0
+    store.save()
+    assert [n for n in durable_backend.upstream_view(key) if n.startswith("n/")] == []
+    fresh = MemoryStore.open(key=key)
+    assert fresh.records("n").read() == [] and fresh.records("nx").read() == ["kept: another directory"]

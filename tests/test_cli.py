@@ -649,3 +649,50 @@ def test_history_of_a_path_the_store_never_had_fails_like_cat_and_meta(store: Me
     store.save()  # a deleted file keeps its history: that is not an error
     shown = as_json("history", "notes/user.md", *where(root))
     assert shown[0]["deleted"] is True and len(shown) >= 2
+
+
+def cli(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(memory, list(args))
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_proposals_accept_and_search_by_uri_on_s3(s3_backend, key: str):
+    store = MemoryStore.get_or_create(key=key, trusted=True)
+    store.write_text("x.md", "x")
+    store.save()
+    store.set_read_only_prefixes(["memory/"])
+    agent = MemoryStore.open(key=key)
+    draft = agent.propose("memory/tea.md", "likes green tea", actor="agent", reason="said so")
+    agent.save()
+    uri = s3_backend.store_uri(key)
+    code, out, _ = cli("proposals", "--uri", uri, "--json")
+    assert code == 0 and [p["id"] for p in json.loads(out)["proposals"]] == [draft.id]
+    code, _, err = cli("accept", draft.id, "--uri", uri)
+    assert code == 2 and "read-only" in err
+    assert cli("accept", draft.id, "--uri", uri, "--trusted")[0] == 0
+    code, out, _ = cli("search", "green", "--uri", uri, "--json")
+    assert [h["path"] for h in json.loads(out)["hits"]] == ["memory/tea.md"]
+    assert s3_backend.fs.cat_file(f"{uri}/memory/tea.md") == b"likes green tea"
+
+
+def test_where_typing_exit_codes_and_stored_markup_as_the_readme_says(tmp_path):
+    uri = str(tmp_path / "store")
+    store = MemoryStore("team", remote_path=uri)
+    store.write_text("int.md", "tea", metadata={"n": 1})
+    store.write_text("str.md", "tea", metadata={"n": "1"})
+    store.write_text("bool.md", "tea", metadata={"n": True})
+    staged = store.propose("p.md", "[bold]tea[/] \x1b[2J", actor="\x1b]0;pwn\x07", reason="[red]r")
+    store.save()
+    for value, path in (("1", "int.md"), ('"1"', "str.md"), ("true", "bool.md")):
+        code, out, _ = cli("ls", "--uri", uri, "--where", f"n={value}", "--json")
+        assert code == 0 and [f["path"] for f in json.loads(out)["files"]] == [path]
+    code, out, _ = cli("proposals", "--uri", uri)
+    assert code == 0 and "[bold]tea[/] \\x1b[2J" in out and "\\x1b]0;pwn\\x07" in out and "\x1b" not in out
+    assert cli("accept", "nope", "--uri", uri)[0] == 1
+    assert cli("search", "tea", "--uri", uri, "--limit", "0")[0] == 2
+    assert cli("ls", "--uri", uri, "--where", "n")[0] == 2
+    assert cli("accept", staged.id, "--uri", uri, "--json")[0] == 0
+    code, out, err = cli("accept", staged.id, "--uri", uri, "--json")
+    assert (code, out) == (1, "") and err.startswith("error: ")
+    assert (tmp_path / "store" / "p.md").read_text() == "[bold]tea[/] \x1b[2J"

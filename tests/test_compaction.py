@@ -276,3 +276,37 @@ def test_the_previous_release_saves_over_a_compacted_transcript(local_backend, k
     summary = {"role": "user", "content": "summary of m0,m1,m2"}
     assert fresh.messages == [summary, turns(4)[3], {"role": "user", "content": "notes/a.md"}]
     assert fresh.records(DEFAULT_ARCHIVE).read() == turns(3)
+
+
+def test_compaction_refuses_an_unarchivable_message_before_calling_summarize(local_backend, key):
+    from flyteplugins_memory import InvalidMessage
+
+    store = MemoryStore.get_or_create(key=key)
+    store.extend([{"role": "user", "content": "x", "score": float("nan")}, {"role": "user", "content": "y"}])
+    store.save()
+    calls = []
+    with pytest.raises(InvalidMessage, match="archived"):
+        store.compact_transcript(lambda messages: calls.append(messages) or "summary", keep_last=1)
+    assert calls == []  # a model call wasted on a compaction that cannot land
+    assert len(MemoryStore.open(key=key).messages) == 2
+
+
+def test_a_compaction_refused_by_a_newly_read_only_archive_leaves_the_handle_as_it_was(durable_backend, key):
+    from flyteplugins_memory import ReadOnlyPath
+
+    store = MemoryStore.get_or_create(key=key)
+    store.extend([{"role": "user", "content": f"m{i}"} for i in range(4)])
+    store.save()
+    admin = MemoryStore.open(key=key, trusted=True)
+
+    def summarize(messages):  # meanwhile, an admin locks the archive's prefix
+        admin.set_read_only_prefixes(["archive/"])
+        return "summary"
+
+    with pytest.raises(ReadOnlyPath):
+        store.compact_transcript(summarize, keep_last=1)
+    assert [m["content"] for m in store.messages] == ["m0", "m1", "m2", "m3"]  # was the summary, uncommitted
+    store.append({"role": "user", "content": "later"})
+    store.save()  # raised ReadOnlyPath forever: the staged archive segment stayed in the handle
+    assert [m["content"] for m in MemoryStore.open(key=key).messages] == ["m0", "m1", "m2", "m3", "later"]
+    assert not [p for p in durable_backend.upstream_view(key) if p.startswith("archive/")]

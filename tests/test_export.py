@@ -24,11 +24,13 @@ from flyteplugins_memory import (
     InvalidArgument,
     InvalidKey,
     MemoryStore,
+    MemoryStoreError,
     StorageError,
     StoreAlreadyExists,
     StoreNotFound,
     UnsavedChanges,
 )
+from flyteplugins_memory._api.archive import export as _export
 from released import ISSUE_9_RELEASE, released_source, run_released
 
 JOURNAL = "meta/.journal"
@@ -607,3 +609,53 @@ def test_a_failed_export_to_fsspecs_memory_filesystem_leaves_what_was_there(loca
     with pytest.raises(RuntimeError, match="pressed stop"):
         store.export(dest, progress=Recorder(fail_in="export"))
     assert memory.cat(dest) == yesterday and memory.ls(f"/exports-{key}", detail=False) == [f"/exports-{key}/a.tar.gz"]
+
+
+def test_an_export_racing_a_concurrent_save_imports_as_a_readable_store(durable_backend, key, tmp_path, monkeypatch):
+    """Export lists the objects, then reads them. A save by another handle in between overwrites the
+    in-place file under the prefix (and copies the old bytes to a new journal blob, which was not listed):
+    the archive gets the NEW file bytes with the OLD journal (which names the old sha256 and no blob of
+    it). The export succeeds, its manifest checks out, and the imported store cannot read the file
+    (`CorruptStore`: "Stored content of 'a.md' is missing or does not match its sha256"): a silently
+    corrupt backup. An export must be one consistent committed state (or fail)."""
+    store = MemoryStore.create(key=key)
+    store.write_text("a.md", "old content")
+    store.write_text("b.md", "bee")
+    store.save()
+    other = MemoryStore.open(key=key)
+    other.list_paths("")
+    original = _export._names
+
+    async def racing(remote):
+        names = await original(remote)
+
+        def rewrite() -> None:
+            other.write_text("a.md", "NEW content")
+            other.save()
+
+        await asyncio.to_thread(rewrite)
+        return names
+
+    monkeypatch.setattr(_export, "_names", racing)
+    store.export(tmp_path / "backup.tar.gz")
+    monkeypatch.setattr(_export, "_names", original)
+
+    copy = MemoryStore.import_store(str(tmp_path / "backup.tar.gz"), key=key + "-copy")
+    fresh = MemoryStore.open(key=copy.key)
+    assert fresh.read_text("a.md") in ("old content", "NEW content")  # CorruptStore
+    assert fresh.read_text("b.md") == "bee"
+
+
+def test_an_export_into_the_stores_own_prefix_is_refused(local_backend, key):
+    """`export(dest)` with `dest` under the store's own prefix writes the archive there: it becomes an
+    object upstream's `MemoryStore` lists and downloads as a file of the store (ours does not: the two
+    disagree), and the next export archives it as a ``file`` (counted in `counts`), nesting backups.
+    Writing into the store behind its back must be refused."""
+    store = MemoryStore.create(key=key)
+    store.write_text("a.md", "a")
+    store.save()
+    dest = local_backend.prefix(key) + "/backup.tar.gz"
+    with pytest.raises(MemoryStoreError):
+        store.export(dest)
+    assert "backup.tar.gz" not in local_backend.objects(key)
+    assert UpstreamStore.get_or_create(key=key).list_paths() == MemoryStore.open(key=key).list_paths() == ["a.md"]

@@ -12,6 +12,7 @@ import hashlib
 import io
 import json
 import tarfile
+import tracemalloc
 from collections.abc import Callable
 
 import pytest
@@ -387,3 +388,111 @@ def test_an_import_audits_the_archives_own_sha256(s3_backend, key, tmp_path):
     copy = MemoryStore.import_store(f"s3://{bucket}/a.tar.gz", key="copy")
     event = MemoryStore.open(key=copy.key).audit_tail(1)[-1]
     assert event["op"] == "import" and event["archive_sha256"] == hashlib.sha256(data).hexdigest()
+
+
+def archive_members(path) -> tuple[list[tuple[str, bytes]], dict]:
+    with tarfile.open(path, "r:gz") as tar:
+        read = [(m.name, tar.extractfile(m).read()) for m in tar.getmembers()]  # type: ignore[union-attr]
+    manifest = json.loads(dict(read)["manifest.json"])
+    return [(n, d) for n, d in read if n != "manifest.json"], manifest
+
+
+def build_archive(members: list[tuple[str, bytes]], manifest: dict) -> bytes:
+    """A gzip'd tar of `members` and `manifest` (last), each member listed in it with its checksum."""
+    for name, data in members:
+        manifest["members"][name] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w:gz") as tar:
+        for name, data in [*members, ("manifest.json", json.dumps(manifest).encode())]:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return raw.getvalue()
+
+
+def test_an_import_whose_journal_does_not_open_leaves_nothing_behind(local_backend, key, tmp_path):
+    """README: "A refused import stores nothing; one that fails while storing removes what it stored."
+    An archive edited by hand (a commit record replaced, its checksum updated in the manifest) passes the
+    spool's checks, is copied, and only then fails to open (`CorruptStore`): every object stays, the key
+    is taken (``create`` raises `StoreAlreadyExists`) and the store there cannot be opened."""
+    source = MemoryStore.create(key=key)
+    source.write_text("a.md", "a")
+    source.save()
+    source.export(tmp_path / "real.tar.gz")
+    members, manifest = archive_members(tmp_path / "real.tar.gz")
+    edited = [(n, b"{not a commit record" if n.startswith("journal/log/") else d) for n, d in members]
+    (tmp_path / "edited.tar.gz").write_bytes(build_archive(edited, manifest))
+
+    with pytest.raises(MemoryStoreError):
+        MemoryStore.import_store(str(tmp_path / "edited.tar.gz"), key="copy")
+    assert local_backend.stored("copy") == {}
+    assert not MemoryStore.exists(key="copy")
+    MemoryStore.create(key="copy")  # the key is free again
+
+
+def test_an_archive_holding_a_file_and_a_directory_of_one_name_is_refused(durable_backend, key, tmp_path):
+    """The spool checks each member name on its own, never that ``store/a.md`` and ``store/a.md/evil.md``
+    cannot both be objects of a store. On S3 the import stores both: our handle opens, but upstream's
+    `MemoryStore` cannot (`FileExistsError` downloading it). On local disk the write fails half-way
+    (`StorageError`, not the `UnsafeArchive` an untrusted archive's refusal is). Refused, nothing stored."""
+    source = MemoryStore.create(key=key)
+    source.write_text("a.md", "a")
+    source.save()
+    source.export(tmp_path / "real.tar.gz")
+    members, manifest = archive_members(tmp_path / "real.tar.gz")
+    data = build_archive([*members, ("store/a.md/evil.md", b"evil")], manifest)
+    (tmp_path / "clash.tar.gz").write_bytes(data)
+
+    with pytest.raises(UnsafeArchive):
+        MemoryStore.import_store(str(tmp_path / "clash.tar.gz"), key="copy")
+    assert durable_backend.stored("copy") == {}
+
+
+def test_a_tar_header_bomb_is_refused_without_holding_it_in_memory(local_backend, tmp_path):
+    """A 255 KB archive whose first header is a GNU long-name record declaring 128 MiB (zeros): tarfile
+    reads a long name (and a pax header) into memory in full, and `_api.archive.spool._Bounded` only stops
+    the stream at ``max_total_bytes`` + 4 MiB (8 GiB by default), so the import holds hundreds of MiB
+    (about twice the declared size) before refusing. An archive of ~8 MB gets to the default bound, i.e.
+    many GiB of RAM: the compression-bomb defence does not hold for bytes that are no member's data.
+    A member name is at most a few KiB; memory must stay bounded far below the total limit."""
+    declared = 128 << 20
+    raw = io.BytesIO()
+    with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz:
+        info = tarfile.TarInfo("././@LongLink")
+        info.type, info.size = tarfile.GNUTYPE_LONGNAME, declared
+        gz.write(info.tobuf(format=tarfile.GNU_FORMAT))
+        for _ in range(declared >> 20):
+            gz.write(bytes(1 << 20))
+    assert len(raw.getvalue()) < 1 << 20
+    (tmp_path / "bomb.tar.gz").write_bytes(raw.getvalue())
+    tracemalloc.start()
+    try:
+        with pytest.raises(UnsafeArchive):
+            MemoryStore.import_store(str(tmp_path / "bomb.tar.gz"), key="copy")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 << 20, f"peak {peak >> 20} MiB"
+    assert local_backend.stored("copy") == {}
+
+
+def test_an_archive_with_bytes_after_its_end_is_refused_or_audited_with_its_own_checksum(local_backend, key, tmp_path):
+    """Junk appended after the gzip stream is never read: tarfile stops at the end-of-archive blocks. The
+    import is accepted and audits ``archive_sha256`` as the hash of the bytes it happened to read, which
+    is not the sha256 of the archive at `src`. Either the archive is refused (it is not a gzip file:
+    ``gzip -t`` and `gzip.decompress` reject it) or the audited checksum is the archive's."""
+    source = MemoryStore.create(key=key)
+    source.write_text("a.md", "a")
+    source.save()
+    source.export(tmp_path / "real.tar.gz")
+    data = (tmp_path / "real.tar.gz").read_bytes() + b"JUNK" * 4096
+    (tmp_path / "junk.tar.gz").write_bytes(data)
+    try:
+        copy = MemoryStore.import_store(str(tmp_path / "junk.tar.gz"), key="copy")
+    except UnsafeArchive as refused:
+        assert refused.reason == "not_archive"
+        assert local_backend.stored("copy") == {}
+        return
+    event = copy.audit_tail(1)[-1]
+    assert event["op"] == "import"
+    assert event["archive_sha256"] == hashlib.sha256(data).hexdigest()

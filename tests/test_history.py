@@ -15,6 +15,7 @@ from flyteplugins_memory import (
     ConcurrencyError,
     HistoryEntry,
     InvalidArgument,
+    InvalidPath,
     MemoryStore,
     ReadOnlyPath,
     ReadOnlySnapshot,
@@ -381,3 +382,30 @@ def test_at_any_commit_hides_files_whose_ttl_ran_out_by_now(durable_backend, key
         assert past.read_bytes("scratch/secret.md") is None and past.get_meta("scratch/secret.md") is None
         assert past.current_sha("scratch/secret.md") == "" and past.read_json("scratch/secret.md", 7) == 7
     assert durable_backend.objects(key)["scratch/secret.md"] == b"secret"
+
+
+@pytest.mark.parametrize("name", ["", "../x", "/etc/passwd", "a\x00b"])
+def test_read_version_bytes_of_a_bad_name_is_invalid_path_not_corrupt_store(local_backend, key, name):
+    store = MemoryStore.get_or_create(key=key, keep_versions=True)
+    with pytest.raises(InvalidPath):
+        store.read_version_bytes(name)
+    with pytest.raises(InvalidPath):
+        store.read_version(name)
+
+
+@pytest.mark.parametrize("separator", ["\r", "\x0c", "\x1c", "\x85", "\u2028"], ids=["cr", "ff", "fs", "nel", "ls"])
+def test_diff_says_no_newline_only_at_the_end_of_a_file_that_lacks_one(local_backend, key, separator):
+    """`_rules.diff.unified_diff` splits with `str.splitlines`, which also breaks at \\r, form feed, \\x1c-\\x1e,
+    NEL, U+2028/2029; every such "line" then does not end in \\n, so the diff gets a
+    "\\ No newline at end of file" marker in the middle of the file: a malformed unified diff (patch and
+    git apply reject it) for text that ends with a newline on both sides. Lines are \\n-separated."""
+    store = MemoryStore.create(key=key)
+    store.write_text("a.md", f"x{separator}y\n")
+    store.save()
+    store.write_text("a.md", "z\n")
+    store.save()
+    new, old = store.history("a.md")
+    diff = store.diff("a.md", old.version_id, new.version_id)
+    assert diff.startswith(f"--- a.md@{old.version_id}\n+++ a.md@{new.version_id}\n")
+    assert "No newline at end of file" not in diff
+    assert f"-x{separator}y\n" in diff

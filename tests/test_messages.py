@@ -227,3 +227,21 @@ def test_tail_and_since_return_copies_and_refuse_bad_windows(durable_backend, ke
         handle.messages_since(6)
     assert asyncio.run(handle.messages_tail.aio(1)) == [{"role": "user", "content": "4"}]
     assert _stored(durable_backend, key) == handle.messages
+
+
+def test_messages_too_deep_for_the_journal_are_refused_at_append(local_backend, key):
+    store = MemoryStore.get_or_create(key=key)
+    store.write_text("notes.md", "important")
+    store.save()
+    deep: dict = {"v": 1}
+    for _ in range(200):
+        deep = {"c": deep}
+    with pytest.raises(InvalidMessage, match="deeper"):
+        store.append({"role": "tool", "content": deep})
+    assert MemoryStore.get_or_create(key=key).read_text("notes.md") == "important"
+
+
+def test_keys_json_makes_equal_are_refused(local_backend, key):
+    store = MemoryStore.get_or_create(key=key)
+    with pytest.raises(InvalidMessage, match="equal"):
+        store.append({"content": {1: "int key", "1": "str key"}})

@@ -311,3 +311,43 @@ def test_cli_ls_where_and_meta_show_metadata(tmp_path):
     for bad in (["--where", "novalue"], ["--where", "=1"], ["--where", "k=NaN"], ["--where", "a=1", "--where", "a=2"]):
         result = cli("ls", "--uri", uri, *bad)
         assert result.exit_code == 2 and result.stderr.startswith("error: ") and result.stdout == ""
+
+
+def test_an_int_too_long_for_json_is_invalid_metadata_not_a_value_error(local_backend, key):
+    store = MemoryStore.get_or_create(key=key)
+    huge = 10**5000  # more digits than Python converts to text: json.dumps raises a bare ValueError
+    with pytest.raises(InvalidMetadata, match="metadata"):
+        store.write_text("a.md", "a", metadata={"n": huge})
+    with pytest.raises(InvalidMetadata, match="where"):
+        store.list_paths(where={"n": huge})
+    big = 10**300  # fits: kept exactly
+    store.write_text("a.md", "a", metadata={"n": big})
+    store.save()
+    assert MemoryStore.open(key=key).list_paths(where={"n": big}) == ["a.md"]
+
+
+def test_metadata_of_str_int_and_float_subclasses_is_stored_and_matched_as_the_builtin(local_backend, key):
+    import enum
+
+    class Kind(enum.StrEnum):
+        IMG = "img"
+
+    class Level(enum.IntEnum):
+        HIGH = 3
+
+    class Score(float):
+        pass
+
+    store = MemoryStore.get_or_create(key=key)
+    meta = store.write_text("a.md", "a", metadata={"kind": Kind.IMG, "level": Level.HIGH, "score": Score(0.5)})
+    assert [type(v) for v in meta.metadata.values()] == [str, int, float]
+    assert store.set_metadata("a.md", {Kind.IMG: 1}).metadata == {"img": 1}  # keys too
+    assert type(next(iter(store.get_meta("a.md").metadata))) is str
+    store.set_metadata("a.md", {"kind": Kind.IMG, "level": Level.HIGH, "score": Score(0.5)})
+    # the handle that wrote it matches as a fresh one does (a str filter finds a StrEnum value, and back)
+    assert store.list_paths(where={"kind": "img", "level": 3}) == ["a.md"]
+    assert store.list_paths(where={"kind": Kind.IMG}) == ["a.md"]
+    store.save()
+    fresh = MemoryStore.open(key=key)
+    assert fresh.get_meta("a.md").metadata == {"kind": "img", "level": 3, "score": 0.5}
+    assert fresh.list_paths(where={"kind": Kind.IMG, "level": Level.HIGH}) == ["a.md"]

@@ -9,10 +9,12 @@ fails the task there with `UnsavedChanges`, before anything is written.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
 import flyte
 import pytest
+from pydantic import BaseModel, ConfigDict
 
 from flyteplugins_memory import MemoryStore, UnsavedChanges
 
@@ -181,3 +183,44 @@ def test_serializing_an_unsaved_store_outside_flyte_raises(local_backend, key):
         MessagePackEncoder(AgentState).encode(AgentState(1, store))
     store.save()
     assert MessagePackEncoder(AgentState).encode(AgentState(1, store))
+
+
+class _Wrapper(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    step: int
+    memory: MemoryStore
+
+
+_env = flyte.TaskEnvironment(name="memory_review_pydantic")
+
+
+@_env.task
+async def _produce(key: str, save: bool) -> _Wrapper:
+    store = await MemoryStore.get_or_create.aio(key=key)
+    await store.write_text.aio("a.txt", "A")
+    store.append({"role": "user", "content": "hi"})
+    if save:
+        await store.save.aio()
+    return _Wrapper(step=1, memory=store)
+
+
+@_env.task
+async def _consume(wrapped: _Wrapper) -> list:
+    memory = wrapped.memory
+    return [await memory.list_paths.aio(), [m["content"] for m in memory.messages], await memory.read_text.aio("a.txt")]
+
+
+@_env.task
+async def _pipeline(key: str, save: bool) -> list:
+    return await _consume(await _produce(key, save))
+
+
+def test_a_store_inside_a_pydantic_output_travels_as_a_store(tmp_path):
+    flyte.init()
+    runner = flyte.with_runcontext(mode="local", raw_data_path=str(tmp_path / "raw"))
+    assert runner.run(_pipeline, key=f"k-{uuid.uuid4().hex[:6]}", save=True).outputs()[0] == [["a.txt"], ["hi"], "A"]
+    key = f"k-{uuid.uuid4().hex[:6]}"
+    with pytest.raises(Exception, match="UnsavedChanges"):
+        runner.run(_pipeline, key=key, save=False)
+    stored = tmp_path / "raw" / "agents/memory-store/v0/local/default/development" / key
+    assert not (stored / "a.txt").exists()  # nothing half-sent: the producer never saved it

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import json
 
-from flyteplugins_memory import MemoryStore, StorageError
+from flyteplugins_memory import (
+    MemoryStore,
+    StorageError,
+)
 from flyteplugins_memory._handle import checkout as _checkout
 from flyteplugins_memory._journal import commit as _commit
+from flyteplugins_memory.storage._fsspec import FsspecStorage
 from helpers import commit, saved
 
 
@@ -68,3 +72,27 @@ def test_a_repair_that_fails_again_stays_owed(durable_backend, key, monkeypatch)
     store.save()
     view = durable_backend.upstream_view(key)
     assert view["a.txt"] == b"a" and "meta/a.txt.json" in view
+
+
+def test_the_newest_transcript_is_projected_last(local_backend, key, monkeypatch):
+    from flyteplugins_memory._journal import commit as _commit
+
+    store = MemoryStore.get_or_create(key=key)
+    store.save()
+    first, second = MemoryStore.get_or_create(key=key), MemoryStore.get_or_create(key=key)
+    first.append({"content": "from first"})
+    second.append({"content": "from second"})
+    real_write = FsspecStorage.write_many
+    done = []
+
+    async def delayed(self, objects):  # first's projection of messages.json lands after second's
+        if "messages.json" in objects and not done:
+            done.append(True)
+            await second.save.aio()
+        return await real_write(self, objects)
+
+    monkeypatch.setattr(FsspecStorage, "write_many", delayed)
+    first.save()
+    stored = json.loads(local_backend.upstream_view(key)["messages.json"])
+    assert sorted(m["content"] for m in stored) == ["from first", "from second"]
+    assert _commit  # imported for the monkeypatch target's module to be loaded

@@ -141,3 +141,14 @@ def test_the_previous_release_saves_without_dropping_the_setting(durable_backend
     assert fresh.persisted_read_only_prefixes() == ("memory/",) and fresh.read_text("notes/n.md") == "n"
     with pytest.raises(ReadOnlyPath):
         fresh.write_text("memory/new.md", "x")
+
+
+@pytest.mark.parametrize("prefix", ["notes/.", "./notes/", "notes//", "notes/./x", "."])
+def test_a_read_only_prefix_with_a_dot_segment_is_refused_not_persisted_protecting_nothing(local_backend, key, prefix):
+    trusted = MemoryStore.get_or_create(key=key, trusted=True)
+    with pytest.raises(InvalidPath):
+        trusted.set_read_only_prefixes([prefix])
+    with pytest.raises(InvalidPath):
+        MemoryStore.create(key=f"{key}-c", read_only_prefixes=(prefix,))
+    assert MemoryStore.open(key=key).persisted_read_only_prefixes() == ()
+    assert not MemoryStore.exists(key=f"{key}-c")

@@ -292,3 +292,59 @@ def test_a_saved_segment_is_audited_under_the_saves_actor(local_backend, key):
     events = [e for e in MemoryStore.open(key=key).audit_tail(0) if e["path"].startswith("tools/search/")]
     assert [e["actor"] for e in events] == ["researcher", "agent"]
     assert MemoryStore.open(key=key).log(limit=2)[1].actor == "researcher"
+
+
+def test_a_record_with_keys_json_would_turn_into_strings_is_refused(local_backend, key):
+    store = MemoryStore.get_or_create(key=key)
+    log = store.records("events")
+    for bad in [{1: "a"}, {"ok": [{None: 1}]}, {True: 1}, {1.5: 2}, [{("t",): 1}]]:
+        with pytest.raises(InvalidRecord, match="keys"):
+            log.append(bad)
+    log.append({"1": "a", "nested": [{"k": (1, 2)}]})  # str keys; a tuple is a JSON array
+    store.save()
+    assert MemoryStore.open(key=key).records("events").read() == [{"1": "a", "nested": [{"k": [1, 2]}]}]
+
+
+def test_a_log_segment_cannot_be_rewritten_so_record_indexes_never_change(durable_backend, key):
+    store = MemoryStore.get_or_create(key=key)
+    log = store.records("events")
+    log.append("first")
+    store.save()
+    log.append("second")
+    store.save()
+    first = min(store.list_paths("events"))
+    before = durable_backend.objects(key)[first]
+    # a rewrite would move the segment to the end of the log (logs are ordered by the commit that wrote)
+    with pytest.raises(InvalidPath, match="record log"):
+        store.set_metadata(first, {"label": "x"})
+    with pytest.raises(InvalidPath, match="record log"):
+        store.write_text(first, '"forged"\n')
+    with pytest.raises(InvalidPath, match="record log"):
+        store.write_bytes("events/00000000000000000001-0123456789ab.jsonl", b'"injected"\n')
+    assert not store.has_unsaved_changes()
+    store.write_text("events/notes.jsonl", "an ordinary file beside the log")  # other names stay writable
+    store.save()
+    assert durable_backend.objects(key)[first] == before
+    assert MemoryStore.open(key=key).records("events").read() == ["first", "second"]
+
+
+@pytest.mark.parametrize("text", ["line\u2028separator", "para\u2029graph", "next\x85line"])
+def test_a_record_holding_a_unicode_line_break_reads_back(durable_backend, key, text):
+    # JSON leaves U+2028, U+2029 and U+0085 unescaped; str.splitlines splits on them
+    store = MemoryStore.get_or_create(key=key)
+    store.records("events").extend([{"text": text}, "after"])
+    store.save()
+    [segment] = [n for n in durable_backend.objects(key) if n.startswith("events/")]
+    assert durable_backend.objects(key)[segment].count(b"\n") == 2  # two records, one line each
+    assert MemoryStore.open(key=key).records("events").read() == [{"text": text}, "after"]
+
+
+@pytest.mark.parametrize("name", [".", ".."])
+def test_a_session_named_dot_is_refused_not_the_log_of_every_session(local_backend, key, name):
+    store = MemoryStore.get_or_create(key=key)
+    store.session("s1").append({"role": "user", "content": "s1's message"})
+    store.save()
+    for owner in [store, store.scope("users/alice")]:
+        with pytest.raises(InvalidPath):  # "." was "sessions": its segments among the session directories
+            owner.session(name)
+    assert store.list_paths("sessions") == [p for p in store.list_paths() if p.startswith("sessions/s1/")]

@@ -570,3 +570,127 @@ def test_a_dry_run_counts_what_the_real_gc_removes_beside_an_expiry(durable_back
     removed_snapshots = {n for n in removed if n.startswith("versions/")}
     assert dry.versions == real.versions == len(removed_snapshots)
     assert dry.expired == real.expired == ("x.md",)
+
+
+@pytest.mark.parametrize(("expired", "written"), [("x", "x/y"), ("x/y", "x")], ids=["file_then_dir", "dir_then_file"])
+def test_writing_beside_an_expired_file_never_commits_a_file_and_a_directory_of_one_name(
+    durable_backend, key, monkeypatch, expired, written
+):
+    """An expired file reads as missing, so the file-vs-directory check (`WorkingCopy._check_fits_tree`, which
+    looks through `WorkingCopy.entry`, which hides expired entries) lets a write of ``x/y`` beside the expired
+    file ``x`` (or ``x`` beside an expired ``x/y``) through, and the save COMMITS a state holding ``x``
+    both as a file and as a directory. From then on every open, and gc, raises `UnsafeStoreContent`
+    ("Commit 3 holds 'x' both as a file and as a directory"): the whole store is bricked by one write.
+    The write must either be refused (`InvalidPath`) or replace the expired file; the store must open."""
+    store = MemoryStore.create(key=key)
+    store.write_text(expired, "scratch", ttl=timedelta(hours=1))
+    store.save()
+    later(monkeypatch, 2)
+    writer = MemoryStore.open(key=key)
+    assert not writer.exists(expired)
+    try:
+        writer.write_text(written, "hello")
+        writer.save()
+    except InvalidPath:
+        pass  # refused before anything was committed: fine
+    fresh = MemoryStore.open(key=key)  # bricked: UnsafeStoreContent
+    assert fresh.list_paths("") in ([written], [])
+    fresh.gc()
+
+
+def test_gc_expiring_a_file_that_a_concurrent_save_rewrote_keeps_the_rewrite_in_upstreams_layout(
+    durable_backend, key, monkeypatch
+):
+    """gc's expiry pass removes upstream's copy (the file ``x.md`` and its sidecar under the prefix)
+    before it commits the deletion. When another handle rewrites the path between gc's look at the index
+    and that removal, the expiry commit rightly loses (`ConcurrencyError`, logged), but the rewritten
+    file and its sidecar are already deleted from the prefix: upstream's `MemoryStore` (and anything
+    reading upstream's layout) sees the live, permanent file as gone, and later saves and `compact()`
+    never put it back. The rewrite must survive in storage."""
+    store = MemoryStore.create(key=key)
+    store.write_text("x.md", "scratch", ttl=timedelta(hours=1))
+    store.save()
+    later(monkeypatch, 2)
+    writer = MemoryStore.open(key=key)
+    writer.list_paths("")
+    original = _expiry.expired_snapshots
+
+    async def racing(remote, shas):  # called after gc found x.md expired, before it removes anything
+        def rewrite() -> None:
+            writer.write_text("x.md", "KEEP ME", reason="rewritten after expiry")
+            writer.save()
+
+        await asyncio.to_thread(rewrite)
+        return await original(remote, shas)
+
+    monkeypatch.setattr(_expiry, "expired_snapshots", racing)
+    MemoryStore.open(key=key).gc()
+    monkeypatch.setattr(_expiry, "expired_snapshots", original)
+
+    assert MemoryStore.open(key=key).read_text("x.md") == "KEEP ME"
+    follow = MemoryStore.open(key=key)
+    follow.write_text("other.md", "o")
+    follow.save()
+    objects = durable_backend.objects(key)
+    assert objects.get("x.md") == b"KEEP ME"  # deleted by gc's expiry
+    assert "meta/x.md.json" in objects
+    assert "x.md" in UpstreamStore.get_or_create(key=key).list_paths()
+
+
+def test_at_the_newest_commit_does_not_show_a_file_whose_ttl_ran_out(local_backend, key):
+    """`store.at(commit)` ignores expiries: with the newest commit made after a file's ttl ran out, every
+    handle reads the file as missing, but ``store.at(store.log()[0])`` lists it, says it exists and
+    returns its content (`_api.time_travel.StoreAt` reads ``State.files`` without `_rules.ttl.is_expired`). A file
+    written with a ttl (scratch, secrets) must not come back through time travel to a moment after it
+    expired."""
+    store = MemoryStore.create(key=key)
+    store.write_text("x.md", "secret scratch", ttl=timedelta(seconds=1))
+    store.save()
+    time.sleep(1.2)
+    store.write_text("y.md", "y")  # a commit made after x.md expired (real clock)
+    store.save()
+    assert store.list_paths("") == ["y.md"]
+    past = store.at(store.log()[0])
+    assert past.list_paths("") == ["y.md"]
+    assert not past.exists("x.md")
+    assert past.read_text("x.md") == ""
+    assert past.current_sha("x.md") == ""
+
+
+def test_a_max_age_of_timedelta_max_is_persisted_as_given_not_dropped(local_backend, key, monkeypatch):
+    """`set_retention(max_age=timedelta.max)` is accepted and returned, but stored as float seconds that
+    `_rules.retention_policy._positive_seconds` cannot turn back into a timedelta (OverflowError, swallowed):
+    every handle then reads the policy as having NO age rule. With ``keep_last=1`` beside it, gc deletes
+    every older snapshot that "keep everything younger than max_age" was set to keep."""
+    store = MemoryStore.create(key=key, keep_versions=True)
+    for i in range(3):
+        store.write_text("doc.md", f"draft {i}")
+        store.save()
+    policy = store.set_retention(keep_last=1, max_age=timedelta.max)
+    assert policy == RetentionPolicy(1, timedelta.max)
+    assert MemoryStore.open(key=key).retention == policy  # max_age None
+    later(monkeypatch, 48)
+    MemoryStore.open(key=key).gc()
+    assert len(snapshots(local_backend, key, "doc.md")) == 3  # the age rule keeps them all
+
+
+def test_a_dry_run_reports_the_snapshots_gc_then_removes(local_backend, key, monkeypatch):
+    """docs/decisions/0069: "gc(dry_run=True) plans exactly what gc() would do". With an expired file whose
+    content is also held by an older snapshot, the dry run counts that snapshot twice (once in the expiry
+    pass, once in the policy pass, which still sees the file live) and counts a snapshot the real gc
+    keeps (after the expiry, it is the path's newest): it reports 4 snapshots, gc removes 2."""
+    store = MemoryStore.create(key=key, keep_versions=True)
+    store.write_text("x.md", "b")
+    store.save()
+    store.write_text("x.md", "c")
+    store.save()
+    store.write_text("x.md", "b", ttl=timedelta(hours=1))
+    store.save()
+    store.set_retention(keep_last=1)
+    later(monkeypatch, 48)
+    before = set(snapshots(local_backend, key, "x.md"))
+    dry = MemoryStore.open(key=key).gc(dry_run=True)
+    real = MemoryStore.open(key=key).gc()
+    removed = before - set(snapshots(local_backend, key, "x.md"))
+    assert real.versions == len(removed)
+    assert dry.versions == len(removed)  # 4 != 2

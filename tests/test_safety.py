@@ -12,6 +12,7 @@ from flyteplugins_memory import (
     AccessDenied,
     CorruptStore,
     InvalidKey,
+    InvalidMessage,
     InvalidPath,
     MemoryMeta,
     MemoryStore,
@@ -254,3 +255,16 @@ def test_a_failing_local_cache_never_fails_a_committed_save(local_backend, key, 
     monkeypatch.undo()
     assert store.read_text("a.txt") == "saved" and not store.has_unsaved_changes()
     assert MemoryStore.get_or_create(key=key).read_text("a.txt") == "saved"
+
+
+def test_invalid_unicode_in_audit_fields_and_paths_is_refused_and_the_handle_stays_usable(backend, key):
+    store = MemoryStore.get_or_create(key=key)
+    store.write_text("important.md", "hours of work")
+    with pytest.raises(InvalidMessage):
+        store.write_text("a.txt", "x", reason="caf\udce9")
+    with pytest.raises(InvalidMessage):
+        store.write_text("a.txt", "x", actor="\udcff")
+    with pytest.raises(InvalidPath):
+        store.write_text("bad\udcff.txt", "x")
+    store.save()
+    assert MemoryStore.get_or_create(key=key).list_paths() == ["important.md"]

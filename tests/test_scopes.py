@@ -12,6 +12,7 @@ from flyteplugins_memory import (
     InvalidPath,
     MemoryStore,
     PathEscapesRoot,
+    ProposalNotFound,
     ReadOnlyPath,
     ReservedPath,
     ScopedStore,
@@ -229,3 +230,94 @@ def test_a_scope_searches_only_its_own_files(durable_backend, key):
     assert [h.path for h in fresh.search("aisle")] == []  # bob's file is outside the scope
     with pytest.raises(PathEscapesRoot):
         fresh.search("seat", prefix="../bob")
+
+
+def test_a_scopes_log_does_not_show_the_reasons_and_actors_of_other_scopes_writes(local_backend, key):
+    store = MemoryStore.get_or_create(key=key)  # one handle serving two users, saved once
+    store.scope("users/alice").write_text("note.md", "hi", actor="alice-agent", reason="alice likes tea")
+    store.scope("users/bob").write_text("dx.md", "flu", actor="bob-agent", reason="bob's diagnosis: flu")
+    store.save()
+    store.scope("users/alice").write_text("own.md", "x", actor="alice-agent", reason="alice's own save")
+    store.save()
+    shared, own = MemoryStore.open(key=key).scope("users/alice").log()[::-1]
+    assert shared.wrote == ("note.md",) and "bob" not in shared.reason and "bob" not in shared.actor
+    assert (own.actor, own.reason) == ("alice-agent", "alice's own save")  # a commit wholly in the scope
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["%f0%80%80%ae%f0%80%80%ae/x", "a/%F0%80%80%AF", "%u002e%u002e/x", "a%u2215b", "%U002F"],
+)
+def test_a_scope_refuses_four_byte_overlong_and_u_escaped_dots_and_separators(local_backend, key, path):
+    from flyteplugins_memory import PathEscapesRoot
+
+    store = MemoryStore.get_or_create(key=key)
+    alice = store.scope("users/alice")
+    with pytest.raises(PathEscapesRoot):
+        alice.write_text(path, "x")
+    assert store.list_paths() == [] and not store.has_unsaved_changes()
+    alice.write_text("100%u.md", "fine")  # a % followed by anything else stays an ordinary character
+
+
+@pytest.mark.parametrize("name", [5, None, b"versions/x", "../x", "", "users/alice/notes.md"])
+def test_a_scope_refuses_a_malformed_version_name_as_the_store_does(local_backend, key, name):
+    store = MemoryStore.get_or_create(key=key, keep_versions=True)
+    alice = store.scope("users/alice")
+    with pytest.raises(InvalidPath):
+        store.read_version(name)
+    for read in (alice.read_version, alice.read_version_bytes):
+        with pytest.raises(InvalidPath):  # was VersionNotFound: "no such version" for what is no name at all
+            read(name)
+
+
+def test_a_scopes_purge_result_names_the_path_as_the_scope_does(durable_backend, key):
+    store = MemoryStore.get_or_create(key=key)
+    alice = store.scope("users/alice")
+    alice.write_text("secret.md", "redact me")
+    store.save()
+    result = alice.purge("secret.md")
+    assert result.path == "secret.md" and result.commit is not None  # was "users/alice/secret.md"
+    assert "users/alice/secret.md" not in durable_backend.upstream_view(key)
+    assert MemoryStore.open(key=key).list_paths() == []
+
+
+def test_a_scopes_log_does_not_show_the_reason_of_a_settings_change_saved_with_its_writes(local_backend, key):
+    admin = MemoryStore.get_or_create(key=key, trusted=True)
+    admin.scope("users/alice").write_text("note.md", "hi")
+    admin.set_read_only_prefixes(["users/bob/"], actor="admin", reason="lock bob's medical records")
+    (commit,) = MemoryStore.open(key=key).scope("users/alice").log()
+    assert commit.wrote == ("note.md",) and "bob" not in commit.reason
+
+
+def test_a_scopes_session_validates_messages_when_the_store_does(local_backend, key):
+    from flyteplugins_memory import InvalidMessage
+
+    store = MemoryStore.get_or_create(key=key, validate_messages=True)
+    for owner in [store, store.scope("users/alice")]:
+        with pytest.raises(InvalidMessage):
+            owner.session("s1").append({"role": "wizard", "content": "not a chat message"})
+    store.save()
+    assert MemoryStore.open(key=key).list_paths() == []
+
+
+def test_a_scope_stages_lists_and_decides_its_own_proposals_only(tmp_path):
+    uri = str(tmp_path / "store")
+    store = MemoryStore("team", remote_path=uri)
+    alice, bob = store.scope("users/alice"), store.scope("users/bob")
+    mine = alice.propose("notes/tea.md", "likes green tea", actor="agent", reason="said so")
+    theirs = bob.propose("notes/tea.md", "likes coffee", actor="agent", reason="said so")
+    store.save()
+    assert mine.path == "notes/tea.md" and [p.id for p in alice.proposals("draft")] == [mine.id]
+    assert alice.proposal(mine.id).path == "notes/tea.md"
+    with pytest.raises(ProposalNotFound):
+        alice.accept(theirs.id)
+    with pytest.raises(PathEscapesRoot):
+        alice.propose("../bob/x.md", "x")
+    assert alice.accept(mine.id).path == "notes/tea.md"
+    fresh = MemoryStore.open(remote_path=uri)
+    assert (tmp_path / "store" / "users/alice/notes/tea.md").read_text() == "likes green tea"
+    assert [h.path for h in fresh.scope("users/alice").search("tea")] == ["notes/tea.md"]
+    assert {p.path: p.status for p in fresh.proposals()} == {
+        "users/alice/notes/tea.md": "accepted",
+        "users/bob/notes/tea.md": "draft",
+    }

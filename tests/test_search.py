@@ -356,3 +356,83 @@ def test_after_a_purge_saves_keep_indexing_and_the_index_names_only_stored_segme
     fresh = MemoryStore.get_or_create(key=key)
     assert sorted(paths(fresh.search("zebra"))) == ["z0.md", "z1.md", "z2.md"]
     assert sorted(paths(fresh.search("common"))) == ["n0.md", "n2.md", "n3.md"]
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+def test_an_embed_returning_non_finite_numbers_is_refused_not_ranked_silently(local_backend, key, bad):
+    store = MemoryStore.get_or_create(key=key)
+    store.write_text("a.md", "apple pie")
+    store.write_text("b.md", "apple tart")
+    with pytest.raises(InvalidArgument, match="finite"):
+        store.search("apple", embed=lambda texts: [[bad, 1.0] for _ in texts])
+    with pytest.raises(InvalidArgument, match="vectors"):  # a str is no vector of numbers ("12": 1.0, 2.0)
+        store.search("apple", embed=lambda texts: ["12" for _ in texts])
+
+
+def test_search_matches_accents_whatever_their_unicode_form_and_words_inside_cjk_text(durable_backend, key):
+    store = MemoryStore.get_or_create(key=key)
+    store.write_text("nfd.md", "lunch at the cafe\u0301 on Monday")  # e + combining acute (NFD, as macOS writes)
+    store.write_text("nfc.json", '{"place": "caf\\u00e9"}')  # the precomposed é
+    store.write_text("jp.md", "東京タワーに行きました")  # no spaces between words
+    store.write_text("zh.md", "我喜欢北京烤鸭")
+    store.write_text("wide.md", "\uff21\uff30\uff30\uff2c\uff25 pie")  # fullwidth APPLE
+    store.save()
+    fresh = MemoryStore.open(key=key)  # from the persisted index
+    for query in ["caf\u00e9", "cafe\u0301", "CAFÉ"]:
+        assert sorted(h.path for h in fresh.search(query)) == ["nfc.json", "nfd.md"], query
+    # one character a token: the text holding every character of the query ranks first
+    assert [h.path for h in fresh.search("東京")][:1] == ["jp.md"]
+    assert [h.path for h in fresh.search("タワー")] == ["jp.md"]
+    assert [h.path for h in fresh.search("北京")][:1] == ["zh.md"]
+    assert [h.path for h in fresh.search("apple")] == ["wide.md"]
+    assert "タワー" in fresh.search("タワー")[0].snippet
+
+
+def test_a_snippet_shows_the_match_when_case_folding_changes_the_texts_length(local_backend, key):
+    store = MemoryStore.get_or_create(key=key)
+    store.write_text("a.md", "İ" * 300 + " the needle is here")  # İ folds to two characters (i + dot)
+    store.write_text("b.md", "Straße " * 50 + "haystack end")  # ß folds to ss
+    store.save()
+    fresh = MemoryStore.open(key=key)
+    assert "needle" in fresh.search("needle")[0].snippet
+    assert "haystack" in fresh.search("haystack")[0].snippet
+
+
+def test_include_transcript_with_a_prefix_or_a_filter_is_refused_not_silently_dropped(local_backend, key):
+    store = MemoryStore.get_or_create(key=key)
+    store.append({"role": "user", "content": "I love green tea"})
+    store.write_text("notes/tea.md", "tea notes", metadata={"k": "v"})
+    store.save()
+    for options in [{"prefix": "notes"}, {"where": {"k": "v"}}]:
+        with pytest.raises(InvalidArgument, match="include_transcript"):
+            store.search("tea", include_transcript=True, **options)
+    assert sorted(h.path for h in store.search("tea", include_transcript=True)) == ["messages.json#0", "notes/tea.md"]
+
+
+def test_a_sync_embed_runs_off_the_stores_loop_like_a_sync_summarize(local_backend, key):
+    store = MemoryStore.get_or_create(key=key)
+    store.write_text("a.md", "apple pie")
+    store.write_text("b.md", "apple tart")
+    store.save()
+
+    def embed(texts):  # a sync embedder may block (a model call) or use a store's sync API
+        held = MemoryStore.open(key=key).list_paths()  # raised BlockingCallOnLoop: it ran on the loop
+        return [[1.0, float(len(held)), float("tart" in t)] for t in texts]
+
+    assert sorted(h.path for h in store.search("apple", embed=embed)) == ["a.md", "b.md"]
+
+
+def test_a_snippet_of_cjk_text_is_cut_around_the_match(local_backend, key):
+    store = MemoryStore.get_or_create(key=key)
+    store.write_text("jp.md", "今日は雨でした。" * 35 + "富士山に登りました。")  # the match after 280 characters
+    (hit,) = store.search("富士山")
+    assert "富士山" in hit.snippet
+
+
+def test_search_ignores_combining_marks_that_split_words(local_backend, key):
+    store = MemoryStore.get_or_create(key=key)
+    store.write_text("tr.md", "İstanbul is lovely")  # İ folds to i + U+0307, which split the word in two
+    store.write_text("ar.md", "كَتَبَ الولد")  # Arabic with its short vowels written
+    for query, path in [("istanbul", "tr.md"), ("İSTANBUL", "tr.md"), ("كتب", "ar.md")]:
+        assert [h.path for h in store.search(query)] == [path], query
+    assert "lovely" in store.search("istanbul")[0].snippet

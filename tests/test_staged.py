@@ -27,6 +27,7 @@ from flyteplugins_memory import (
     ReadOnlyPath,
     ReservedPath,
 )
+from flyteplugins_memory._api import staged as _staged
 from flyteplugins_memory._rules.proposals import MAX_CONTENT_BYTES
 from released import ISSUE_9_RELEASE, released_source, run_released
 from repo import SUPPORT
@@ -386,3 +387,46 @@ def test_persisted_read_only_prefixes_bind_decisions_of_handles_never_given_them
     fresh = MemoryStore.open(key=key)
     assert fresh.read_text("memory/fact.md") == "reviewed"
     assert fresh.proposal(draft.id).status == "accepted"
+
+
+def test_an_accept_that_loses_to_a_discard_leaves_no_file_for_upstream_readers(durable_backend, key, monkeypatch):
+    store = MemoryStore.get_or_create(key=key)
+    pid = store.propose("memory/fact.md", "unreviewed").id
+    store.save()
+    accepter, discarder = MemoryStore.open(key=key), MemoryStore.open(key=key)
+    make = _staged._Decision.make
+
+    async def racing(self, view):
+        made = await make(self, view)
+        if self.status == "accepted":  # the discard lands between the accept's check and its commit
+            await discarder.discard.aio(pid)
+        return made
+
+    monkeypatch.setattr(_staged._Decision, "make", racing)
+    with pytest.raises(ProposalConflict):
+        accepter.accept(pid)
+    assert "memory/fact.md" not in durable_backend.upstream_view(key)  # was left there: a discarded memory, listed
+    fresh = MemoryStore.open(key=key)
+    assert fresh.proposal(pid).status == "discarded" and not fresh.exists("memory/fact.md")
+    assert [e["op"] for e in fresh.audit_tail(0)] == ["propose", "discard"]
+
+
+def test_a_proposal_cannot_forge_a_record_log_segment(durable_backend, key):
+    from flyteplugins_memory import Proposal
+    from flyteplugins_memory._rules import proposals as _proposals
+
+    store = MemoryStore.get_or_create(key=key)
+    store.records("memory/decisions").append({"by": "reviewer"})
+    store.save()
+    forged = "memory/decisions/99999999999999999999-abcdefabcdef.jsonl"
+    with pytest.raises(InvalidPath, match="segment"):  # as write_text refuses it
+        store.propose(forged, '{"by": "an agent"}\n')
+    # one staged before this check (or by an older writer) is refused at accept, and can still be discarded
+    staged = _proposals.draft(forged, '{"by": "an agent"}\n', "agent", "", {})
+    store._checkout.working_copy.changes.entries[(_proposals.EXT_MAP, staged.id)] = _proposals.stored(staged)
+    store.save()
+    with pytest.raises(InvalidPath, match="segment"):
+        store.accept(staged.id)
+    assert isinstance(store.discard(staged.id), Proposal)
+    assert MemoryStore.open(key=key).records("memory/decisions").read() == [{"by": "reviewer"}]
+    assert forged not in durable_backend.upstream_view(key)

@@ -352,3 +352,34 @@ def test_a_store_exists_from_its_first_commit_even_without_a_transcript(backend,
     with pytest.raises(StoreAlreadyExists):
         MemoryStore.create(key=key)
     assert MemoryStore.get_or_create(key=key).messages == []
+
+
+def test_the_root_drops_copies_other_writers_changed_or_deleted(local_backend, key):
+    mine = saved(key, {"notes.md": "v1", "gone.md": "bye"})
+    theirs = commit(MemoryStore.get_or_create(key=key), {"notes.md": "v2"}, deleted=["gone.md"])
+    mine.refresh()
+    assert not (mine.root / "gone.md").exists() and not (mine.root / "meta" / "gone.md.json").exists()
+    assert mine.read_text("notes.md") == "v2" and (mine.root / "notes.md").read_text() == "v2"
+    theirs.write_text("notes.md", "v3")
+    theirs.save()
+    mine.write_text("other.md", "x")
+    mine.save()  # rebased onto theirs: the root's copy of notes.md is stale now
+    assert not (mine.root / "notes.md").exists() or (mine.root / "notes.md").read_text() == "v3"
+
+
+async def test_a_fetch_racing_a_write_never_puts_old_bytes_back_in_the_root(local_backend, key):
+    seed = await MemoryStore.get_or_create.aio(key=key)
+    for i in range(30):
+        await seed.write_text.aio(f"f{i}.md", "old")
+    await seed.save.aio()
+    store = await MemoryStore.get_or_create.aio(key=key)
+
+    async def write_all() -> None:
+        for i in range(30):
+            await store.write_text.aio(f"f{i}.md", "new")
+            await asyncio.sleep(0)
+
+    await asyncio.gather(store.prefetch.aio(), write_all(), *(store.read_text.aio(f"f{i}.md") for i in range(30)))
+    await store.save.aio()
+    root = store.root
+    assert [(root / f"f{i}.md").read_text() for i in range(30)] == ["new"] * 30

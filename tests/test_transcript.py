@@ -15,7 +15,11 @@ import uuid
 import pytest
 from flyte.ai.agents import MemoryStore as UpstreamStore
 
-from flyteplugins_memory import ConcurrencyError, InvalidMessage, MemoryStore
+from flyteplugins_memory import (
+    ConcurrencyError,
+    InvalidMessage,
+    MemoryStore,
+)
 from flyteplugins_memory._rules.transcript import committed_form, encode_message, fingerprints, merged
 
 
@@ -218,3 +222,47 @@ def test_a_save_encodes_a_long_transcript_a_few_times_not_once_per_comparison(lo
     # edited while the save ran; committed states reuse what was encoded when they were made
     assert len(calls) <= 3 * 1001 + 10  # it was 14 times the transcript before committed ones kept theirs
     assert MemoryStore.open(key=key).messages[-1] == {"role": "assistant", "content": "one more"}
+
+
+def test_a_received_store_its_sender_never_loaded_keeps_the_committed_transcript(backend, key):
+    seed = MemoryStore.get_or_create(key=key)
+    seed.extend([{"content": f"h{i}"} for i in range(3)])
+    seed.save()
+    sender = MemoryStore(key=key, remote_path=seed.remote_path)  # untouched: it never loaded
+    received = MemoryStore._deserialize(sender._serialize())
+    received.append({"content": "new"})
+    received.save()
+    stored = json.loads(backend.upstream_view(key)["messages.json"])
+    assert [m["content"] for m in stored] == ["h0", "h1", "h2", "new"]
+
+
+def test_pre_load_appends_are_never_deduplicated_and_a_stale_flushed_root_never_duplicates(tmp_path, local_backend):
+    key = f"k-{uuid.uuid4().hex[:6]}"
+    seed = MemoryStore.get_or_create(key=key)
+    seed.append({"content": "continue"})
+    seed.save()
+    handle = MemoryStore(key=key, remote_path=seed.remote_path)
+    handle.append({"content": "continue"})  # the same text again, on purpose
+    handle.save()
+    assert [m["content"] for m in MemoryStore.get_or_create(key=key).messages] == ["continue", "continue"]
+    root = tmp_path / "work"
+    first = MemoryStore(key=key, root=root, remote_path=seed.remote_path)
+    first.append({"content": "m1"})
+    first.flush_messages()  # root/messages.json: the transcript so far
+    first.save()
+    first.append({"content": "m2"})
+    first.save()
+    MemoryStore(key=key, root=root, remote_path=seed.remote_path).save()  # a restart on the stale root
+    contents = [m["content"] for m in MemoryStore.get_or_create(key=key).messages]
+    assert contents == ["continue", "continue", "m1", "m2"]
+
+
+def test_a_callers_messages_list_is_never_changed(local_backend, key):
+    seed = MemoryStore.get_or_create(key=key)
+    seed.append({"content": "old"})
+    seed.save()
+    mine = [{"content": "new"}]
+    handle = MemoryStore(key=key, messages=mine)
+    handle.save()
+    assert mine == [{"content": "new"}]
+    assert [m["content"] for m in MemoryStore.get_or_create(key=key).messages] == ["old", "new"]
