@@ -97,7 +97,7 @@ def _top(module: str) -> str:
 def test_every_file_has_a_layer():
     layer_of = _layer_of()
     unplaced = sorted(m for m in _files() if _top(m) not in layer_of)
-    assert not unplaced, f"place these in tests/test_layers.py LAYERS (or move them into a layer): {unplaced}"
+    assert not unplaced, f"place these in tests/api/test_layers.py LAYERS (or move them into a layer): {unplaced}"
 
 
 def test_no_module_imports_one_above_it():

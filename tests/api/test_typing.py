@@ -1,4 +1,4 @@
-"""The sync/``.aio`` wrappers keep parameter and return types: pyright checks tests/typing/public_api.py.
+"""The sync/``.aio`` wrappers keep parameter and return types: pyright checks tests/api/typing/public_api.py.
 
 Every ``reveal_type`` there must show the type its ``# expect:`` comment names, and the file must have no
 errors (its deliberately wrong calls carry ignores that pyright reports when they suppress nothing).

@@ -463,7 +463,7 @@ def test_an_import_failing_after_its_copy_removes_the_store_and_frees_the_key(
 ):
     """Opening the copied store and committing the import are part of the import: a failure there (the
     import's own commit already landed, for `after_commit`) removes every object stored, the claim last.
-    (A journal that does not open: test_review_history12.)"""
+    (A journal that does not open: test_export_hostile.py.)"""
     from flyteplugins_memory import StorageError
     from flyteplugins_memory._api.archive import import_archive as _import_archive
 

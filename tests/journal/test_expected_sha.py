@@ -103,7 +103,7 @@ def test_a_guard_on_the_handles_own_unsaved_write_rebases_when_nobody_else_touch
 def test_a_delete_after_set_metadata_agrees_with_another_handles_delete(backend, key):
     """set_metadata pins its write to the bytes it relabels; a later delete of the path (no expected_sha)
     replaces that change, so it saves as a plain delete would: another handle deleted the file too, and
-    both agree (found by the model, tests/test_model_store.py)."""
+    both agree (found by the model, tests/reliability/test_model_store.py)."""
     first = MemoryStore.get_or_create(key=key)
     first.write_text("notes/c.md", "x")
     first.save()

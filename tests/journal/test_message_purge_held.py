@@ -15,7 +15,7 @@ SECRET = "pasted-api-key-SECRET-41c7"
 
 def test_an_archive_purge_of_a_message_also_in_the_transcript_is_not_undone_by_the_next_save(durable_backend, key):
     """(A session's purge redacted the transcript's equal message here until sessions became conversations
-    of their own for a purge: tests/test_message_purge_copies.py.) An archived message pasted again."""
+    of their own for a purge: tests/journal/test_message_purge_copies.py.) An archived message pasted again."""
     store = MemoryStore.get_or_create(key=key)
     message = {"role": "user", "content": f"my key {SECRET}"}
     store.append(dict(message))

@@ -383,7 +383,7 @@ def test_purge_of_a_file_whose_ttl_ran_out_deletes_it_for_good(local_backend, ke
     assert holding(local_backend, SECRET, SSN) == []
 
 
-# -- stale handles' saves after a purge (found by the model, tests/test_model_regressions.py) -------------
+# -- stale handles' saves after a purge (found by the model, tests/reliability/test_model_regressions.py) ----------
 
 
 @pytest.mark.parametrize("then", ["rewrite", "delete"])

@@ -1,4 +1,4 @@
-"""Hostile remote contents: every store in ``tests/hostile/corpus.json`` is placed directly in storage,
+"""Hostile remote contents: every store in ``tests/reliability/hostile/corpus.json`` is placed directly in storage,
 then opened and used. Each gives a typed error or a safe result: never an untyped crash, never a write
 outside the local root, and a store that refuses to open is left exactly as it was."""
 

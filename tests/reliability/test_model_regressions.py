@@ -191,7 +191,7 @@ def test_a_stale_handles_save_never_stores_collected_bytes_that_a_purge_then_mis
     handle 0 replaced them and gc collected them; handle 2's save (refused, a conflict) copied them back into
     the journal's blobs, and a later purge of the path, which walks the history gc left, did not find them.
     A copy a save created goes again unless a stored state holds that content (`_journal.preserve.unneeded_copies`;
-    tests/test_stale_saves.py)."""
+    tests/reliability/test_stale_saves.py)."""
     machine.write_and_save(h=0, kind="bytes", meta=1, path="notes/b.md", ttl=False)
     machine.refresh(h=2)
     machine.store_matches_the_model()  # every handle reads every file: handle 2 holds the bytes

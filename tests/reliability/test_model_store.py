@@ -19,7 +19,7 @@ Invariants, after every step:
 - ``history`` and ``log`` agree with the model's versions and commits.
 
 Content strings are unique per write (``t<n>q<hex>``), so a byte scan of storage finds any copy.
-Failures the machine finds stay as explicit tests in ``tests/test_model_regressions.py``.
+Failures the machine finds stay as explicit tests in ``tests/reliability/test_model_regressions.py``.
 """
 
 from __future__ import annotations

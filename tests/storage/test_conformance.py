@@ -2,7 +2,7 @@
 
 The storage contract itself (layout, create exclusivity, races, conflicts, crash-free saves, path rules,
 symlinks, upstream interop) lives in the conformance kit, `flyteplugins_memory.testing`, which
-tests/test_kit.py runs on the same four backends."""
+tests/storage/test_kit.py runs on the same four backends."""
 
 from __future__ import annotations
 

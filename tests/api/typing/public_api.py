@@ -1,4 +1,4 @@
-"""What a type checker sees of the public API (checked by tests/test_typing.py with pyright; never run).
+"""What a type checker sees of the public API (checked by tests/api/test_typing.py with pyright; never run).
 
 Each ``reveal_type`` line ends with ``# expect: <type>``; each ``# pyright: ignore[...]`` marks a call
 that must be an error (an ignore that suppresses nothing is itself reported, so a missed error fails).
