@@ -94,8 +94,8 @@ gcs_backend = _one_backend("gcs")
 
 @pytest.fixture(params=["local_backend", "s3_backend"])
 def durable_backend(request) -> Backend:
-    """Local disk, then moto S3: the backends stores live on in production (``memory://`` is gone with its
-    process; GCS runs in `backend`'s four). The one fixture of every test that runs on both."""
+    """Local disk, then moto S3: two backends whose stores outlive the process (``memory://`` does not),
+    one of each kind; GCS runs in `backend`'s four. The one fixture of every test that runs on both."""
     return request.getfixturevalue(request.param)
 
 
