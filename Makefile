@@ -34,7 +34,7 @@ lint: $(BIN)/python
 
 # Upsonic pins protobuf<6 and flyte needs protobuf>=6.30, so no resolver installs both: the real-Upsonic
 # test runs in .venv-upsonic, made once from this package with the upsonic-runtime extra (Upsonic's other
-# requirements), then upsonic itself without its dependencies. tests/test_adapter_upsonic.py calls this.
+# requirements), then upsonic itself without its dependencies. tests/adapters/test_adapter_upsonic.py calls this.
 UPSONIC := upsonic>=0.77,<0.78
 UPSONIC_VENV := .venv-upsonic
 
@@ -49,13 +49,14 @@ $(UPSONIC_VENV)/.ready: pyproject.toml
 
 test-upsonic: upsonic-venv $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[s3,gcs,test]'
-	$(BIN)/python -m pytest tests/test_adapter_upsonic.py
+	$(BIN)/python -m pytest tests/adapters/test_adapter_upsonic.py
 
 # The reliability suite at the large budgets of docs/reliability.md; figures land in reports/.
 stress: $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[s3,gcs,test]'
 	FLYTEPLUGINS_MEMORY_STRESS=1 FLYTEPLUGINS_MEMORY_REPORT_DIR=reports $(BIN)/python -m pytest -q \
-		tests/test_model.py tests/test_faults.py tests/test_multiprocess.py tests/test_hostile.py tests/test_load.py
+		tests/reliability/test_model.py tests/reliability/test_faults.py tests/reliability/test_multiprocess.py \
+		tests/reliability/test_hostile.py tests/reliability/test_load.py
 
 bench: $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[s3,gcs,test]'

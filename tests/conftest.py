@@ -1,35 +1,23 @@
 """Shared fixtures: the four storage backends, each with an independent view of what landed in storage.
 
 S3 runs against a session-scoped moto server and GCS against gcp-storage-emulator, both on 127.0.0.1
-with an OS-assigned port; nothing leaves the machine.
+with an OS-assigned port; nothing leaves the machine. What the fixtures build lives in ``tests/support/``
+(on ``sys.path`` through pyproject's ``pythonpath``): `backends.Backend` and `backends.make_backend`.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import pathlib
-import socket
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
-import fsspec
 import pytest
 
+from backends import Backend, free_port, make_backend
+from clock import Clock
 from flyteplugins_memory.testing.moto import atomic_conditional_puts
 
 os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
-
-ORG, PROJECT, DOMAIN = "acme", "research", "development"
-#: logical prefix of journal object names (``_rules.layout.JOURNAL_DIR``)
-JOURNAL = "meta/.journal"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="session")
@@ -56,121 +44,6 @@ def gcs_endpoint() -> Iterator[str]:
     os.environ["STORAGE_EMULATOR_HOST"] = endpoint
     yield endpoint
     server.stop()
-
-
-@dataclass
-class Backend:
-    """One storage backend under test: where stores live, and a filesystem to inspect them directly."""
-
-    name: str
-    raw_data_path: str
-    fs: fsspec.AbstractFileSystem
-    #: what this backend can do; tests of a capability it lacks say why they do not run
-    capabilities: frozenset[str] = field(default_factory=frozenset)
-
-    def store_uri(self, key: str) -> str:
-        from flyteplugins_memory._rules.location import storage_root, store_path
-
-        return store_path(storage_root(self.raw_data_path), ORG, PROJECT, DOMAIN, key)
-
-    def prefix(self, key: str) -> str:
-        """The store prefix of `key` as this backend's filesystem names it (no protocol)."""
-        return self.fs._strip_protocol(self.store_uri(key)).rstrip("/")
-
-    def journal_prefix(self, key: str) -> str:
-        """Where the journal of `key` lives: outside the store prefix (see ``_rules.journal_location``)."""
-        from flyteplugins_memory._rules.journal_location import journal_root
-
-        return journal_root(self.prefix(key))
-
-    def location(self, key: str, name: str, old: bool = False) -> str:
-        """The full path of object `name`; journal names (``meta/.journal/...``) are logical and live at
-        the journal prefix, unless `old` asks for the old journal inside the store prefix."""
-        if name.startswith(JOURNAL + "/") and not old:
-            return self.journal_prefix(key) + name[len(JOURNAL) :]
-        return f"{self.prefix(key)}/{name}"
-
-    def _walk(self, prefix: str) -> dict[str, bytes]:
-        from flyteplugins_memory.testing._kit import objects_under  # the kit's own view of storage
-
-        return objects_under(self.fs, prefix)
-
-    def objects(self, key: str) -> dict[str, bytes]:
-        """Every object under the store prefix of `key` (what upstream downloads), read directly."""
-        return self._walk(self.prefix(key))
-
-    def upstream_view(self, key: str) -> dict[str, bytes]:
-        """The objects upstream's layout defines (everything under the prefix but an old ``meta/.journal/``)."""
-        return {n: d for n, d in self.objects(key).items() if not n.startswith(JOURNAL + "/")}
-
-    def journal(self, key: str) -> dict[str, bytes]:
-        """Every object of the journal of `key`, by logical name (``meta/.journal/...``)."""
-        return {f"{JOURNAL}/{n}": d for n, d in self._walk(self.journal_prefix(key)).items()}
-
-    def old_journal(self, key: str) -> dict[str, bytes]:
-        """What is left in the old journal location inside the store prefix (fences, after a move)."""
-        return {n: d for n, d in self.objects(key).items() if n.startswith(JOURNAL + "/")}
-
-    def stored(self, key: str) -> dict[str, bytes]:
-        """Everything the store of `key` has in storage: the store prefix and the journal."""
-        return {
-            **{f"store:{n}": d for n, d in self.objects(key).items()},
-            **{f"journal:{n}": d for n, d in self.journal(key).items()},
-        }
-
-    def put(self, key: str, name: str, data: bytes, old: bool = False) -> None:
-        """Place an object into the store of `key` behind the store's back (journal names: see `location`)."""
-        self.fs.pipe_file(self.location(key, name, old=old), data)
-
-    def remove(self, key: str, name: str, old: bool = False) -> None:
-        self.fs.rm_file(self.location(key, name, old=old))
-
-
-#: symlinks: only local disk has them; exclusive_create: create-only writes are atomic (the
-#: gcp-storage-emulator ignores ifGenerationMatch, so two "creates" of one object both succeed there)
-LOCAL_CAPS = frozenset({"symlinks", "exclusive_create"})
-
-
-def _init_flyte(storage: object | None = None) -> None:
-    import flyte
-
-    flyte.init(org=ORG, project=PROJECT, domain=DOMAIN, storage=storage)
-
-
-def make_backend(name: str, tmp_path, request) -> Backend:
-    from fsspec.implementations.local import LocalFileSystem
-
-    bucket = f"b-{uuid.uuid4().hex[:12]}"
-    if name == "local":
-        _init_flyte()
-        return Backend(name, str(tmp_path / "raw_data" / "run-1"), LocalFileSystem(auto_mkdir=True), LOCAL_CAPS)
-    if name == "memory":
-        _init_flyte()
-        return Backend(name, f"memory://{bucket}/raw", fsspec.filesystem("memory"), frozenset({"exclusive_create"}))
-    if name == "s3":
-        import flyte.storage
-        import s3fs
-
-        endpoint = request.getfixturevalue("moto_endpoint")
-        _init_flyte(
-            flyte.storage.S3(
-                endpoint=endpoint, access_key_id="testing", secret_access_key="testing", region="us-east-1"
-            )
-        )
-        fs = s3fs.S3FileSystem(
-            endpoint_url=endpoint, key="testing", secret="testing", use_listings_cache=False, skip_instance_cache=True
-        )
-        fs.mkdir(bucket)
-        return Backend(name, f"s3://{bucket}/w6/raw/rd/run-1", fs, frozenset({"exclusive_create"}))
-    if name == "gcs":
-        import gcsfs
-
-        request.getfixturevalue("gcs_endpoint")
-        _init_flyte()
-        fs = gcsfs.GCSFileSystem(use_listings_cache=False, skip_instance_cache=True)
-        fs.mkdir(bucket)
-        return Backend(name, f"gs://{bucket}/raw/rd/run-1", fs)
-    raise ValueError(name)
 
 
 @pytest.fixture
@@ -220,32 +93,36 @@ gcs_backend = _one_backend("gcs")
 
 
 @pytest.fixture(params=["local_backend", "s3_backend"])
-def adapter_backend(request, moto_endpoint):
-    """Local disk, then moto S3, with the S3 endpoint (None locally) that a child process needs to reach
-    it: the framework adapters' tests, which run child processes."""
-    chosen = request.getfixturevalue(request.param)
-    return chosen, (moto_endpoint if chosen.name == "s3" else None)
-
-
-@pytest.fixture(params=["local_backend", "s3_backend"])
-def where(request):
-    """Local disk, then moto S3: the two backends issue 23's tests of features meeting run on."""
+def durable_backend(request) -> Backend:
+    """Local disk, then moto S3: two backends whose stores outlive the process (``memory://`` does not),
+    one of each kind; GCS runs in `backend`'s four. The one fixture of every test that runs on both."""
     return request.getfixturevalue(request.param)
+
+
+@pytest.fixture
+def durable_backend_and_endpoint(durable_backend, moto_endpoint) -> tuple[Backend, str | None]:
+    """`durable_backend`, with the S3 endpoint (None locally) that a child process needs to reach it."""
+    return durable_backend, (moto_endpoint if durable_backend.name == "s3" else None)
+
+
+@pytest.fixture
+def clock(monkeypatch) -> Clock:
+    """Gc's clock and the commit path's monotonic time, moved forward by the test (the model of the whole
+    store) instead of by sleeping."""
+    from flyteplugins_memory._journal import commit as _commit
+    from flyteplugins_memory._journal import gc as _gc
+
+    moved = Clock()
+    monkeypatch.setattr(_gc, "clock", moved)
+    monkeypatch.setattr(_commit, "time", moved)
+    # checkpoint every few commits, so saves, opens and refreshes cross checkpoints all the time
+    monkeypatch.setattr(_commit, "CHECKPOINT_COMMITS", 3)
+    return moved
 
 
 @pytest.fixture
 def key() -> str:
     return f"agent-{uuid.uuid4().hex[:8]}"
-
-
-def report(name: str, figures: dict) -> None:
-    """Print a test's figures, and keep them as JSON in FLYTEPLUGINS_MEMORY_REPORT_DIR when that is set
-    (docs/reliability.md quotes them)."""
-    print(name, json.dumps(figures))
-    directory = os.environ.get("FLYTEPLUGINS_MEMORY_REPORT_DIR")
-    if directory:
-        pathlib.Path(directory).mkdir(parents=True, exist_ok=True)
-        pathlib.Path(directory, f"{name}.json").write_text(json.dumps(figures, indent=1))
 
 
 class IOCounter:

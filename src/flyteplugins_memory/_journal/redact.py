@@ -22,9 +22,10 @@ object before this one rewrote it cannot write the purged data back for good.
 
 Concurrent readers: an object is replaced by one write (atomic on every backend), so a reader sees the old
 object or the redacted one, both valid. Stale handles keep what they hold in memory, but cannot write it
-back: every purge makes a commit of its own (`_journal.purge`, `_api.upkeep.message_purge`), so a stale handle's next save
-finds its slot taken and rebases onto the newest record, read from storage, and a checkpoint it holds is
-read again when the record counts more purges than its state (`_rules.purge_count`).
+back: every purge makes a commit of its own (`_journal.purge`, `_api.upkeep.message_purge`), so a stale
+handle's next save finds its slot taken and rebases onto the newest record, read from storage, and a
+checkpoint it holds is read again when the record counts more purges than its state (`_rules.purge_count`;
+the purging handle's own checkpoint takes the redaction in memory: `_handle.checkout.Checkout.redact_held`).
 """
 
 from __future__ import annotations

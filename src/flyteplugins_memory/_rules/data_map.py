@@ -3,7 +3,7 @@ how each cross-cutting operation (purge, ttl expiry, retention and gc, read-only
 deletion, export) reaches it.
 
 A feature that stores a new kind of object registers it here, or `classify_object` refuses to name it and
-the test that lists every object after a scenario of every feature fails (tests/test_data_map.py). gc and
+the test that lists every object after a scenario of every feature fails (tests/rules/test_data_map.py). gc and
 purge sort a journal listing through `journal_kind` (`_journal.retention.Inventory.of`), so a journal object they
 do not know of is one this map does not know of. docs/data-map.md is rendered from this module
 (`render_markdown`); a test keeps the two equal.

@@ -158,8 +158,8 @@ def window(counts: Sequence[int], since: int, limit: int | None) -> tuple[int, i
 #: The record log that `compact_transcript` archives to unless told otherwise.
 DEFAULT_ARCHIVE = "archive/transcript"
 #: The entry extension that marks a segment `compact_transcript` wrote: it holds transcript messages, so
-#: a message purge of the transcript redacts its copies there too (`_api.upkeep.message_purge`; `_api.transcript.compaction`
-#: sets it).
+#: a message purge of the transcript redacts its copies there too (`_api.upkeep.message_purge`;
+#: `_api.transcript.compaction` sets it).
 ARCHIVE_EXT = "transcript_archive"
 #: The reason a compaction's segment was written with (segments written before `ARCHIVE_EXT`).
 ARCHIVE_REASON = "transcript messages archived by compact_transcript"

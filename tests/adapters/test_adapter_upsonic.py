@@ -1,0 +1,618 @@
+"""The Upsonic storage adapter (``adapters.upsonic``), on local disk and moto S3.
+
+Upsonic cannot be installed beside flyte (it pins protobuf<6), so most of this file tests the contract as
+Upsonic documents it (``upsonic.storage.base.Storage``) over plain dicts: sessions with their runs, user
+memories, cultural knowledge, knowledge rows, models, usage entries, what lands in storage (read through
+the backend itself), bad input, users that never mix, and two processes writing one key. The slow tests
+at the end drive the real Upsonic 0.77 in `.venv-upsonic/` (``make upsonic-venv``): an agent pauses on an
+external tool in one process and another process resumes the run from the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import fcntl
+import json
+import pathlib
+import subprocess
+import textwrap
+
+import pytest
+
+from flyteplugins_memory import InvalidArgument, MemoryStore
+from flyteplugins_memory.adapters.upsonic import AsyncFlyteStorage, FlyteStorage, SessionOfAnotherUser
+from helpers import race_children, run_python
+from repo import REPO, SUPPORT
+
+HOSTILE_IDS = ["../bob", "a/b", "..", ".", "%2e%2e", "x\x00y", "ALICE", " ", "a" * 300, "~/x", "sessions"]
+
+
+def rows(backend, key: str) -> dict[str, dict]:
+    """The adapter's row files as the backend itself holds them."""
+    return {n: json.loads(d) for n, d in backend.objects(key).items() if n.startswith("upsonic/")}
+
+
+def session(session_id: str, user_id: str | None = "ada", *, runs: dict | None = None, **fields) -> dict:
+    return {"session_id": session_id, "user_id": user_id, "agent_id": "helper", "runs": runs or {}, **fields}
+
+
+def run(run_id: str, status: str = "completed", text: str = "") -> dict:
+    return {"output": {"run_id": run_id, "status": status, "output": text}}
+
+
+def test_sessions_end_to_end_and_what_lands_in_storage(durable_backend_and_endpoint, key):
+    backend, _ = durable_backend_and_endpoint
+    storage = FlyteStorage(key)
+    stored = storage.upsert_session(session("s1", runs={"r1": run("r1", "paused")}, summary="hi"), deserialize=False)
+    assert stored["runs"] == {"r1": run("r1", "paused")} and stored["session_type"] == "agent"
+    storage.upsert_session(session("s2", "bob", created_at=5))
+    storage.upsert_session(session("s1", runs={"r2": run("r2")}, summary="later"))  # r1 is kept
+
+    files = rows(backend, key)
+    assert sorted(files) == [
+        "upsonic/sessions/s1/runs/r1.json",
+        "upsonic/sessions/s1/runs/r2.json",
+        "upsonic/sessions/s1/session.json",
+        "upsonic/sessions/s2/session.json",
+    ]
+    assert files["upsonic/sessions/s1/session.json"]["row"]["summary"] == "later"
+    assert "runs" not in files["upsonic/sessions/s1/session.json"]["row"]
+    assert files["upsonic/sessions/s1/runs/r1.json"]["row"] == run("r1", "paused")
+
+    fresh = FlyteStorage(MemoryStore.open(key=key))  # another handle reads what the first committed
+    got = fresh.get_session("s1", deserialize=False)
+    assert list(got["runs"]) == ["r1", "r2"] and got["summary"] == "later"
+    assert fresh.get_session("s1", user_id="bob") is None  # a user filter never crosses users
+    assert fresh.get_session("s2", agent_id="other") is None
+    assert fresh.get_session("s1", session_type="team") is None
+    assert fresh.get_session(user_id="bob", deserialize=False)["session_id"] == "s2"
+    assert fresh.get_session(deserialize=False)["session_id"] == "s1"  # the latest created
+    assert fresh.get_session("nope") is None
+
+    listed, total = fresh.get_sessions(sort_by="created_at", sort_order="asc", deserialize=False)
+    assert [s["session_id"] for s in listed] == ["s2", "s1"] and total == 2
+    listed, total = fresh.get_sessions(limit=1, offset=1, deserialize=False)
+    assert [s["session_id"] for s in listed] == ["s2"] and total == 2
+    assert fresh.get_sessions(session_ids=[]) == []
+    assert [s["session_id"] for s in fresh.get_sessions(session_ids=["s2", "zz"])] == ["s2"]
+    assert [s["session_id"] for s in fresh.get_sessions(user_id="ada")] == ["s1"]
+
+    assert fresh.delete_session("s1") is True and fresh.delete_session("s1") is False
+    assert sorted(rows(backend, key)) == ["upsonic/sessions/s2/session.json"]  # its runs went with it
+    assert fresh.delete_sessions(["s2", "s9"]) == 1 and rows(backend, key) == {}
+    assert MemoryStore.open(key=key).log(limit=1)[0].actor == "upsonic"
+
+
+def test_created_at_stays_and_updated_at_moves(local_backend, key):
+    storage = FlyteStorage(key)
+    first = storage.upsert_session(session("s", created_at=100), deserialize=False)
+    again = storage.upsert_session(session("s", created_at=999), deserialize=False)
+    assert first["created_at"] == again["created_at"] == 100 and again["updated_at"] >= 100
+    memory = storage.upsert_user_memory({"user_id": "ada", "user_memory": {"a": 1}, "created_at": 7})
+    memory = storage.upsert_user_memory({"user_id": "ada", "user_memory": {"a": 2}})
+    assert memory["created_at"] == 7 and memory["user_memory"] == {"a": 2}
+
+
+def test_user_memories(durable_backend_and_endpoint, key):
+    backend, _ = durable_backend_and_endpoint
+    storage = FlyteStorage(key)
+    storage.upsert_user_memories(
+        [
+            {"user_id": "ada", "user_memory": {"likes": "rust"}, "agent_id": "a1"},
+            {"user_id": "bob", "user_memory": {"likes": "go"}, "team_id": "t"},
+        ]
+    )
+    files = rows(backend, key)
+    assert files["upsonic/users/ada.json"]["row"]["user_memory"] == {"likes": "rust"}
+    assert files["upsonic/users/bob.json"]["row"]["team_id"] == "t"
+
+    assert storage.get_user_memory("ada")["user_memory"] == {"likes": "rust"}
+    assert storage.get_user_memory("ada", team_id="t") is None
+    assert storage.get_user_memory(team_id="t")["user_id"] == "bob"
+    assert storage.get_user_memory("carol") is None
+    found, total = storage.get_user_memories(limit=1, deserialize=False)
+    assert len(found) == 1 and total == 2
+    assert storage.get_user_memories(user_ids=[]) == []
+    assert [m["user_id"] for m in storage.get_user_memories(user_ids=["bob"])] == ["bob"]
+    assert storage.delete_user_memory("ada") is True and storage.delete_user_memory("ada") is False
+    assert storage.delete_user_memories(["bob", "zed"]) == 1 and rows(backend, key) == {}
+
+
+def test_culture_knowledge_models_usage_and_clear_all(durable_backend_and_endpoint, key):
+    backend, _ = durable_backend_and_endpoint
+    storage = FlyteStorage(key)
+    made = storage.upsert_cultural_knowledge({"name": "tone", "content": "be brief", "agent_id": "a"})
+    assert made["id"] and storage.get_cultural_knowledge(made["id"])["content"] == "be brief"
+    storage.upsert_cultural_knowledge({"id": "c2", "name": "tone", "content": "cite", "created_at": 1})
+    everything, total = storage.get_all_cultural_knowledge(name="tone", sort_by="created_at", sort_order="asc",
+                                                           deserialize=False)  # fmt: skip
+    assert [c["id"] for c in everything] == ["c2", made["id"]] and total == 2
+    assert [c["id"] for c in storage.get_all_cultural_knowledge(limit=1, page=2, sort_by="created_at")] == ["c2"]
+    assert storage.get_all_cultural_knowledge(agent_id="a")[0]["id"] == made["id"]
+    storage.delete_cultural_knowledge("c2")
+    assert storage.get_cultural_knowledge("c2") is None
+
+    storage.upsert_knowledge_content({"id": "d1", "name": "doc", "knowledge_base_id": "kb"})
+    storage.upsert_knowledge_content({"id": "d2", "name": "doc2", "knowledge_base_id": "other"})
+    found, total = storage.get_knowledge_contents(knowledge_base_id="kb")
+    assert [r["id"] for r in found] == ["d1"] and total == 1
+    assert storage.get_knowledge_content("d2")["name"] == "doc2"
+    assert storage.delete_knowledge_contents(["d1", "d2", "d3"]) == 2 and storage.delete_knowledge_contents([]) == 0
+    assert storage.delete_knowledge_content("d1") is False
+
+    class Point(dict):
+        def __init__(self, **fields):
+            super().__init__(fields)
+
+    storage.upsert_model("p1", {"x": 1}, collection="points")
+    storage.upsert_model("p2", {"x": 2}, collection="points")
+    assert storage.get_model("p1", Point, collection="points") == {"x": 1}
+    assert storage.list_models(Point, collection="points") == [{"x": 1}, {"x": 2}]
+    assert storage.delete_model("p1", collection="points") and storage.get_model("p1", Point, "points") is None
+
+    storage.upsert_usage_entry({"entry_id": "e9", "run_id": "r", "kind": "llm", "timestamp": 1.0})
+    storage.upsert_usage_entry({"entry_id": "e2", "run_id": "r", "kind": "tool", "timestamp": 2.0})
+    assert [e["entry_id"] for e in storage.query_usage_entries(run_id="r")] == ["e9", "e2"]  # oldest first
+    assert [e["entry_id"] for e in storage.query_usage_entries(run_id="r", kind="llm")] == ["e9"]
+    assert len(storage.query_usage_entries(run_id="r", limit=1)) == 1
+    with pytest.raises(InvalidArgument):
+        storage.query_usage_entries(colour="red")
+    assert storage.delete_usage_entries(kind="tool") == 1
+
+    storage.upsert_session(session("s", runs={"r": run("r")}))
+    assert rows(backend, key)
+    storage.clear_all()
+    assert rows(backend, key) == {} and storage.get_session("s") is None
+
+
+def test_bad_input_raises_value_errors_and_changes_nothing(local_backend, key):
+    storage = FlyteStorage(key)
+    storage.upsert_session(session("kept"))
+    before = rows(local_backend, key)
+    bad_calls = [
+        lambda: storage.upsert_session({"user_id": "ada"}),
+        lambda: storage.upsert_session(session("")),
+        lambda: storage.upsert_session(session("s", runs=["not", "a", "mapping"])),
+        lambda: storage.upsert_session(session("s", runs={"": run("x")})),
+        lambda: storage.upsert_session(session("s", created_at="yesterday")),
+        lambda: storage.upsert_session(session("s", created_at=float("nan"))),
+        lambda: storage.upsert_session(session("s", created_at="1969-12-31T00:00:00")),
+        lambda: storage.upsert_session(session("s", user_id=5)),
+        lambda: storage.upsert_sessions([session("fine"), {"summary": "no id"}]),  # none of them lands
+        lambda: storage.upsert_session(42),
+        lambda: storage.upsert_user_memory({"user_memory": {}}),
+        lambda: storage.upsert_user_memory({"user_id": "ada", "user_memory": "not a dict"}),
+        lambda: storage.upsert_user_memory({"user_id": "ada", "user_memory": {}, "created_at": True}),
+        lambda: storage.delete_session(""),
+        lambda: storage.delete_sessions([]),
+        lambda: storage.delete_user_memory(""),
+        lambda: storage.delete_user_memories([]),
+        lambda: storage.get_sessions(limit=-1),
+        lambda: storage.get_all_cultural_knowledge(limit=2, page=0),
+        lambda: storage.upsert_knowledge_content({"name": "no id"}),
+        lambda: storage.upsert_usage_entry({"kind": "no id"}),
+    ]
+    for call in bad_calls:
+        with pytest.raises(ValueError):  # the contract's error; ours is InvalidArgument, a ValueError
+            call()
+    assert rows(local_backend, key) == before
+    assert storage.get_session("fine") is None
+
+
+def test_users_never_mix_and_sessions_never_change_owner(durable_backend_and_endpoint, key):
+    backend, _ = durable_backend_and_endpoint
+    storage = FlyteStorage(key)
+    storage.upsert_session(session("s", "ada", summary="ada's"))
+    for other in ("bob", None):
+        with pytest.raises(SessionOfAnotherUser):
+            storage.upsert_session(session("s", other, summary="stolen"))
+    assert rows(backend, key)["upsonic/sessions/s/session.json"]["row"]["summary"] == "ada's"
+    assert storage.get_sessions(user_id="bob") == []
+    storage.upsert_user_memory({"user_id": "ada", "user_memory": {"secret": 1}})
+    assert storage.get_user_memory("bob") is None and storage.get_user_memories(user_ids=["bob"]) == []
+
+
+def test_hostile_ids_stay_in_their_own_directory(durable_backend_and_endpoint, key):
+    backend, _ = durable_backend_and_endpoint
+    storage = FlyteStorage(key)
+    for i, hostile in enumerate(HOSTILE_IDS):
+        storage.upsert_session(session(hostile, f"user{i}", runs={hostile: run(hostile, text=str(i))}))
+        storage.upsert_user_memory({"user_id": hostile, "user_memory": {"i": i}})
+    files = rows(backend, key)
+    assert len(files) == 3 * len(HOSTILE_IDS)
+    assert all(n.startswith(("upsonic/sessions/", "upsonic/users/")) and n.count("/") <= 4 for n in files)
+    for i, hostile in enumerate(HOSTILE_IDS):
+        got = storage.get_session(hostile, deserialize=False)
+        assert got["user_id"] == f"user{i}" and got["runs"][hostile]["output"]["output"] == str(i)
+        assert storage.get_user_memory(hostile)["user_memory"] == {"i": i}
+
+
+def test_long_filter_values_are_found_without_labels(local_backend, key):
+    storage = FlyteStorage(key)
+    long_user = "u" * 2000  # beyond a label: filtered by reading the row
+    storage.upsert_session(session("s", long_user))
+    storage.upsert_session(session("t", "short"))
+    assert [s["session_id"] for s in storage.get_sessions(user_id=long_user)] == ["s"]
+    assert storage.get_session("s", user_id=long_user, deserialize=False)["user_id"] == long_user
+
+
+def test_two_handles_running_one_session_keep_both_runs_and_never_undo_a_newer_run(durable_backend_and_endpoint, key):
+    backend, _ = durable_backend_and_endpoint
+    first, second = FlyteStorage(key), FlyteStorage(MemoryStore.get_or_create(key=key))
+    first.upsert_session(session("s", runs={"r1": run("r1", "paused")}))
+    seen = second.get_session("s", deserialize=False)  # the second task reads r1 while it is paused
+    first.upsert_session(session("s", runs={"r1": run("r1", "completed", "done")}))  # the first resumes it
+    second.upsert_session(session("s", runs={**seen["runs"], "r2": run("r2")}))  # stale r1 beside its own r2
+    got = FlyteStorage(key).get_session("s", deserialize=False)
+    assert got["runs"] == {"r1": run("r1", "completed", "done"), "r2": run("r2")}
+    assert rows(backend, key)["upsonic/sessions/s/runs/r1.json"]["row"]["output"]["status"] == "completed"
+
+
+def test_the_async_storage(durable_backend_and_endpoint, key):
+    backend, _ = durable_backend_and_endpoint
+
+    async def main() -> None:
+        storage = AsyncFlyteStorage(key)
+        assert await storage.table_exists("anything")
+        await storage.aupsert_session(session("s", runs={"r": run("r", "error")}))
+        await storage.aupsert_user_memory({"user_id": "ada", "user_memory": {"k": "v"}})
+        assert (await storage.aget_session("s"))["runs"]["r"]["output"]["status"] == "error"
+        assert (await storage.aget_sessions(agent_id="helper", deserialize=False))[1] == 1
+        assert (await storage.aget_user_memory("ada"))["user_memory"] == {"k": "v"}
+        with pytest.raises(ValueError):
+            await storage.adelete_sessions([])
+        assert await storage.adelete_session("s")
+        await storage.close()
+
+    asyncio.run(main())
+    assert sorted(rows(backend, key)) == ["upsonic/users/ada.json"]
+
+
+def test_an_adapter_over_an_open_handle_commits_each_call(local_backend, key):
+    store = MemoryStore.create(key=key)
+    storage = FlyteStorage(store, prefix="agents/upsonic", actor="planner")
+    storage.upsert_session(session("s"))
+    assert storage.store is store and not store.has_unsaved_changes()
+    assert MemoryStore.open(key=key).list_paths("agents/upsonic") == ["agents/upsonic/sessions/s/session.json"]
+    assert MemoryStore.open(key=key).log(limit=1)[0].actor == "planner"
+
+
+RACE_WORKER = textwrap.dedent(
+    """
+    import json, os, sys, time
+    sys.path.insert(0, {tests!r})
+    from workers import setup
+    config = json.loads(sys.argv[1])
+    setup(config)
+    from flyteplugins_memory.adapters.upsonic import FlyteStorage
+
+    storage = FlyteStorage(config["key"])
+    me = config["worker"]
+    while not os.path.exists(config["go"]):
+        time.sleep(0.01)
+    for i in range(config["n"]):
+        # both workers add runs to one shared session, and each keeps its own session and user memory
+        shared = storage.get_session("shared", deserialize=False) or {{"session_id": "shared", "user_id": "ada"}}
+        runs = {{**shared.get("runs", {{}}), f"w{{me}}-{{i}}": {{"output": {{"run_id": f"w{{me}}-{{i}}"}}}}}}
+        storage.upsert_session({{**shared, "runs": runs, "summary": f"w{{me}}"}})
+        storage.upsert_session({{"session_id": f"own-{{me}}-{{i}}", "user_id": f"user{{me}}"}})
+        storage.upsert_user_memory({{"user_id": f"user{{me}}", "user_memory": {{"last": i}}}})
+    storage.close()
+    """
+)
+
+
+def test_two_processes_writing_one_key_lose_nothing(durable_backend_and_endpoint, key, tmp_path):
+    backend, endpoint = durable_backend_and_endpoint
+    MemoryStore.create(key=key)
+    config = {"raw": backend.raw_data_path, "endpoint": endpoint, "key": key, "go": str(tmp_path / "go"), "n": 5}
+    race_children(RACE_WORKER.format(tests=str(SUPPORT)), config, timeout=240)
+    storage = FlyteStorage(key)
+    shared = storage.get_session("shared", deserialize=False)
+    assert sorted(shared["runs"]) == sorted(f"w{w}-{i}" for w in range(2) for i in range(5))
+    assert len(storage.get_sessions(user_id="user0")) == len(storage.get_sessions(user_id="user1")) == 5
+    assert [storage.get_user_memory(f"user{w}")["user_memory"] for w in range(2)] == [{"last": 4}] * 2
+    assert len([n for n in rows(backend, key) if "/runs/" in n]) == 10
+
+
+# -- the real framework, in .venv-upsonic ----------------------------------------------------------------
+
+VENV = REPO / ".venv-upsonic"
+REAL_AGENT = textwrap.dedent(
+    """
+    import json, sys
+    sys.path.insert(0, {tests!r})
+    from workers import setup
+    config = json.loads(sys.argv[1])
+    setup(config)
+    from upsonic import Agent, Task
+    from upsonic.messages.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+    from upsonic.models import Model
+    from upsonic.run.base import RunStatus
+    from upsonic.session.agent import AgentSession
+    from upsonic.storage.base import Storage
+    from upsonic.storage.memory import Memory
+    from upsonic.tools import tool
+    from flyteplugins_memory.adapters.upsonic import FlyteStorage
+
+
+    class Scripted(Model):
+        # An offline model: calls `lookup` when offered it, answers from its result, else counts messages.
+        @property
+        def model_name(self):
+            return "scripted"
+
+        @property
+        def system(self):
+            return "scripted"
+
+        async def request(self, messages, model_settings, model_request_parameters):
+            for part in getattr(messages[-1], "parts", []):
+                if isinstance(part, ToolReturnPart):
+                    return ModelResponse(parts=[TextPart(content=f"the answer is {{part.content}}")])
+            if any(t.name == "lookup" for t in model_request_parameters.function_tools):
+                return ModelResponse(parts=[ToolCallPart(tool_name="lookup", args={{"q": "x"}}, tool_call_id="c1")])
+            return ModelResponse(parts=[TextPart(content=f"I have seen {{len(messages)}} messages")])
+
+
+    @tool(external_execution=True)
+    def lookup(q: str) -> str:
+        "Look something up (the caller runs it, outside the agent)."
+        raise AssertionError("an external tool is never run by the agent")
+
+
+    storage = FlyteStorage(config["key"])
+    assert isinstance(storage, Storage)
+    memory = Memory(storage=storage, session_id="s1", user_id="ada", full_session_memory=True)
+    agent = Agent(model=Scripted(), memory=memory, name="researcher")
+    if config["stage"] == "pause":
+        assert agent.do(Task("hello")) == "I have seen 1 messages"
+        assert agent.do(Task("again")) == "I have seen 3 messages"  # the history came back from the store
+        paused = agent.do(Task("use the tool", tools=[lookup]), return_output=True)
+        assert paused.status == RunStatus.paused, paused.status
+        print("RUN", paused.run_id)
+    else:  # another process: only the store knows the paused run
+        found = memory.load_resumable_run(config["run_id"])
+        assert found is not None and found.output.status == RunStatus.paused
+        for requirement in found.output.requirements:
+            requirement.tool_execution.result = "forty-two"
+        done = agent.continue_run(run_id=config["run_id"], requirements=found.output.requirements, return_output=True)
+        assert done.status == RunStatus.completed and done.output == "the answer is forty-two", done.output
+        assert memory.load_resumable_run(config["run_id"]) is None
+        assert agent.do(Task("after")) == "I have seen 7 messages"  # as through Upsonic's own JSONStorage
+        stored = storage.get_session("s1")
+        assert isinstance(stored, AgentSession) and len(stored.runs) == 4 and len(stored.messages) == 10
+        assert all(r.output.status == RunStatus.completed for r in stored.runs.values())
+    print("ok")
+    """
+)
+
+REAL_TABLES = textwrap.dedent(
+    """
+    import asyncio, json, sys
+    sys.path.insert(0, {tests!r})
+    from workers import setup
+    config = json.loads(sys.argv[1])
+    setup(config)
+    from pydantic import BaseModel
+    from upsonic.culture.cultural_knowledge import CulturalKnowledge
+    from upsonic.session.agent import AgentSession
+    from upsonic.storage.base import AsyncStorage
+    from upsonic.storage.memory import Memory
+    from upsonic.storage.schemas import KnowledgeRow, UserMemory
+    from flyteplugins_memory.adapters.upsonic import AsyncFlyteStorage
+
+
+    class Note(BaseModel):
+        text: str
+
+
+    async def main():
+        storage = AsyncFlyteStorage(config["key"])
+        assert isinstance(storage, AsyncStorage)
+        memory = Memory(storage=storage, session_id="s2", user_id="bob")
+        made = await storage.aupsert_session(AgentSession(session_id="s2", user_id="bob"))
+        assert isinstance(made, AgentSession) and made.user_id == "bob"
+        await memory.set_metadata_async({{"topic": "tea"}})
+        assert (await memory.get_metadata_async()) == {{"topic": "tea"}}
+        assert [s.session_id for s in await memory.list_sessions_async(user_id="bob")] == ["s2"]
+        saved = await storage.aupsert_user_memory(UserMemory(user_memory={{"likes": "tea"}}, user_id="bob"))
+        assert isinstance(saved, UserMemory) and saved.user_memory == {{"likes": "tea"}}
+        assert (await storage.aget_user_memory("bob")).user_memory == {{"likes": "tea"}}
+        knowledge = await storage.aupsert_cultural_knowledge(CulturalKnowledge(name="tone", content="brief"))
+        assert isinstance(knowledge, CulturalKnowledge) and knowledge.id
+        assert (await storage.aget_cultural_knowledge(knowledge.id)).content == "brief"
+        assert await storage.adelete_cultural_knowledges([knowledge.id]) == 1  # Upsonic's default, over ours
+        row = await storage.aupsert_knowledge_content(KnowledgeRow(id="d1", name="doc", knowledge_base_id="kb"))
+        assert isinstance(row, KnowledgeRow) and (await storage.aget_knowledge_contents("kb"))[1] == 1
+        await storage.aupsert_model("n1", Note(text="hi"), collection="notes")
+        assert await storage.aget_model("n1", Note, collection="notes") == Note(text="hi")
+        assert isinstance(await storage.aget_session("s2"), AgentSession)
+        assert await memory.delete_session_async() is True and await storage.aget_session("s2") is None
+
+    asyncio.run(main())
+    print("ok")
+    """
+)
+
+
+def _upsonic_python() -> pathlib.Path:
+    """`.venv-upsonic/` (``make upsonic-venv``: this package, Upsonic's requirements, upsonic --no-deps),
+    made by one test worker at a time."""
+    with open(REPO / ".venv-upsonic.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = subprocess.run(["make", "-s", "upsonic-venv"], cwd=REPO, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, f"`make upsonic-venv` failed:\n{done.stdout[-2000:]}{done.stderr[-3000:]}"
+    return VENV / "bin" / "python"
+
+
+def _in_upsonic(script: str, config: dict) -> str:
+    return run_python(str(_upsonic_python()), script.format(tests=str(SUPPORT)), config)
+
+
+@pytest.mark.slow
+def test_the_real_upsonic_resumes_a_paused_run_in_another_process(durable_backend_and_endpoint, key):
+    backend, endpoint = durable_backend_and_endpoint
+    config = {"raw": backend.raw_data_path, "endpoint": endpoint, "key": key}
+    paused = _in_upsonic(REAL_AGENT, {**config, "stage": "pause"})
+    run_id = next(line.split()[1] for line in paused.splitlines() if line.startswith("RUN "))
+
+    files = rows(backend, key)  # this side (no Upsonic) reads what Upsonic stored: the paused run
+    assert files[f"upsonic/sessions/s1/runs/{run_id}.json"]["row"]["output"]["status"].lower() == "paused"
+    assert files["upsonic/sessions/s1/session.json"]["row"]["user_id"] == "ada"
+
+    _in_upsonic(REAL_AGENT, {**config, "stage": "resume", "run_id": run_id})
+    files = rows(backend, key)
+    assert files[f"upsonic/sessions/s1/runs/{run_id}.json"]["row"]["output"]["status"].lower() == "completed"
+    assert len([n for n in files if "/runs/" in n]) == 4
+
+
+@pytest.mark.slow
+def test_the_real_upsonic_tables_through_the_async_storage(local_backend, key):
+    _in_upsonic(REAL_TABLES, {"raw": local_backend.raw_data_path, "endpoint": None, "key": key})
+    files = rows(local_backend, key)
+    assert files["upsonic/users/bob.json"]["row"]["user_memory"] == {"likes": "tea"}
+    assert files["upsonic/knowledge/d1.json"]["row"]["knowledge_base_id"] == "kb"
+    assert files["upsonic/models/notes/n1.json"]["row"]["model_data"] == {"text": "hi"}
+    assert not any(n.startswith(("upsonic/sessions/", "upsonic/culture/")) for n in files)
+
+
+def test_a_refused_batch_leaves_nothing_for_a_later_commit(local_backend, key):
+    storage = FlyteStorage(key)
+    storage.upsert_session(session("owned", "bob"))
+    with pytest.raises(SessionOfAnotherUser):  # the first session is written before the second is refused
+        storage.upsert_sessions([session("fine", runs={"r": run("r")}), session("owned", "ada")])
+    storage.upsert_user_memory({"user_id": "ada", "user_memory": {}})  # the next commit of the handle
+    assert sorted(rows(local_backend, key)) == ["upsonic/sessions/owned/session.json", "upsonic/users/ada.json"]
+    assert storage.get_session("fine") is None and not storage.store.has_unsaved_changes()
+
+
+def test_a_run_the_caller_edits_in_a_returned_session_is_saved(local_backend, key):
+    storage = FlyteStorage(key)
+    storage.upsert_session(session("s", runs={"r": run("r", "paused")}))
+    got = storage.get_session("s", deserialize=False)
+    got["runs"]["r"]["output"]["status"] = "completed"  # edited in place, as a caller's object would be
+    storage.upsert_session(got)
+    assert rows(local_backend, key)["upsonic/sessions/s/runs/r.json"]["row"]["output"]["status"] == "completed"
+
+
+def test_concurrent_calls_on_one_adapter_lose_nothing(durable_backend_and_endpoint, key):
+    backend, _ = durable_backend_and_endpoint
+
+    async def main() -> None:
+        storage = AsyncFlyteStorage(key)
+
+        async def one(i: int) -> None:
+            await storage.aupsert_session(session(f"s{i}", f"user{i % 3}", runs={f"r{i}": run(f"r{i}")}))
+            assert (await storage.aget_session(f"s{i}", deserialize=False))["runs"] == {f"r{i}": run(f"r{i}")}
+            await storage.aupsert_user_memory({"user_id": f"user{i}", "user_memory": {"i": i}})
+
+        await asyncio.gather(*(one(i) for i in range(8)))
+
+    asyncio.run(main())
+    storage = FlyteStorage(MemoryStore.open(key=key))  # opened here: pool threads lack flyte's task context
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:  # the sync adapter from several threads
+        list(pool.map(lambda i: storage.upsert_session(session(f"t{i}", runs={"r": run("r")})), range(8)))
+    files = rows(backend, key)
+    assert len([n for n in files if n.endswith("/session.json")]) == 16
+    assert len([n for n in files if n.startswith("upsonic/users/")]) == 8
+
+
+def test_a_retry_after_a_refused_batch_saves_the_runs_change(local_backend, key):
+    storage = FlyteStorage(key)
+    storage.upsert_session(session("fine", runs={"r": run("r", "paused")}))
+    storage.upsert_session(session("owned", "bob"))
+    with pytest.raises(SessionOfAnotherUser):
+        storage.upsert_sessions([session("fine", runs={"r": run("r", "completed")}), session("owned", "ada")])
+    storage.upsert_session(session("fine", runs={"r": run("r", "completed")}))  # the retry, alone
+    assert rows(local_backend, key)["upsonic/sessions/fine/runs/r.json"]["row"] == run("r", "completed")
+
+
+def test_a_completed_run_is_final_whoever_holds_a_stale_copy(local_backend, key):
+    storage = FlyteStorage(key)  # one adapter shared by two callers
+    storage.upsert_session(session("s", runs={"r1": run("r1", "paused")}))
+    first, second = (storage.get_session("s", deserialize=False) for _ in range(2))
+    storage.upsert_session({**second, "runs": {"r1": run("r1", "completed", "done")}})
+    storage.upsert_session({**first, "runs": {**first["runs"], "r3": run("r3")}})  # r1 still paused here
+    stored = rows(local_backend, key)
+    assert stored["upsonic/sessions/s/runs/r1.json"]["row"] == run("r1", "completed", "done")
+    assert stored["upsonic/sessions/s/runs/r3.json"]["row"] == run("r3")
+
+
+def test_a_session_without_a_user_keeps_none_as_its_owner(local_backend, key):
+    storage = FlyteStorage(key)
+    storage.upsert_session(session("s", None, summary="nobody's"))
+    with pytest.raises(SessionOfAnotherUser):
+        storage.upsert_session(session("s", "mallory", summary="taken"))
+    assert rows(local_backend, key)["upsonic/sessions/s/session.json"]["row"]["summary"] == "nobody's"
+
+
+@pytest.mark.parametrize("prefix", ["a/", "/team/runs/x", "x"])
+def test_runs_come_back_whatever_the_session_id_or_prefix(local_backend, key, prefix):
+    storage = FlyteStorage(key, prefix=prefix)
+    for session_id in ("runs", "sessions", "s"):
+        storage.upsert_session(session(session_id, runs={"r": run("r", text=session_id)}))
+    for found in [storage.get_session(i, deserialize=False) for i in ("runs", "sessions", "s")]:
+        assert found["runs"] == {"r": run("r", text=found["session_id"])}
+    assert all(len(s["runs"]) == 1 for s in storage.get_sessions(deserialize=False)[0])
+
+
+def test_a_bad_prefix_is_refused_up_front(local_backend, key):
+    for bad in ("", "/", "../evil", "a//b", "a/./b", 7):
+        with pytest.raises(InvalidArgument):
+            FlyteStorage(key, prefix=bad)
+
+
+def test_the_async_storage_from_several_threads_each_with_its_own_loop(local_backend, key):
+    storage = AsyncFlyteStorage(MemoryStore.open(key=MemoryStore.create(key=key).key))
+
+    def worker(w: int) -> None:  # as Upsonic's sync Memory calls an AsyncStorage: asyncio.run per call
+        for i in range(6):
+            asyncio.run(storage.aupsert_session(session(f"w{w}-{i}", runs={"r": run("r")})))
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        list(pool.map(worker, range(4)))
+    assert len([n for n in rows(local_backend, key) if n.endswith("/session.json")]) == 24
+
+
+def test_two_adapters_over_one_handle_take_turns(local_backend, key):
+    shared = MemoryStore.create(key=key)
+    first, second = AsyncFlyteStorage(shared, prefix="a"), AsyncFlyteStorage(shared, prefix="b")
+    other = AsyncFlyteStorage(MemoryStore.open(key=key), prefix="a")  # another task
+    real_save = shared.save
+
+    async def main() -> dict:
+        committed = asyncio.Event()
+
+        class OtherCommitsFirst:  # another task commits the same row just before the first adapter saves
+            async def aio(self, **kwargs):
+                shared.save = real_save
+                await other.aupsert_user_memory({"user_id": "ada", "user_memory": {"v": "other"}})
+                committed.set()
+                await asyncio.sleep(0.2)  # the second adapter's read (and refresh) would run now
+                return await real_save.aio(**kwargs)
+
+        async def read_meanwhile() -> None:
+            await committed.wait()
+            await second.aget_sessions()
+
+        shared.save = OtherCommitsFirst()  # pyright: ignore[reportAttributeAccessIssue]
+        mine = first.aupsert_user_memory({"user_id": "ada", "user_memory": {"v": "mine"}}, deserialize=False)
+        returned, _ = await asyncio.gather(mine, read_meanwhile())
+        return returned
+
+    returned = asyncio.run(main())
+    stored = json.loads(local_backend.objects(key)["a/users/ada.json"])["row"]["user_memory"]
+    assert stored == returned["user_memory"] == {"v": "mine"}  # retried after the conflict, not dropped
+
+
+def test_a_filtered_read_fetches_only_the_rows_it_chose(local_backend, key, io_counter):
+    storage = FlyteStorage(key)
+    for i in range(10):
+        storage.upsert_session(session(f"bob-{i}", "bob", runs={f"r{j}": run(f"r{j}") for j in range(3)}))
+    storage.upsert_session(session("ada-1", "ada", runs={"r": run("r")}))
+    io_counter.reset()
+    found = FlyteStorage(MemoryStore.open(key=key)).get_sessions(user_id="ada", deserialize=False)[0]
+    assert [s["session_id"] for s in found] == ["ada-1"] and list(found[0]["runs"]) == ["r"]
+    assert not [n for n in io_counter.names("get") if "/bob-" in n]
