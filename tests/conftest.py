@@ -267,12 +267,12 @@ class IOCounter:
 
 @pytest.fixture
 def io_counter(monkeypatch) -> IOCounter:
-    from flyteplugins_memory.storage._fsspec import FsspecStorage
+    from flyteplugins_memory._journal.journal_storage import JournalStorage
 
     counter = IOCounter()
 
     def wrap(method: str, kind: str, names_of, bulk: bool = False):
-        original = getattr(FsspecStorage, method)
+        original = getattr(JournalStorage, method)
 
         async def counted(self, *args, **kwargs):
             if not counter.in_bulk:  # a bulk call counts its objects once, however it makes them
@@ -285,7 +285,7 @@ def io_counter(monkeypatch) -> IOCounter:
             finally:
                 counter.in_bulk = False
 
-        monkeypatch.setattr(FsspecStorage, method, counted)
+        monkeypatch.setattr(JournalStorage, method, counted)
 
     wrap("read", "get", lambda name: [name])
     wrap("read_many", "get", list)

@@ -3,7 +3,7 @@ and moto S3: an open plus a full listing of a 1,000-file store is 4 requests (it
 100,000-file store opens in at most 5 requests and 1 MiB read, and the first one-file save after a bulk save
 is at most 6 requests.
 
-Every storage operation of ours goes through `FsspecStorage`; the `costs` fixture wraps it and counts one
+Every storage operation of ours goes through `JournalStorage`; the `costs` fixture wraps it and counts one
 request per object touched (a listing is one), and the bytes of what reads return.
 """
 
@@ -56,12 +56,12 @@ _inside_bulk = contextvars.ContextVar("inside_bulk", default=False)
 
 @pytest.fixture
 def costs(monkeypatch) -> Costs:
-    from flyteplugins_memory.storage._fsspec import FsspecStorage
+    from flyteplugins_memory._journal.journal_storage import JournalStorage
 
     counter = Costs()
 
     def wrap(method: str, kind: str, names_of, bulk: bool = False):
-        original = getattr(FsspecStorage, method)
+        original = getattr(JournalStorage, method)
 
         async def counted(self, *args, **kwargs):
             nested = _inside_bulk.get()
@@ -80,7 +80,7 @@ def costs(monkeypatch) -> Costs:
                     counter.ops += [(kind, n, 0) for n in names]
             return result
 
-        monkeypatch.setattr(FsspecStorage, method, counted)
+        monkeypatch.setattr(JournalStorage, method, counted)
 
     wrap("read", "get", lambda name: [name])
     wrap("read_many", "get", list)
@@ -188,10 +188,10 @@ async def _commit_files(remote_path: str, count: int) -> None:
     from flyteplugins_memory._rules.journal_objects import FileEntry, encode
     from flyteplugins_memory._rules.layout import blob_name, log_name
     from flyteplugins_memory._rules.merge import Changes, rebase
-    from flyteplugins_memory.storage._fsspec import FsspecStorage
+    from flyteplugins_memory._journal.journal_storage import JournalStorage
 
     payload = b"x" * 1024
-    remote = FsspecStorage(remote_path)
+    remote = JournalStorage.at(remote_path)
     base = await latest_state(remote)
     assert base is not None
     sha = hashlib.sha256(payload).hexdigest()

@@ -16,6 +16,7 @@ from flyteplugins_memory import (
     MemoryStore,
     UnsupportedBackend,
 )
+from flyteplugins_memory._journal.journal_storage import JournalStorage
 from flyteplugins_memory.storage._fsspec import FsspecStorage
 from helpers import commit, saved
 
@@ -102,7 +103,7 @@ def test_the_newest_transcript_is_projected_last(local_backend, key, monkeypatch
     first, second = MemoryStore.get_or_create(key=key), MemoryStore.get_or_create(key=key)
     first.append({"content": "from first"})
     second.append({"content": "from second"})
-    real_write = FsspecStorage.write_many
+    real_write = JournalStorage.write_many
     done = []
 
     async def delayed(self, objects):  # first's projection of messages.json lands after second's
@@ -111,7 +112,7 @@ def test_the_newest_transcript_is_projected_last(local_backend, key, monkeypatch
             await second.save.aio()
         return await real_write(self, objects)
 
-    monkeypatch.setattr(FsspecStorage, "write_many", delayed)
+    monkeypatch.setattr(JournalStorage, "write_many", delayed)
     first.save()
     stored = json.loads(local_backend.upstream_view(key)["messages.json"])
     assert sorted(m["content"] for m in stored) == ["from first", "from second"]

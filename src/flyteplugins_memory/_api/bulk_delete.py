@@ -7,13 +7,13 @@ from typing import Any
 
 from .._base.syncify import syncify
 from .._handle.checkout import Checkout
+from .._journal.journal_storage import JournalStorage
 from .._journal.store_deletion import delete_stored
 from .._rules import location as _location
 from .._rules.admission import Access, PathAdmission
 from .._rules.arguments import check_flag
 from .._rules.writes import ChangeOptions
 from ..errors import InvalidPath
-from ..storage._fsspec import FsspecStorage
 from .records import PendingRecords
 
 
@@ -74,5 +74,5 @@ class BulkDeleteAPI:
         """
         check_flag("trusted", trusted)
         ChangeOptions(actor, reason, None, False, True)  # actor and reason: the rules of every write
-        remote = FsspecStorage(_location.remote_path_for_key(key, org, project, domain))
+        remote = JournalStorage.at(_location.remote_path_for_key(key, org, project, domain))
         return await delete_stored(remote, trusted=trusted, actor=actor, reason=reason)

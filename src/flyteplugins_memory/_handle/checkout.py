@@ -24,6 +24,7 @@ from typing import Any, Protocol, TypeVar
 
 from .._journal.commit import SaveJob, checkpoint, run_save, update_upstream_layout
 from .._journal.generations import at_generation, generation_to_create, newest_generation
+from .._journal.journal_storage import JournalStorage
 from .._journal.opening import landed_state, latest_state, open_state, state_at
 from .._rules.codecs import MemoryMeta
 from .._rules.fold import Fold
@@ -53,7 +54,6 @@ from ..errors import (
     StoreFormatTooNew,
     StoreNotFound,
 )
-from ..storage._fsspec import FsspecStorage
 from .search_cache import SearchCache
 from .special_commits import Settings, SpecialCommits
 from .working_copy import WorkingCopy
@@ -95,7 +95,7 @@ class Checkout(SpecialCommits):
         self.search = SearchCache()
         self._remote_path = remote_path
         self._resolve_path = resolve
-        self._remote: FsspecStorage | None = None
+        self._remote: JournalStorage | None = None
         #: which of the key's stores this handle names (`_journal.generations`): None until its first load finds
         #: out (0 until then); fixed by that load, or by the payload of a received store
         self.generation: int | None = None
@@ -160,15 +160,15 @@ class Checkout(SpecialCommits):
     def remote_path(self, value: str | None) -> None:
         self._remote_path, self._remote = value, None
 
-    def remote(self) -> FsspecStorage:
+    def remote(self) -> JournalStorage:
         if self._remote is None:
             if self._remote_path is None:
                 self._remote_path = self._resolve_path()
-            remote = FsspecStorage(self._remote_path)
+            remote = JournalStorage.at(self._remote_path)
             self._remote = at_generation(remote, self.generation) if self.generation else remote
         return self._remote
 
-    def remote_if_known(self) -> FsspecStorage | None:
+    def remote_if_known(self) -> JournalStorage | None:
         return self.remote() if self._remote_path is not None else None
 
     def payload_seq(self) -> int | None:
@@ -394,7 +394,7 @@ class Checkout(SpecialCommits):
             self._root_transcript = 0
             self._saved_transcript = fingerprints(state.messages)
 
-    async def _open_newest(self, remote: FsspecStorage) -> tuple[State, bool]:
+    async def _open_newest(self, remote: JournalStorage) -> tuple[State, bool]:
         """The newest state of the key's newest store: a handle that does not know its generation yet
         follows a deleted one to the store its key took since (`_journal.generations`)."""
         try:

@@ -52,10 +52,10 @@ from ..errors import (
     StoreAlreadyExists,
     StoreDeleted,
 )
-from ..storage._contract import ObjectStorage
 from .checkpoints import checkpoint_of
 from .gc import collect_quietly, configured_window
 from .inplace import committed_changes, upload_in_place
+from .journal_storage import JournalStorage
 from .log_reads import read_record
 from .opening import landed_state, latest_state, state_at
 from .preserve import preserve_legacy, unneeded_copies
@@ -132,7 +132,7 @@ class SaveJob:
         return About("create" if self.exclusive else self.kind, self.actor, self.reason)
 
 
-async def run_save(remote: ObjectStorage, job: SaveJob) -> State:
+async def run_save(remote: JournalStorage, job: SaveJob) -> State:
     """Commit `job` and update upstream's view; returns the new committed state."""
     job.base.check_can_write("save", remote.uri)  # before anything is written
     if not job.trusted:  # a handle that wrote before it loaded the setting
@@ -193,7 +193,7 @@ async def run_save(remote: ObjectStorage, job: SaveJob) -> State:
         return committed
 
 
-async def _drop_failed_copies(remote: ObjectStorage, job: SaveJob) -> None:
+async def _drop_failed_copies(remote: JournalStorage, job: SaveJob) -> None:
     """A save that failed after copying in-place bytes into blobs (`_journal.preserve`): if a purge removed that
     content meanwhile, the copies go (another save may share a copy of content still held: those stay), and
     so do the copies it created that no stored commit names (`_journal.preserve.unneeded_copies`)."""
@@ -207,7 +207,7 @@ async def _drop_failed_copies(remote: ObjectStorage, job: SaveJob) -> None:
         logger.warning("Could not check this failed save's copies against purges: %s", exc)
 
 
-async def _drop_unneeded_copies(remote: ObjectStorage, job: SaveJob, newest: State | None) -> None:
+async def _drop_unneeded_copies(remote: JournalStorage, job: SaveJob, newest: State | None) -> None:
     """Remove the copies this save created that neither `newest` (the state its commit landed on, or that
     refused it) nor any state still stored holds: gc() had collected that content (`_journal.preserve`)."""
     if not job.created or newest is None:
@@ -216,7 +216,7 @@ async def _drop_unneeded_copies(remote: ObjectStorage, job: SaveJob, newest: Sta
         await remote.remove_all(unneeded)
 
 
-async def _starting_point(remote: ObjectStorage, job: SaveJob) -> tuple[State, bool]:
+async def _starting_point(remote: JournalStorage, job: SaveJob) -> tuple[State, bool]:
     """The state to rebase on first, and whether this save moves an old journal (cleaned after it).
 
     A store's first save into this journal adopts it (`_journal.relocate.adopt`). A base last known newest long ago
@@ -233,7 +233,7 @@ async def _starting_point(remote: ObjectStorage, job: SaveJob) -> tuple[State, b
     return job.base, False
 
 
-async def _commit(remote: ObjectStorage, job: SaveJob, latest: State) -> tuple[State, int]:
+async def _commit(remote: JournalStorage, job: SaveJob, latest: State) -> tuple[State, int]:
     changes = committed_changes(job.changes, job.placed)
     docs = await updates_of(job.changes.files, job.contents)  # the search index's share of this save
     for attempt in range(MAX_ATTEMPTS):
@@ -282,7 +282,7 @@ def clashing_strays(latest: State, placed: set[str]) -> list[str]:
     return sorted(p for p in placed if latest.files.has_under(p) or any(d in latest.files for d in parent_dirs(p)))
 
 
-async def _create_or_find_landed(remote: ObjectStorage, job: SaveJob, seq: int, record: bytes) -> bool:
+async def _create_or_find_landed(remote: JournalStorage, job: SaveJob, seq: int, record: bytes) -> bool:
     """Create log slot `seq`; if the request fails, whether it landed anyway (a lost reply), so that a
     save that raises is one that did not commit, wherever the answer can be had."""
     try:
@@ -297,7 +297,7 @@ async def _create_or_find_landed(remote: ObjectStorage, job: SaveJob, seq: int, 
         return True
 
 
-async def _claim(remote: ObjectStorage, name: str, record: bytes) -> bool:
+async def _claim(remote: JournalStorage, name: str, record: bytes) -> bool:
     """Create log slot `name` holding `record`. Where create-only writes are not atomic (the capability
     ``atomic_create``: the GCS emulator, an opted-in backend), two saves can both pass the backend's
     existence check and both write: read the slot back and keep it only if it holds our record, so the
@@ -307,7 +307,7 @@ async def _claim(remote: ObjectStorage, name: str, record: bytes) -> bool:
     return remote.capabilities.atomic_create or await remote.read(name) == record
 
 
-async def _own_commit(remote: ObjectStorage, job: SaveJob, seq: int, latest: State) -> State | None:
+async def _own_commit(remote: JournalStorage, job: SaveJob, seq: int, latest: State) -> State | None:
     """The state our commit created if slot `seq` holds it (never a later one: it is what we projected)."""
     if job.commit_id in latest.recent_commits:
         return latest if latest.recent_commits[-1] == job.commit_id else await state_at(remote, seq)
@@ -316,7 +316,7 @@ async def _own_commit(remote: ObjectStorage, job: SaveJob, seq: int, latest: Sta
     return None
 
 
-async def update_upstream_layout(remote: ObjectStorage, job: SaveJob, committed: State) -> None:
+async def update_upstream_layout(remote: JournalStorage, job: SaveJob, committed: State) -> None:
     """Bring upstream's layout up to date with what this save changed."""
     objects: dict[str, bytes] = dict(job.versions)
     removed: list[str] = []
@@ -337,7 +337,7 @@ async def update_upstream_layout(remote: ObjectStorage, job: SaveJob, committed:
     await write_head(remote, committed, small=len(job.changes.files) <= SMALL_SAVE_FILES)
 
 
-async def write_head(remote: ObjectStorage, committed: State, small: bool = False) -> None:
+async def write_head(remote: JournalStorage, committed: State, small: bool = False) -> None:
     """Point the head hint at `committed`, unless this is a `small` save and the hint names the commit just
     before (`State.head_hint`): a hint one commit behind costs an open nothing (its first probe reads the
     newest record, `_journal.opening`), so a small save after one that wrote the hint leaves it (one request of about
@@ -348,7 +348,7 @@ async def write_head(remote: ObjectStorage, committed: State, small: bool = Fals
     committed.head_hint = committed.seq
 
 
-async def _newest_transcript_last(remote: ObjectStorage, committed: State) -> None:
+async def _newest_transcript_last(remote: JournalStorage, committed: State) -> None:
     """Every save that appends rewrites ``messages.json``, so two saves projecting in the opposite order
     of their commits would leave the older transcript there. After writing ours, look past our commit:
     if a newer one exists (its projection may have landed before ours), write the newest transcript.
@@ -359,14 +359,14 @@ async def _newest_transcript_last(remote: ObjectStorage, committed: State) -> No
         committed = newer
 
 
-async def _maybe_checkpoint(remote: ObjectStorage, state: State, record_size: int) -> State:
+async def _maybe_checkpoint(remote: JournalStorage, state: State, record_size: int) -> State:
     """Fold the state into a checkpoint when its records have grown; returns the state re-based on it."""
     if record_size < CHECKPOINT_BYTES and state.seq - state.checkpoint.seq < CHECKPOINT_COMMITS:
         return state
     return await checkpoint(remote, state)
 
 
-async def checkpoint(remote: ObjectStorage, state: State) -> State:
+async def checkpoint(remote: JournalStorage, state: State) -> State:
     """Write committed `state` as a checkpoint (and bring ``audit/log.jsonl`` up to date); returns the
     state re-based on it. Writing one twice is harmless: the content is fully determined by the state."""
     state.check_can_write("compact", remote.uri)
@@ -393,7 +393,7 @@ async def checkpoint(remote: ObjectStorage, state: State) -> State:
     return folded
 
 
-async def _purged_after(remote: ObjectStorage, state: State) -> bool:
+async def _purged_after(remote: JournalStorage, state: State) -> bool:
     """Whether a commit after `state` counts a purge it did not see (`_rules.purge_count`): one probe when no
     commit followed it (a gc()-collected one, which only a newer state explains, counts as one)."""
     seq = state.seq
@@ -410,7 +410,7 @@ async def _purged_after(remote: ObjectStorage, state: State) -> bool:
     return True  # a long run of commits since: be safe, the next checkpoint folds them
 
 
-async def _append_audit_log(remote: ObjectStorage, before: Checkpoint, segment: bytes) -> None:
+async def _append_audit_log(remote: JournalStorage, before: Checkpoint, segment: bytes) -> None:
     """Rewrite upstream's ``audit/log.jsonl`` as the events up to checkpoint `before` plus `segment`."""
     current = [line for line in (await remote.read(AUDIT_LOG_PATH) or b"").splitlines(keepends=True) if line.strip()]
     kept = _whole(lines_holding(current, before.audit_total))

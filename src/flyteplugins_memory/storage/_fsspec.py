@@ -21,8 +21,6 @@ from fsspec.implementations.local import LocalFileSystem
 from fsspec.utils import get_protocol
 
 from .._base.retry import get_retry_policy, is_transient
-from .._rules.journal_location import journal_root
-from .._rules.layout import JOURNAL_DIR
 from ..errors import StorageError, UnsafeStoreContent, UnsupportedBackend
 from ._contract import Capabilities, Listed, ObjectStorage
 from ._fsio import AsyncIO, BlockingIO, gather_all
@@ -127,47 +125,27 @@ class FsspecStorage:
         self.fs = fs or filesystem_for(self.uri)
         require_supported(self.uri, self.fs)  # before any request: the commit point needs atomic creates
         self.prefix = _stripped(self.fs, self.uri).rstrip("/")
-        self._journal_root = journal_root(self.prefix)
         #: what this backend can do; the commit path reads `atomic_create`
         self.capabilities: Capabilities = capabilities_of(self.fs)
         self._io = _io_for(self.fs)
 
-    # -- where names live: the store prefix, and the journal outside it (see `_rules.journal_location`) ----------
-
-    @property
-    def journal_root(self) -> str:
-        """Where names under ``meta/.journal/`` live (settable, so a view can point it elsewhere)."""
-        return self._journal_root
-
-    @journal_root.setter
-    def journal_root(self, root: str) -> None:
-        self._journal_root = root
-
-    @property
-    def journal_moved(self) -> bool:
-        """Whether the journal lives outside the store prefix (it stays inside for a bucket-root store)."""
-        return self.journal_root != f"{self.prefix}/{JOURNAL_DIR}"
-
-    def with_journal_root(self, root: str) -> FsspecStorage:
-        """The same objects, with journal names mapped to `root` (sharing this store's filesystem)."""
-        view = copy.copy(self)
-        view.journal_root = root
-        return view
+    def beside(self, prefix: str) -> FsspecStorage:
+        """The objects under another `prefix` of the same filesystem (a path without protocol, as `prefix`
+        is), sharing this one's filesystem, I/O and capabilities: no request, no new filesystem."""
+        other = copy.copy(self)
+        other.prefix = prefix.rstrip("/")
+        other.uri = self.fs.unstrip_protocol(other.prefix) if "://" in self.uri else other.prefix
+        return other
 
     def full_path(self, name: str) -> str:
-        if name == JOURNAL_DIR or name.startswith(JOURNAL_DIR + "/"):
-            return self.journal_root + name[len(JOURNAL_DIR) :]
+        """Where object `name` lives on the filesystem."""
         return f"{self.prefix}/{name}"
-
-    def _root_of(self, name: str) -> str:
-        """The directory `name` must stay inside (and above which no empty directory is removed)."""
-        return self.journal_root if name == JOURNAL_DIR or name.startswith(JOURNAL_DIR + "/") else self.prefix
 
     # -- the contract ------------------------------------------------------------------------------------
 
     async def read(self, name: str) -> bytes | None:
         """Contents of object `name`, or None if it does not exist."""
-        return await self._call("read", self._io.cat, self.full_path(name), self._root_of(name))
+        return await self._call("read", self._io.cat, self.full_path(name), self.prefix)
 
     async def read_many(self, names: list[str]) -> dict[str, bytes]:
         """Contents of the named objects that exist, fetched concurrently where the backend can.
@@ -176,7 +154,7 @@ class FsspecStorage:
         for each missing one)."""
         if not names:
             return {}
-        where = [(self.full_path(n), self._root_of(n)) for n in names]
+        where = [(self.full_path(n), self.prefix) for n in names]
         if self._io.parallel:  # each object retried on its own: a batch retried whole fails for good under faults
             found = await gather_all(self._call("read", self._io.cat, path, root) for path, root in where)
         else:
@@ -221,7 +199,7 @@ class FsspecStorage:
 
     async def _remove_one(self, name: str) -> None:
         try:
-            await self._call("remove", self._io.rm, self.full_path(name), self._root_of(name))
+            await self._call("remove", self._io.rm, self.full_path(name), self.prefix)
         except StorageError as exc:
             if not isinstance(exc.__cause__, (FileNotFoundError, NotADirectoryError)):
                 raise
@@ -247,7 +225,7 @@ class FsspecStorage:
             if isinstance(exc.__cause__, FileNotFoundError):
                 return {}
             raise
-        return self._named(under, found)
+        return self._named(found)
 
     async def directories(self) -> list[str]:
         """Names of the directories directly under the prefix, from one listing call (none if the prefix
@@ -261,17 +239,15 @@ class FsspecStorage:
         names = (_stripped(self.fs, e["name"]).rstrip("/") for e in entries if _is_directory(e))
         return [name.rsplit("/", 1)[-1] for name in names if name != self.prefix]
 
-    def _named(self, under: str, found: dict[str, dict[str, Any]]) -> dict[str, Listed]:
+    def _named(self, found: dict[str, dict[str, Any]]) -> dict[str, Listed]:
         """A listing's entries by object name; refuses symlinks, skips directories and our temp files."""
-        in_journal = under == JOURNAL_DIR or under.startswith(JOURNAL_DIR + "/")
-        base = (self.journal_root if in_journal else self.prefix) + "/"
+        base = self.prefix + "/"
         names: dict[str, Listed] = {}
         for listed, info in found.items():
             path = _stripped(self.fs, listed)
             if not path.startswith(base):
                 continue
             name = path[len(base) :]
-            name = f"{JOURNAL_DIR}/{name}" if in_journal else name
             if info.get("islink"):
                 raise UnsafeStoreContent(f"Stored object {name!r} is a symlink; symlinks are not followed")
             if info.get("type") == "file" and ".~fpm-" not in name.rsplit("/", 1)[-1]:
