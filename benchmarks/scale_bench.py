@@ -34,11 +34,11 @@ def seed(key: str, files: int) -> None:
 
 async def _commit_files(remote_path: str, files: int) -> None:
     from flyteplugins_memory._journal.commit import checkpoint
+    from flyteplugins_memory._journal.journal_storage import JournalStorage
     from flyteplugins_memory._journal.opening import latest_state
     from flyteplugins_memory._rules.journal_objects import FileEntry, encode
     from flyteplugins_memory._rules.layout import blob_name, log_name
     from flyteplugins_memory._rules.merge import Changes, rebase
-    from flyteplugins_memory._journal.journal_storage import JournalStorage
 
     remote = JournalStorage.at(remote_path)
     base = await latest_state(remote)

@@ -184,11 +184,11 @@ def seeded_directly(key: str, count: int) -> None:
 
 async def _commit_files(remote_path: str, count: int) -> None:
     from flyteplugins_memory._journal.commit import checkpoint
+    from flyteplugins_memory._journal.journal_storage import JournalStorage
     from flyteplugins_memory._journal.opening import latest_state
     from flyteplugins_memory._rules.journal_objects import FileEntry, encode
     from flyteplugins_memory._rules.layout import blob_name, log_name
     from flyteplugins_memory._rules.merge import Changes, rebase
-    from flyteplugins_memory._journal.journal_storage import JournalStorage
 
     payload = b"x" * 1024
     remote = JournalStorage.at(remote_path)

@@ -13,8 +13,8 @@ from flyte.ai.agents import MemoryStore as UpstreamStore
 from flyteplugins_memory import ConcurrencyError, CorruptStore, MemoryStore, StateCollected
 from flyteplugins_memory._journal import commit as _commit
 from flyteplugins_memory._journal.inplace import places_in_place
-from flyteplugins_memory._rules.codecs import sha256_bytes
 from flyteplugins_memory._journal.journal_storage import JournalStorage
+from flyteplugins_memory._rules.codecs import sha256_bytes
 from helpers import commit, save_dying_before_commit, saved
 
 
