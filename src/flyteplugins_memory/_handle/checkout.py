@@ -27,10 +27,10 @@ from .._journal.generations import at_generation, generation_to_create, newest_g
 from .._journal.journal_storage import JournalStorage
 from .._journal.opening import landed_state, latest_state, open_state, state_at
 from .._rules.codecs import MemoryMeta
-from .._rules.fold import Fold
 from .._rules.journal_objects import same_write
 from .._rules.limits import check_paths_fit, written_paths
 from .._rules.merge import conflicts, merged_transcript
+from .._rules.operations import Create, Operation, Save, Settings, settings_of, transcript_event
 from .._rules.paths import MESSAGES_PATH
 from .._rules.search_index import Corpus, Updates
 from .._rules.state import State
@@ -55,7 +55,7 @@ from ..errors import (
     StoreNotFound,
 )
 from .search_cache import SearchCache
-from .special_commits import Settings, SpecialCommits
+from .special_commits import SpecialCommits
 from .working_copy import WorkingCopy
 
 Messages = list[dict[str, Any]]
@@ -147,7 +147,7 @@ class Checkout(SpecialCommits):
             if await self.remote().exists(MESSAGES_PATH):  # also refuses stores that upstream created
                 raise StoreAlreadyExists(f"MemoryStore already exists at {self.remote().uri}")
             self.loaded = True
-            await self._commit(holder, exclusive=True, settings=settings)
+            await self._commit(holder, Create(settings))
             self.lifecycle = Lifecycle.CREATED
 
     # -- where the store lives --------------------------------------------------------------------------
@@ -422,18 +422,15 @@ class Checkout(SpecialCommits):
     async def _commit(
         self,
         holder: TranscriptHolder,
+        operation: Operation | None = None,
         *,
-        exclusive: bool = False,
         actor: str | None = None,
         reason: str | None = None,
-        settings: Settings | None = None,
-        trusted: bool = False,
-        fold: Fold | None = None,
-        event: dict[str, Any] | None = None,
-        decision: bool = False,
-        kind: str | None = None,
     ) -> None:
+        """Commit the handle's unsaved changes and transcript as `operation` (a plain `Save` by default)."""
+        operation = operation or Save()
         view = self.working_copy
+        settings, event = settings_of(operation), transcript_event(operation)
         await self._repair_projections()
         messages = as_committed(committed_form(holder.messages))  # an unencodable message raises before any I/O
         changes = view.changes.copy()
@@ -450,15 +447,11 @@ class Checkout(SpecialCommits):
             dict(view.versions),
             uuid.uuid4().hex,
             imported=view.imported,
-            exclusive=exclusive,
+            operation=operation,
             actor=actor,
             reason=reason,
             search_repairs=self.search.repairs_for(view.base),
             held=dict(view.held),
-            kind=kind or ("save" if settings is None else "settings"),
-            trusted=trusted,
-            fold=fold,
-            decision=decision,
         )
         try:
             committed = await run_save(self.remote(), job)

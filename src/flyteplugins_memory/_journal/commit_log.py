@@ -20,6 +20,7 @@ from .._rules.commit_info import PURGED_KEY, attribution, deleted_paths
 from .._rules.journal_objects import Checkpoint, CommitInfo, CommitRecord, FileEntry, Origin, parse
 from .._rules.layout import checkpoint_name, log_name
 from .._rules.markers import MARKER_MAX_BYTES, parse_marker
+from .._rules.operations import Import
 from .._rules.paths import is_reserved
 from .._rules.state import State
 from .journal_storage import JournalStorage
@@ -87,7 +88,7 @@ def _commit(record: CommitRecord) -> Commit:
 
 def _import(checkpoint: Checkpoint) -> Commit:
     """The import commit: checkpoint 0 of a store imported from upstream's layout."""
-    info = checkpoint.info or CommitInfo(kind="import", appended=len(checkpoint.messages))
+    info = checkpoint.info or CommitInfo(kind=Import.kind, appended=len(checkpoint.messages))
     return Commit.of(0, "", info, wrote=list(checkpoint.files))
 
 
