@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import os
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any, TypeVar
 
 import fsspec
-from fsspec.implementations.local import LocalFileSystem
 from fsspec.utils import get_protocol
 
 from .._base.retry import get_retry_policy, is_transient
@@ -28,6 +26,8 @@ from ._options import storage_options_for
 from ._registry import (
     UNVERIFIED_BACKENDS_ENV,
     allowed_protocols,
+    backend_for_protocol,
+    backend_of,
     capabilities_of,
     require_supported,
     underlying,
@@ -43,24 +43,14 @@ REMOVE_BATCH = 500
 
 def filesystem_for(uri: str) -> fsspec.AbstractFileSystem:
     """An fsspec filesystem for `uri`, configured from Flyte's storage settings and the options set for
-    its prefix (`set_storage_options`, which win), with no listing cache."""
+    its prefix (`set_storage_options`, which win), with no listing cache: built by its backend's module
+    (`storage._registry`), else by fsspec for a backend opted in."""
     protocol = get_protocol(uri)
     options = {"use_listings_cache": False, **storage_options_for(uri)}
-    if protocol == "s3":
-        import s3fs
-
-        # max_concurrency=1: otherwise every GET is preceded by a HEAD (and a LIST when the object is
-        # missing) to decide on a ranged parallel download, tripling the requests of an open.
-        return s3fs.S3FileSystem(**{"max_concurrency": 1, **_s3_options(), **options})
-    if protocol in ("gs", "gcs"):
-        import gcsfs.core
-
-        # the core class, not ``gcsfs.GCSFileSystem`` (by default its ExtendedGcsFileSystem subclass, which
-        # ignores mode="create" on zonal buckets): see `storage._registry`
-        return gcsfs.core.GCSFileSystem(**options)
-    if protocol in ("file", "local"):
-        return LocalFileSystem(auto_mkdir=True)
-    if protocol not in allowed_protocols() and protocol != "memory":
+    backend = backend_for_protocol(protocol)
+    if backend is not None and backend.filesystem is not None:
+        return backend.filesystem(options)
+    if backend is None and protocol not in allowed_protocols():
         # refused before the filesystem is built: building some (ftp, http, zip ...) already does I/O
         raise UnsupportedBackend(
             f"Storage backend {protocol!r} (for {uri}) is not known to make create-only writes atomic, which "
@@ -72,27 +62,6 @@ def filesystem_for(uri: str) -> fsspec.AbstractFileSystem:
         return fsspec.filesystem(protocol, **options)
     except Exception as exc:  # unknown protocol, missing package, or a constructor that needs arguments
         raise UnsupportedBackend(f"No storage backend for {uri}: {exc}") from exc
-
-
-def _s3_options() -> dict[str, Any]:
-    from flyte._initialize import get_storage
-    from flyte.errors import InitializationError
-    from flyte.storage import S3
-
-    try:
-        config = get_storage()
-    except InitializationError:
-        config = None
-    if not isinstance(config, S3):
-        config = S3.auto()
-    options: dict[str, Any] = {}
-    if config.endpoint:
-        options["endpoint_url"] = config.endpoint
-    if config.access_key_id and config.secret_access_key:
-        options["key"], options["secret"] = config.access_key_id, config.secret_access_key
-    if config.region:
-        options["client_kwargs"] = {"region_name": config.region}
-    return options
 
 
 def _modified(info: dict[str, Any]) -> float:
@@ -295,15 +264,16 @@ class FsspecStorage:
 
 
 def _io_for(fs: fsspec.AbstractFileSystem) -> AsyncIO | BlockingIO:
-    """Async filesystems are awaited; bulk calls run concurrently, except against the GCS emulator,
-    which answers concurrent requests with errors that gcsfs retries after a second of backoff."""
+    """Async filesystems are awaited; bulk calls run concurrently, except against an emulator that answers
+    concurrent requests with errors (GCS's: gcsfs retries them after a second of backoff, `storage._gcs`)."""
     if not getattr(fs, "async_impl", False):
         return BlockingIO(fs)
-    emulated_gcs = type(underlying(fs)).__name__ == "GCSFileSystem" and bool(os.environ.get("STORAGE_EMULATOR_HOST"))
+    backend = backend_of(fs)
+    emulated = backend is not None and backend.is_emulated()
     writes = writes_for(underlying(fs))
     if writes is not None and underlying(fs) is not fs:  # a forwarding wrapper (fault injection) sees every call
         writes = writes.through(fs)
-    return AsyncIO(fs, parallel=not emulated_gcs, writes=writes)
+    return AsyncIO(fs, parallel=not emulated, writes=writes)
 
 
 def _is_directory(entry: dict[str, Any]) -> bool:
