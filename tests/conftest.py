@@ -267,16 +267,17 @@ class IOCounter:
 
 @pytest.fixture
 def io_counter(monkeypatch) -> IOCounter:
-    from flyteplugins_memory._journal.journal_storage import JournalStorage
+    from flyteplugins_memory.storage._fsspec import FsspecStorage
+    from helpers import logical_names
 
     counter = IOCounter()
 
     def wrap(method: str, kind: str, names_of, bulk: bool = False):
-        original = getattr(JournalStorage, method)
+        original = getattr(FsspecStorage, method)
 
         async def counted(self, *args, **kwargs):
             if not counter.in_bulk:  # a bulk call counts its objects once, however it makes them
-                counter.ops.extend((kind, n) for n in names_of(*args, **kwargs))
+                counter.ops.extend((kind, n) for n in logical_names(self, names_of(*args, **kwargs)))
             if not bulk:
                 return await original(self, *args, **kwargs)
             counter.in_bulk = True
@@ -285,7 +286,7 @@ def io_counter(monkeypatch) -> IOCounter:
             finally:
                 counter.in_bulk = False
 
-        monkeypatch.setattr(JournalStorage, method, counted)
+        monkeypatch.setattr(FsspecStorage, method, counted)
 
     wrap("read", "get", lambda name: [name])
     wrap("read_many", "get", list)

@@ -3,7 +3,7 @@ and moto S3: an open plus a full listing of a 1,000-file store is 4 requests (it
 100,000-file store opens in at most 5 requests and 1 MiB read, and the first one-file save after a bulk save
 is at most 6 requests.
 
-Every storage operation of ours goes through `JournalStorage`; the `costs` fixture wraps it and counts one
+Every storage operation of ours goes through `FsspecStorage`; the `costs` fixture wraps it and counts one
 request per object touched (a listing is one), and the bytes of what reads return.
 """
 
@@ -56,12 +56,13 @@ _inside_bulk = contextvars.ContextVar("inside_bulk", default=False)
 
 @pytest.fixture
 def costs(monkeypatch) -> Costs:
-    from flyteplugins_memory._journal.journal_storage import JournalStorage
+    from flyteplugins_memory.storage._fsspec import FsspecStorage
+    from helpers import logical_names
 
     counter = Costs()
 
     def wrap(method: str, kind: str, names_of, bulk: bool = False):
-        original = getattr(JournalStorage, method)
+        original = getattr(FsspecStorage, method)
 
         async def counted(self, *args, **kwargs):
             nested = _inside_bulk.get()
@@ -72,15 +73,16 @@ def costs(monkeypatch) -> Costs:
                 if token is not None:
                     _inside_bulk.reset(token)
             if not nested:
-                names = names_of(*args, **kwargs)
+                local = names_of(*args, **kwargs)
+                names = logical_names(self, local)
                 if kind == "get":
-                    found = result if isinstance(result, dict) else {names[0]: result}
-                    counter.ops += [(kind, n, len(found.get(n) or b"")) for n in names]
+                    found = result if isinstance(result, dict) else {local[0]: result}
+                    counter.ops += [(kind, n, len(found.get(at) or b"")) for n, at in zip(names, local, strict=True)]
                 else:
                     counter.ops += [(kind, n, 0) for n in names]
             return result
 
-        monkeypatch.setattr(JournalStorage, method, counted)
+        monkeypatch.setattr(FsspecStorage, method, counted)
 
     wrap("read", "get", lambda name: [name])
     wrap("read_many", "get", list)
