@@ -31,8 +31,8 @@ class SaveJob:
     commit_id: str = ""
     #: the base is an import of an upstream-written store whose checkpoint 0 is not stored yet
     imported: bool = False
-    #: what the commit does (`_rules.operations`): a save, a create, a change of settings, a decision, a
-    #: purge or a fold of the transcript; the commit path and the commit info's ``kind`` follow from it
+    #: what the commit does (`_rules.operations`): a save, a create, a change of settings, a decision, gc()'s
+    #: expiry, a purge or a fold of the transcript; the commit path and the commit info's ``kind`` follow from it
     operation: Operation = field(default_factory=Save)
     #: the log slots this save tried to create; only these can hold its commit
     attempted: list[int] = field(default_factory=list)

@@ -82,7 +82,8 @@ def _modified(info: dict[str, Any]) -> float:
 
 
 class FsspecStorage:
-    """Async access to the objects under one store prefix, by name relative to that prefix.
+    """Async access to the objects under one prefix, by name relative to that prefix (a store's, or its
+    journal's: `_journal.journal_storage.JournalStorage` holds one of each).
 
     Implements `ObjectStorage`. Each call goes to the filesystem through `storage._fsio` (awaited directly on
     async filesystems, in a thread on blocking ones), under the retry policy, with failures translated
