@@ -1,10 +1,11 @@
-"""The one seam to storage: fsspec filesystems, addressed by object names under a store prefix.
+"""The one seam to storage: fsspec filesystems, addressed by object names under a prefix.
 
-Backends: local disk (``/path`` or ``file://``), ``memory://``, ``s3://`` (s3fs, credentials from
-``flyte.init(storage=flyte.storage.S3(...))`` or the ``FLYTE_AWS_*`` environment) and ``gs://`` (gcsfs,
-which honors ``STORAGE_EMULATOR_HOST``). Backend exceptions are translated here and nowhere else:
-a missing object is ``None`` or ``False``, any other failure is `StorageError`, after transient ones
-have been retried under the `RetryPolicy` (see `_base.retry`).
+Backends, each declared in a module of its own (`storage._registry` maps them): local disk (``/path`` or
+``file://``, `storage._local`), ``memory://`` (`storage._memory`), ``s3://`` (s3fs, credentials from
+``flyte.init(storage=flyte.storage.S3(...))`` or the ``FLYTE_AWS_*`` environment, `storage._s3`) and ``gs://``
+(gcsfs, which honors ``STORAGE_EMULATOR_HOST``, `storage._gcs`). Backend exceptions are translated here and
+nowhere else: a missing object is ``None`` or ``False``, any other failure is `StorageError`, after transient
+ones have been retried under the `RetryPolicy` (see `_base.retry`).
 """
 
 from __future__ import annotations
