@@ -56,12 +56,12 @@ def timed(server: CountingServer | None, action: Callable[[], object]) -> tuple[
 
 def bench(backend: str, files: int, repeats: int, server: CountingServer | None, root: str) -> dict:
     from flyteplugins_memory import MemoryStore
-    from flyteplugins_memory.storage._fsspec import FsspecStorage
+    from flyteplugins_memory._journal.journal_storage import JournalStorage
 
     key = f"src-{uuid.uuid4().hex[:6]}"
     store = populate(key, files)
-    remote = FsspecStorage(store.remote_path)
-    fs = remote.fs
+    remote = JournalStorage.at(store.remote_path)
+    fs = remote.store.fs
     ours, theirs = [], []
     for _ in range(repeats):
         archive = f"{root}/archives/{uuid.uuid4().hex[:8]}.tar.gz"

@@ -11,7 +11,7 @@ everything under the store prefix, snapshots included) and read the newest 20 sn
 Its N/2 snapshots are written straight into its layout (what N/2 upstream saves of ``plan.md`` leave
 there): N upstream saves would each rewrite the whole ``audit/log.jsonl``, hours at 10,000.
 
-Requests: ours counted at our storage seam (`FsspecStorage`), and on S3 by the counting moto server of
+Requests: ours counted at our storage seam (`JournalStorage`), and on S3 by the counting moto server of
 `sync_bench` (the figure shown); upstream's by the server on S3, and as the objects it reads on local
 disk (every object under the prefix, one each).
 

@@ -28,15 +28,15 @@ BIG = 200_000
 @contextlib.contextmanager
 def journal_inside_prefix():
     """Ours before issue 8: the journal in ``meta/.journal/`` inside the store prefix."""
+    from flyteplugins_memory._journal import journal_storage
     from flyteplugins_memory._rules.journal_location import old_journal_root
-    from flyteplugins_memory.storage._fsspec import FsspecStorage
 
-    saved = FsspecStorage.__dict__["journal_root"]
-    FsspecStorage.journal_root = property(lambda self: old_journal_root(self.prefix))
+    saved = journal_storage.journal_root
+    journal_storage.journal_root = old_journal_root
     try:
         yield
     finally:
-        FsspecStorage.journal_root = saved
+        journal_storage.journal_root = saved
 
 
 def write_history(impl: type, key: str, saves: int) -> None:

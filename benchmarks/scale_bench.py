@@ -34,13 +34,13 @@ def seed(key: str, files: int) -> None:
 
 async def _commit_files(remote_path: str, files: int) -> None:
     from flyteplugins_memory._journal.commit import checkpoint
+    from flyteplugins_memory._journal.journal_storage import JournalStorage
     from flyteplugins_memory._journal.opening import latest_state
     from flyteplugins_memory._rules.journal_objects import FileEntry, encode
     from flyteplugins_memory._rules.layout import blob_name, log_name
     from flyteplugins_memory._rules.merge import Changes, rebase
-    from flyteplugins_memory.storage._fsspec import FsspecStorage
 
-    remote = FsspecStorage(remote_path)
+    remote = JournalStorage.at(remote_path)
     base = await latest_state(remote)
     assert base is not None
     sha = hashlib.sha256(PAYLOAD).hexdigest()
@@ -60,9 +60,9 @@ class CheckpointBytes:
         self.objects = 0
 
     def __enter__(self) -> CheckpointBytes:
-        from flyteplugins_memory.storage._fsspec import FsspecStorage
+        from flyteplugins_memory._journal.journal_storage import JournalStorage
 
-        self._original = original = FsspecStorage.write_many
+        self._original = original = JournalStorage.write_many
         counter = self
 
         async def counted(store, objects: dict[str, bytes]) -> None:
@@ -72,13 +72,13 @@ class CheckpointBytes:
                     counter.objects += 1
             await original(store, objects)
 
-        FsspecStorage.write_many = counted  # type: ignore[method-assign]
+        JournalStorage.write_many = counted  # type: ignore[method-assign]
         return self
 
     def __exit__(self, *exc: object) -> None:
-        from flyteplugins_memory.storage._fsspec import FsspecStorage
+        from flyteplugins_memory._journal.journal_storage import JournalStorage
 
-        FsspecStorage.write_many = self._original  # type: ignore[method-assign]
+        JournalStorage.write_many = self._original  # type: ignore[method-assign]
 
 
 def run(server, measured: Callable, files: int, saves: int) -> dict:

@@ -13,7 +13,7 @@ drawn from a fixed vocabulary, seeded, so every run holds the same store):
   file (it has no search: that is the least it must do to answer one).
 
 Requests are the object operations each side asks of storage: ours counted at our storage seam
-(`FsspecStorage`), upstream's (and ours, on S3) by the server.
+(`JournalStorage`), upstream's (and ours, on S3) by the server.
 
 Run: python benchmarks/search_bench.py [--entries 10000] [--saves 20] [--out FILE]
 """
@@ -52,14 +52,14 @@ def corpus(entries: int) -> dict[str, str]:
 
 
 class SeamCounter:
-    """Counts object operations and bytes written at `FsspecStorage` (names written kept, for index bytes)."""
+    """Counts object operations and bytes written at `JournalStorage` (names written kept, for index bytes)."""
 
     def __init__(self) -> None:
-        from flyteplugins_memory.storage._fsspec import FsspecStorage
+        from flyteplugins_memory._journal.journal_storage import JournalStorage
 
         self.requests = 0
         self.written: list[tuple[str, int]] = []
-        originals = {m: getattr(FsspecStorage, m) for m in ("read", "read_many", "write_many", "create_exclusive")}
+        originals = {m: getattr(JournalStorage, m) for m in ("read", "read_many", "write_many", "create_exclusive")}
         counter = self
 
         def wrap(method: str, names: Callable[..., list[tuple[str, int]]]) -> None:
@@ -72,7 +72,7 @@ class SeamCounter:
                     counter.written += found
                 return await original(store, *args, **kwargs)
 
-            setattr(FsspecStorage, method, counted)
+            setattr(JournalStorage, method, counted)
 
         wrap("read", lambda name: [(name, 0)])
         wrap("read_many", lambda names: [(n, 0) for n in names])
@@ -134,9 +134,9 @@ def ours(counter: SeamCounter, key: str, saves: int) -> dict:
 def _record(store: Any, name: str) -> bytes:
     import asyncio
 
-    from flyteplugins_memory.storage._fsspec import FsspecStorage
+    from flyteplugins_memory._journal.journal_storage import JournalStorage
 
-    return asyncio.run(FsspecStorage(store.remote_path).read(name)) or b"{}"
+    return asyncio.run(JournalStorage.at(store.remote_path).read(name)) or b"{}"
 
 
 def naive(counter: SeamCounter, key: str) -> dict:

@@ -145,6 +145,7 @@ class IOCounter:
 @pytest.fixture
 def io_counter(monkeypatch) -> IOCounter:
     from flyteplugins_memory.storage._fsspec import FsspecStorage
+    from helpers import logical_names
 
     counter = IOCounter()
 
@@ -153,7 +154,7 @@ def io_counter(monkeypatch) -> IOCounter:
 
         async def counted(self, *args, **kwargs):
             if not counter.in_bulk:  # a bulk call counts its objects once, however it makes them
-                counter.ops.extend((kind, n) for n in names_of(*args, **kwargs))
+                counter.ops.extend((kind, n) for n in logical_names(self, names_of(*args, **kwargs)))
             if not bulk:
                 return await original(self, *args, **kwargs)
             counter.in_bulk = True

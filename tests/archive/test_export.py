@@ -255,11 +255,11 @@ async def test_export_and_import_have_aio_forms(local_backend, key, tmp_path):
 
 def test_an_import_that_fails_while_storing_removes_what_it_stored(local_backend, key, tmp_path, monkeypatch):
     from flyteplugins_memory import StorageError
-    from flyteplugins_memory.storage._fsspec import FsspecStorage
+    from flyteplugins_memory._journal.journal_storage import JournalStorage
 
     populated(key)
     MemoryStore.open(key=key).export(tmp_path / "a.tar.gz")
-    original, calls = FsspecStorage.write_many, []
+    original, calls = JournalStorage.write_many, []
 
     async def failing(self, objects):
         calls.append(len(objects))
@@ -267,11 +267,11 @@ def test_an_import_that_fails_while_storing_removes_what_it_stored(local_backend
             raise StorageError("injected")
         await original(self, objects)
 
-    monkeypatch.setattr(FsspecStorage, "write_many", failing)
+    monkeypatch.setattr(JournalStorage, "write_many", failing)
     with pytest.raises(StorageError, match="injected"):
         MemoryStore.import_store(tmp_path / "a.tar.gz", key="copy")
     assert local_backend.stored("copy") == {}
-    monkeypatch.setattr(FsspecStorage, "write_many", original)
+    monkeypatch.setattr(JournalStorage, "write_many", original)
     MemoryStore.import_store(tmp_path / "a.tar.gz", key="copy")  # the key is free again
     assert_same_store(local_backend, key, local_backend, "copy")
 

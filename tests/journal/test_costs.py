@@ -58,6 +58,7 @@ _inside_bulk = contextvars.ContextVar("inside_bulk", default=False)
 @pytest.fixture
 def costs(monkeypatch) -> Costs:
     from flyteplugins_memory.storage._fsspec import FsspecStorage
+    from helpers import logical_names
 
     counter = Costs()
 
@@ -73,10 +74,11 @@ def costs(monkeypatch) -> Costs:
                 if token is not None:
                     _inside_bulk.reset(token)
             if not nested:
-                names = names_of(*args, **kwargs)
+                local = names_of(*args, **kwargs)
+                names = logical_names(self, local)
                 if kind == "get":
-                    found = result if isinstance(result, dict) else {names[0]: result}
-                    counter.ops += [(kind, n, len(found.get(n) or b"")) for n in names]
+                    found = result if isinstance(result, dict) else {local[0]: result}
+                    counter.ops += [(kind, n, len(found.get(at) or b"")) for n, at in zip(names, local, strict=True)]
                 else:
                     counter.ops += [(kind, n, 0) for n in names]
             return result
@@ -180,14 +182,14 @@ def seeded_directly(key: str, count: int) -> None:
 
 async def _commit_files(remote_path: str, count: int) -> None:
     from flyteplugins_memory._journal.commit import checkpoint
+    from flyteplugins_memory._journal.journal_storage import JournalStorage
     from flyteplugins_memory._journal.opening import latest_state
     from flyteplugins_memory._rules.journal_objects import FileEntry, encode
     from flyteplugins_memory._rules.layout import blob_name, log_name
     from flyteplugins_memory._rules.merge import Changes, rebase
-    from flyteplugins_memory.storage._fsspec import FsspecStorage
 
     payload = b"x" * 1024
-    remote = FsspecStorage(remote_path)
+    remote = JournalStorage.at(remote_path)
     base = await latest_state(remote)
     assert base is not None
     sha = hashlib.sha256(payload).hexdigest()

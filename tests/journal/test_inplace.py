@@ -13,15 +13,15 @@ from flyte.ai.agents import MemoryStore as UpstreamStore
 from flyteplugins_memory import ConcurrencyError, CorruptStore, MemoryStore, StateCollected
 from flyteplugins_memory._journal import commit as _commit
 from flyteplugins_memory._journal.inplace import places_in_place
+from flyteplugins_memory._journal.journal_storage import JournalStorage
 from flyteplugins_memory._rules.codecs import sha256_bytes
-from flyteplugins_memory.storage._fsspec import FsspecStorage
 from helpers import commit, save_dying_before_commit, saved
 
 
 @pytest.fixture
 def counter(io_counter, monkeypatch):
     """`io_counter`, also counting create-only writes of many objects (one per object), with their bytes."""
-    original_create, original_write = FsspecStorage.create_many, FsspecStorage.write_many
+    original_create, original_write = JournalStorage.create_many, JournalStorage.write_many
     io_counter.sizes = []
 
     async def created(self, objects):
@@ -37,8 +37,8 @@ def counter(io_counter, monkeypatch):
         io_counter.sizes.extend(len(d) for d in objects.values())
         return await original_write(self, objects)  # counted by `io_counter` itself
 
-    monkeypatch.setattr(FsspecStorage, "create_many", created)
-    monkeypatch.setattr(FsspecStorage, "write_many", written)
+    monkeypatch.setattr(JournalStorage, "create_many", created)
+    monkeypatch.setattr(JournalStorage, "write_many", written)
     return io_counter
 
 

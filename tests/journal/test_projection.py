@@ -11,6 +11,7 @@ from flyteplugins_memory import (
 )
 from flyteplugins_memory._handle import checkout as _checkout
 from flyteplugins_memory._journal import commit as _commit
+from flyteplugins_memory._journal.journal_storage import JournalStorage
 from flyteplugins_memory.storage._fsspec import FsspecStorage
 from helpers import commit, saved
 
@@ -82,7 +83,7 @@ def test_the_newest_transcript_is_projected_last(local_backend, key, monkeypatch
     first, second = MemoryStore.get_or_create(key=key), MemoryStore.get_or_create(key=key)
     first.append({"content": "from first"})
     second.append({"content": "from second"})
-    real_write = FsspecStorage.write_many
+    real_write = JournalStorage.write_many
     done = []
 
     async def delayed(self, objects):  # first's projection of messages.json lands after second's
@@ -91,7 +92,7 @@ def test_the_newest_transcript_is_projected_last(local_backend, key, monkeypatch
             await second.save.aio()
         return await real_write(self, objects)
 
-    monkeypatch.setattr(FsspecStorage, "write_many", delayed)
+    monkeypatch.setattr(JournalStorage, "write_many", delayed)
     first.save()
     stored = json.loads(local_backend.upstream_view(key)["messages.json"])
     assert sorted(m["content"] for m in stored) == ["from first", "from second"]

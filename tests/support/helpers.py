@@ -102,3 +102,14 @@ def holding(backend, needle: str) -> list[str]:
 
     root = backend.fs._strip_protocol(storage_root(backend.raw_data_path)).rstrip("/")
     return sorted(n for n, d in objects_under(backend.fs, root).items() if needle.encode() in d)
+
+
+def logical_names(storage, names: Iterable[str]) -> list[str]:
+    """`names` as the store calls them, for a request counted at `FsspecStorage` (one prefix): on a journal's
+    side of `JournalStorage` (a root with a ``.journal`` segment; no store prefix in the tests has one) they
+    are relative to the journal, and the store names them under ``meta/.journal/``."""
+    from flyteplugins_memory._rules.layout import JOURNAL_DIR
+
+    if "/.journal/" not in f"/{storage.prefix}/":
+        return list(names)
+    return [f"{JOURNAL_DIR}/{name}" if name else JOURNAL_DIR for name in names]

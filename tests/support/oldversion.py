@@ -23,13 +23,12 @@ def old_version() -> Iterator[None]:
     """While inside, every store of this process uses the old journal location and knows no markers."""
     import pytest
 
-    from flyteplugins_memory._journal import log_reads
+    from flyteplugins_memory._journal import journal_storage, log_reads
     from flyteplugins_memory._rules import journal_objects as _journal
     from flyteplugins_memory._rules.journal_location import old_journal_root
-    from flyteplugins_memory.storage._fsspec import FsspecStorage
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(FsspecStorage, "journal_root", property(lambda self: old_journal_root(self.prefix)))
+        patch.setattr(journal_storage, "journal_root", old_journal_root)
         patch.setattr(log_reads, "parse_marker", lambda data: None)
         patch.setattr(_journal, "refuse_newer_format", lambda data, name, known: None)
         yield

@@ -111,11 +111,11 @@ def load(config: dict) -> None:
     round, appending a message and, every fifth round, rewriting a file all workers share (redone after
     refresh when it conflicts). Prints what it committed and how often it had to retry."""
     from flyteplugins_memory import ConcurrencyError, MemoryStore
+    from flyteplugins_memory._journal.journal_storage import JournalStorage
     from flyteplugins_memory._rules.layout import JOURNAL_DIR
-    from flyteplugins_memory.storage._fsspec import FsspecStorage
 
     attempts = {"commits": 0, "lost": 0}
-    original = FsspecStorage.create_exclusive
+    original = JournalStorage.create_exclusive
 
     async def counted(self, name, data):
         created = await original(self, name, data)
@@ -124,7 +124,7 @@ def load(config: dict) -> None:
             attempts["lost"] += not created
         return created
 
-    FsspecStorage.create_exclusive = counted
+    JournalStorage.create_exclusive = counted
     me, shared = config["worker"], "shared/last.txt"
     store = MemoryStore.get_or_create(key=config["key"])
     open(config["ready"] + f".{me}", "w").close()

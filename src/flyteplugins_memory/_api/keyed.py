@@ -14,12 +14,12 @@ from .._base.compat import ExistsAccessor
 from .._base.syncify import syncify
 from .._journal import keys as _keys
 from .._journal.generations import newest_generation
+from .._journal.journal_storage import JournalStorage
 from .._journal.relocate import journal_exists
 from .._rules import location as _location
 from .._rules.arguments import check_optional_str
 from .._rules.paths import MESSAGES_PATH
 from ..errors import InvalidArgument, StoreAlreadyExists, StoreDeleted, StoreNotFound
-from ..storage._fsspec import FsspecStorage
 from .core import StoreCore
 from .upkeep.read_only import creation_settings
 
@@ -31,7 +31,7 @@ class KeyedAPI(StoreCore):
 
     @staticmethod
     async def _remote_store_exists(remote_path: str) -> bool:
-        remote = FsspecStorage(remote_path)
+        remote = JournalStorage.at(remote_path)
         if await remote.exists(MESSAGES_PATH):
             return True
         newest, _, deleted = await newest_generation(remote)  # a deletion record is no store

@@ -24,12 +24,13 @@ from typing import Any, Protocol, TypeVar
 
 from .._journal.commit import SaveJob, checkpoint, run_save, update_upstream_layout
 from .._journal.generations import at_generation, generation_to_create, newest_generation
+from .._journal.journal_storage import JournalStorage
 from .._journal.opening import landed_state, latest_state, open_state, state_at
 from .._rules.codecs import MemoryMeta
-from .._rules.fold import Fold
 from .._rules.journal_objects import same_write
 from .._rules.limits import check_paths_fit, written_paths
 from .._rules.merge import conflicts, merged_transcript
+from .._rules.operations import Create, Operation, Save, Settings, settings_of, transcript_event
 from .._rules.paths import MESSAGES_PATH
 from .._rules.search_index import Corpus, Updates
 from .._rules.state import State
@@ -53,9 +54,8 @@ from ..errors import (
     StoreFormatTooNew,
     StoreNotFound,
 )
-from ..storage._fsspec import FsspecStorage
 from .search_cache import SearchCache
-from .special_commits import Settings, SpecialCommits
+from .special_commits import SpecialCommits
 from .working_copy import WorkingCopy
 
 Messages = list[dict[str, Any]]
@@ -95,7 +95,7 @@ class Checkout(SpecialCommits):
         self.search = SearchCache()
         self._remote_path = remote_path
         self._resolve_path = resolve
-        self._remote: FsspecStorage | None = None
+        self._remote: JournalStorage | None = None
         #: which of the key's stores this handle names (`_journal.generations`): None until its first load finds
         #: out (0 until then); fixed by that load, or by the payload of a received store
         self.generation: int | None = None
@@ -147,7 +147,7 @@ class Checkout(SpecialCommits):
             if await self.remote().exists(MESSAGES_PATH):  # also refuses stores that upstream created
                 raise StoreAlreadyExists(f"MemoryStore already exists at {self.remote().uri}")
             self.loaded = True
-            await self._commit(holder, exclusive=True, settings=settings)
+            await self._commit(holder, Create(settings))
             self.lifecycle = Lifecycle.CREATED
 
     # -- where the store lives --------------------------------------------------------------------------
@@ -160,15 +160,15 @@ class Checkout(SpecialCommits):
     def remote_path(self, value: str | None) -> None:
         self._remote_path, self._remote = value, None
 
-    def remote(self) -> FsspecStorage:
+    def remote(self) -> JournalStorage:
         if self._remote is None:
             if self._remote_path is None:
                 self._remote_path = self._resolve_path()
-            remote = FsspecStorage(self._remote_path)
+            remote = JournalStorage.at(self._remote_path)
             self._remote = at_generation(remote, self.generation) if self.generation else remote
         return self._remote
 
-    def remote_if_known(self) -> FsspecStorage | None:
+    def remote_if_known(self) -> JournalStorage | None:
         return self.remote() if self._remote_path is not None else None
 
     def payload_seq(self) -> int | None:
@@ -394,7 +394,7 @@ class Checkout(SpecialCommits):
             self._root_transcript = 0
             self._saved_transcript = fingerprints(state.messages)
 
-    async def _open_newest(self, remote: FsspecStorage) -> tuple[State, bool]:
+    async def _open_newest(self, remote: JournalStorage) -> tuple[State, bool]:
         """The newest state of the key's newest store: a handle that does not know its generation yet
         follows a deleted one to the store its key took since (`_journal.generations`)."""
         try:
@@ -422,18 +422,15 @@ class Checkout(SpecialCommits):
     async def _commit(
         self,
         holder: TranscriptHolder,
+        operation: Operation | None = None,
         *,
-        exclusive: bool = False,
         actor: str | None = None,
         reason: str | None = None,
-        settings: Settings | None = None,
-        trusted: bool = False,
-        fold: Fold | None = None,
-        event: dict[str, Any] | None = None,
-        decision: bool = False,
-        kind: str | None = None,
     ) -> None:
+        """Commit the handle's unsaved changes and transcript as `operation` (a plain `Save` by default)."""
+        operation = operation or Save()
         view = self.working_copy
+        settings, event = settings_of(operation), transcript_event(operation)
         await self._repair_projections()
         messages = as_committed(committed_form(holder.messages))  # an unencodable message raises before any I/O
         changes = view.changes.copy()
@@ -450,15 +447,11 @@ class Checkout(SpecialCommits):
             dict(view.versions),
             uuid.uuid4().hex,
             imported=view.imported,
-            exclusive=exclusive,
+            operation=operation,
             actor=actor,
             reason=reason,
             search_repairs=self.search.repairs_for(view.base),
             held=dict(view.held),
-            kind=kind or ("save" if settings is None else "settings"),
-            trusted=trusted,
-            fold=fold,
-            decision=decision,
         )
         try:
             committed = await run_save(self.remote(), job)

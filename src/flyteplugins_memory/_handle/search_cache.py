@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Awaitable
 
 from .._journal import gc as _gc
+from .._journal.journal_storage import JournalStorage
 from .._journal.search_segments import doc_for, read_contents, read_segments
 from .._rules.journal_objects import FileEntry
 from .._rules.metadata import EXT_KEY as METADATA_KEY
@@ -22,7 +23,6 @@ from .._rules.search_text import Doc
 from .._rules.state import State
 from .._rules.ttl import is_expired
 from ..errors import ContentPurged
-from ..storage._contract import ObjectStorage
 from .working_copy import WorkingCopy
 
 
@@ -47,7 +47,7 @@ class SearchCache:
         self._base, self._corpus, self._unsaved = None, Corpus([], {}), {}
         self._repairs = Repairs(cache=self.segments)
 
-    async def corpus(self, remote: ObjectStorage | None, view: WorkingCopy) -> Corpus:
+    async def corpus(self, remote: JournalStorage | None, view: WorkingCopy) -> Corpus:
         """The corpus of the view's base (call under the session's lock)."""
         if self._base is not view.base:
             base = view.base
@@ -55,7 +55,7 @@ class SearchCache:
             self._base = base
         return self._corpus
 
-    async def _load(self, remote: ObjectStorage | None, view: WorkingCopy) -> tuple[Corpus, Repairs]:
+    async def _load(self, remote: JournalStorage | None, view: WorkingCopy) -> tuple[Corpus, Repairs]:
         base = view.base
         refs = sx.segments if (sx := read_ext(base.ext)) else []
         found = await read_segments(remote, refs, self.segments) if remote else {}
@@ -97,7 +97,7 @@ async def _unless_purged(read: Awaitable[bytes]) -> bytes | None:
         return None
 
 
-async def _reconcile(remote: ObjectStorage | None, view: WorkingCopy, known: Corpus) -> Updates:
+async def _reconcile(remote: JournalStorage | None, view: WorkingCopy, known: Corpus) -> Updates:
     """Docs for the base's files that `known` lacks or describes wrongly, and tombstones for its docs of
     paths the base does not hold (or holds expired: their content is read no more, and gc removes it)."""
     base = view.base

@@ -1,5 +1,6 @@
 """Commits that are more than a save of the handle's changes: a change of store-level settings, a decision
-on a staged memory, and a fold of the transcript (compaction). `Checkout` mixes them in; each takes the
+on a staged memory, a purge, and a fold of the transcript (compaction), each as its typed operation
+(`_rules.operations`). `Checkout` mixes them in; each takes the
 session's lock, settles an earlier save of unknown outcome, and commits through the session's `_journal.commit`,
 so each merges with concurrent writers like a save and is one audited commit.
 """
@@ -8,10 +9,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._rules.fold import Fold
+from .._rules.operations import ChangeSettings, Decision, FoldTranscript, Purge, Settings
 from .._rules.paths import MESSAGES_PATH
 from .._rules.state import State
 from .._rules.transcript import committed_form, fingerprints, is_rewrite
@@ -37,15 +38,6 @@ PURGE_ATTEMPTS = 5
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class Settings:
-    """A change of store-level settings a commit carries: extensions to set, compared
-    and swapped against the base (`_rules.merge.rebase`), and the audit events that record it."""
-
-    ext: dict[str, Any]
-    audit: list[dict[str, Any]] = field(default_factory=list)
-
-
 class SpecialCommits:
     """Mixed into `Checkout`; relies on its lock, working copy and commit internals."""
 
@@ -66,7 +58,7 @@ class SpecialCommits:
         async with self.lock:
             await self._ensure_loaded(holder)
             await self._settle(holder)
-            await self._commit(holder, actor=actor, reason=reason, settings=plan(self.working_copy.base))
+            await self._commit(holder, ChangeSettings(plan(self.working_copy.base)), actor=actor, reason=reason)
 
     async def decide(
         self,
@@ -87,7 +79,7 @@ class SpecialCommits:
             await self._refresh(holder)
             result = await change(self.working_copy)
             try:
-                await self._commit(holder, actor=actor, reason=reason, trusted=trusted, decision=True)
+                await self._commit(holder, Decision(trusted), actor=actor, reason=reason)
             except BaseException:
                 await self.working_copy.forget_unsaved()
                 raise
@@ -123,7 +115,7 @@ class SpecialCommits:
                 if event is not None and not (holder.audit and self._rewrites(holder)):
                     self.working_copy.changes.audit.append(event)  # else the commit records it as the rewrite's event
                 try:
-                    await self._commit(holder, actor=actor, reason=reason, decision=True, kind="purge", event=event)
+                    await self._commit(holder, Purge(event), actor=actor, reason=reason)
                 except BaseException as exc:
                     await self.working_copy.forget_unsaved()
                     if undo is not None:
@@ -162,7 +154,7 @@ class SpecialCommits:
             await self.working_copy.write(*archive)
             holder.messages[:] = fold.apply(holder.messages)
             try:
-                await self._commit(holder, actor=actor, reason=reason, fold=fold, event=event)
+                await self._commit(holder, FoldTranscript(fold, event), actor=actor, reason=reason)
             except (ConcurrencyError, StoreFormatTooNew, StoreDeleted, InvalidMessage, ReadOnlyPath):
                 holder.messages[: 1 + len(before) - fold.count] = before  # appends made meanwhile stay after
                 self.working_copy.drop([archive[0]])

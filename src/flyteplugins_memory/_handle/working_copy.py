@@ -19,6 +19,7 @@ from typing import Any
 
 from .._journal import gc as _gc
 from .._journal.contents import fetch_contents
+from .._journal.journal_storage import JournalStorage
 from .._journal.legacy import scan_local
 from .._rules.codecs import MemoryMeta, sha256_bytes
 from .._rules.index import PartNotLoaded, inside, range_under
@@ -31,7 +32,6 @@ from .._rules.ttl import AUDIT_OP as EXPIRED_OP
 from .._rules.ttl import EXPIRED_REASON, EXPIRES_AT, is_expired
 from .._rules.writes import ChangeOptions, WritePlan, plan_delete, plan_write_off_loop
 from ..errors import InvalidPath
-from ..storage._contract import ObjectStorage
 from ..storage._workdir import WorkDir
 from .mirror import RootWriter, cache_committed, forget, record_change
 
@@ -139,7 +139,7 @@ class WorkingCopy:
                 return local  # else a code tool changed or removed the local copy: fetch it again
         return rel, record
 
-    async def fetch_committed(self, remote: ObjectStorage | None, rel: str, record: FileEntry) -> bytes:
+    async def fetch_committed(self, remote: JournalStorage | None, rel: str, record: FileEntry) -> bytes:
         """The committed content `record` names, fetched, verified and cached in the working root."""
         return (await self._fetch(remote, {rel: record}))[rel]
 
@@ -148,14 +148,14 @@ class WorkingCopy:
         live = {p: r for p in self.paths(prefix) if (r := self.entry(p)) is not None}
         return {p: r for p, r in live.items() if p not in self.unsaved and self.cached.get(p) != r.sha256}
 
-    async def fetch_all(self, missing: dict[str, FileEntry], remote: ObjectStorage | None) -> int:
+    async def fetch_all(self, missing: dict[str, FileEntry], remote: JournalStorage | None) -> int:
         """Fetch `missing` into the working root, `PREFETCH_BATCH` at a time; returns how many."""
         items = list(missing.items())
         for start in range(0, len(items), PREFETCH_BATCH):
             await self._fetch(remote, dict(items[start : start + PREFETCH_BATCH]))
         return len(items)
 
-    async def _fetch(self, remote: ObjectStorage | None, records: dict[str, FileEntry]) -> dict[str, bytes]:
+    async def _fetch(self, remote: JournalStorage | None, records: dict[str, FileEntry]) -> dict[str, bytes]:
         # verified; legacy files fall back to their blob copy; typed errors for purged or collected content
         contents = await fetch_contents(remote, records, self.base)
         metas = {p: _meta_or_none(r, p) for p, r in records.items()}

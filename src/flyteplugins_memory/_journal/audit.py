@@ -12,12 +12,12 @@ from .._rules.codecs import decode_audit_lines
 from .._rules.journal_objects import Origin
 from .._rules.layout import AUDIT_LOG_PATH, audit_segment_name
 from .._rules.state import State
-from ..storage._contract import ObjectStorage
+from .journal_storage import JournalStorage
 from .old_journal import old_view
 
 
 async def audit_tail(
-    remote: ObjectStorage | None, state: State, pending: list[dict[str, Any]], n: int
+    remote: JournalStorage | None, state: State, pending: list[dict[str, Any]], n: int
 ) -> list[dict[str, Any]]:
     """The last `n` events (all for ``n <= 0``), oldest first, unsaved ones last."""
     events = list(state.recent_audit) + list(pending)

@@ -6,11 +6,12 @@
        adopt      on a store's first save into this journal: fence and move the old one (`_journal.relocate`)
     2. commit     create-only ``log/<n+1>``; if taken, read what won, rebase and try ``n+2``
     3. upstream   files (but those placed in place), sidecars, versions, deletions, messages.json,
-                  head hint (after it; a small save may leave it one commit behind, see `write_head`)
+                  head hint (after it; a small save may leave it one commit behind, see `_journal.projection`)
     4. checkpoint now and then: full state, audit segment, audit/log.jsonl, and gc() (`_journal.gc`)
 
 A save that dies before step 2 leaves nothing any reader of ours sees; one that dies after it is
-committed, and only upstream's view (step 3) lags until those paths are written again.
+committed, and only upstream's view (step 3) lags until those paths are written again. What a save carries
+is `_journal.save_job.SaveJob` (with its typed operation, `_rules.operations`); step 3 is `_journal.projection`.
 """
 
 from __future__ import annotations
@@ -20,13 +21,9 @@ import logging
 import random
 import time
 from collections.abc import Awaitable
-from dataclasses import dataclass, field
-from typing import Any
 
-from .._rules.codecs import encode_audit_event, encode_messages, encode_meta, lines_holding
-from .._rules.commit_info import About
-from .._rules.fold import Fold
-from .._rules.journal_objects import RECENT_COMMITS, Checkpoint, FileEntry, Head, encode
+from .._rules.codecs import encode_audit_event, lines_holding
+from .._rules.journal_objects import RECENT_COMMITS, Checkpoint, Head, encode
 from .._rules.layout import (
     AUDIT_LOG_PATH,
     HEAD_NAME,
@@ -35,13 +32,11 @@ from .._rules.layout import (
     checkpoint_name,
     log_name,
     search_segment_name,
-    sidecar_name,
 )
-from .._rules.merge import Changes, rebase
-from .._rules.paths import MESSAGES_PATH, parent_dirs
+from .._rules.merge import rebase
+from .._rules.paths import parent_dirs
 from .._rules.purge_count import purged_since
 from .._rules.read_only import refuse_read_only
-from .._rules.search_index import Repairs
 from .._rules.state import State
 from ..errors import (
     ConcurrencyError,
@@ -52,18 +47,22 @@ from ..errors import (
     StoreAlreadyExists,
     StoreDeleted,
 )
-from ..storage._contract import ObjectStorage
 from .checkpoints import checkpoint_of
 from .gc import collect_quietly, configured_window
 from .inplace import committed_changes, upload_in_place
+from .journal_storage import JournalStorage
 from .log_reads import read_record
 from .opening import landed_state, latest_state, state_at
 from .preserve import preserve_legacy, unneeded_copies
+from .projection import update_upstream_layout
 from .purge_aftermath import after_losing, cache_for, drop_purged_copies, written_segments
 from .relocate import adopt, clean_after_move, persist_import
 from .retention import STALE_BASE_AFTER
+from .save_job import SaveJob
 from .search_segments import extend, updates_of
 from .store_deletion import remove_empty_prefix
+
+__all__ = ["SaveJob", "checkpoint", "run_save", "update_upstream_layout"]
 
 logger = logging.getLogger(__name__)
 
@@ -77,70 +76,16 @@ CHECKPOINT_COMMITS = 500
 PURGE_PROBES = 64
 #: Commit attempts before a save gives up under extreme contention.
 MAX_ATTEMPTS = 200
-#: A save changing at most this many files may leave the head hint one commit behind (`write_head`).
-SMALL_SAVE_FILES = 4
 
 
-@dataclass
-class SaveJob:
-    """One save: the handle's base state, its changes and transcript, and the bytes it uploads."""
-
-    base: State
-    changes: Changes
-    messages: list[dict[str, Any]]
-    contents: dict[str, bytes]
-    versions: dict[str, bytes] = field(default_factory=dict)
-    commit_id: str = ""
-    #: the base is an import of an upstream-written store whose checkpoint 0 is not stored yet
-    imported: bool = False
-    #: refuse (StoreAlreadyExists) instead of rebasing if the first commit slot is taken
-    exclusive: bool = False
-    #: the log slots this save tried to create; only these can hold its commit
-    attempted: list[int] = field(default_factory=list)
-    #: it committed, but upstream's layout could not be brought up to date (the next save does)
-    projection_failed: bool = False
-    #: who saves and why, recorded in the commit info (None: taken from the writes it holds)
-    actor: str | None = None
-    reason: str | None = None
-    #: new files this save created at their own paths (`_journal.inplace`): they need no blob and no projection
-    placed: set[str] = field(default_factory=set)
-    #: a trusted handle's decision on a proposal: the store's read-only prefixes do not bind its files
-    trusted: bool = False
-    #: a decision on a proposal: if it does not commit, the handle forgets it and never saves it again, so
-    #: it must leave nothing at a path (no in-place upload: a stray there would list a discarded memory)
-    decision: bool = False
-    #: what the commit info calls a commit that is not a create ("save", or "settings" for a change of
-    #: store-level settings such as the persisted read-only prefixes)
-    kind: str = "save"
-    #: the transcript change is a fold (`compact_transcript`): it merges with concurrent appends
-    fold: Fold | None = None
-    #: docs a search of the handle found missing from the persisted search index, the commit they were
-    #: found at (`_journal.search_segments.extend` persists them when the save lands right on it), its segment cache
-    search_repairs: Repairs = field(default_factory=Repairs)
-    #: committed bytes of in-place files this save changes that the handle already holds (`WorkingCopy.held`):
-    #: their copy into a blob (`_journal.preserve`) fetches nothing
-    held: dict[str, bytes] = field(default_factory=dict)
-    #: contents this save copied into blobs before its commit point (`_journal.preserve`)
-    preserved: list[str] = field(default_factory=list)
-    #: of those, the copies whose blob this save created, by path, with the base's record of the path: the
-    #: state it commits on (or is refused against) decides whether they stay (`_journal.preserve.unneeded_copies`)
-    created: dict[str, FileEntry] = field(default_factory=dict)
-    #: the state its last commit attempt was built on, or that refused it (None: it got no further)
-    newest: State | None = None
-
-    def about(self) -> About:
-        return About("create" if self.exclusive else self.kind, self.actor, self.reason)
-
-
-async def run_save(remote: ObjectStorage, job: SaveJob) -> State:
+async def run_save(remote: JournalStorage, job: SaveJob) -> State:
     """Commit `job` and update upstream's view; returns the new committed state."""
     job.base.check_can_write("save", remote.uri)  # before anything is written
     if not job.trusted:  # a handle that wrote before it loaded the setting
         refuse_read_only(job.changes.files, job.base.ext)
     await job.base.files.need(job.changes.files)  # what the upload, the merge and the checks look at
-    no_strays = job.exclusive or job.decision  # a loser of either must leave no file behind
-    job.placed = await upload_in_place(
-        remote, job.base, job.changes, job.contents, exclusive=no_strays, imported=job.imported
+    job.placed = await upload_in_place(  # a create's loser, a failed decision or purge: no file left behind
+        remote, job.base, job.changes, job.contents, exclusive=job.leaves_no_strays, imported=job.imported
     )
     blobs = {
         blob_name(r.sha256): job.contents[p]
@@ -193,7 +138,7 @@ async def run_save(remote: ObjectStorage, job: SaveJob) -> State:
         return committed
 
 
-async def _drop_failed_copies(remote: ObjectStorage, job: SaveJob) -> None:
+async def _drop_failed_copies(remote: JournalStorage, job: SaveJob) -> None:
     """A save that failed after copying in-place bytes into blobs (`_journal.preserve`): if a purge removed that
     content meanwhile, the copies go (another save may share a copy of content still held: those stay), and
     so do the copies it created that no stored commit names (`_journal.preserve.unneeded_copies`)."""
@@ -207,7 +152,7 @@ async def _drop_failed_copies(remote: ObjectStorage, job: SaveJob) -> None:
         logger.warning("Could not check this failed save's copies against purges: %s", exc)
 
 
-async def _drop_unneeded_copies(remote: ObjectStorage, job: SaveJob, newest: State | None) -> None:
+async def _drop_unneeded_copies(remote: JournalStorage, job: SaveJob, newest: State | None) -> None:
     """Remove the copies this save created that neither `newest` (the state its commit landed on, or that
     refused it) nor any state still stored holds: gc() had collected that content (`_journal.preserve`)."""
     if not job.created or newest is None:
@@ -216,7 +161,7 @@ async def _drop_unneeded_copies(remote: ObjectStorage, job: SaveJob, newest: Sta
         await remote.remove_all(unneeded)
 
 
-async def _starting_point(remote: ObjectStorage, job: SaveJob) -> tuple[State, bool]:
+async def _starting_point(remote: JournalStorage, job: SaveJob) -> tuple[State, bool]:
     """The state to rebase on first, and whether this save moves an old journal (cleaned after it).
 
     A store's first save into this journal adopts it (`_journal.relocate.adopt`). A base last known newest long ago
@@ -233,7 +178,7 @@ async def _starting_point(remote: ObjectStorage, job: SaveJob) -> tuple[State, b
     return job.base, False
 
 
-async def _commit(remote: ObjectStorage, job: SaveJob, latest: State) -> tuple[State, int]:
+async def _commit(remote: JournalStorage, job: SaveJob, latest: State) -> tuple[State, int]:
     changes = committed_changes(job.changes, job.placed)
     docs = await updates_of(job.changes.files, job.contents)  # the search index's share of this save
     for attempt in range(MAX_ATTEMPTS):
@@ -282,7 +227,7 @@ def clashing_strays(latest: State, placed: set[str]) -> list[str]:
     return sorted(p for p in placed if latest.files.has_under(p) or any(d in latest.files for d in parent_dirs(p)))
 
 
-async def _create_or_find_landed(remote: ObjectStorage, job: SaveJob, seq: int, record: bytes) -> bool:
+async def _create_or_find_landed(remote: JournalStorage, job: SaveJob, seq: int, record: bytes) -> bool:
     """Create log slot `seq`; if the request fails, whether it landed anyway (a lost reply), so that a
     save that raises is one that did not commit, wherever the answer can be had."""
     try:
@@ -297,7 +242,7 @@ async def _create_or_find_landed(remote: ObjectStorage, job: SaveJob, seq: int, 
         return True
 
 
-async def _claim(remote: ObjectStorage, name: str, record: bytes) -> bool:
+async def _claim(remote: JournalStorage, name: str, record: bytes) -> bool:
     """Create log slot `name` holding `record`. Where create-only writes are not atomic (the capability
     ``atomic_create``: the GCS emulator, an opted-in backend), two saves can both pass the backend's
     existence check and both write: read the slot back and keep it only if it holds our record, so the
@@ -307,7 +252,7 @@ async def _claim(remote: ObjectStorage, name: str, record: bytes) -> bool:
     return remote.capabilities.atomic_create or await remote.read(name) == record
 
 
-async def _own_commit(remote: ObjectStorage, job: SaveJob, seq: int, latest: State) -> State | None:
+async def _own_commit(remote: JournalStorage, job: SaveJob, seq: int, latest: State) -> State | None:
     """The state our commit created if slot `seq` holds it (never a later one: it is what we projected)."""
     if job.commit_id in latest.recent_commits:
         return latest if latest.recent_commits[-1] == job.commit_id else await state_at(remote, seq)
@@ -316,57 +261,14 @@ async def _own_commit(remote: ObjectStorage, job: SaveJob, seq: int, latest: Sta
     return None
 
 
-async def update_upstream_layout(remote: ObjectStorage, job: SaveJob, committed: State) -> None:
-    """Bring upstream's layout up to date with what this save changed."""
-    objects: dict[str, bytes] = dict(job.versions)
-    removed: list[str] = []
-    for path, record in job.changes.files.items():
-        if record is None:
-            removed += [path, sidecar_name(path)]
-            continue
-        if not record.legacy:  # a file placed in place is at its path already
-            objects[path] = job.contents[path]
-        if (meta := record.meta(path)) is not None:
-            objects[sidecar_name(path)] = encode_meta(meta)
-    if job.messages != job.base.messages or job.base.seq == 0:  # messages.json marks the store as existing
-        objects[MESSAGES_PATH] = encode_messages(committed.messages)
-    await remote.remove_many(removed)  # first: a deleted `x` may be where `x/y` now goes, and vice versa
-    await remote.write_many(objects)
-    if MESSAGES_PATH in objects:
-        await _newest_transcript_last(remote, committed)
-    await write_head(remote, committed, small=len(job.changes.files) <= SMALL_SAVE_FILES)
-
-
-async def write_head(remote: ObjectStorage, committed: State, small: bool = False) -> None:
-    """Point the head hint at `committed`, unless this is a `small` save and the hint names the commit just
-    before (`State.head_hint`): a hint one commit behind costs an open nothing (its first probe reads the
-    newest record, `_journal.opening`), so a small save after one that wrote the hint leaves it (one request of about
-    six), and the next save brings it up to date. The hint never lags by more than one commit this way."""
-    if small and committed.head_hint == committed.seq - 1 and committed.checkpoint.seq < committed.seq:
-        return
-    await remote.write_many({HEAD_NAME: encode(Head(seq=committed.seq, checkpoint=committed.checkpoint.seq))})
-    committed.head_hint = committed.seq
-
-
-async def _newest_transcript_last(remote: ObjectStorage, committed: State) -> None:
-    """Every save that appends rewrites ``messages.json``, so two saves projecting in the opposite order
-    of their commits would leave the older transcript there. After writing ours, look past our commit:
-    if a newer one exists (its projection may have landed before ours), write the newest transcript.
-    A save that commits later projects later, so the last write is always the newest one's."""
-    while await read_record(remote, committed.seq + 1) is not None:  # one probe when nothing is newer
-        newer = await latest_state(remote, committed) or committed
-        await remote.write_many({MESSAGES_PATH: encode_messages(newer.messages)})
-        committed = newer
-
-
-async def _maybe_checkpoint(remote: ObjectStorage, state: State, record_size: int) -> State:
+async def _maybe_checkpoint(remote: JournalStorage, state: State, record_size: int) -> State:
     """Fold the state into a checkpoint when its records have grown; returns the state re-based on it."""
     if record_size < CHECKPOINT_BYTES and state.seq - state.checkpoint.seq < CHECKPOINT_COMMITS:
         return state
     return await checkpoint(remote, state)
 
 
-async def checkpoint(remote: ObjectStorage, state: State) -> State:
+async def checkpoint(remote: JournalStorage, state: State) -> State:
     """Write committed `state` as a checkpoint (and bring ``audit/log.jsonl`` up to date); returns the
     state re-based on it. Writing one twice is harmless: the content is fully determined by the state."""
     state.check_can_write("compact", remote.uri)
@@ -393,7 +295,7 @@ async def checkpoint(remote: ObjectStorage, state: State) -> State:
     return folded
 
 
-async def _purged_after(remote: ObjectStorage, state: State) -> bool:
+async def _purged_after(remote: JournalStorage, state: State) -> bool:
     """Whether a commit after `state` counts a purge it did not see (`_rules.purge_count`): one probe when no
     commit followed it (a gc()-collected one, which only a newer state explains, counts as one)."""
     seq = state.seq
@@ -410,7 +312,7 @@ async def _purged_after(remote: ObjectStorage, state: State) -> bool:
     return True  # a long run of commits since: be safe, the next checkpoint folds them
 
 
-async def _append_audit_log(remote: ObjectStorage, before: Checkpoint, segment: bytes) -> None:
+async def _append_audit_log(remote: JournalStorage, before: Checkpoint, segment: bytes) -> None:
     """Rewrite upstream's ``audit/log.jsonl`` as the events up to checkpoint `before` plus `segment`."""
     current = [line for line in (await remote.read(AUDIT_LOG_PATH) or b"").splitlines(keepends=True) if line.strip()]
     kept = _whole(lines_holding(current, before.audit_total))

@@ -20,9 +20,10 @@ from .._rules.commit_info import PURGED_KEY, attribution, deleted_paths
 from .._rules.journal_objects import Checkpoint, CommitInfo, CommitRecord, FileEntry, Origin, parse
 from .._rules.layout import checkpoint_name, log_name
 from .._rules.markers import MARKER_MAX_BYTES, parse_marker
+from .._rules.operations import Import
 from .._rules.paths import is_reserved
 from .._rules.state import State
-from ..storage._contract import ObjectStorage
+from .journal_storage import JournalStorage
 from .old_journal import old_view
 from .opening import latest_state
 
@@ -87,7 +88,7 @@ def _commit(record: CommitRecord) -> Commit:
 
 def _import(checkpoint: Checkpoint) -> Commit:
     """The import commit: checkpoint 0 of a store imported from upstream's layout."""
-    info = checkpoint.info or CommitInfo(kind="import", appended=len(checkpoint.messages))
+    info = checkpoint.info or CommitInfo(kind=Import.kind, appended=len(checkpoint.messages))
     return Commit.of(0, "", info, wrote=list(checkpoint.files))
 
 
@@ -103,7 +104,7 @@ class _Reader:
     """Reads the log slots and checkpoint 0 of one journal (this one, or the old one of a store that has
     not moved yet)."""
 
-    def __init__(self, journal: ObjectStorage):
+    def __init__(self, journal: JournalStorage):
         self.journal = journal
 
     async def records(self, seqs: list[int]) -> list[CommitRecord | None]:
@@ -118,7 +119,7 @@ class _Reader:
         return None if data is None else parse(Checkpoint, data, checkpoint_name(0))
 
 
-async def read_log(remote: ObjectStorage | None, known: State, limit: int, path: str | None) -> list[Commit]:
+async def read_log(remote: JournalStorage | None, known: State, limit: int, path: str | None) -> list[Commit]:
     """The newest `limit` commits (those that changed `path`, if given), newest first."""
     if path is None:
         newest = await _newest_state(remote, known)
@@ -128,7 +129,7 @@ async def read_log(remote: ObjectStorage | None, known: State, limit: int, path:
     return [change.commit for change in await read_path_changes(remote, known, limit, path)]
 
 
-async def read_path_changes(remote: ObjectStorage | None, known: State, limit: int, path: str) -> list[PathChange]:
+async def read_path_changes(remote: JournalStorage | None, known: State, limit: int, path: str) -> list[PathChange]:
     """The newest `limit` commits that changed `path`, newest first, each with the entry it left there
     (read from its own record: no extra request)."""
     if is_reserved(path):
@@ -142,7 +143,7 @@ async def read_path_changes(remote: ObjectStorage | None, known: State, limit: i
     return [] if start is None else await _chain(reader, start, path, limit)
 
 
-async def read_path_change(remote: ObjectStorage | None, known: State, seq: int, path: str) -> PathChange | None:
+async def read_path_change(remote: JournalStorage | None, known: State, seq: int, path: str) -> PathChange | None:
     """Commit `seq` and what it left at `path`, if it changed `path` and the journal still holds it."""
     if remote is None or seq < 0 or is_reserved(path):
         return None
@@ -150,11 +151,11 @@ async def read_path_change(remote: ObjectStorage | None, known: State, seq: int,
     return None if found is None else found[0]
 
 
-async def _newest_state(remote: ObjectStorage | None, known: State) -> State:
+async def _newest_state(remote: JournalStorage | None, known: State) -> State:
     return known if remote is None else await latest_state(remote, known) or known
 
 
-def _reader(remote: ObjectStorage, newest: State) -> _Reader:
+def _reader(remote: JournalStorage, newest: State) -> _Reader:
     return _Reader(old_view(remote) if newest.origin is Origin.OLD_JOURNAL else remote)
 
 
@@ -163,7 +164,7 @@ def _imported_change(checkpoint: Checkpoint, path: str) -> PathChange:
     return PathChange(_import(checkpoint), entry, *attribution(checkpoint.info, path, entry))
 
 
-async def last_change(remote: ObjectStorage | None, known: State, path: str) -> int | None:
+async def last_change(remote: JournalStorage | None, known: State, path: str) -> int | None:
     """The commit that last changed `path` (wrote it, or deleted it) in the retained history, if any."""
     newest = await _newest_state(remote, known)
     if remote is None or newest.seq == 0 or is_reserved(path):

@@ -18,13 +18,13 @@ from .._rules.offload import sha256_off_loop
 from .._rules.purge_count import is_purged_entry
 from .._rules.state import State
 from ..errors import ContentPurged, CorruptStore, StateCollected, StorageError
-from ..storage._contract import ObjectStorage
+from .journal_storage import JournalStorage
 from .old_journal import old_view
 from .opening import raise_if_collected
 
 
 async def fetch_contents(
-    remote: ObjectStorage | None, records: Mapping[str, FileEntry], base: State
+    remote: JournalStorage | None, records: Mapping[str, FileEntry], base: State
 ) -> dict[str, bytes]:
     """The verified contents of `records` (files of state `base`), or a typed error for the first missing.
     An entry of a purged path (`_rules.purge_count.is_purged_entry`) is `ContentPurged` even where another live
@@ -49,7 +49,7 @@ async def fetch_contents(
 
 
 async def _fetch_from(
-    source: ObjectStorage, records: Mapping[str, FileEntry], *, legacy_at_path: bool
+    source: JournalStorage, records: Mapping[str, FileEntry], *, legacy_at_path: bool
 ) -> dict[str, bytes]:
     """What `source` holds of `records`: a legacy file at its path, else (or then) its blob."""
     first = {p: (p if r.legacy and legacy_at_path else blob_name(r.sha256)) for p, r in records.items()}
@@ -67,7 +67,7 @@ async def _matches(data: bytes | None, record: FileEntry) -> bool:
     return data is not None and await sha256_off_loop(data) == record.sha256
 
 
-async def missing_content(remote: ObjectStorage, path: str, record: FileEntry, base_seq: int) -> Exception:
+async def missing_content(remote: JournalStorage, path: str, record: FileEntry, base_seq: int) -> Exception:
     """The error for content that storage does not hold (or holds altered)."""
     marker = await remote.read(purge_marker_name(record.sha256))
     if marker is not None and (purged := parse_purged(marker)) is not None:
@@ -80,7 +80,7 @@ async def missing_content(remote: ObjectStorage, path: str, record: FileEntry, b
     return CorruptStore(f"Stored content of {path!r} is missing or does not match its sha256")
 
 
-async def _collected(remote: ObjectStorage, seq: int) -> bool:
+async def _collected(remote: JournalStorage, seq: int) -> bool:
     """Whether commit `seq` is gone from the journal while a newer one exists."""
     try:
         await raise_if_collected(remote, seq)

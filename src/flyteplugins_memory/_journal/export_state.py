@@ -30,8 +30,8 @@ from .._rules.layout import HEAD_NAME, JOURNAL_DIR, Kind, classify, sidecar_name
 from .._rules.paths import MESSAGES_PATH
 from .._rules.state import State
 from ..errors import CorruptStore
-from ..storage._contract import ObjectStorage
 from .contents import fetch_contents
+from .journal_storage import JournalStorage
 from .opening import latest_state
 
 __all__ = ["Pinned", "Read", "Source", "pin", "settle"]
@@ -45,7 +45,7 @@ Read = tuple[str, Source, bytes | None, str]
 NUMBERED = ("log", "checkpoints", "audit")
 
 
-async def pin(remote: ObjectStorage) -> Pinned | None:
+async def pin(remote: JournalStorage) -> Pinned | None:
     """The newest committed state of our journal, every file of it indexed; None if there is none."""
     state = await latest_state(remote)
     if state is None or state.origin is not Origin.JOURNAL:
@@ -58,7 +58,7 @@ async def pin(remote: ObjectStorage) -> Pinned | None:
 class Pinned:
     """The state an export archives (see the module docstring)."""
 
-    remote: ObjectStorage
+    remote: JournalStorage
     state: State
     #: the journal lives under the store prefix (a bucket-root store): its objects are listed there
     journal_in_prefix: bool

@@ -31,8 +31,8 @@ from .._rules.retention_policy import journal_span, persisted_policy
 from .._rules.state import State
 from .._rules.ttl import EXPIRED_REASON, is_expired
 from ..errors import MemoryStoreError
-from ..storage._contract import ObjectStorage
 from .checkpoints import read_all_parts
+from .journal_storage import JournalStorage
 from .log_reads import LOG_DIR, read_checkpoint
 from .opening import latest_state
 from .redact import Redaction, retire_parts, rewrite_journal, rewriting
@@ -73,13 +73,13 @@ def seconds(window: timedelta | float) -> float:
     return value
 
 
-async def configured_window(remote: ObjectStorage) -> float:
+async def configured_window(remote: JournalStorage) -> float:
     """The store's retention window in seconds (its setting, else the default)."""
     config = parse_config(await remote.read(CONFIG_NAME))
     return DEFAULT_WINDOW.total_seconds() if config.gc_window_seconds is None else config.gc_window_seconds
 
 
-async def set_window(remote: ObjectStorage, window: timedelta | None) -> None:
+async def set_window(remote: JournalStorage, window: timedelta | None) -> None:
     """Store the retention window every handle of this store uses (None: back to the default)."""
     config = parse_config(await remote.read(CONFIG_NAME))
     updated = config.with_window(None if window is None else seconds(window))
@@ -87,7 +87,7 @@ async def set_window(remote: ObjectStorage, window: timedelta | None) -> None:
 
 
 async def collect(
-    remote: ObjectStorage,
+    remote: JournalStorage,
     window: timedelta | None = None,
     *,
     newest: State | None = None,
@@ -120,7 +120,7 @@ async def collect(
     return await _with_old(remote, _result(plan, versions, dry_run), dry_run)
 
 
-async def _scrub_labels(remote: ObjectStorage, paths: frozenset[str], now: float) -> None:
+async def _scrub_labels(remote: JournalStorage, paths: frozenset[str], now: float) -> None:
     """Rewrite the stored records and checkpoints (and parts) holding labels of entries of `paths` whose
     ttl ran out by `now`, without those labels (in place, as purge does: `_journal.redact`); their expiry stays."""
     async with rewriting(remote):  # not while a purge in this process rewrites them (it would undo ours)
@@ -130,7 +130,7 @@ async def _scrub_labels(remote: ObjectStorage, paths: frozenset[str], now: float
 
 
 async def _plan(
-    remote: ObjectStorage, newest: State, inventory: Inventory, cutoff: float, slot_cutoff: float, now: float
+    remote: JournalStorage, newest: State, inventory: Inventory, cutoff: float, slot_cutoff: float, now: float
 ) -> tuple[Removal, Needs]:
     kept = kept_commits(inventory, newest.seq, cutoff)
     # the newest record too (a pinned open of the newest commit is built from it, not from a later
@@ -156,7 +156,7 @@ class ExpiredNow:
     labels: Redaction | None = None
 
 
-async def expired_now(remote: ObjectStorage) -> ExpiredNow:
+async def expired_now(remote: JournalStorage) -> ExpiredNow:
     """What of the store at `remote` holds expired data now, whether or not gc() has run (read only: what
     an export leaves out or redacts): the objects holding content whose every stored entry has expired
     (its blobs, ``versions/`` snapshots and search index segments, and upstream's copy, file and sidecar,
@@ -181,7 +181,7 @@ async def expired_now(remote: ObjectStorage) -> ExpiredNow:
 
 
 async def _segments_holding(
-    remote: ObjectStorage, inventory: Inventory, shas: frozenset[str], labelled: frozenset[str] = frozenset()
+    remote: JournalStorage, inventory: Inventory, shas: frozenset[str], labelled: frozenset[str] = frozenset()
 ) -> dict[str, int]:
     """The search index segments holding a doc of any of `shas` (a byte search for the sha256, as purge
     does: a state whose segment is gone reads as "index data missing" and search indexes files again), or
@@ -209,7 +209,7 @@ def _labels_of(data: bytes, paths: frozenset[str]) -> bool:
         return True
 
 
-async def _expired_snapshots(remote: ObjectStorage, need: Needs) -> dict[str, int]:
+async def _expired_snapshots(remote: JournalStorage, need: Needs) -> dict[str, int]:
     """The ``versions/`` snapshots of content only expired entries hold (one listing per path and sha)."""
     found: dict[str, int] = {}
     for path, sha in sorted(need.expired):
@@ -217,7 +217,7 @@ async def _expired_snapshots(remote: ObjectStorage, need: Needs) -> dict[str, in
     return found
 
 
-async def _remove(remote: ObjectStorage, newest: State, plan: Removal, versions: dict[str, int]) -> None:
+async def _remove(remote: JournalStorage, newest: State, plan: Removal, versions: dict[str, int]) -> None:
     """Journal objects first (head hint, then tombstones, then deletions in `_deletion_steps` order), then
     snapshots: a crash anywhere leaves what a live state needs, and a second gc finishes the job."""
     if not plan.empty:
@@ -246,7 +246,7 @@ def _deletion_steps(names: Iterable[str]) -> list[list[str]]:
     return [step for step in steps if step]
 
 
-async def _read_records(remote: ObjectStorage, seqs: list[int]) -> dict[int, CommitRecord]:
+async def _read_records(remote: JournalStorage, seqs: list[int]) -> dict[int, CommitRecord]:
     found = await remote.read_many([log_name(s) for s in seqs])
     records = {}
     for seq in seqs:
@@ -256,14 +256,14 @@ async def _read_records(remote: ObjectStorage, seqs: list[int]) -> dict[int, Com
     return records
 
 
-async def _with_old(remote: ObjectStorage, result: GcResult, dry_run: bool = False) -> GcResult:
+async def _with_old(remote: JournalStorage, result: GcResult, dry_run: bool = False) -> GcResult:
     if not remote.journal_moved or dry_run:
         return result
     objects, size = await clean_old_journal(remote, clock())
     return replace(result, objects=result.objects + objects, bytes=result.bytes + size)
 
 
-async def collect_quietly(remote: ObjectStorage, newest: State) -> None:
+async def collect_quietly(remote: JournalStorage, newest: State) -> None:
     """gc() after a checkpoint, best effort: only if the log holds a commit old enough to go."""
     try:
         span = await configured_window(remote)

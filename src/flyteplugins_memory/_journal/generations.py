@@ -21,7 +21,6 @@ reads per deleted generation, the head and the slot after its record.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import TypeVar, cast
 
 from pydantic import ValidationError
 
@@ -30,22 +29,20 @@ from .._rules.journal_objects import Head
 from .._rules.layout import HEAD_NAME, log_name
 from .._rules.markers import Deleted, Successor, encode_marker, parse_deleted, parse_successor
 from ..errors import CorruptStore
-from ..storage._contract import ObjectStorage
-
-S = TypeVar("S", bound=ObjectStorage)
+from .journal_storage import JournalStorage
 
 #: A hostile journal could chain successors forever; no real key is deleted this often.
 MAX_GENERATIONS = 100_000
 
 
-def at_generation(remote: S, generation: int) -> S:
+def at_generation(remote: JournalStorage, generation: int) -> JournalStorage:
     """`remote` (any generation's view of the store) with its journal names mapped to `generation`'s."""
     if generation_of(remote.journal_root) == generation:
         return remote
-    return cast(S, remote.with_journal_root(generation_root(remote.prefix, generation)))
+    return remote.with_journal_root(generation_root(remote.prefix, generation))
 
 
-async def newest_generation(remote: S, generation: int = 0) -> tuple[S, int, Deleted | None]:
+async def newest_generation(remote: JournalStorage, generation: int = 0) -> tuple[JournalStorage, int, Deleted | None]:
     """The newest generation of the key, following successors from `generation`: its view, its number,
     and its deletion record if it was deleted too (None: it stands, or was never created)."""
     current = at_generation(remote, generation)
@@ -62,7 +59,7 @@ async def newest_generation(remote: S, generation: int = 0) -> tuple[S, int, Del
     raise CorruptStore(f"The generations of {remote.uri} do not end")
 
 
-async def generation_to_create(remote: S, generation: int = 0) -> tuple[S, int]:
+async def generation_to_create(remote: JournalStorage, generation: int = 0) -> tuple[JournalStorage, int]:
     """Where a create of the key commits: the newest generation, or, if that one was deleted, the one
     after it (claimed here, or by a concurrent creator that got there first)."""
     current, generation, deleted = await newest_generation(remote, generation)
@@ -77,7 +74,7 @@ async def generation_to_create(remote: S, generation: int = 0) -> tuple[S, int]:
     return at_generation(remote, claimed.generation), claimed.generation
 
 
-async def _deletion_record(journal: ObjectStorage) -> Deleted | None:
+async def _deletion_record(journal: JournalStorage) -> Deleted | None:
     """The deletion record of `journal`'s store, if it was deleted: in its head, or in the slot after the
     commit its head names (a save that committed just before the deletion may write its head hint after
     the deletion wrote the record there; the record then sits in the slot after that save's commit)."""

@@ -34,11 +34,11 @@ from ..errors import (
     VersionExpired,
     VersionNotFound,
 )
-from ..storage._contract import ObjectStorage
 from . import gc as _gc
 from . import versions as _versions
 from .commit_log import Commit, PathChange, read_path_change, read_path_changes
 from .contents import fetch_contents
+from .journal_storage import JournalStorage
 from .opening import latest_state
 
 #: A journal version id: ``c`` and the commit's seq (no sign, no leading zeros: one id per version).
@@ -107,7 +107,7 @@ def parse_version_id(path: str, version_id: object) -> int | str:
     raise VersionNotFound(f"{version_id!r} is not a version id of {path!r} (use one that history() lists)")
 
 
-async def read_history(remote: ObjectStorage | None, known: State, path: str, limit: int) -> list[HistoryEntry]:
+async def read_history(remote: JournalStorage | None, known: State, path: str, limit: int) -> list[HistoryEntry]:
     """`path`'s newest `limit` versions, newest first: the journal's, then older ``versions/`` snapshots."""
     changes = await read_path_changes(remote, known, limit, path)
     if not changes and limit > 0:  # gc() collected the commit that wrote the live file: it is still a version
@@ -118,7 +118,7 @@ async def read_history(remote: ObjectStorage | None, known: State, path: str, li
     return entries
 
 
-async def _live_change(remote: ObjectStorage | None, known: State, path: str) -> PathChange | None:
+async def _live_change(remote: JournalStorage | None, known: State, path: str) -> PathChange | None:
     """The live file at `path` as the version its (collected) commit made, from the newest state's entry:
     who and why from its sidecar fields, when from its ``updated_at``."""
     newest = known if remote is None else await latest_state(remote, known) or known
@@ -140,7 +140,7 @@ def _from_change(change: PathChange, path: str) -> HistoryEntry:
     return HistoryEntry(journal_id(commit.seq), sha, commit.time, *who, size, deleted, commit.seq, expired)
 
 
-async def _older_snapshots(remote: ObjectStorage, path: str, changes: list[PathChange]) -> list[HistoryEntry]:
+async def _older_snapshots(remote: JournalStorage, path: str, changes: list[PathChange]) -> list[HistoryEntry]:
     """The path's saved snapshots that are not journal versions, no newer than the oldest journal version,
     newest first (one listing). A journal version's own snapshot is that version again: one written with
     it has its sha256 and its second (the sidecar's ``updated_at``); a delete's tombstone is the newest
@@ -202,7 +202,7 @@ def _when(text: str) -> datetime:
 
 
 async def version_content(
-    remote: ObjectStorage | None, pending: Mapping[str, bytes], known: State, path: str, version_id: object
+    remote: JournalStorage | None, pending: Mapping[str, bytes], known: State, path: str, version_id: object
 ) -> Version:
     """What version `version_id` of `path` holds; `VersionNotFound` if it is unknown or no longer stored."""
     named = parse_version_id(path, version_id)
@@ -240,7 +240,7 @@ async def refuse_expired_snapshot(known: State, name: str) -> None:
         raise VersionExpired(f"Version snapshot {name!r} holds content whose ttl has run out")
 
 
-async def _blob(remote: ObjectStorage | None, known: State, path: str, entry: FileEntry, version_id: str) -> bytes:
+async def _blob(remote: JournalStorage | None, known: State, path: str, entry: FileEntry, version_id: str) -> bytes:
     """The version's content from its blob, verified by its sha256."""
     try:
         return (await fetch_contents(remote, {path: entry}, known))[path]

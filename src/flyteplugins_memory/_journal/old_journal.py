@@ -13,11 +13,11 @@ from .._rules.markers import Fence, Tombstone, parse_moved_head
 from .._rules.offload import parse_off_loop
 from .._rules.state import State
 from ..errors import CorruptStore
-from ..storage._contract import ObjectStorage
+from .journal_storage import JournalStorage
 from .log_reads import read_checkpoint, read_entry, state_from
 
 
-def old_view(remote: ObjectStorage) -> ObjectStorage:
+def old_view(remote: JournalStorage) -> JournalStorage:
     """`remote`, with journal names mapped to the old journal inside the store prefix."""
     return remote.with_journal_root(old_journal_root(remote.prefix))
 
@@ -33,7 +33,7 @@ class OldLog:
     moved: bool
 
 
-async def read_old_log(remote: ObjectStorage) -> OldLog:
+async def read_old_log(remote: JournalStorage) -> OldLog:
     view = old_view(remote)
     data = await view.read(HEAD_NAME)
     if data is not None and (moved := parse_moved_head(data)) is not None:
@@ -52,7 +52,7 @@ async def read_old_log(remote: ObjectStorage) -> OldLog:
         seq += 1
 
 
-async def _old_head_state(view: ObjectStorage, data: bytes | None) -> State | None:
+async def _old_head_state(view: JournalStorage, data: bytes | None) -> State | None:
     """The state the old head hint names, where it still exists (the log after it is probed anyway)."""
     if data is None:
         return None
@@ -65,7 +65,7 @@ async def _old_head_state(view: ObjectStorage, data: bytes | None) -> State | No
     return await state_from(view, entry, None) if isinstance(entry, CommitRecord) else None
 
 
-async def old_latest_state(remote: ObjectStorage) -> State | None:
+async def old_latest_state(remote: JournalStorage) -> State | None:
     """The newest state of the old journal (before its fence, if any), marked as needing the move."""
     log = await read_old_log(remote)
     if log.moved:
@@ -75,7 +75,7 @@ async def old_latest_state(remote: ObjectStorage) -> State | None:
     return log.state
 
 
-async def old_state_at(remote: ObjectStorage, seq: int) -> State:
+async def old_state_at(remote: JournalStorage, seq: int) -> State:
     """Exactly state `seq` of the old journal (a task input pinned before the store moved)."""
     view = old_view(remote)
     entry = await read_entry(view, seq)

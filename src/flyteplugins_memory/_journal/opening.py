@@ -18,7 +18,7 @@ from .._rules.offload import parse_off_loop
 from .._rules.paths import MESSAGES_PATH
 from .._rules.state import State
 from ..errors import CorruptStore, StateCollected, StoreDeleted, StoreNotFound
-from ..storage._contract import ObjectStorage
+from .journal_storage import JournalStorage
 from .legacy import import_remote
 from .log_reads import LOG_DIR, at_checkpoint, log_seqs, parse_checkpoint, read_entry, read_record, state_from
 from .old_journal import old_latest_state, old_state_at
@@ -36,7 +36,7 @@ class _Collected(Exception):
         self.checkpoint = checkpoint
 
 
-async def latest_state(remote: ObjectStorage, known: State | None = None) -> State | None:
+async def latest_state(remote: JournalStorage, known: State | None = None) -> State | None:
     """The newest committed state (`known` if nothing is newer), or None if the store has no journal."""
     if known is not None and known.origin is Origin.OLD_JOURNAL and remote.journal_moved:
         return await latest_state(remote) or await old_latest_state(remote) or known
@@ -46,7 +46,7 @@ async def latest_state(remote: ObjectStorage, known: State | None = None) -> Sta
         return await _from_listing(remote, known, gone.checkpoint)
 
 
-async def _follow(remote: ObjectStorage, seq: int) -> tuple[int, CommitRecord | None]:
+async def _follow(remote: JournalStorage, seq: int) -> tuple[int, CommitRecord | None]:
     """The newest commit after `seq` and its record, probing one slot after the other (None: none)."""
     record = None
     for _ in range(MAX_PROBES):
@@ -60,7 +60,7 @@ async def _follow(remote: ObjectStorage, seq: int) -> tuple[int, CommitRecord | 
     raise CorruptStore(f"Commit log under {remote.uri} does not end")
 
 
-async def _probe(remote: ObjectStorage, state: State | None) -> State | None:
+async def _probe(remote: JournalStorage, state: State | None) -> State | None:
     """`state`, or the newer one the records after it lead to."""
     _, record = await _follow(remote, state.seq if state else 0)
     if record is None:
@@ -75,7 +75,7 @@ def _hinted(state: State, head_seq: int) -> State:
     return state
 
 
-async def _from_head(remote: ObjectStorage, known: State | None) -> State | None:
+async def _from_head(remote: JournalStorage, known: State | None) -> State | None:
     """The newest state, found from the head hint if it names a commit newer than `known` (None: it does
     not; probe from `known`). The slots past the hint are probed first, so a hint one commit behind costs
     nothing; when nothing follows it, the state it names is read: a checkpoint alone when the hint says the
@@ -96,7 +96,7 @@ async def _from_head(remote: ObjectStorage, known: State | None) -> State | None
     return _hinted(await _named_by(remote, head, known), head.seq)
 
 
-async def _named_by(remote: ObjectStorage, head: Head, known: State | None) -> State:
+async def _named_by(remote: JournalStorage, head: Head, known: State | None) -> State:
     """The state the head hint names (nothing follows it: verified newest now)."""
     if head.checkpoint == head.seq:
         data = await remote.read(checkpoint_name(head.seq))
@@ -112,7 +112,7 @@ async def _named_by(remote: ObjectStorage, head: Head, known: State | None) -> S
     return await state_from(remote, record, known)
 
 
-async def _from_listing(remote: ObjectStorage, known: State | None, hinted_checkpoint: int | None) -> State | None:
+async def _from_listing(remote: JournalStorage, known: State | None, hinted_checkpoint: int | None) -> State | None:
     """The newest state, found by listing the log: after gc() it holds only the retention window. If the
     head hint named a checkpoint that is missing, something newer must exist, or the store is damaged."""
     seqs = sorted(log_seqs(await remote.list(under=LOG_DIR)), reverse=True)
@@ -132,7 +132,7 @@ async def _from_listing(remote: ObjectStorage, known: State | None, hinted_check
     return state
 
 
-async def state_at(remote: ObjectStorage, seq: int) -> State:
+async def state_at(remote: JournalStorage, seq: int) -> State:
     """Exactly committed state `seq` (of this journal, or of the old one inside the store prefix while it
     has not moved yet); raises `StateCollected` if gc() removed it."""
     record = await read_record(remote, seq)
@@ -148,7 +148,7 @@ async def state_at(remote: ObjectStorage, seq: int) -> State:
         raise
 
 
-async def raise_if_collected(remote: ObjectStorage, seq: int) -> None:
+async def raise_if_collected(remote: JournalStorage, seq: int) -> None:
     """Raise `StateCollected` if commit `seq` is gone although a newer state exists."""
     try:
         entry = await read_entry(remote, seq)
@@ -161,7 +161,7 @@ async def raise_if_collected(remote: ObjectStorage, seq: int) -> None:
         raise StateCollected(f"Commit {seq} of {remote.uri} was removed by gc(); open the store again")
 
 
-async def landed_state(remote: ObjectStorage, seq: int, commit_id: str) -> State | None:
+async def landed_state(remote: JournalStorage, seq: int, commit_id: str) -> State | None:
     """The state commit `seq` created, if that commit is `commit_id` (every record lists its own id last).
 
     If gc() has collected that slot since, the state it created is gone: the newest state is returned if
@@ -175,7 +175,7 @@ async def landed_state(remote: ObjectStorage, seq: int, commit_id: str) -> State
     return (await state_from(remote, entry, None)).unobserved()
 
 
-async def open_state(remote: ObjectStorage) -> tuple[State, bool]:
+async def open_state(remote: JournalStorage) -> tuple[State, bool]:
     """The newest state of an existing store, and whether it is an import of an upstream-written store."""
     state = await latest_state(remote)
     if state is not None:

@@ -34,8 +34,8 @@ from .._rules.offload import parse_off_loop
 from .._rules.state import State
 from .._rules.ttl import is_expired
 from ..errors import CorruptStore, MemoryStoreError
-from ..storage._contract import ObjectStorage
 from . import gc as _gc
+from .journal_storage import JournalStorage
 from .log_reads import LOG_DIR
 from .opening import state_at
 
@@ -56,7 +56,7 @@ class Copies:
 
 
 async def preserve_legacy(
-    remote: ObjectStorage,
+    remote: JournalStorage,
     base: Mapping[str, FileEntry],
     changes: Mapping[str, FileEntry | None],
     held: Mapping[str, bytes] | None = None,
@@ -95,7 +95,7 @@ async def preserve_legacy(
 
 
 async def unneeded_copies(
-    remote: ObjectStorage, base: State, created: Mapping[str, FileEntry], newest: State
+    remote: JournalStorage, base: State, created: Mapping[str, FileEntry], newest: State
 ) -> list[str]:
     """The blobs of copies this save `created` (`Copies.created`) that no commit still stored names, once
     the save knows `newest`: the state it committed on, or was refused against.
@@ -131,7 +131,7 @@ async def unneeded_copies(
 
 
 async def _not_written_between(
-    remote: ObjectStorage, first: int, last: int, doubtful: dict[str, FileEntry]
+    remote: JournalStorage, first: int, last: int, doubtful: dict[str, FileEntry]
 ) -> dict[str, FileEntry]:
     """Those of `doubtful` that no stored commit record after `first` and before `last` writes at its path
     with its content (unexpired): such a commit still reads the copy. Read in batches; rare (a stale save

@@ -46,9 +46,9 @@ from .._rules.proposals import EXT_MAP as PROPOSALS
 from .._rules.purge_count import counted
 from .._rules.state import State
 from .._rules.writes import ChangeOptions
-from ..storage._contract import ObjectStorage
 from . import gc as _gc
 from .commit_log import last_change
+from .journal_storage import JournalStorage
 from .old_journal import old_view
 from .redact import (
     Redaction,
@@ -84,7 +84,7 @@ class PurgeResult:
 
 
 async def purge_change(
-    view: WorkingCopy, rel: str, actor: str, reason: str, remote: ObjectStorage | None = None
+    view: WorkingCopy, rel: str, actor: str, reason: str, remote: JournalStorage | None = None
 ) -> bool:
     """The change a purge commits, made on a clean working copy: `rel` deleted (no version tombstone, no
     delete event), its proposals redacted (a draft discarded: its text must go), and one audit event of op
@@ -122,7 +122,7 @@ async def purge_change(
     return deleted
 
 
-async def _held_before(view: WorkingCopy, rel: str, remote: ObjectStorage | None) -> int | None:
+async def _held_before(view: WorkingCopy, rel: str, remote: JournalStorage | None) -> int | None:
     """The commit that deleted `rel` (no file of the view's base), if the store held it: from the base's map
     of deleted paths, else read back through the retained history; None if no retained commit changed it."""
     known = deleted_paths(view.base.ext).get(rel)
@@ -130,7 +130,7 @@ async def _held_before(view: WorkingCopy, rel: str, remote: ObjectStorage | None
 
 
 async def purge_stored(
-    remote: ObjectStorage, rel: str, newest: State, *, actor: str, reason: str, commit: int | None
+    remote: JournalStorage, rel: str, newest: State, *, actor: str, reason: str, commit: int | None
 ) -> PurgeResult:
     """Remove every stored copy of `rel`'s content that no live path of `newest` holds, and its labels
     and proposals' text from every stored record and checkpoint (`_journal.redact`). Runs after the purge commit."""
@@ -139,7 +139,7 @@ async def purge_stored(
 
 
 async def _purge_stored(
-    remote: ObjectStorage, rel: str, newest: State, *, actor: str, reason: str, commit: int | None
+    remote: JournalStorage, rel: str, newest: State, *, actor: str, reason: str, commit: int | None
 ) -> PurgeResult:
     newest.check_can_write("purge", remote.uri)
     journals = [remote, old_view(remote)] if remote.journal_moved else [remote]
@@ -165,7 +165,7 @@ async def _purge_stored(
 
 
 async def purge_contents(
-    remote: ObjectStorage,
+    remote: JournalStorage,
     newest: State,
     shas: set[str],
     redaction: Redaction,
@@ -195,8 +195,8 @@ class _Purge:
     """What every purge does once it knows the contents to remove: markers first, then the rewrite of
     records and checkpoints, then the deletes (snapshots, blobs, search segments)."""
 
-    remote: ObjectStorage
-    journals: list[ObjectStorage]
+    remote: JournalStorage
+    journals: list[JournalStorage]
     inventories: list[Inventory]
     path: str
     actor: str
@@ -236,7 +236,7 @@ class _Purge:
         return objects, size, gone
 
 
-async def _hashes_in_journal(journal: ObjectStorage, rel: str) -> tuple[set[str], Inventory, list[tuple[str, bytes]]]:
+async def _hashes_in_journal(journal: JournalStorage, rel: str) -> tuple[set[str], Inventory, list[tuple[str, bytes]]]:
     """Every hash `rel` has in a commit record or checkpoint this journal still stores, its inventory, and
     those objects as read (the rewrite uses them: `_journal.redact.rewrite_journal`)."""
     inventory = Inventory.of(await journal.stat(JOURNAL_DIR))
@@ -257,7 +257,7 @@ async def _hashes_in_journal(journal: ObjectStorage, rel: str) -> tuple[set[str]
     return found, inventory, stored
 
 
-async def _in_checkpoint(journal: ObjectStorage, checkpoint: Checkpoint, rel: str) -> FileEntry | None:
+async def _in_checkpoint(journal: JournalStorage, checkpoint: Checkpoint, rel: str) -> FileEntry | None:
     """`rel`'s entry in a checkpoint: inline, or in the one part whose range holds it (read and verified)."""
     index = CheckpointFiles(checkpoint, journal)
     if (i := index.index_of(rel)) is not None:
@@ -265,7 +265,7 @@ async def _in_checkpoint(journal: ObjectStorage, checkpoint: Checkpoint, rel: st
     return index.lookup(rel)
 
 
-async def _segments_holding(journal: ObjectStorage, segments: dict[str, int], shas: list[str]) -> dict[str, int]:
+async def _segments_holding(journal: JournalStorage, segments: dict[str, int], shas: list[str]) -> dict[str, int]:
     """Those of the search index `segments` (name: size) that name any of `shas`: a doc of that content.
     A plain byte search: a sha that only shows up as a word of some text removes a segment too, which
     costs that segment's files a read at the next search, never a wrong answer."""
@@ -284,7 +284,7 @@ def _version_sha(name: str) -> str | None:
     )
 
 
-async def _sizes(remote: ObjectStorage, names: list[str]) -> dict[str, int]:
+async def _sizes(remote: JournalStorage, names: list[str]) -> dict[str, int]:
     """Sizes of those of `names` that exist (one listing each; no content is read)."""
     sizes: dict[str, int] = {}
     for name in names:
@@ -292,6 +292,6 @@ async def _sizes(remote: ObjectStorage, names: list[str]) -> dict[str, int]:
     return sizes
 
 
-async def _remove(remote: ObjectStorage, names: dict[str, int]) -> tuple[int, int]:
+async def _remove(remote: JournalStorage, names: dict[str, int]) -> tuple[int, int]:
     await remote.remove_all(sorted(names))
     return len(names), sum(names.values())

@@ -40,8 +40,8 @@ from .._rules.markers import (
 from .._rules.offload import parse_off_loop
 from .._rules.state import State
 from ..errors import CorruptStore, StorageError, StoreAlreadyExists
-from ..storage._contract import ObjectStorage
 from .checkpoints import read_all_parts
+from .journal_storage import JournalStorage
 from .log_reads import log_seqs, read_checkpoint, read_entry
 from .old_journal import OldLog, old_view, read_old_log
 from .opening import latest_state
@@ -55,7 +55,7 @@ MAX_FENCE_ATTEMPTS = 200
 COPY_BATCH = 32
 
 
-async def fence_old_log(remote: ObjectStorage, *, exclusive: bool) -> OldLog:
+async def fence_old_log(remote: JournalStorage, *, exclusive: bool) -> OldLog:
     """Freeze the old log with a fence in the slot after its newest commit (see the module docstring)."""
     view = old_view(remote)
     for _ in range(MAX_FENCE_ATTEMPTS):
@@ -70,7 +70,7 @@ async def fence_old_log(remote: ObjectStorage, *, exclusive: bool) -> OldLog:
     raise StorageError(f"Could not fence the old journal of {remote.uri} after {MAX_FENCE_ATTEMPTS} attempts")
 
 
-async def copy_to_new(remote: ObjectStorage, state: State, window: float) -> None:
+async def copy_to_new(remote: JournalStorage, state: State, window: float) -> None:
     """Copy what old state `state` and the retention window need into the new journal, then its head."""
     view = old_view(remote)
     inventory = Inventory.of(await view.stat(JOURNAL_DIR))
@@ -88,7 +88,7 @@ async def copy_to_new(remote: ObjectStorage, state: State, window: float) -> Non
     await remote.write_many({HEAD_NAME: encode(Head(seq=state.seq, checkpoint=state.checkpoint.seq))})
 
 
-async def _codecs(view: ObjectStorage, seqs: list[int]) -> dict[int, CommitRecord]:
+async def _codecs(view: JournalStorage, seqs: list[int]) -> dict[int, CommitRecord]:
     found = {}
     for seq in seqs:
         entry = await read_entry(view, seq)
@@ -97,13 +97,13 @@ async def _codecs(view: ObjectStorage, seqs: list[int]) -> dict[int, CommitRecor
     return found
 
 
-async def _copy(source: ObjectStorage, target: ObjectStorage, names: list[str]) -> None:
+async def _copy(source: JournalStorage, target: JournalStorage, names: list[str]) -> None:
     for start in range(0, len(names), COPY_BATCH):
         batch = await source.read_many(names[start : start + COPY_BATCH])
         await target.write_many(batch)
 
 
-async def clean_old_journal(remote: ObjectStorage, now: float | None = None) -> tuple[int, int]:
+async def clean_old_journal(remote: JournalStorage, now: float | None = None) -> tuple[int, int]:
     """Bring the old journal down to its fence markers (see the module docstring); returns the objects and
     bytes removed. Safe to repeat, and a no-op for a store whose old journal holds only its fence."""
     view = old_view(remote)
@@ -131,7 +131,7 @@ async def clean_old_journal(remote: ObjectStorage, now: float | None = None) -> 
     return len(gone) + len(young), sum(gone.values()) + emptied
 
 
-async def _fence_of(view: ObjectStorage, listing: dict) -> int | None:
+async def _fence_of(view: JournalStorage, listing: dict) -> int | None:
     """The fenced slot of an old log: nothing is ever created after a fence, so it is the highest slot."""
     seqs = log_seqs(listing)
     if not seqs:
@@ -144,7 +144,7 @@ async def _fence_of(view: ObjectStorage, listing: dict) -> int | None:
 
 
 async def adopt(
-    remote: ObjectStorage, base: State, *, imported_checkpoint: Checkpoint | None, exclusive: bool, window: float
+    remote: JournalStorage, base: State, *, imported_checkpoint: Checkpoint | None, exclusive: bool, window: float
 ) -> tuple[State, bool]:
     """Make this journal hold the store before the first commit into it; returns the state to rebase on
     and whether the old journal needs cleaning after the commit."""
@@ -169,7 +169,7 @@ async def adopt(
     return await latest_state(remote) or base, False
 
 
-async def persist_import(remote: ObjectStorage, checkpoint: Checkpoint, base: State) -> State:
+async def persist_import(remote: JournalStorage, checkpoint: Checkpoint, base: State) -> State:
     """Store checkpoint 0 of an imported store (once, whoever is first) and return the state to build on."""
     if not await remote.create_exclusive(checkpoint_name(0), encode(checkpoint)):
         stored = await parse_off_loop(Checkpoint, await remote.read(checkpoint_name(0)) or b"", checkpoint_name(0))
@@ -177,7 +177,7 @@ async def persist_import(remote: ObjectStorage, checkpoint: Checkpoint, base: St
     return base
 
 
-async def clean_after_move(remote: ObjectStorage) -> None:
+async def clean_after_move(remote: JournalStorage) -> None:
     """Step 5, best effort: the commit stands whatever happens here, and gc() repeats it."""
     try:
         await clean_old_journal(remote)
@@ -185,7 +185,7 @@ async def clean_after_move(remote: ObjectStorage) -> None:
         logger.warning("Could not clean the old journal of %s yet (gc() retries): %s", remote.uri, exc)
 
 
-async def journal_exists(remote: ObjectStorage) -> bool:
+async def journal_exists(remote: JournalStorage) -> bool:
     """Whether a journal of either layout exists (for a store whose first save died before writing its
     transcript): a head hint or a first commit, here or in the old journal."""
     if await remote.exists(HEAD_NAME) or await remote.exists(log_name(1)):

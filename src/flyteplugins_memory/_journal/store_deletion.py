@@ -33,10 +33,10 @@ from .._rules.markers import Deleted, encode_marker, parse_deleted
 from .._rules.read_only import persisted, under_read_only
 from .._rules.state import State
 from ..errors import ReadOnlyPath, StorageError, StoreDeleted, StoreNotFound
-from ..storage._contract import ObjectStorage
 from ..storage._workdir import remove_empty_tree
 from .gc import clock
 from .generations import newest_generation
+from .journal_storage import JournalStorage
 from .log_reads import log_seqs
 from .old_journal import old_view
 from .opening import open_state
@@ -46,7 +46,7 @@ from .retention import SLOT_GRACE
 MAX_CLAIMS = 50
 
 
-async def delete_stored(remote: ObjectStorage, *, trusted: bool, actor: str, reason: str) -> bool:
+async def delete_stored(remote: JournalStorage, *, trusted: bool, actor: str, reason: str) -> bool:
     """Delete the store at `remote`, the newest of its key's generations (`_journal.generations`; steps in the
     module docstring); False if there is none, or another deletion got there first."""
     remote, _, deleted = await newest_generation(remote)
@@ -70,7 +70,7 @@ async def delete_stored(remote: ObjectStorage, *, trusted: bool, actor: str, rea
     return True
 
 
-async def _claim(remote: ObjectStorage, state: State, *, trusted: bool, actor: str, reason: str) -> Deleted | None:
+async def _claim(remote: JournalStorage, state: State, *, trusted: bool, actor: str, reason: str) -> Deleted | None:
     """Take the slot after the newest commit for the deletion record, checking each newest state found
     against read-only content; None if a concurrent deletion took it."""
     for _ in range(MAX_CLAIMS):
@@ -88,7 +88,7 @@ async def _claim(remote: ObjectStorage, state: State, *, trusted: bool, actor: s
     raise StorageError(f"Could not delete {remote.uri}: {MAX_CLAIMS} concurrent commits got there first")
 
 
-async def _checked_files(remote: ObjectStorage, state: State, trusted: bool) -> int:
+async def _checked_files(remote: JournalStorage, state: State, trusted: bool) -> int:
     """How many files `state` holds; `ReadOnlyPath` if some lie under a read-only prefix persisted with
     the store (`_rules.read_only`) and the caller is not trusted."""
     await state.files.need_under("")
@@ -105,7 +105,7 @@ async def _checked_files(remote: ObjectStorage, state: State, trusted: bool) -> 
     return len(paths)
 
 
-async def _sweep(remote: ObjectStorage, record: bytes, *, keep: Iterable[str]) -> None:
+async def _sweep(remote: JournalStorage, record: bytes, *, keep: Iterable[str]) -> None:
     """Remove the journal and the store prefix but `keep`; young log slots become the record."""
     journal = await remote.stat(under=JOURNAL_DIR)
     young = {log_name(s) for s in log_seqs(journal) if journal[log_name(s)].modified > clock() - SLOT_GRACE}
@@ -116,7 +116,7 @@ async def _sweep(remote: ObjectStorage, record: bytes, *, keep: Iterable[str]) -
     await remote.remove_all(sorted((set(journal) | prefix) - kept))
 
 
-async def _sweep_prefix(remote: ObjectStorage) -> None:
+async def _sweep_prefix(remote: JournalStorage) -> None:
     """Remove what upstream's layout holds still (a projection that raced the first sweep), and an old
     journal inside the prefix (a store saved by versions before issue 8, or the fences of its move)."""
     left = [n for n in await remote.list() if not n.startswith(JOURNAL_DIR + "/")]
@@ -126,7 +126,7 @@ async def _sweep_prefix(remote: ObjectStorage) -> None:
         await old.remove_all(list(await old.list(under=JOURNAL_DIR)))
 
 
-async def tidy_local_dirs(remote: ObjectStorage) -> None:
+async def tidy_local_dirs(remote: JournalStorage) -> None:
     """On local disk, remove the empty directories under the store prefix and the journal, and the prefix
     itself if empty: object stores have none, and `list_keys` lists a directory left behind as a store.
     Files are never touched, so a racing writer of a new generation keeps what it wrote."""
@@ -135,7 +135,7 @@ async def tidy_local_dirs(remote: ObjectStorage) -> None:
             await asyncio.to_thread(remove_empty_tree, root)
 
 
-async def remove_empty_prefix(remote: ObjectStorage) -> None:
+async def remove_empty_prefix(remote: JournalStorage) -> None:
     """On local disk, remove the store prefix's directory if nothing is left in it (what a save refused
     by a deletion leaves once it removed its uploads: removing a file already takes the directories it
     leaves empty below the prefix). One call, however large a new generation in the prefix is."""
@@ -144,7 +144,7 @@ async def remove_empty_prefix(remote: ObjectStorage) -> None:
             await asyncio.to_thread(os.rmdir, remote.prefix)
 
 
-async def is_deleted(remote: ObjectStorage) -> bool:
+async def is_deleted(remote: JournalStorage) -> bool:
     """Whether the journal's head is a deletion record (one read)."""
     return parse_deleted(await remote.read(HEAD_NAME)) is not None
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..errors import InvalidMessage
 from .journal_objects import CommitInfo, FileEntry
+from .operations import Import, Purge
 from .paths import is_unicode
 from .state import State
 
@@ -107,7 +108,7 @@ def commit_info(
     by = deleted_by(changes, audit, actor, reason)
     extensions: dict[str, Any] = {BY_KEY: by} if by else {}
     held = {*(hints or {}), *deleted_paths(states[0].ext)}
-    if about.kind == "purge" and (gone := purged_deleted(changes, audit, held)):
+    if about.kind == Purge.kind and (gone := purged_deleted(changes, audit, held)):
         extensions[PURGED_KEY] = gone
     return CommitInfo(
         kind=about.kind,
@@ -178,7 +179,7 @@ def attribution(info: CommitInfo | None, path: str, entry: FileEntry | None) -> 
 def import_info(files: Mapping[str, FileEntry], messages: list[dict[str, Any]]) -> CommitInfo:
     """The info of the import commit: the history of a store written without a journal, taken as one
     commit (its paths are the checkpoint's files, not repeated here)."""
-    return CommitInfo(kind="import", time=now(), actor=actor_of(files, []), appended=len(messages))
+    return CommitInfo(kind=Import.kind, time=now(), actor=actor_of(files, []), appended=len(messages))
 
 
 def previous_change(path: str, landing: State, base: State) -> int | None:

@@ -2,11 +2,14 @@
 
 Public: the contract a backend implements (`ObjectStorage`, with its `Capabilities` and the `Listed` rows of
 a listing), what a backend can do (`capabilities_for(uri)`), per-prefix fsspec options (`set_storage_options`)
-and the gate for backends not yet verified (`allow_unverified_backend`). The rest is private: the fsspec
-implementation every backend goes through (`_fsspec`), the registry of verified filesystems and their
-capabilities (`_registry`), create-only writes (`_conditional`, `_s3_writes`), running fsspec's I/O on the
-loop (`_fsio`) and local working roots (`_workdir`). The conformance kit that checks a backend is
-`flyteplugins_memory.testing`.
+and the gate for backends not yet verified (`allow_unverified_backend`). The rest is private: one module per
+verified backend (`_local`, `_memory`, `_s3`, `_gcs`: its filesystem class, `Capabilities`, how its filesystem
+is built and how it creates an object only if absent, as a `_backend.Backend`), the registry mapping a
+filesystem or protocol to its backend (`_registry`), the fsspec implementation every backend goes through
+(`_fsspec`), create-only writes (`_conditional`; S3 uploads through obstore, `_s3_writes`), running fsspec's
+I/O on the loop (`_fsio`), per-prefix options (`_options`) and local working roots (`_workdir`). The contract
+is about objects under one prefix; where a store's journal lives is the journal's (`_journal.journal_storage`).
+The conformance kit that checks a backend is `flyteplugins_memory.testing`.
 """
 
 from ._contract import Capabilities, Listed, ObjectStorage

@@ -1,9 +1,12 @@
 """The storage contract: what the store needs from a backend, and what a backend declares it can do.
 
 Everything above the storage seam (opening, committing, gc, purge, the journal move) talks to an
-`ObjectStorage`: objects addressed by name relative to one store prefix, read and written whole, with
-one conditional primitive, `create_exclusive`, as the commit point. `FsspecStorage` (`storage._fsspec`) is the
-implementation on fsspec; `flyteplugins_memory.testing.BackendConformance` proves a backend keeps it.
+`ObjectStorage`: objects addressed by name relative to one prefix, read and written whole, with one
+conditional primitive, `create_exclusive`, as the commit point. The contract is about objects only: where
+a store's journal lives, and how its names map there, is the journal's business
+(`_journal.journal_storage.JournalStorage` routes ``meta/.journal/...`` to a second `ObjectStorage`).
+`FsspecStorage` (`storage._fsspec`) is the implementation on fsspec;
+`flyteplugins_memory.testing.BackendConformance` proves a backend keeps it.
 
 A backend's `Capabilities` are declared per filesystem class (`storage._registry.capabilities_of`), honestly:
 what is not verified is declared absent, and the commit path and the conformance kit read them.
@@ -48,7 +51,7 @@ class Listed(NamedTuple):
 
 @runtime_checkable
 class ObjectStorage(Protocol):
-    """Objects under one store prefix, by name (``files/a.txt``, ``meta/.journal/log/...``).
+    """Objects under one prefix, by name relative to it (``files/a.txt``, ``meta/a.txt.json``).
 
     Every method is a coroutine; a missing object is ``None`` or ``False``, never an error, and any
     other failure is `StorageError` (after transient ones have been retried).
@@ -56,31 +59,17 @@ class ObjectStorage(Protocol):
 
     @property
     def uri(self) -> str:
-        """The store prefix as a URI (``s3://bucket/agents/...``)."""
+        """The prefix as a URI (``s3://bucket/agents/...``)."""
         ...
 
     @property
     def prefix(self) -> str:
-        """The store prefix as the backend's filesystem names it (no protocol)."""
+        """The prefix as the backend's filesystem names it (no protocol)."""
         ...
 
     @property
     def capabilities(self) -> Capabilities:
         """What this backend can do (see `Capabilities`)."""
-        ...
-
-    @property
-    def journal_root(self) -> str:
-        """Where names under ``meta/.journal/`` live (outside the prefix, see `_rules.journal_location`)."""
-        ...
-
-    @property
-    def journal_moved(self) -> bool:
-        """Whether the journal lives outside the store prefix."""
-        ...
-
-    def with_journal_root(self, root: str) -> ObjectStorage:
-        """The same objects, with journal names mapped to `root` (the old journal, during a move)."""
         ...
 
     async def read(self, name: str) -> bytes | None:

@@ -1,28 +1,25 @@
-"""The one seam to storage: fsspec filesystems, addressed by object names under a store prefix.
+"""The one seam to storage: fsspec filesystems, addressed by object names under a prefix.
 
-Backends: local disk (``/path`` or ``file://``), ``memory://``, ``s3://`` (s3fs, credentials from
-``flyte.init(storage=flyte.storage.S3(...))`` or the ``FLYTE_AWS_*`` environment) and ``gs://`` (gcsfs,
-which honors ``STORAGE_EMULATOR_HOST``). Backend exceptions are translated here and nowhere else:
-a missing object is ``None`` or ``False``, any other failure is `StorageError`, after transient ones
-have been retried under the `RetryPolicy` (see `_base.retry`).
+Backends, each declared in a module of its own (`storage._registry` maps them): local disk (``/path`` or
+``file://``, `storage._local`), ``memory://`` (`storage._memory`), ``s3://`` (s3fs, credentials from
+``flyte.init(storage=flyte.storage.S3(...))`` or the ``FLYTE_AWS_*`` environment, `storage._s3`) and ``gs://``
+(gcsfs, which honors ``STORAGE_EMULATOR_HOST``, `storage._gcs`). Backend exceptions are translated here and
+nowhere else: a missing object is ``None`` or ``False``, any other failure is `StorageError`, after transient
+ones have been retried under the `RetryPolicy` (see `_base.retry`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
-import os
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any, TypeVar
 
 import fsspec
-from fsspec.implementations.local import LocalFileSystem
 from fsspec.utils import get_protocol
 
 from .._base.retry import get_retry_policy, is_transient
-from .._rules.journal_location import journal_root
-from .._rules.layout import JOURNAL_DIR
 from ..errors import StorageError, UnsafeStoreContent, UnsupportedBackend
 from ._contract import Capabilities, Listed, ObjectStorage
 from ._fsio import AsyncIO, BlockingIO, gather_all
@@ -30,6 +27,8 @@ from ._options import storage_options_for
 from ._registry import (
     UNVERIFIED_BACKENDS_ENV,
     allowed_protocols,
+    backend_for_protocol,
+    backend_of,
     capabilities_of,
     require_supported,
     underlying,
@@ -45,24 +44,14 @@ REMOVE_BATCH = 500
 
 def filesystem_for(uri: str) -> fsspec.AbstractFileSystem:
     """An fsspec filesystem for `uri`, configured from Flyte's storage settings and the options set for
-    its prefix (`set_storage_options`, which win), with no listing cache."""
+    its prefix (`set_storage_options`, which win), with no listing cache: built by its backend's module
+    (`storage._registry`), else by fsspec for a backend opted in."""
     protocol = get_protocol(uri)
     options = {"use_listings_cache": False, **storage_options_for(uri)}
-    if protocol == "s3":
-        import s3fs
-
-        # max_concurrency=1: otherwise every GET is preceded by a HEAD (and a LIST when the object is
-        # missing) to decide on a ranged parallel download, tripling the requests of an open.
-        return s3fs.S3FileSystem(**{"max_concurrency": 1, **_s3_options(), **options})
-    if protocol in ("gs", "gcs"):
-        import gcsfs.core
-
-        # the core class, not ``gcsfs.GCSFileSystem`` (by default its ExtendedGcsFileSystem subclass, which
-        # ignores mode="create" on zonal buckets): see `storage._registry`
-        return gcsfs.core.GCSFileSystem(**options)
-    if protocol in ("file", "local"):
-        return LocalFileSystem(auto_mkdir=True)
-    if protocol not in allowed_protocols() and protocol != "memory":
+    backend = backend_for_protocol(protocol)
+    if backend is not None and backend.filesystem is not None:
+        return backend.filesystem(options)
+    if backend is None and protocol not in allowed_protocols():
         # refused before the filesystem is built: building some (ftp, http, zip ...) already does I/O
         raise UnsupportedBackend(
             f"Storage backend {protocol!r} (for {uri}) is not known to make create-only writes atomic, which "
@@ -74,27 +63,6 @@ def filesystem_for(uri: str) -> fsspec.AbstractFileSystem:
         return fsspec.filesystem(protocol, **options)
     except Exception as exc:  # unknown protocol, missing package, or a constructor that needs arguments
         raise UnsupportedBackend(f"No storage backend for {uri}: {exc}") from exc
-
-
-def _s3_options() -> dict[str, Any]:
-    from flyte._initialize import get_storage
-    from flyte.errors import InitializationError
-    from flyte.storage import S3
-
-    try:
-        config = get_storage()
-    except InitializationError:
-        config = None
-    if not isinstance(config, S3):
-        config = S3.auto()
-    options: dict[str, Any] = {}
-    if config.endpoint:
-        options["endpoint_url"] = config.endpoint
-    if config.access_key_id and config.secret_access_key:
-        options["key"], options["secret"] = config.access_key_id, config.secret_access_key
-    if config.region:
-        options["client_kwargs"] = {"region_name": config.region}
-    return options
 
 
 def _modified(info: dict[str, Any]) -> float:
@@ -115,7 +83,8 @@ def _modified(info: dict[str, Any]) -> float:
 
 
 class FsspecStorage:
-    """Async access to the objects under one store prefix, by name relative to that prefix.
+    """Async access to the objects under one prefix, by name relative to that prefix (a store's, or its
+    journal's: `_journal.journal_storage.JournalStorage` holds one of each).
 
     Implements `ObjectStorage`. Each call goes to the filesystem through `storage._fsio` (awaited directly on
     async filesystems, in a thread on blocking ones), under the retry policy, with failures translated
@@ -127,47 +96,27 @@ class FsspecStorage:
         self.fs = fs or filesystem_for(self.uri)
         require_supported(self.uri, self.fs)  # before any request: the commit point needs atomic creates
         self.prefix = _stripped(self.fs, self.uri).rstrip("/")
-        self._journal_root = journal_root(self.prefix)
         #: what this backend can do; the commit path reads `atomic_create`
         self.capabilities: Capabilities = capabilities_of(self.fs)
         self._io = _io_for(self.fs)
 
-    # -- where names live: the store prefix, and the journal outside it (see `_rules.journal_location`) ----------
-
-    @property
-    def journal_root(self) -> str:
-        """Where names under ``meta/.journal/`` live (settable, so a view can point it elsewhere)."""
-        return self._journal_root
-
-    @journal_root.setter
-    def journal_root(self, root: str) -> None:
-        self._journal_root = root
-
-    @property
-    def journal_moved(self) -> bool:
-        """Whether the journal lives outside the store prefix (it stays inside for a bucket-root store)."""
-        return self.journal_root != f"{self.prefix}/{JOURNAL_DIR}"
-
-    def with_journal_root(self, root: str) -> FsspecStorage:
-        """The same objects, with journal names mapped to `root` (sharing this store's filesystem)."""
-        view = copy.copy(self)
-        view.journal_root = root
-        return view
+    def beside(self, prefix: str) -> FsspecStorage:
+        """The objects under another `prefix` of the same filesystem (a path without protocol, as `prefix`
+        is), sharing this one's filesystem, I/O and capabilities: no request, no new filesystem."""
+        other = copy.copy(self)
+        other.prefix = prefix.rstrip("/")
+        other.uri = self.fs.unstrip_protocol(other.prefix) if "://" in self.uri else other.prefix
+        return other
 
     def full_path(self, name: str) -> str:
-        if name == JOURNAL_DIR or name.startswith(JOURNAL_DIR + "/"):
-            return self.journal_root + name[len(JOURNAL_DIR) :]
+        """Where object `name` lives on the filesystem."""
         return f"{self.prefix}/{name}"
-
-    def _root_of(self, name: str) -> str:
-        """The directory `name` must stay inside (and above which no empty directory is removed)."""
-        return self.journal_root if name == JOURNAL_DIR or name.startswith(JOURNAL_DIR + "/") else self.prefix
 
     # -- the contract ------------------------------------------------------------------------------------
 
     async def read(self, name: str) -> bytes | None:
         """Contents of object `name`, or None if it does not exist."""
-        return await self._call("read", self._io.cat, self.full_path(name), self._root_of(name))
+        return await self._call("read", self._io.cat, self.full_path(name), self.prefix)
 
     async def read_many(self, names: list[str]) -> dict[str, bytes]:
         """Contents of the named objects that exist, fetched concurrently where the backend can.
@@ -176,7 +125,7 @@ class FsspecStorage:
         for each missing one)."""
         if not names:
             return {}
-        where = [(self.full_path(n), self._root_of(n)) for n in names]
+        where = [(self.full_path(n), self.prefix) for n in names]
         if self._io.parallel:  # each object retried on its own: a batch retried whole fails for good under faults
             found = await gather_all(self._call("read", self._io.cat, path, root) for path, root in where)
         else:
@@ -221,7 +170,7 @@ class FsspecStorage:
 
     async def _remove_one(self, name: str) -> None:
         try:
-            await self._call("remove", self._io.rm, self.full_path(name), self._root_of(name))
+            await self._call("remove", self._io.rm, self.full_path(name), self.prefix)
         except StorageError as exc:
             if not isinstance(exc.__cause__, (FileNotFoundError, NotADirectoryError)):
                 raise
@@ -247,7 +196,7 @@ class FsspecStorage:
             if isinstance(exc.__cause__, FileNotFoundError):
                 return {}
             raise
-        return self._named(under, found)
+        return self._named(found)
 
     async def directories(self) -> list[str]:
         """Names of the directories directly under the prefix, from one listing call (none if the prefix
@@ -261,17 +210,15 @@ class FsspecStorage:
         names = (_stripped(self.fs, e["name"]).rstrip("/") for e in entries if _is_directory(e))
         return [name.rsplit("/", 1)[-1] for name in names if name != self.prefix]
 
-    def _named(self, under: str, found: dict[str, dict[str, Any]]) -> dict[str, Listed]:
+    def _named(self, found: dict[str, dict[str, Any]]) -> dict[str, Listed]:
         """A listing's entries by object name; refuses symlinks, skips directories and our temp files."""
-        in_journal = under == JOURNAL_DIR or under.startswith(JOURNAL_DIR + "/")
-        base = (self.journal_root if in_journal else self.prefix) + "/"
+        base = self.prefix + "/"
         names: dict[str, Listed] = {}
         for listed, info in found.items():
             path = _stripped(self.fs, listed)
             if not path.startswith(base):
                 continue
             name = path[len(base) :]
-            name = f"{JOURNAL_DIR}/{name}" if in_journal else name
             if info.get("islink"):
                 raise UnsafeStoreContent(f"Stored object {name!r} is a symlink; symlinks are not followed")
             if info.get("type") == "file" and ".~fpm-" not in name.rsplit("/", 1)[-1]:
@@ -319,15 +266,16 @@ class FsspecStorage:
 
 
 def _io_for(fs: fsspec.AbstractFileSystem) -> AsyncIO | BlockingIO:
-    """Async filesystems are awaited; bulk calls run concurrently, except against the GCS emulator,
-    which answers concurrent requests with errors that gcsfs retries after a second of backoff."""
+    """Async filesystems are awaited; bulk calls run concurrently, except against an emulator that answers
+    concurrent requests with errors (GCS's: gcsfs retries them after a second of backoff, `storage._gcs`)."""
     if not getattr(fs, "async_impl", False):
         return BlockingIO(fs)
-    emulated_gcs = type(underlying(fs)).__name__ == "GCSFileSystem" and bool(os.environ.get("STORAGE_EMULATOR_HOST"))
+    backend = backend_of(fs)
+    emulated = backend is not None and backend.is_emulated()
     writes = writes_for(underlying(fs))
     if writes is not None and underlying(fs) is not fs:  # a forwarding wrapper (fault injection) sees every call
         writes = writes.through(fs)
-    return AsyncIO(fs, parallel=not emulated_gcs, writes=writes)
+    return AsyncIO(fs, parallel=not emulated, writes=writes)
 
 
 def _is_directory(entry: dict[str, Any]) -> bool:

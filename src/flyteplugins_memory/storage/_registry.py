@@ -9,8 +9,10 @@ slot and one save would vanish without an error. So a store opens only on the fi
 `allow_unverified_backend` or the ``FLYTEPLUGINS_MEMORY_UNVERIFIED_BACKENDS`` environment variable, and
 so accepts that concurrent saves of one key may lose one another there.
 
-Each verified class also declares its `Capabilities` here; an opted-in backend declares none of the
-guarantees it was not verified for. The fault injector of `flyteplugins_memory.testing` is the one
+Each verified backend is declared in a module of its own (`storage._local`, `_memory`, `_s3`, `_gcs`: its
+class, protocols, `Capabilities`, how its filesystem is built and how it creates an object only if absent);
+this registry maps a filesystem or a protocol to it. An opted-in backend declares none of the guarantees it
+was not verified for. The fault injector of `flyteplugins_memory.testing` is the one
 wrapper recognised: it forwards every call to the filesystem it wraps, so it is as verified as that one.
 """
 
@@ -24,44 +26,29 @@ import fsspec
 from fsspec.utils import get_protocol
 
 from ..errors import UnsupportedBackend
+from ._backend import Backend, class_path
 from ._contract import Capabilities
+from ._gcs import GCS
+from ._local import LOCAL
+from ._memory import MEMORY
+from ._s3 import S3
 
 __all__ = ["UNVERIFIED_BACKENDS_ENV", "allow_unverified_backend"]
 
 #: Comma-separated protocols (``"abfs,oss"``) allowed although their create-only writes are not verified.
 UNVERIFIED_BACKENDS_ENV = "FLYTEPLUGINS_MEMORY_UNVERIFIED_BACKENDS"
 
-#: Filesystem classes (``module.qualname``) and how each makes a create-only write atomic.
-VERIFIED: dict[str, str] = {
-    "fsspec.implementations.local.LocalFileSystem": "temp file linked into place; link() fails if taken",
-    "fsspec.implementations.memory.MemoryFileSystem": "check and write under a process-wide lock",
-    "s3fs.core.S3FileSystem": "PutObject with If-None-Match: * (HTTP 412 when taken)",
-    # Not gcsfs's ExtendedGcsFileSystem (what ``gcsfs.GCSFileSystem`` names by default): on zonal buckets
-    # it writes through an appendable-object stream that ignores mode="create".
-    "gcsfs.core.GCSFileSystem": "upload with ifGenerationMatch=0 (HTTP 412 when taken)",
-}
-
-#: What each verified class can do (``atomic_create, if_match, symlinks, cross_process``).
-CAPABILITIES: dict[str, Capabilities] = {
-    "fsspec.implementations.local.LocalFileSystem": Capabilities(True, False, True, True),
-    "fsspec.implementations.memory.MemoryFileSystem": Capabilities(True, False, False, False),
-    "s3fs.core.S3FileSystem": Capabilities(True, True, False, True),
-    "gcsfs.core.GCSFileSystem": Capabilities(True, True, False, True),
-}
+#: The verified backends, one module each, by their filesystem class (``module.qualname``, matched exactly).
+BACKENDS: dict[str, Backend] = {backend.class_path: backend for backend in (LOCAL, MEMORY, S3, GCS)}
+#: Filesystem classes and how each makes a create-only write atomic.
+VERIFIED: dict[str, str] = {path: backend.atomic_create for path, backend in BACKENDS.items()}
 #: An opted-in backend: nothing verified; assumed shared between processes, as remote storage is.
 UNVERIFIED = Capabilities(atomic_create=False, if_match=False, symlinks=False, cross_process=True)
-#: The gcp-storage-emulator (``STORAGE_EMULATOR_HOST``) ignores every precondition; real GCS honors them.
-EMULATED_GCS = Capabilities(atomic_create=False, if_match=False, symlinks=False, cross_process=True)
 #: Wrappers we ship that forward every call, create-only writes included, to their ``target``.
 FORWARDING_WRAPPERS = frozenset({"flyteplugins_memory.testing.faults.FaultyFileSystem"})
 
 _allowed: set[str] = set()
 _lock = threading.Lock()
-
-
-def class_path(fs: fsspec.AbstractFileSystem) -> str:
-    cls = type(fs)
-    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def underlying(fs: fsspec.AbstractFileSystem) -> fsspec.AbstractFileSystem:
@@ -76,12 +63,20 @@ def is_verified(fs: fsspec.AbstractFileSystem) -> bool:
     return class_path(underlying(fs)) in VERIFIED
 
 
+def backend_of(fs: fsspec.AbstractFileSystem) -> Backend | None:
+    """The verified backend `fs` is exactly (through our forwarding wrappers), or None."""
+    return BACKENDS.get(class_path(underlying(fs)))
+
+
+def backend_for_protocol(protocol: str) -> Backend | None:
+    """The verified backend serving URIs of `protocol` (``s3``, ``gs``...), or None."""
+    return next((backend for backend in BACKENDS.values() if protocol in backend.protocols), None)
+
+
 def capabilities_of(fs: fsspec.AbstractFileSystem) -> Capabilities:
-    """What a store on `fs` can rely on: declared per verified class, none of the guarantees otherwise."""
-    path = class_path(underlying(fs))
-    if path == "gcsfs.core.GCSFileSystem" and os.environ.get("STORAGE_EMULATOR_HOST"):
-        return EMULATED_GCS
-    return CAPABILITIES.get(path, UNVERIFIED)
+    """What a store on `fs` can rely on: declared per verified backend, none of the guarantees otherwise."""
+    backend = backend_of(fs)
+    return UNVERIFIED if backend is None else backend.declared()
 
 
 def allow_unverified_backend(protocol: str, allowed: bool = True) -> bool:

@@ -28,7 +28,7 @@ from typing import Any
 
 import fsspec
 
-from ._registry import class_path
+from ._backend import class_path
 
 #: s3fs constructor options that change nothing about the requests (or that this module maps itself).
 _HARMLESS = frozenset({"max_concurrency", "use_listings_cache", "skip_instance_cache", "asynchronous", "loop"})

@@ -25,6 +25,7 @@ from fsspec.implementations.local import LocalFileSystem
 from ..._base.syncify import syncify
 from ..._base.version import WRITER
 from ..._journal.export_state import Pinned, Read, Source, pin, settle
+from ..._journal.journal_storage import JournalStorage
 from ..._journal.old_journal import old_view
 from ..._journal.store_deletion import is_deleted
 from ..._rules.archive_format import MANIFEST_NAME, Manifest, count_kinds, journal_member, store_member
@@ -33,8 +34,7 @@ from ..._rules.codecs import sha256_bytes
 from ..._rules.layout import JOURNAL_DIR
 from ..._rules.progress import ProgressCallback
 from ...errors import InvalidArgument, StoreDeleted, StoreNotFound, UnsavedChanges
-from ...storage._contract import ObjectStorage
-from ...storage._fsspec import FsspecStorage, filesystem_for
+from ...storage._fsspec import filesystem_for
 from ..core import StoreCore
 from .file import ArchiveOut
 from .forget import Forgetting, forgetting
@@ -150,10 +150,10 @@ class ExportAPI(StoreCore):
         return ExportResult(target, len(writer.members), size, data, manifest.counts)
 
 
-def _refuse_inside(remote: FsspecStorage, fs: Any, path: str, target: str) -> None:
+def _refuse_inside(remote: JournalStorage, fs: Any, path: str, target: str) -> None:
     """Refuse a `dest` in the store's own prefix or journal: written there behind the store's back, the
     archive would be a file to upstream (not to ours) and be archived by the next export."""
-    if type(fs) is not type(remote.fs):
+    if type(fs) is not type(remote.store.fs):
         return  # another backend: none of its paths is this store's
     for root in (remote.prefix, remote.journal_root):
         if _within(fs, path, root):
@@ -167,7 +167,7 @@ def _within(fs: Any, path: str, root: str) -> bool:
     return path == root or path.startswith(root + "/")
 
 
-async def _names(remote: ObjectStorage) -> dict[str, Source]:
+async def _names(remote: JournalStorage) -> dict[str, Source]:
     """Every object to archive, by member name."""
     if await is_deleted(remote):
         raise StoreDeleted(f"MemoryStore at {remote.uri} was deleted")
@@ -182,7 +182,7 @@ async def _names(remote: ObjectStorage) -> dict[str, Source]:
 
 
 async def _write_all(
-    remote: ObjectStorage,
+    remote: JournalStorage,
     names: dict[str, Source],
     writer: _Writer,
     pinned: Pinned | None,

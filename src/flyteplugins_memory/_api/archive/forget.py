@@ -21,19 +21,19 @@ from dataclasses import dataclass, field
 
 from ..._journal.export_state import Read, Source
 from ..._journal.gc import ExpiredNow, expired_now
+from ..._journal.journal_storage import JournalStorage
 from ..._journal.old_journal import old_view
 from ..._journal.redact import Rewritten, part_holds, redact_object
 from ..._rules.archive_format import journal_member, store_member
 from ..._rules.codecs import sha256_bytes
 from ..._rules.layout import JOURNAL_DIR, part_name
-from ...storage._contract import ObjectStorage
 
 __all__ = ["Forgetting", "forgetting"]
 
 PARTS = f"{JOURNAL_DIR}/parts/"
 
 
-async def forgetting(remote: ObjectStorage) -> Forgetting:
+async def forgetting(remote: JournalStorage) -> Forgetting:
     """What an export of the store at `remote` leaves out or redacts, now."""
     return Forgetting(remote, await expired_now(remote))
 
@@ -44,7 +44,7 @@ class Forgetting:
     ``meta/.journal/...`` under the prefix are a journal too (the store's own before it moved, or an old
     one left behind), whose parts are read there."""
 
-    remote: ObjectStorage
+    remote: JournalStorage
     expired: ExpiredNow
     #: per journal (in the moved journal or under the prefix): the parts cut again
     done: dict[bool, Rewritten] = field(default_factory=lambda: {False: Rewritten(), True: Rewritten()})

@@ -30,6 +30,7 @@ from typing import Any, Self
 from ..._base.syncify import syncify
 from ..._handle.special_commits import Settings
 from ..._journal.generations import generation_to_create
+from ..._journal.journal_storage import JournalStorage
 from ..._journal.old_journal import old_view
 from ..._rules import location
 from ..._rules.archive_format import DEFAULT_MAX_MEMBER_BYTES, DEFAULT_MAX_TOTAL_BYTES, Target, logical_name
@@ -42,7 +43,7 @@ from ..._rules.progress import CountingReader, ProgressCallback
 from ..._rules.writes import ChangeOptions
 from ...errors import InvalidArgument, StorageError, StoreAlreadyExists
 from ...storage._contract import ObjectStorage
-from ...storage._fsspec import FsspecStorage, filesystem_for
+from ...storage._fsspec import filesystem_for
 from ...storage._workdir import remove_empty_tree
 from ..keyed import KeyedAPI
 from .file import open_archive
@@ -104,7 +105,7 @@ class ImportAPI(KeyedAPI):
         spool_dir = pathlib.Path(await asyncio.to_thread(tempfile.mkdtemp, prefix="flyte_memory_import_"))
         try:
             archive = await asyncio.to_thread(_spool_from, source, spool_dir, limits, report)
-            remote, _ = await generation_to_create(FsspecStorage(remote_path))
+            remote, _ = await generation_to_create(JournalStorage.at(remote_path))
             await _refuse_taken(cls, remote)
             await _claim(remote)
             written: list[tuple[bool, str]] = []
@@ -155,18 +156,18 @@ def _spool_from(source: str, into: pathlib.Path, limits: Limits, progress: Progr
         archive.close()
 
 
-async def _refuse_taken(cls: Any, remote: FsspecStorage) -> None:
+async def _refuse_taken(cls: Any, remote: JournalStorage) -> None:
     if await cls._remote_store_exists(remote.uri):
         raise StoreAlreadyExists(f"MemoryStore already exists at {remote.uri}")
 
 
-async def _claim(remote: FsspecStorage) -> None:
+async def _claim(remote: JournalStorage) -> None:
     """Step 3 of the module docstring."""
     if not await remote.create_exclusive(FIRST, TOMBSTONE):
         raise StoreAlreadyExists(f"MemoryStore already exists at {remote.uri}")
 
 
-async def _copy(remote: FsspecStorage, archive: Spooled, written: list, progress: ProgressCallback) -> None:
+async def _copy(remote: JournalStorage, archive: Spooled, written: list, progress: ProgressCallback) -> None:
     """Step 4 of the module docstring, noting in `written` each object written."""
     # the sizes were checked against every member as it was spooled
     counter = _StoreProgress(progress, sum(int(entry["size"]) for entry in archive.manifest.members.values()))
@@ -203,7 +204,7 @@ class _StoreProgress:
 
 
 async def _write(
-    remote: FsspecStorage, members: list[tuple[Target, pathlib.Path]], written: list, counter: _StoreProgress
+    remote: JournalStorage, members: list[tuple[Target, pathlib.Path]], written: list, counter: _StoreProgress
 ) -> None:
     """Store `members` in batches of bounded bytes, noting each one written."""
     views: dict[bool, ObjectStorage] = {False: old_view(remote), True: remote}
@@ -221,7 +222,7 @@ def _load(batch: list[tuple[Target, pathlib.Path]]) -> list[tuple[Target, bytes]
     return [(target, path.read_bytes()) for target, path in batch]
 
 
-async def _undo(remote: FsspecStorage, written: list[tuple[bool, str]]) -> None:
+async def _undo(remote: JournalStorage, written: list[tuple[bool, str]]) -> None:
     """Best effort: remove what a failed import wrote, then its claim. The whole journal goes: the claim
     made it ours, and the import's own commit (a record, perhaps a checkpoint) may have landed in it."""
     try:

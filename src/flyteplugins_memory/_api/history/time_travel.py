@@ -23,6 +23,7 @@ from ..._base.syncify import syncify
 from ..._journal import gc as _gc
 from ..._journal.commit_log import Commit
 from ..._journal.contents import fetch_contents
+from ..._journal.journal_storage import JournalStorage
 from ..._journal.log_reads import read_checkpoint
 from ..._journal.opening import latest_state, state_at
 from ..._journal.versions import decode_text
@@ -34,7 +35,6 @@ from ..._rules.metadata import Scalar, check_where, from_ext, matches
 from ..._rules.state import State
 from ..._rules.ttl import is_expired
 from ...errors import CommitNotFound, CorruptStore, InvalidArgument, ReadOnlySnapshot, StateCollected
-from ...storage._contract import ObjectStorage
 from ..core import StoreCore
 
 
@@ -44,7 +44,7 @@ class StoreAt:
     write (`write_text`, `write_bytes`, `write_json`, `delete`, `set_metadata`, `restore`, `append`,
     `extend`, `save`) raises `ReadOnlySnapshot`. Paths pass the handle's rules (`InvalidPath`, ...)."""
 
-    def __init__(self, state: State, remote: ObjectStorage | None, admission: PathAdmission):
+    def __init__(self, state: State, remote: JournalStorage | None, admission: PathAdmission):
         self._state, self._remote, self._admission = state, remote, admission
 
     def __repr__(self) -> str:
@@ -200,7 +200,7 @@ def _seq_of(commit: object) -> int:
     return check_int("commit", commit, minimum=None)
 
 
-async def _state(remote: ObjectStorage | None, known: State, seq: int) -> State:
+async def _state(remote: JournalStorage | None, known: State, seq: int) -> State:
     """Committed state `seq`; `CommitNotFound` if the store never made it, or gc() collected it."""
     newest = known.seq if remote is None or seq <= known.seq else (await latest_state(remote, known) or known).seq
     if remote is None or not 0 <= seq <= newest:
@@ -213,7 +213,7 @@ async def _state(remote: ObjectStorage | None, known: State, seq: int) -> State:
         raise CommitNotFound(f"Commit {seq} was collected by gc(): it is older than the retention window") from exc
 
 
-async def _imported(remote: ObjectStorage) -> State:
+async def _imported(remote: JournalStorage) -> State:
     """State 0: the import of a store written without a journal (a store we created has none to show)."""
     checkpoint = await read_checkpoint(remote, 0)
     if checkpoint is EMPTY_CHECKPOINT:

@@ -8,7 +8,7 @@ from ..._journal.store_deletion import delete_stored
 from ..._rules import location as _location
 from ..._rules.arguments import check_flag
 from ..._rules.writes import ChangeOptions
-from ...storage._fsspec import FsspecStorage
+from ..._journal.journal_storage import JournalStorage
 from ..core import StoreCore
 
 
@@ -41,5 +41,5 @@ class DeletionAPI(StoreCore):
         """
         check_flag("trusted", trusted)
         ChangeOptions(actor, reason, None, False, True)  # actor and reason: the rules of every write
-        remote = FsspecStorage(_location.remote_path_for_key(key, org, project, domain))
+        remote = JournalStorage.at(_location.remote_path_for_key(key, org, project, domain))
         return await delete_stored(remote, trusted=trusted, actor=actor, reason=reason)

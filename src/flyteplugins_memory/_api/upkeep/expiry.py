@@ -25,6 +25,7 @@ from ..._handle.working_copy import WorkingCopy
 from ..._journal.expiry_pending import read_pending, unfinished, upstream_copies, write_pending
 from ..._journal.snapshot_retention import Expired, expired_snapshots
 from ..._rules.index import Files
+from ..._rules.operations import Expire
 from ..._rules.purge_count import counted
 from ..._rules.ttl import EXPIRED_REASON, is_expired
 from ..._rules.writes import ChangeOptions, plan_delete
@@ -109,7 +110,7 @@ async def _commit_expiry(
     # handle that holds them (a checkpoint, its search cache) drops them before its next save
     counted(session.working_copy)
     try:
-        await session._commit(holder, actor=ACTOR, reason=REASON, trusted=True)
+        await session._commit(holder, Expire(), actor=ACTOR, reason=REASON)
     except ConcurrencyError as exc:
         logger.warning("gc() could not delete expired files of %s (the next gc retries): %s", remote.uri, exc)
         await remote.remove_all([marker])
