@@ -135,7 +135,7 @@ READER_MEMBERS = ("read_text", "read_bytes", "read_json", "list_paths", "get_met
 
 
 def test_a_handle_a_scope_and_a_past_commit_are_each_a_memory_reader(local_backend, key):
-    """`MemoryReader` (its types are checked by tests/test_typing.py): the three views have its members with
+    """`MemoryReader` (its types are checked by tests/api/test_typing.py): the three views have its members with
     the same parameters, and code written against it reads each one, from storage."""
     import inspect
 
@@ -166,3 +166,23 @@ def test_a_handle_a_scope_and_a_past_commit_are_each_a_memory_reader(local_backe
     assert [row[:2] for row in seen[1]] == [("notes.md", "second")]
     assert [row[:2] for row in seen[2]] == [("users/a/notes.md", "first")]
     assert readers[2].get_meta("users/a/notes.md").metadata == {"topic": "x"}
+
+
+def test_compact_and_compact_transcript_save_through_a_subclass_s_save(local_backend, key):
+    """Found by review of the typed core: both save first, through ``save`` itself, so a subclass that
+    overrides it (to log, to add a reason) sees those saves as before."""
+    calls = []
+
+    class Logged(MemoryStore):
+        async def _logged_save(self, *, actor=None, reason=None):
+            calls.append("save")
+            return await MemoryStore.save.aio(self, actor=actor, reason=reason)
+
+        save = flyteplugins_memory._base.syncify.syncify(_logged_save)
+
+    store = Logged.create(key=key)
+    store.extend([{"role": "user", "content": f"m{i}"} for i in range(4)])
+    store.compact()
+    store.compact_transcript(lambda folded: "summary", keep_last=1)
+    assert calls == ["save", "save"]
+    assert [m["content"] for m in MemoryStore.open(key=key).messages] == ["summary", "m3"]

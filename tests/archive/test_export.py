@@ -324,10 +324,7 @@ class Recorder:
         return [(done, total) for phase, done, total in self.calls if phase == name]
 
 
-@pytest.mark.parametrize("backend_name", ["local_backend", "s3_backend"])
-def test_progress_counts_every_byte_of_export_and_import(request, backend_name, raw_data_context, key, tmp_path):
-    backend = request.getfixturevalue(backend_name)
-    raw_data_context(backend.raw_data_path)
+def test_progress_counts_every_byte_of_export_and_import(durable_backend, key, tmp_path):
     populated(key)
     archive = str(tmp_path / "a.tar.gz")
     exporting = Recorder()

@@ -12,7 +12,6 @@ from flyteplugins_memory import (
 from flyteplugins_memory._handle import checkout as _checkout
 from flyteplugins_memory._journal import commit as _commit
 from flyteplugins_memory._journal.journal_storage import JournalStorage
-from flyteplugins_memory.storage._fsspec import FsspecStorage
 from helpers import commit, saved
 
 

@@ -5,7 +5,9 @@ history and time travel, staged memories, search, upkeep, archives, keys), the s
 verb modules and the guide's pages. Every family subclasses this core and uses only what it declares: the
 key and the handle's settings, the handle's link to its journal (`_handle.checkout.Checkout`), the one
 path gate (`_rules.admission.PathAdmission`), the records appended and not saved yet, a save, the
-options of a change, and the bytes of a version. No family reaches into another.
+options of a change, and the bytes of a version. A family uses another only through its module's
+functions or as its base (importing creates a store by key: `ImportAPI` is a `KeyedAPI`), never by
+declaring another family's members.
 
 Two rules keep the class tree typed:
 - The members that upstream's class declares as ``flyte.syncify`` wrappers (``create``, ``get_or_create``,
@@ -23,7 +25,7 @@ import pathlib
 import tempfile
 import weakref
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from .._handle.checkout import Checkout
 from .._handle.mirror import remove_when_idle
@@ -109,6 +111,11 @@ class StoreCore:
         """Whether this handle holds writes, deletes or transcript changes (appends, or edits of messages
         in place, compared by content) that `save` has not committed."""
         return bool(self._pending_records) or self._checkout.has_unsaved_changes(self)
+
+    async def _save_through_facade(self) -> None:
+        """``save()`` with no arguments, through the facade's own method: `save` is defined there (upstream
+        declares it: see above), and a subclass of `MemoryStore` that overrides it is called, as by a user."""
+        await cast(Any, self).save.aio()
 
     async def _save(self, *, actor: str | None = None, reason: str | None = None) -> None:
         """Commit this handle's changes (`MemoryStore.save`, which checks `actor` and `reason` first): the

@@ -6,7 +6,7 @@ check) takes a `MemoryReader` and works on any of them. Each member is an I/O ca
 the store: ``reader.read_text(path)`` blocks, ``await reader.read_text.aio(path)`` awaits.
 
 The members are typed by their results; their parameters are each class's own (the same names and
-defaults on all three, which tests/test_api.py checks at run time). ``exists`` is left out: on
+defaults on all three, which tests/api/test_api.py checks at run time). ``exists`` is left out: on
 `MemoryStore` it is also upstream's key-existence classmethod (``MemoryStore.exists(key=...)``), a
 different callable.
 """

@@ -4,9 +4,10 @@ This module is the facade. The handle's identity, settings and collaborators are
 the API comes in families, one per thing a user does (`_api.files`, `_api.transcript`, `_api.history`,
 `_api.staged`, `_api.search`, `_api.upkeep`, `_api.archive`, `_api.keyed`), each a subclass of the core;
 record logs, sessions, scopes and time travel are objects behind accessors (`records`, `session`,
-`scope`, `at`). Defined here are only what upstream's class declares as ``flyte.syncify`` wrappers (so a
+`scope`, `at`). Defined here are what upstream's class declares as ``flyte.syncify`` wrappers (so a
 type checker checks them as overrides of upstream's: `_api.core` says why), the accessors, and what makes
-a handle a value of upstream's type (identity, the working root, task I/O). Every I/O method is ``async
+a handle a value of upstream's type (identity, the working root, task I/O), and `report` (a page reads
+through this facade's public API only). Every I/O method is ``async
 def`` wrapped by `syncify` (``f()`` and ``f.aio()``).
 
 Follow one call: ``write_text`` below admits the path (`_rules.admission`), builds the change's options

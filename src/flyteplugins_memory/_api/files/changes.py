@@ -1,5 +1,6 @@
 """A handle's unsaved changes against the store: `MemoryStore.refresh` (move to the newest commit),
-`revert` (drop some) and `compact` (save, then checkpoint). `save` itself is the facade's (`_api.core`)."""
+`revert` (drop some) and `compact` (save, then checkpoint). `save` itself is the facade's (`_api.store`;
+`_api.core` says why)."""
 
 from __future__ import annotations
 
@@ -44,5 +45,5 @@ class ChangesAPI(StoreCore):
         Saves do this on their own every few hundred commits; call it before handing a store to
         upstream readers that need the newest audit trail.
         """
-        await self._save()
+        await self._save_through_facade()
         await self._checkout.checkpoint()

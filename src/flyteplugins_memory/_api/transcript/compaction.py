@@ -86,7 +86,7 @@ class CompactionAPI(StoreCore):
         or rewrote the same messages first, `ConcurrencyError` (this handle stays as it was).
         """
         log = self._check_arguments(summarize, keep_last, archive, actor, reason)
-        await self._save()
+        await self._save_through_facade()
         view = await self._checkout.ready(self)
         committed = committed_form(view.base.messages)
         point = fold_point(committed, keep_last)

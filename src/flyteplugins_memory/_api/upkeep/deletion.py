@@ -4,11 +4,11 @@ deletion record; see `_journal.store_deletion`)."""
 from __future__ import annotations
 
 from ..._base.syncify import syncify
+from ..._journal.journal_storage import JournalStorage
 from ..._journal.store_deletion import delete_stored
 from ..._rules import location as _location
 from ..._rules.arguments import check_flag
 from ..._rules.writes import ChangeOptions
-from ..._journal.journal_storage import JournalStorage
 from ..core import StoreCore
 
 
