@@ -490,3 +490,38 @@ async def test_a_huge_int_time_is_an_invalid_argument(local_backend, key):
         with pytest.raises(InvalidArgument):  # not an OverflowError from the finiteness check
             await adapter.add(MemoryEntry(session_id="s", memory_id="m", **{name: 10**400}))
     assert entry_files(local_backend, key) == {}
+
+
+async def test_async_with_initializes_on_entry_and_closes_on_exit(durable_backend, key):
+    """`async with Store(...) as s:`, as Definable's built-in stores: initialize on entry, the store itself
+    as the target, close on exit (a handle opened from the key is released, a given one is kept)."""
+    async with DefinableMemoryStore(key) as adapter:
+        assert isinstance(adapter, DefinableMemoryStore) and isinstance(adapter.store, MemoryStore)
+        await adapter.add(MemoryEntry(session_id="s", memory_id="m1", content="inside", created_at=1.0))
+    with pytest.raises(InvalidArgument, match="initialize"):
+        adapter.store  # noqa: B018 - released on exit
+    assert await adapter.count("s") == 1  # a later call opens the store again, as Definable's re-initialize
+    stored = entry_files(durable_backend, key)
+    assert [f["entry"]["content"] for f in stored.values()] == ["inside"]
+    assert list(claim_files(durable_backend, key)) == ["definable/ids/m1.json"]
+
+    given = await MemoryStore.get_or_create.aio(key=key)
+    async with DefinableMemoryStore(given) as adapter:
+        assert adapter.store is given
+    assert adapter.store is given  # the caller's handle stays the caller's
+    assert given.log(limit=5)[0].actor == "definable"
+
+
+async def test_async_with_closes_and_reraises_when_the_block_fails(durable_backend, key):
+    """An exception in the block is never suppressed; what the finished calls stored stays, one commit each."""
+    with pytest.raises(RuntimeError, match="boom"):
+        async with DefinableMemoryStore(key) as adapter:
+            await adapter.add(MemoryEntry(session_id="s", memory_id="kept", content="done", created_at=1.0))
+            await adapter.store.write_text.aio("definable/stray.txt", "unsaved")  # a direct write: saved on close
+            raise RuntimeError("boom")
+    reopened = await MemoryStore.open.aio(key=key)
+    assert reopened.read_text("definable/stray.txt") == "unsaved"
+    assert {n.rsplit("-", 1)[-1] for n in entry_files(durable_backend, key)} == {"kept.json"}
+    assert "definable/stray.txt" in durable_backend.objects(key)
+    async with DefinableMemoryStore(key) as again:
+        assert [e.memory_id for e in await again.get_entries("s")] == ["kept"]

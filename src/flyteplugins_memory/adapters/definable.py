@@ -36,6 +36,7 @@ import math
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from types import TracebackType
 from typing import Any
 
 from .. import ConcurrencyError, InvalidArgument, MemoryStore
@@ -157,6 +158,9 @@ class DefinableMemoryStore:
     task adds it at the same moment (one of the two wins). `delete` of an unknown id is a no-op; of a
     known one it removes every copy. `delete_session` without a user deletes the session of every
     user, as Definable's stores do.
+
+    Like Definable's built-in stores it is an async context manager: ``async with
+    DefinableMemoryStore(key) as store:`` initializes on entry and closes on exit (see `close`).
     """
 
     def __init__(
@@ -169,6 +173,9 @@ class DefinableMemoryStore:
     ) -> None:
         self._store = store if isinstance(store, MemoryStore) else None
         self._key = store if isinstance(store, str) else None
+        self._owns_store = self._store is None  # opened from the key: released by close()
+        #: True from `initialize` to `close`, the flag every one of Definable's built-in stores keeps
+        self._initialized = False
         if self._store is None and self._key is None:
             raise InvalidArgument("store is a MemoryStore or a key")
         self.prefix = prefix
@@ -188,14 +195,39 @@ class DefinableMemoryStore:
     # -- lifecycle ------------------------------------------------------------------------------------
 
     async def initialize(self) -> None:
+        """Open the store from its key (idempotent; a handle given to the constructor is used as it is)."""
         if self._store is None:
             assert self._key is not None
             self._store = await MemoryStore.get_or_create.aio(key=self._key)
+        self._initialized = True
 
     async def close(self) -> None:
-        """Save anything unsaved (every mutating call already committed)."""
-        if self._store is not None and self._store.has_unsaved_changes():
-            await self._store.save.aio(actor=self.actor)
+        """Save anything unsaved (every mutating call already committed). A handle the adapter opened from
+        its key is released, so a later call opens the store again (Definable's stores re-initialize
+        lazily after ``close`` too); a handle it was given stays open and stays the caller's."""
+        async with self._lock:
+            if self._store is not None and self._store.has_unsaved_changes():
+                await self._store.save.aio(actor=self.actor)
+            if self._owns_store:
+                self._store = None
+            self._initialized = False
+
+    async def __aenter__(self) -> DefinableMemoryStore:
+        """``async with DefinableMemoryStore(key) as store:``, as Definable's own stores: `initialize` on
+        entry, the adapter itself as the target."""
+        await self.initialize()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """`close` on exit, also when the block raised (the exception is never suppressed), as Definable's
+        own stores. Every mutating call already committed, so a block that fails half-way keeps what
+        its finished calls stored."""
+        await self.close()
 
     # -- writes ---------------------------------------------------------------------------------------
 
