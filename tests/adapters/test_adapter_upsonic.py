@@ -254,7 +254,7 @@ def test_the_async_storage(durable_backend_and_endpoint, key):
 
     async def main() -> None:
         storage = AsyncFlyteStorage(key)
-        assert await storage.table_exists("anything")
+        assert await storage.table_exists("upsonic_sessions") and not await storage.table_exists("anything")
         await storage.aupsert_session(session("s", runs={"r": run("r", "error")}))
         await storage.aupsert_user_memory({"user_id": "ada", "user_memory": {"k": "v"}})
         assert (await storage.aget_session("s"))["runs"]["r"]["output"]["status"] == "error"
@@ -616,3 +616,79 @@ def test_a_filtered_read_fetches_only_the_rows_it_chose(local_backend, key, io_c
     found = FlyteStorage(MemoryStore.open(key=key)).get_sessions(user_id="ada", deserialize=False)[0]
     assert [s["session_id"] for s in found] == ["ada-1"] and list(found[0]["runs"]) == ["r"]
     assert not [n for n in io_counter.names("get") if "/bob-" in n]
+
+
+TABLES = {
+    "session_table": "agent_sessions",
+    "user_memory_table": "profiles",
+    "cultural_knowledge_table": "culture_v2",
+    "knowledge_table": "kb rows",  # not a plain name: one encoded segment
+    "usage_entry_table": "ledger",
+}
+
+
+def test_table_names_given_to_the_constructor_are_the_tables_directories(durable_backend_and_endpoint, key):
+    """Every Upsonic ``Storage`` takes its tables' names; ours keeps them as Upsonic's base does and keeps
+    each named table in a directory of that name, so two storages with different names over one prefix
+    never see each other's rows."""
+    backend, _ = durable_backend_and_endpoint
+    named = FlyteStorage(key, **TABLES)
+    assert (named.session_table_name, named.user_memory_table_name) == ("agent_sessions", "profiles")
+    assert (named.cultural_knowledge_table_name, named.knowledge_table_name) == ("culture_v2", "kb rows")
+    assert named.usage_entry_table_name == "ledger"
+    named.upsert_session(session("s1", runs={"r1": run("r1", "paused")}))
+    named.upsert_user_memory({"user_id": "ada", "user_memory": {"k": "v"}})
+    named.upsert_cultural_knowledge({"id": "c1", "name": "tone", "content": "brief"})
+    named.upsert_knowledge_content({"id": "k1", "name": "doc", "knowledge_base_id": "kb"})
+    named.upsert_usage_entry({"entry_id": "u1", "run_id": "r", "kind": "llm", "timestamp": 1.0})
+
+    plain = FlyteStorage(key)  # the default tables, over the same prefix
+    assert plain.session_table_name == "upsonic_sessions"
+    assert plain.get_session("s1") is None and plain.get_user_memory("ada") is None
+    plain.upsert_session(session("s1", "bob"))  # another table: no clash with the named storage's session
+
+    directories = {name.split("/")[1] for name in rows(backend, key)}
+    kb = named.table_names()["kb rows"]
+    assert kb != "kb rows" and "/" not in kb  # one encoded segment
+    assert directories == {"agent_sessions", "profiles", "culture_v2", kb, "ledger", "sessions"}
+    assert "upsonic/agent_sessions/s1/runs/r1.json" in rows(backend, key)
+    assert rows(backend, key)["upsonic/profiles/ada.json"]["row"]["user_memory"] == {"k": "v"}
+
+    again = FlyteStorage(key, **TABLES)  # a new handle with the same names reads everything back
+    assert again.get_session("s1", deserialize=False)["runs"]["r1"]["output"]["status"] == "paused"
+    assert again.get_session("s1", deserialize=False)["user_id"] == "ada"
+    assert again.get_user_memory("ada")["user_memory"] == {"k": "v"}
+    assert again.get_cultural_knowledge("c1")["content"] == "brief"
+    assert again.delete_session("s1")
+    assert "upsonic/agent_sessions/s1/session.json" not in rows(backend, key)
+    assert "upsonic/sessions/s1/session.json" in rows(backend, key)
+
+
+def test_table_exists_tells_which_tables_the_storage_has(local_backend, key):
+    named = FlyteStorage(key, session_table="agent_sessions")
+    assert named.table_exists("agent_sessions") and named.table_exists("upsonic_user_memories")
+    assert not named.table_exists("upsonic_sessions") and not named.table_exists("anything")
+    assert named.table_names()["agent_sessions"] == "agent_sessions"
+    assert named.table_names()["upsonic_user_memories"] == "users"
+
+    async def main() -> None:
+        storage = AsyncFlyteStorage(key, usage_entry_table="ledger")
+        assert await storage.table_exists("ledger") and not await storage.table_exists("upsonic_usage_entries")
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize(
+    "names",
+    [
+        {"session_table": "t", "user_memory_table": "t"},
+        {"user_memory_table": "sessions"},  # the default sessions table's directory
+        {"knowledge_table": "models"},  # the generic models' directory
+        {"session_table": ""},
+        {"usage_entry_table": 7},
+    ],
+)
+def test_table_names_that_would_clash_or_are_not_names_are_refused_up_front(local_backend, key, names):
+    with pytest.raises(InvalidArgument):
+        FlyteStorage(key, **names)
+    assert local_backend.objects(key) == {}  # nothing opened, nothing written

@@ -13,6 +13,9 @@ base registry rows, generic models and usage entries. `FlyteStorage` (sync) and 
     <prefix>/culture/<id>.json   <prefix>/knowledge/<id>.json
     <prefix>/models/<collection>/<key>.json   <prefix>/usage/<entry_id>.json
 
+A table named in the constructor (``session_table=...``, as every Upsonic ``Storage`` takes) lives in a
+directory of that name instead (``<prefix>/<session_table>/<session_id>/session.json``).
+
 Ids are path segments (encoded when not plain). Runs are rows of their own, so two tasks running
 different runs of one session both keep theirs; an upsert writes only the runs that differ from the
 stored ones and never deletes runs (``delete_session`` does). A completed run is final: a stale copy of
@@ -39,9 +42,33 @@ from . import rows
 from .calls import TableCalls, where
 from .sessions import SessionOfAnotherUser, SessionRows
 from .sync_loop import LOOP, sync_call
-from .tables import Tables, exclusive, labels_of, matches, page, sort_rows
+from .tables import Tables, exclusive, labels_of, matches, page, sort_rows, table_dirs
 
-__all__ = ["SYNC_CALLS", "AsyncFlyteStorage", "FlyteStorage", "SessionOfAnotherUser"]
+#: the adapter's tables -> the attribute Upsonic's base keeps each one's name in
+TABLE_ATTRIBUTES = {
+    "sessions": "session_table_name",
+    "users": "user_memory_table_name",
+    "culture": "cultural_knowledge_table_name",
+    "knowledge": "knowledge_table_name",
+    "usage": "usage_entry_table_name",
+}
+#: the names Upsonic's base gives the tables no name was given for
+DEFAULT_TABLE_NAMES = {
+    "sessions": "upsonic_sessions",
+    "users": "upsonic_user_memories",
+    "culture": "upsonic_cultural_knowledge",
+    "knowledge": "upsonic_knowledge",
+    "usage": "upsonic_usage_entries",
+}
+
+__all__ = [
+    "DEFAULT_TABLE_NAMES",
+    "SYNC_CALLS",
+    "TABLE_ATTRIBUTES",
+    "AsyncFlyteStorage",
+    "FlyteStorage",
+    "SessionOfAnotherUser",
+]
 
 try:  # the framework's base classes when it is installed; plain objects otherwise (see the docstring)
     from upsonic.storage.base import AsyncStorage as _AsyncBase  # pyright: ignore[reportMissingImports]
@@ -58,21 +85,55 @@ class AsyncFlyteStorage(TableCalls, _AsyncBase):  # pyright: ignore[reportUntype
         prefix: The store directory the tables live under.
         actor: Recorded as the actor of every commit.
         id: Upsonic's storage id (a new uuid by default).
+        session_table, user_memory_table, cultural_knowledge_table, knowledge_table, usage_entry_table:
+            The tables' names, as every Upsonic ``Storage`` takes them (kept as ``session_table_name`` and
+            so on, as Upsonic's base does). A name given is the table's directory under `prefix` (encoded
+            as one path segment when not plain), so two storages with different names over one prefix keep
+            apart; a table not named keeps the adapter's own directory (``sessions``, ``users``,
+            ``culture``, ``knowledge``, ``usage``). Two tables in one directory: `InvalidArgument`.
 
     Every mutating call is one commit (a task that dies loses nothing it was told was stored); every read
     first moves the handle to the newest commit, so rows other tasks saved are seen.
     """
 
     def __init__(
-        self, store: MemoryStore | str, *, prefix: str = "upsonic", actor: str = "upsonic", id: str | None = None
+        self,
+        store: MemoryStore | str,
+        *,
+        prefix: str = "upsonic",
+        actor: str = "upsonic",
+        id: str | None = None,
+        session_table: str | None = None,
+        user_memory_table: str | None = None,
+        cultural_knowledge_table: str | None = None,
+        knowledge_table: str | None = None,
+        usage_entry_table: str | None = None,
     ):
+        named = {
+            "sessions": session_table,
+            "users": user_memory_table,
+            "culture": cultural_knowledge_table,
+            "knowledge": knowledge_table,
+            "usage": usage_entry_table,
+        }
+        dirs = table_dirs(named)  # refused before anything else is set up
         if _AsyncBase is not object:
-            super().__init__(id=id)  # pyright: ignore[reportCallIssue]
+            base_init: Any = super().__init__  # Upsonic's AsyncStorage.__init__ (object's to pyright)
+            base_init(
+                session_table=session_table,
+                user_memory_table=user_memory_table,
+                cultural_knowledge_table=cultural_knowledge_table,
+                knowledge_table=knowledge_table,
+                usage_entry_table=usage_entry_table,
+                id=id,
+            )
         else:
             import uuid
 
             self.id = id or str(uuid.uuid4())
-        self._tables = Tables(store, prefix, actor)
+            for table, attribute in TABLE_ATTRIBUTES.items():
+                setattr(self, attribute, named[table] or DEFAULT_TABLE_NAMES[table])
+        self._tables = Tables(store, prefix, actor, dirs)
         self._sessions = SessionRows(self._tables)
 
     @property
@@ -81,7 +142,14 @@ class AsyncFlyteStorage(TableCalls, _AsyncBase):  # pyright: ignore[reportUntype
         return self._tables._store  # pyright: ignore[reportPrivateUsage]
 
     async def table_exists(self, table_name: str) -> bool:
-        return True  # tables are directories, made by their first row
+        """Whether `table_name` is one of this storage's tables (its ``*_table_name`` attributes). Those
+        exist from the start: a table is a directory that every read serves (empty until its first row)
+        and every write makes, as in Upsonic's JSON and in-memory storages; any other name does not."""
+        return table_name in self.table_names()
+
+    def table_names(self) -> dict[str, str]:
+        """This storage's tables, Upsonic's name of each (``session_table_name``, ...) -> its directory."""
+        return {getattr(self, a): self._tables.dirs[t] for t, a in TABLE_ATTRIBUTES.items()}
 
     @exclusive
     async def _create_all_tables(self) -> None:
@@ -257,19 +325,44 @@ class FlyteStorage(_SyncBase):  # pyright: ignore[reportUntypedBaseClass, report
     without its ``a`` prefix, run to completion (arguments and behaviour as there)."""
 
     def __init__(
-        self, store: MemoryStore | str, *, prefix: str = "upsonic", actor: str = "upsonic", id: str | None = None
+        self,
+        store: MemoryStore | str,
+        *,
+        prefix: str = "upsonic",
+        actor: str = "upsonic",
+        id: str | None = None,
+        session_table: str | None = None,
+        user_memory_table: str | None = None,
+        cultural_knowledge_table: str | None = None,
+        knowledge_table: str | None = None,
+        usage_entry_table: str | None = None,
     ):
-        self._async = AsyncFlyteStorage(store, prefix=prefix, actor=actor, id=id)
+        names = {
+            "session_table": session_table,
+            "user_memory_table": user_memory_table,
+            "cultural_knowledge_table": cultural_knowledge_table,
+            "knowledge_table": knowledge_table,
+            "usage_entry_table": usage_entry_table,
+        }
+        self._async = AsyncFlyteStorage(store, prefix=prefix, actor=actor, id=id, **names)
         if _SyncBase is not object:
-            super().__init__(id=self._async.id)  # pyright: ignore[reportCallIssue]
+            base_init: Any = super().__init__  # Upsonic's Storage.__init__ (object's to pyright)
+            base_init(id=self._async.id, **names)
         self.id = self._async.id
+        for attribute in TABLE_ATTRIBUTES.values():
+            setattr(self, attribute, getattr(self._async, attribute))
 
     @property
     def store(self) -> MemoryStore | None:
         return self._async.store
 
     def table_exists(self, table_name: str) -> bool:
-        return True
+        """As `AsyncFlyteStorage.table_exists`: whether `table_name` is one of this storage's tables."""
+        return table_name in self.table_names()
+
+    def table_names(self) -> dict[str, str]:
+        """As `AsyncFlyteStorage.table_names`."""
+        return self._async.table_names()
 
     def _create_all_tables(self) -> None:
         LOOP.run(self._async._create_all_tables())  # pyright: ignore[reportPrivateUsage]

@@ -120,7 +120,7 @@ class TableCalls:
 
     @exclusive
     async def alist_models(self, model_type: Any, collection: str = "generic_models") -> list[Any]:
-        found = await self._rows(f"models/{segment(collection)}", {}, ())
+        found = await self._rows("models", {}, (), below=(collection,))
         return [model_type(**r["model_data"]) for r in sort_rows(found, "key", "asc", "key")]
 
     @exclusive
@@ -154,11 +154,14 @@ class TableCalls:
 
     # -- row helpers --------------------------------------------------------------------------------
 
-    async def _rows(self, table: str, wanted: Mapping[str, Any], labelled: tuple[str, ...]) -> list[dict[str, Any]]:
+    async def _rows(
+        self, table: str, wanted: Mapping[str, Any], labelled: tuple[str, ...], below: tuple[str, ...] = ()
+    ) -> list[dict[str, Any]]:
+        """The rows of `table` (of its sub-directory of the ids `below`) holding `wanted`."""
         await self._tables.fresh()
         wanted = where(wanted)
         labels = labels_of(wanted, tuple(n for n in wanted if n in labelled))
-        found = await self._tables.find(table, labels)
+        found = await self._tables.find("/".join([self._tables.dirs[table], *map(segment, below)]), labels)
         return [b["row"] for b in found.values() if matches(b["row"], wanted)]
 
     async def _get(self, path: str) -> dict[str, Any] | None:

@@ -33,7 +33,7 @@ class SessionRows:
         return self._tables.path("sessions", session_id, "session")
 
     def runs_under(self, session_id: str) -> str:
-        return f"sessions/{segment(session_id)}/runs"
+        return f"{self._tables.dirs['sessions']}/{segment(session_id)}/runs"
 
     async def put(self, row: dict[str, Any], runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
         """Write a session and its changed runs (inside a commit); the session as stored, all runs."""
@@ -57,7 +57,7 @@ class SessionRows:
     async def find(self, wanted: Mapping[str, Any]) -> list[dict[str, Any]]:
         """The session rows (without runs) holding every field of `wanted`."""
         where = {"kind": "session", **labels_of(wanted, tuple(wanted))}
-        found = await self._tables.find("sessions", where)
+        found = await self._tables.find(self._tables.dirs["sessions"], where)
         return [b["row"] for b in found.values() if matches(b["row"], wanted)]
 
     async def with_runs(self, session_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

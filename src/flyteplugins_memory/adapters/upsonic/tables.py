@@ -100,15 +100,46 @@ def page(rows: list[T], limit: int | None, offset: int | None) -> list[T]:
     return rows[start:] if limit is None else rows[start : start + limit]
 
 
-class Tables:
-    """The rows of every table under `prefix` of one store, with the commit loop every write goes through."""
+#: the adapter's tables and their directories when the caller names none (the layout before table names
+#: were honoured, so stores written then read the same); "models" has no table name in Upsonic's base
+DEFAULT_DIRS = {
+    "sessions": "sessions",
+    "users": "users",
+    "culture": "culture",
+    "knowledge": "knowledge",
+    "usage": "usage",
+    "models": "models",
+}
 
-    def __init__(self, store: MemoryStore | str, prefix: str, actor: str) -> None:
+
+def table_dirs(names: Mapping[str, str | None]) -> dict[str, str]:
+    """Each table's directory: the caller's table name as one path segment (`segment`), else the default;
+    two tables in one directory would read each other's rows, so that is an `InvalidArgument`."""
+    dirs = dict(DEFAULT_DIRS)
+    for table, name in names.items():
+        if name is not None:
+            if not isinstance(name, str) or not name:
+                raise InvalidArgument(f"a table name is a non-empty str, got {name!r}")
+            dirs[table] = segment(name)
+    clash = {d for d in dirs.values() if list(dirs.values()).count(d) > 1}
+    if clash:
+        raise InvalidArgument(f"two tables would share the directory {min(clash)!r}: give them distinct names")
+    return dirs
+
+
+class Tables:
+    """The rows of every table under `prefix` of one store, with the commit loop every write goes through.
+    `dirs` maps the adapter's tables (`DEFAULT_DIRS`' keys) to their directories under the prefix."""
+
+    def __init__(
+        self, store: MemoryStore | str, prefix: str, actor: str, dirs: Mapping[str, str] | None = None
+    ) -> None:
         if not isinstance(store, MemoryStore | str):
             raise InvalidArgument("store is a MemoryStore or a key")
         self._store = store if isinstance(store, MemoryStore) else None
         self._key = store if isinstance(store, str) else None
         self.prefix = checked_prefix(prefix)
+        self.dirs = dict(dirs) if dirs is not None else dict(DEFAULT_DIRS)
         self.actor = actor
         self._section = _Section() if self._store is None else _section_of(self._store)
         self._touched: list[str] = []  # the paths the commit under way wrote or deleted
@@ -120,7 +151,7 @@ class Tables:
         return self._store
 
     def path(self, table: str, *ids: str) -> str:
-        return "/".join([self.prefix, table, *(segment(i) for i in ids)]) + ".json"
+        return "/".join([self.prefix, self.dirs[table], *(segment(i) for i in ids)]) + ".json"
 
     async def fresh(self) -> MemoryStore:
         """The store at its newest committed state (rows other tasks saved are seen)."""
@@ -141,8 +172,9 @@ class Tables:
         return await (await self.store()).delete.aio(path, actor=self.actor)
 
     async def find(self, under: str, where: Mapping[str, str] | None = None) -> dict[str, dict[str, Any]]:
-        """Every row body under `under` whose labels hold `where`, by path: the listing reads no content,
-        then only the rows it chose are fetched, in parallel batches."""
+        """Every row body under `under` (a directory under the prefix: a table's `dirs` entry, or below it)
+        whose labels hold `where`, by path: the listing reads no content, then only the rows it chose are
+        fetched, in parallel batches."""
         store = await self.store()
         paths = await store.list_paths.aio(f"{self.prefix}/{under}", where=dict(where) if where else None)
         return await self.read_all([p for p in paths if p.endswith(".json")])
