@@ -81,7 +81,7 @@ async def test_every_subtype_round_trips_through_storage(durable_backend, key):
     assert await reader.get("0123456789abcdef") is None
 
 
-async def test_search_filters_limit_order_and_ranking(durable_backend, key):
+async def test_search_filters_limit_and_order(durable_backend, key):
     memory = OrbiterMemoryStore(key)
     await memory.add(HumanMemory(id="h1", content="I like green tea", metadata=ALICE, created_at="2026-01-01"))
     await memory.add(AIMemory(id="a1", content="green tea is nice, tea tea", metadata=ALICE, created_at="2026-01-02"))
@@ -97,9 +97,8 @@ async def test_search_filters_limit_order_and_ranking(durable_backend, key):
     assert ids(await reader.search(metadata=ALICE, limit=2)) == ["d1", "h2"]
     assert ids(await reader.search(metadata=ALICE, memory_type="ai")) == ["a1"]
     assert ids(await reader.search(metadata=ALICE, status=MemoryStatus.DRAFT)) == ["d1"]
-    ranked = ids(await reader.search(query="tea", metadata=ALICE))
-    assert ranked[0] == "a1" and set(ranked) == {"a1", "h1", "d1"}  # by score; coffee never matches
-    assert ids(await reader.search(query="tea", metadata=ALICE, limit=1)) == ["a1"]
+    assert ids(await reader.search(query="tea", metadata=ALICE)) == ["d1", "a1", "h1"]  # newest first
+    assert ids(await reader.search(query="tea", metadata=ALICE, limit=1)) == ["d1"]
     assert ids(await reader.search(query="coffee")) == ["h2"]
     assert ids(await reader.search(metadata=MemoryMetadata(extra={"topic": "x"}))) == ["x1"]
     assert ids(await reader.search(query="tea", metadata=MemoryMetadata(extra={"topic": "x"}))) == ["x1"]
@@ -267,12 +266,11 @@ HUGE_SCOPES = MemoryMetadata(user_id=HUGE, session_id=HUGE, agent_id=HUGE, task_
 
 
 async def test_inputs_over_the_stores_limits_are_the_adapters_typed_error(durable_backend, key):
-    """A 100,000-character query raised the store's InvalidArgument, not InvalidMemoryInput."""
+    """Input over the store's limits raised the store's InvalidArgument, not InvalidMemoryInput."""
     memory = OrbiterMemoryStore(key)
     await memory.add(HumanMemory(id="t", content="tea", metadata=ALICE))
     before = durable_backend.stored(key)
     refused = {
-        "query": memory.search(query="tea " * 25_000),
         "memory_type": memory.search(memory_type="t" * 100_000),
         "search scopes": memory.search(metadata=HUGE_SCOPES),
         "clear scopes": memory.clear(metadata=HUGE_SCOPES),
@@ -284,6 +282,7 @@ async def test_inputs_over_the_stores_limits_are_the_adapters_typed_error(durabl
         assert isinstance(err.value.__cause__, InvalidArgument), what  # the store's reason, kept
     assert durable_backend.stored(key) == before  # nothing written, nothing committed
     assert [i.id for i in await (await fresh(key)).search(query="tea")] == ["t"]
+    assert await memory.search(query="tea " * 25_000) == []  # a substring match has no length limit
 
 
 async def test_autosave_off_keeps_adds_until_flush(local_backend, key):
@@ -488,3 +487,66 @@ async def test_a_filter_that_is_not_memory_metadata_is_refused(local_backend, ke
         with pytest.raises(InvalidMemoryInput):  # a dict would read as "no scope": every user's items
             await call(metadata={"user_id": "alice"})
     assert len(items_in_storage(local_backend, key)) == 2
+
+
+async def test_search_query_is_a_case_insensitive_substring_of_the_content(durable_backend, key):
+    """As Orbiter's ShortTermMemory (``query.lower() in content.lower()``) and its SQLite backend (``content
+    LIKE %query%``): a substring of the content, any case; never a word of another field, never a stem."""
+    memory = OrbiterMemoryStore(key)
+    await memory.add(HumanMemory(id="p1", content="I keep Pythons at home", metadata=ALICE, created_at="2026-01-01"))
+    await memory.add(AIMemory(id="p2", content="python 3.12 is out", metadata=ALICE, created_at="2026-01-02"))
+    await memory.add(HumanMemory(id="p3", content="50% off_sale", metadata=ALICE, created_at="2026-01-03"))
+    await memory.add(HumanMemory(id="h9", content="no snakes here", metadata=BOB, created_at="2026-01-04"))
+
+    reader = await fresh(key)
+    ids = lambda found: [i.id for i in found]  # noqa: E731
+    assert ids(await reader.search(query="python")) == ["p2", "p1"]  # "Pythons" holds "python"; newest first
+    assert ids(await reader.search(query="PYTHON")) == ["p2", "p1"]
+    assert ids(await reader.search(query="pythons")) == ["p1"]  # "python 3.12" does not hold "pythons"
+    assert ids(await reader.search(query="thon 3")) == ["p2"]  # a substring, spaces and all
+    assert ids(await reader.search(query="human")) == []  # a field's value, not the content
+    assert ids(await reader.search(query="50%")) == ["p3"] and ids(await reader.search(query="%")) == ["p3"]
+    assert ids(await reader.search(query="f_s")) == ["p3"] and ids(await reader.search(query="o_f")) == []
+    assert ids(await reader.search(query="snake", metadata=ALICE)) == []  # filters still hold
+    assert ids(await reader.search(query="snake")) == ["h9"]
+    assert ids(await reader.search(query="python", memory_type="ai")) == ["p2"]
+    stored = {d["id"]: d["content"] for d in items_in_storage(durable_backend, key).values()}
+    assert stored["p1"] == "I keep Pythons at home"  # kept as given
+
+
+@pytest.mark.parametrize(
+    ("stored", "forged"),
+    [("discard", "accepted"), ("discard", "draft"), ("accepted", "draft")],
+)
+async def test_a_forged_add_never_moves_a_status_backwards(durable_backend, key, stored, forged):
+    """An `add` of a stored id under a status the lifecycle forbids is refused as `transition` refuses it
+    (Orbiter's MemoryError), checked against the committed status, and nothing is stored."""
+    memory = OrbiterMemoryStore(key)
+    item = HumanMemory(id="rev1", content="reviewed", status=stored, metadata=ALICE)
+    await memory.add(item)
+    before = items_in_storage(durable_backend, key)
+    commits = len(MemoryStore.open(key=key).log(limit=100))
+
+    forger = await fresh(key)
+    with pytest.raises(InvalidStatusTransition) as err:
+        await forger.add(item.model_copy(update={"status": forged, "content": "forged"}))
+    assert isinstance(err.value, MemoryError)
+    with pytest.raises(InvalidStatusTransition):  # under another scope too (an add would move it)
+        await forger.add(item.model_copy(update={"status": forged, "metadata": BOB}))
+    assert items_in_storage(durable_backend, key) == before
+    assert len(MemoryStore.open(key=key).log(limit=100)) == commits
+    assert (await (await fresh(key)).get("rev1")).status == stored
+
+
+async def test_an_add_may_follow_the_lifecycle_and_a_stale_forger_is_refused(durable_backend, key):
+    memory = OrbiterMemoryStore(key)
+    await memory.add(HumanMemory(id="r", content="v1", status="draft", metadata=ALICE))
+    stale = await fresh(key)
+    await stale.get("r")  # the stale handle has seen the draft
+    await memory.add(HumanMemory(id="r", content="v2", status="draft", metadata=ALICE))  # same status: replaced
+    await memory.add(HumanMemory(id="r", content="v3", status="accepted", metadata=ALICE))  # draft -> accepted
+    await memory.transition("r", "discard")
+    with pytest.raises(InvalidStatusTransition):  # its draft is stale: the committed discard decides
+        await stale.add(HumanMemory(id="r", content="forged", status="accepted", metadata=ALICE))
+    stored = [d for d in items_in_storage(durable_backend, key).values() if d["id"] == "r"]
+    assert [(d["status"], d["content"]) for d in stored] == [("discard", "v3")]

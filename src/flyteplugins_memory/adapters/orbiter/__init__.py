@@ -30,9 +30,20 @@ same item) refreshes and re-applies the call to the newest state, so the status 
 against what is committed. Reads see this handle's state; `get` of an id it does not know refreshes once,
 and `refresh()` picks up everything other tasks saved.
 
-Search: a non-empty ``query`` ranks by our BM25 `store.search` (over the item's JSON: its field values
-such as ``"human"`` are words too), best first; an empty one lists newest first by ``created_at`` read as
-a time (ISO-8601, no offset meaning UTC; a stamp that is not one comes after all that are).
+Search: as Orbiter's reference stores (``ShortTermMemory`` and the SQLite backend), a non-empty ``query``
+keeps the items whose ``content`` holds it as a case-insensitive substring (``query.lower() in
+content.lower()``: "python" finds "Pythons", "pythons" does not find "python"; ``%`` and ``_`` are plain
+characters, not SQL wildcards); every result, with a query or without, comes newest first by
+``created_at`` read as a time (ISO-8601, no offset meaning UTC; a stamp that is not one comes after all
+that are), as the SQLite backend orders them. Ranked (BM25) search stays on the handle: ``(await
+adapter.handle()).search(...)``.
+
+Status: an item's status only moves along Orbiter's lifecycle (draft -> accepted | discard, accepted ->
+discard), whether through `transition` or an `add` of a stored id with another status: such an `add`
+that the lifecycle forbids (a forged item moving discard back to accepted, or accepted to draft) raises
+`InvalidStatusTransition`, an Orbiter ``MemoryError`` (Orbiter's own class too when it is importable),
+checked against the committed status, and stores nothing. An `add` at the stored status replaces the
+item as before.
 """
 
 from __future__ import annotations
@@ -187,7 +198,9 @@ class OrbiterMemoryStore:
         return self._store
 
     async def add(self, item: Any) -> None:
-        """Store `item` (replacing an item of the same id, wherever its scope put it)."""
+        """Store `item` (replacing an item of the same id, wherever its scope put it). A stored id whose
+        status the item changes must follow the lifecycle, as `transition`: `InvalidStatusTransition`
+        otherwise, nothing stored."""
         data = dump_item(item)
 
         async def apply(store: MemoryStore) -> None:
@@ -219,7 +232,7 @@ class OrbiterMemoryStore:
         status: MemoryStatus | str | None = None,
         limit: int = 10,
     ) -> list[Any]:
-        """Items matching every filter: by BM25 score for a `query`, newest first without one."""
+        """Items matching every filter (and whose content holds `query`, ignoring case), newest first."""
         if not isinstance(query, str):
             raise InvalidMemoryInput(f"query must be a str, got {type(query).__name__}")
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
@@ -227,12 +240,18 @@ class OrbiterMemoryStore:
         prefix, where, extra = filter_of(metadata, memory_type, status)
         store = await self.handle()
         try:
-            paths = await self._ranked(store, query.strip(), prefix, where, limit if not extra else None)
+            paths = await self._ranked(store, prefix, where)
         except _REFUSED as exc:
             raise InvalidMemoryInput(f"search cannot take this input: {exc}") from exc
+        if query and paths:  # every candidate's content is read: one batch of parallel fetches
+            await store.prefetch.aio(prefix)
+        wanted = query.lower()
         found: list[Any] = []
         for path in paths:
             data = await store.read_json.aio(path)
+            content = data.get("content")
+            if wanted and not (isinstance(content, str) and wanted in content.lower()):
+                continue
             if matches_extra(data, extra):
                 found.append(load_item(data))
             if len(found) == limit:
@@ -320,7 +339,13 @@ class OrbiterMemoryStore:
 
     async def _write(self, store: MemoryStore, data: dict[str, Any], *, reason: str) -> None:
         path = path_of(data)
-        moved = [old for old in await self._listed(store, ROOT, {"orbiter_id": data["id"]}) if old != path]
+        stored = await self._listed(store, ROOT, {"orbiter_id": data["id"]})
+        for old in stored:  # the lifecycle holds for any write of a stored id (an add too)
+            meta = await store.get_meta.aio(old)
+            held = None if meta is None else meta.metadata.get("status")
+            if held is not None and held != data["status"]:
+                check_transition(str(held), data["status"])
+        moved = [old for old in stored if old != path]
         self._touched += [path, *moved, claim_path(path)]
         try:  # the write first: one the store refuses must not leave the old copy's delete queued
             await store.write_json.aio(path, data, actor=self._actor, reason=reason, metadata=labels_of(data))
@@ -345,15 +370,10 @@ class OrbiterMemoryStore:
         paths = await self._listed(store, ROOT, {"orbiter_id": item_id})
         return paths[0] if paths else None
 
-    async def _ranked(
-        self, store: MemoryStore, query: str, prefix: str, where: dict[str, str], limit: int | None
-    ) -> list[str]:
-        """Candidate paths in result order: by score for a query, else newest ``created_at`` first."""
+    async def _ranked(self, store: MemoryStore, prefix: str, where: dict[str, str]) -> list[str]:
+        """Candidate paths in result order: newest ``created_at`` first (read from the labels, no content)."""
         listed = await self._listed(store, prefix, where)
         if not listed:
             return []
-        if query:
-            hits = await store.search.aio(query, prefix=prefix, limit=limit or len(listed), where=where or None)
-            return [h.path for h in hits]
         metas = {p: await store.get_meta.aio(p) for p in listed}
         return newest_first({p: str(m.metadata.get("created_at", "")) if m else "" for p, m in metas.items()})

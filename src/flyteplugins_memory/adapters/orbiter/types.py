@@ -40,6 +40,7 @@ __all__ = [
     "now",
     "scope_of",
     "time_of",
+    "with_orbiters_error",
 ]
 
 SCOPE_FIELDS = ("user_id", "session_id", "agent_id", "task_id")  # the order of the path segments
@@ -140,10 +141,25 @@ class ToolMemory(MemoryItem):
 
 
 def check_transition(old: str, new: str) -> None:
+    """Refuse a status change the lifecycle forbids: `InvalidStatusTransition`, which is Orbiter's own
+    ``MemoryError`` too when ``orbiter.memory`` is importable (as ``MemoryItem.transition`` raises)."""
     if new not in ALLOWED:
-        raise InvalidMemoryInput(f"unknown status {new!r}; one of {sorted(ALLOWED)}")
+        raise with_orbiters_error(InvalidMemoryInput)(f"unknown status {new!r}; one of {sorted(ALLOWED)}")
     if new not in ALLOWED.get(old, frozenset()):
-        raise InvalidStatusTransition(f"cannot move a memory from {old!r} to {new!r}")
+        raise with_orbiters_error(InvalidStatusTransition)(f"cannot move a memory from {old!r} to {new!r}")
+
+
+@functools.cache
+def with_orbiters_error(cls: type[MemoryError]) -> type[MemoryError]:
+    """`cls`, also a subclass of Orbiter's ``orbiter.memory.base.MemoryError`` when that is importable (so
+    ``except MemoryError`` with Orbiter's class catches it); `cls` itself otherwise."""
+    try:
+        theirs = getattr(importlib.import_module("orbiter.memory.base"), "MemoryError", None)
+    except ImportError:
+        return cls
+    if not isinstance(theirs, type) or not issubclass(theirs, Exception) or issubclass(cls, theirs):
+        return cls
+    return type(cls.__name__, (cls, theirs), {"__module__": cls.__module__, "__doc__": cls.__doc__})
 
 
 @functools.cache
