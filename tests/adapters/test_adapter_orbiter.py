@@ -215,8 +215,6 @@ class ForeignHuman(pydantic.BaseModel):
 @pytest.mark.parametrize(
     "bad",
     [
-        HumanMemory(content=""),
-        HumanMemory(content="   "),
         HumanMemory(id="../etc", content="x"),
         HumanMemory(id="a/b", content="x"),
         HumanMemory(id="", content="x"),
@@ -550,3 +548,14 @@ async def test_an_add_may_follow_the_lifecycle_and_a_stale_forger_is_refused(dur
         await stale.add(HumanMemory(id="r", content="forged", status="accepted", metadata=ALICE))
     stored = [d for d in items_in_storage(durable_backend, key).values() if d["id"] == "r"]
     assert [(d["status"], d["content"]) for d in stored] == [("discard", "v3")]
+
+
+async def test_empty_content_is_stored_as_orbiter_allows_it(durable_backend, key):
+    """Orbiter's ``content: str`` takes "" (an AI turn that only calls tools) and blanks: stored, found back."""
+    memory = OrbiterMemoryStore(key)
+    await memory.add(HumanMemory(id="blank", content="   ", metadata=BOB))
+    await memory.add(AIMemory(id="call", content="", metadata=ALICE, created_at="2026-01-01"))
+    assert (await (await fresh(key)).get("call")).content == ""
+    assert [i.id for i in await (await fresh(key)).search(metadata=ALICE)] == ["call"]
+    assert await memory.search(query="x") == []
+    assert sorted(d["content"] for d in items_in_storage(durable_backend, key).values()) == ["", "   "]

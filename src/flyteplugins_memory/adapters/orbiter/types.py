@@ -227,9 +227,11 @@ def dump_item(item: object) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise InvalidMemoryInput(f"memory item dumps to {type(data).__name__}, not an object")
     check_id(data.get("id"))
-    for name in ("content", "memory_type", "created_at", "updated_at"):
+    if not is_text(data.get("content")):  # any str, empty too (an AI turn that only calls tools), as Orbiter's
+        raise InvalidMemoryInput(f"memory item content must be a str, got {data.get('content')!r}")
+    for name in ("memory_type", "created_at", "updated_at"):
         value = data.get(name)
-        if not is_text(value) or not value.strip() or (name != "content" and len(value) > _MAX_LABEL):
+        if not is_text(value) or not value.strip() or len(value) > _MAX_LABEL:
             raise InvalidMemoryInput(f"memory item {name} must be a non-empty str (labels <= 64), got {value!r}")
     if not isinstance(data.get("status"), str) or data["status"] not in ALLOWED:
         raise InvalidMemoryInput(f"memory item status must be one of {sorted(ALLOWED)}, got {data.get('status')!r}")
