@@ -692,3 +692,13 @@ def test_table_names_that_would_clash_or_are_not_names_are_refused_up_front(loca
     with pytest.raises(InvalidArgument):
         FlyteStorage(key, **names)
     assert local_backend.objects(key) == {}  # nothing opened, nothing written
+
+
+def test_none_sessions_are_skipped_as_upsonics_storages_skip_them(durable_backend, key):
+    storage = FlyteStorage(key)
+    assert storage.upsert_session(None) is None
+    stored = storage.upsert_sessions([session("s1"), None, session("s2")], deserialize=False)
+    assert [s["session_id"] for s in stored] == ["s1", "s2"]
+    assert sorted(rows(durable_backend, key)) == [f"upsonic/sessions/{s}/session.json" for s in ("s1", "s2")]
+    with pytest.raises(InvalidArgument):  # a session without an id is still refused
+        storage.upsert_session({"user_id": "ada"})

@@ -166,12 +166,16 @@ class AsyncFlyteStorage(TableCalls, _AsyncBase):  # pyright: ignore[reportUntype
 
     @exclusive
     async def aupsert_session(self, session: Any, deserialize: bool = True) -> Any:
-        return (await self.aupsert_sessions([session], deserialize))[0]
+        """Upsert one session; None is no session (nothing written, None returned), as Upsonic's stores."""
+        stored = await self.aupsert_sessions([session], deserialize)
+        return stored[0] if stored else None
 
     @exclusive
     async def aupsert_sessions(self, sessions: list[Any], deserialize: bool = True) -> list[Any]:
         now = rows.now_seconds()
-        prepared = [rows.session_row(s, now) for s in sessions]  # every bad input refused before a write
+        # None entries are skipped, as every Upsonic storage skips them; any other bad input is refused
+        # before a write
+        prepared = [rows.session_row(s, now) for s in sessions if s is not None]
 
         async def write() -> list[dict[str, Any]]:
             return [await self._sessions.put(row, runs) for row, runs in prepared]
