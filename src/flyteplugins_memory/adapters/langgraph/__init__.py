@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from langgraph.store.base import (
@@ -85,7 +85,7 @@ class FlyteStore(BaseStore):
     """
 
     supports_ttl = True
-    __slots__ = ("_store", "_key", "_actor", "_lock", "_embeddings", "index_config", "ttl_config")
+    __slots__ = ("_actor", "_embeddings", "_key", "_lock", "_store", "index_config", "ttl_config")
 
     def __init__(
         self,
@@ -149,10 +149,8 @@ class FlyteStore(BaseStore):
         puts = _checked(ops)
         async with self._locked():
             store = await self.handle()
-            results: list[Result] = []
             stale: dict[str, Labels] = {}  # items read with refresh_ttl whose expiry moves
-            for op in ops:
-                results.append(await self._read(store, op, stale))
+            results: list[Result] = [await self._read(store, op, stale) for op in ops]
             if puts or stale:
                 await self._commit(store, puts, {p: lb for p, lb in stale.items() if _item_of(lb) not in puts})
             return results
@@ -173,8 +171,14 @@ class FlyteStore(BaseStore):
             return None
         if op.refresh_ttl and labels.ttl is not None:
             stale[path] = labels
-        item = _item(labels, await store.read_json.aio(path))
-        return Item(value=item.value, key=item.key, namespace=item.namespace, created_at=item.created_at, updated_at=item.updated_at)
+        found = _item(labels, await store.read_json.aio(path))
+        return Item(
+            value=found.value,
+            key=found.key,
+            namespace=found.namespace,
+            created_at=found.created_at,
+            updated_at=found.updated_at,
+        )
 
     async def _search(self, store: MemoryStore, op: SearchOp, stale: dict[str, Labels]) -> list[SearchItem]:
         entries = await _entries(store, op.namespace_prefix)
@@ -251,7 +255,7 @@ class FlyteStore(BaseStore):
             await store.delete.aio(path, actor=self._actor, reason="langgraph delete")
             return
         old = Labels(await store.get_meta.aio(path))
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         same = old.is_item and old.namespace == tuple(op.namespace) and old.key == op.key
         created = old.created_at if same and old.created_at else now
         ttl = check_ttl(op.ttl)
@@ -293,9 +297,11 @@ def _checked(ops: list[Op]) -> dict[tuple[tuple[str, ...], str], PutOp]:
     puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
     for op in ops:
         if isinstance(op, GetOp):
-            check_namespace(op.namespace), check_key(op.key)
+            check_namespace(op.namespace)
+            check_key(op.key)
         elif isinstance(op, SearchOp):
-            check_namespace(op.namespace_prefix, empty_ok=True), check_filter(op.filter)
+            check_namespace(op.namespace_prefix, empty_ok=True)
+            check_filter(op.filter)
             _check_window(op.limit, op.offset)
             if op.query is not None and not isinstance(op.query, str):
                 raise InvalidStoreInput(f"query must be a str or None, got {op.query!r}")
@@ -304,10 +310,11 @@ def _checked(ops: list[Op]) -> dict[tuple[tuple[str, ...], str], PutOp]:
         elif isinstance(op, PutOp):
             namespace, key = check_namespace(op.namespace), check_key(op.key)
             if op.value is not None:
-                check_value(op.value), check_ttl(op.ttl)
+                check_value(op.value)
+                check_ttl(op.ttl)
             puts[(namespace, key)] = op
         else:
-            raise InvalidStoreInput(f"unknown operation {type(op).__name__}: GetOp, SearchOp, PutOp or ListNamespacesOp")
+            raise InvalidStoreInput(f"unknown op {type(op).__name__}: not a GetOp, SearchOp, PutOp or ListNamespacesOp")
     return puts
 
 

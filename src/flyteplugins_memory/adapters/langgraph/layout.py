@@ -59,8 +59,7 @@ def check_namespace(namespace: object, *, empty_ok: bool = False) -> tuple[str, 
     for label in namespace:
         if not isinstance(label, str) or not label or "." in label or "\x00" in label:
             raise InvalidNamespace(
-                f"Invalid namespace label {label!r} in {tuple(namespace)}: labels are non-empty str "
-                "without '.' or NUL"
+                f"Invalid namespace label {label!r} in {tuple(namespace)}: labels are non-empty str without '.' or NUL"
             )
     return tuple(namespace)
 
@@ -86,7 +85,8 @@ class Labels:
     def __init__(self, meta: MemoryMeta | None) -> None:
         raw = dict(meta.metadata) if meta is not None else {}
         self.namespace: tuple[str, ...] | None = _namespace_label(raw.get("lg_namespace"))
-        self.key = raw.get("lg_key") if isinstance(raw.get("lg_key"), str) else None
+        key = raw.get("lg_key")
+        self.key: str | None = key if isinstance(key, str) else None
         self.created_at = _time(raw.get("lg_created_at"))
         self.updated_at = _time(raw.get("lg_updated_at"))
         ttl = raw.get("lg_ttl")
