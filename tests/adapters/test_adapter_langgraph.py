@@ -103,6 +103,7 @@ async def test_search_filters_with_langgraph_operators(durable_backend, key):
     assert await keys({"n": {"$gte": 5, "$lt": 9}}) == ["b"]
     assert await keys({"n": {"$lte": 5}, "kind": "x"}) == ["a"]
     assert await keys({"meta": {"lang": "en"}}) == ["a"]
+    assert await keys({"meta.lang": "en"}) == ["a"]  # a dotted field is a nested path, as LangGraph's SQL stores
     assert await keys({"missing": 1}) == []
     with pytest.raises(InvalidStoreInput, match="unsupported operator"):
         await reader.asearch(("items",), filter={"n": {"$in": [1]}})
@@ -138,7 +139,13 @@ async def test_search_with_an_index_re_ranks_through_embed(durable_backend, key)
     await store.aput(("pets",), "dog", {"text": "a loyal dog"})
     await store.aput(("pets",), "cat", {"text": "a sleepy cat"})
     hits = await store.asearch(("pets",), query="kitten")  # no word in common: meaning decides
-    assert [h.key for h in hits] == ["cat", "dog"] and calls
+    assert [h.key for h in hits] == ["cat", "dog"] and calls and store.embeddings is not None
+    await store.aput(("pets",), "kitten", {"text": "a kitten"}, index=False)  # found, never ranked
+    hits = await store.asearch(("pets",), query="kitten")
+    assert hits[-1].key == "kitten" and hits[-1].score is None
+    assert (await MemoryStore.get_or_create.aio(key=key)).get_meta(path_of(("pets",), "kitten")).metadata[
+        "lg_indexed"
+    ] is False
 
 
 async def test_list_namespaces_prefix_suffix_depth_and_pages(durable_backend, key):

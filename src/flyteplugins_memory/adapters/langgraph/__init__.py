@@ -128,6 +128,11 @@ class FlyteStore(BaseStore):
         """`refresh`, awaited."""
         await asyncio.wrap_future(LOOP.submit(self._refresh()))
 
+    @property
+    def embeddings(self) -> Any:
+        """The `Embeddings` that `index` configured (None without one), as LangGraph's stores name it."""
+        return self._embeddings
+
     async def handle(self) -> MemoryStore:
         """The underlying `MemoryStore` (opened on first use when given a key)."""
         if self._store is None:
@@ -184,7 +189,8 @@ class FlyteStore(BaseStore):
         entries = await _entries(store, op.namespace_prefix)
         if not entries:
             return []
-        scores = await self._scores(store, op, len(entries)) if op.query else {}
+        ranked = await self._scores(store, op, len(entries)) if op.query else {}
+        scores = {p: score for p, score in ranked.items() if p in entries and entries[p].indexed}
         newest = sorted(entries, key=lambda p: (entries[p].updated_at, p), reverse=True)
         order = [p for p in scores if p in entries] + [p for p in newest if p not in scores]
         found: list[SearchItem] = []
@@ -259,7 +265,7 @@ class FlyteStore(BaseStore):
         same = old.is_item and old.namespace == tuple(op.namespace) and old.key == op.key
         created = old.created_at if same and old.created_at else now
         ttl = check_ttl(op.ttl)
-        labels = labels_of(tuple(op.namespace), op.key, created, now, ttl)
+        labels = labels_of(tuple(op.namespace), op.key, created, now, ttl, indexed=op.index is not False)
         await self._write(store, path, check_value(op.value), labels, ttl, "langgraph put")
 
     async def _touch(self, store: MemoryStore, path: str, labels: Labels, touched: list[str]) -> None:
@@ -270,7 +276,14 @@ class FlyteStore(BaseStore):
         touched.append(path)
         assert current.namespace is not None and current.key is not None
         assert current.created_at is not None and current.updated_at is not None
-        lb = labels_of(current.namespace, current.key, current.created_at, current.updated_at, current.ttl)
+        lb = labels_of(
+            current.namespace,
+            current.key,
+            current.created_at,
+            current.updated_at,
+            current.ttl,
+            indexed=current.indexed,
+        )
         await self._write(store, path, await store.read_json.aio(path), lb, current.ttl, "langgraph ttl refresh")
 
     async def _write(

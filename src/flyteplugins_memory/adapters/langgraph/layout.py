@@ -6,7 +6,8 @@ value, each segment as `adapters._segments.encode_id` writes an id (a plain lowe
 other encoded), so no label or key leaves its directory or meets another. LangGraph forbids ``.`` in a
 namespace label and every item file ends in ``.json``, so a directory never meets a file. The exact
 namespace, key, times and ttl are the file's labels (``lg_namespace`` as a JSON list, ``lg_key``,
-``lg_created_at``, ``lg_updated_at``, ``lg_ttl`` in minutes): listings read them, never the segments.
+``lg_created_at``, ``lg_updated_at``, ``lg_ttl`` in minutes, ``lg_indexed`` false for a put with
+``index=False``): listings read them, never the segments.
 """
 
 from __future__ import annotations
@@ -91,6 +92,7 @@ class Labels:
         self.updated_at = _time(raw.get("lg_updated_at"))
         ttl = raw.get("lg_ttl")
         self.ttl = float(ttl) if isinstance(ttl, int | float) and not isinstance(ttl, bool) else None
+        self.indexed = raw.get("lg_indexed") is not False
 
     @property
     def is_item(self) -> bool:
@@ -98,9 +100,15 @@ class Labels:
 
 
 def labels_of(
-    namespace: tuple[str, ...], key: str, created_at: datetime, updated_at: datetime, ttl: float | None
-) -> dict[str, str | float]:
-    labels: dict[str, str | float] = {
+    namespace: tuple[str, ...],
+    key: str,
+    created_at: datetime,
+    updated_at: datetime,
+    ttl: float | None,
+    *,
+    indexed: bool = True,
+) -> dict[str, str | float | bool]:
+    labels: dict[str, str | float | bool] = {
         "lg_namespace": json.dumps(list(namespace), ensure_ascii=False),
         "lg_key": key,
         "lg_created_at": created_at.isoformat(),
@@ -108,6 +116,8 @@ def labels_of(
     }
     if ttl is not None:
         labels["lg_ttl"] = ttl
+    if not indexed:  # a put with index=False: found by get, filters and listings, never ranked by a query
+        labels["lg_indexed"] = False
     return labels
 
 
@@ -163,8 +173,22 @@ def check_filter(filter: object) -> dict[str, Any]:
 
 def matches_filter(value: Mapping[str, Any], filter: Mapping[str, Any]) -> bool:
     """Whether `value` passes `filter`, as LangGraph's `InMemoryStore` decides (nested dicts compare field
-    by field, lists element by element); an ordering operator on a field that is not a number fails."""
-    return all(_compare(value.get(field), wanted) for field, wanted in filter.items())
+    by field, lists element by element; a dotted field is a nested path); an ordering operator on a field
+    that is not a number fails."""
+    return all(_compare(_field(value, field), wanted) for field, wanted in filter.items())
+
+
+def _field(value: Mapping[str, Any], field: str) -> Any:
+    """`value[field]`; a field it does not hold that has dots is a path into nested objects
+    (``"user.access-level"``), as LangGraph's SQL stores read filter keys."""
+    if field in value or "." not in field:
+        return value.get(field)
+    held: Any = value
+    for part in field.split("."):
+        if not isinstance(held, Mapping) or part not in held:
+            return None
+        held = held[part]
+    return held
 
 
 def _compare(held: Any, wanted: Any) -> bool:
