@@ -304,3 +304,21 @@ async def test_a_compiled_graph_keeps_its_memory_in_the_store_across_invocations
     out = await graph(await fresh(key)).ainvoke({"user": "ada", "said": "", "known": []})  # a new run
     assert out["known"] == ["my name is Ada"]
     assert list(files_in_storage(durable_backend, key).values()) == [{"text": "my name is Ada"}]
+
+
+async def test_concurrent_batches_share_one_save_and_a_bad_one_fails_alone(durable_backend, key):
+    store = FlyteStore(key)
+    await store.aput(("warm",), "k", {"v": 0})  # the handle is open: the next calls queue behind each other
+    handle = await MemoryStore.get_or_create.aio(key=key)
+    before = len(await handle.log.aio(limit=100))
+    calls = [store.aput(("many",), f"k{i}", {"i": i}) for i in range(20)]
+    calls.append(store.abatch([PutOp(("many",), "bad", {"x": float("nan")})]))
+    calls.append(store.abatch([SearchOp(("warm",), query="x" * 5000), PutOp(("many",), "lost", {"i": -1})]))
+    outcomes = await asyncio.gather(*calls, return_exceptions=True)
+    assert all(o is None for o in outcomes[:20])
+    assert isinstance(outcomes[20], InvalidStoreInput)  # refused before it queued
+    assert isinstance(outcomes[21], InvalidStoreInput)  # its read failed in the group: its put is not written
+    reader = await fresh(key)
+    assert sorted(i.value["i"] for i in await reader.asearch(("many",), limit=50)) == list(range(20))
+    commits = await (await MemoryStore.get_or_create.aio(key=key)).log.aio(limit=100)
+    assert 1 <= len(commits) - before < 20  # grouped: the calls that queued together saved together

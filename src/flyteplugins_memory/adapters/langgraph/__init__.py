@@ -11,7 +11,7 @@ concurrency. Needs ``langgraph-checkpoint`` (``pip install 'flyteplugins-memory[
 - **Every write commits.** A batch's puts and deletes (the last op per item wins, as in LangGraph's
   `InMemoryStore`) are one save; one that meets a concurrent change of the same item refreshes and
   re-applies (last writer wins, as a database store's upsert). Reads in a batch see the state before its
-  writes. Reads see this handle's state: `refresh()` picks up what other tasks saved since.
+  writes. Batches that arrive while another runs are grouped: their reads, then their writes, one save. Reads see this handle's state: `refresh()` picks up what other tasks saved since.
 - **search** ranks by our BM25 index (``store.search``) when given a ``query`` (re-ranked with the
   ``index`` embeddings through ``search(embed=...)`` when configured); the items it does not rank follow,
   unscored (``score=None``), newest first, so a query narrows the order, never the set, as in LangGraph.
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -85,7 +86,7 @@ class FlyteStore(BaseStore):
     """
 
     supports_ttl = True
-    __slots__ = ("_actor", "_embeddings", "_key", "_lock", "_store", "index_config", "ttl_config")
+    __slots__ = ("_actor", "_embeddings", "_key", "_lock", "_queue", "_store", "index_config", "ttl_config")
 
     def __init__(
         self,
@@ -101,6 +102,7 @@ class FlyteStore(BaseStore):
         self._key = store if isinstance(store, str) else ""
         self._actor = actor
         self._lock: asyncio.Lock | None = None  # made on the adapter's loop, where every op runs
+        self._queue: list[_Pending] = []  # batches waiting for the lock (see `_batch`)
         self.index_config = dict(index) if index else None
         self._embeddings = ensure_embeddings(index.get("embed")) if index else None
         self.ttl_config = ttl
@@ -151,14 +153,44 @@ class FlyteStore(BaseStore):
         return self._lock
 
     async def _batch(self, ops: list[Op]) -> list[Result]:
-        puts = _checked(ops)
+        """Group commit: batches that arrive while another holds the lock wait, and the next holder runs
+        them all, reads first and then their writes as one save (concurrent batches have no order of
+        their own, so all reads before all writes is one they could have run in)."""
+        pending = _Pending(ops, _checked(ops), asyncio.get_running_loop().create_future())
+        self._queue.append(pending)
         async with self._locked():
-            store = await self.handle()
-            stale: dict[str, Labels] = {}  # items read with refresh_ttl whose expiry moves
-            results: list[Result] = [await self._read(store, op, stale) for op in ops]
+            if not pending.done.done():
+                group, self._queue = self._queue, []
+                try:
+                    await self._run(group)
+                finally:  # cancelled midway: the group's other callers must not wait forever
+                    for waiting in group:
+                        if not waiting.done.done():
+                            waiting.done.cancel()
+        return pending.done.result()
+
+    async def _run(self, group: list[_Pending]) -> None:
+        store = await self.handle()
+        stale: dict[str, Labels] = {}  # items read with refresh_ttl whose expiry moves
+        puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
+        done: list[tuple[_Pending, list[Result]]] = []
+        for pending in group:
+            try:
+                results: list[Result] = [await self._read(store, op, stale) for op in pending.ops]
+            except Exception as exc:  # this batch fails alone: its puts are not written
+                pending.done.set_exception(exc)
+                continue
+            puts.update(pending.puts)
+            done.append((pending, results))
+        try:
             if puts or stale:
                 await self._commit(store, puts, {p: lb for p, lb in stale.items() if _item_of(lb) not in puts})
-            return results
+        except Exception as exc:  # the save failed: every batch of the group with it, nothing staged
+            for pending, _ in done:
+                pending.done.set_exception(exc)
+            return
+        for pending, results in done:
+            pending.done.set_result(results)
 
     async def _read(self, store: MemoryStore, op: Op, stale: dict[str, Labels]) -> Result:
         if isinstance(op, GetOp):
@@ -303,6 +335,15 @@ class FlyteStore(BaseStore):
 
 
 # -- helpers ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Pending:
+    """A batch waiting for its turn: its ops, its puts (the last per item), and its result to come."""
+
+    ops: list[Op]
+    puts: dict[tuple[tuple[str, ...], str], PutOp]
+    done: asyncio.Future[list[Result]]
 
 
 def _checked(ops: list[Op]) -> dict[tuple[tuple[str, ...], str], PutOp]:
