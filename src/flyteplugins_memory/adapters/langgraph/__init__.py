@@ -11,7 +11,8 @@ concurrency. Needs ``langgraph-checkpoint`` (``pip install 'flyteplugins-memory[
 - **Every write commits.** A batch's puts and deletes (the last op per item wins, as in LangGraph's
   `InMemoryStore`) are one save; one that meets a concurrent change of the same item refreshes and
   re-applies (last writer wins, as a database store's upsert). Reads in a batch see the state before its
-  writes. Batches that arrive while another runs are grouped: their reads, then their writes, one save. Reads see this handle's state: `refresh()` picks up what other tasks saved since.
+  writes. Batches that arrive while another runs are grouped: their reads, then their writes, one save.
+  Reads see this handle's state: `refresh()` picks up what other tasks saved since.
 - **search** ranks by our BM25 index (``store.search``) when given a ``query`` (re-ranked with the
   ``index`` embeddings through ``search(embed=...)`` when configured); the items it does not rank follow,
   unscored (``score=None``), newest first, so a query narrows the order, never the set, as in LangGraph.
