@@ -21,8 +21,9 @@ from langgraph.store.base import (
     SearchOp,
 )
 
-from flyteplugins_memory import MemoryStore
+from flyteplugins_memory import BlockingCallOnLoop, MemoryStore
 from flyteplugins_memory.adapters.langgraph import FlyteStore, InvalidNamespace, InvalidStoreInput
+from flyteplugins_memory.adapters.langgraph._loop import LOOP
 from flyteplugins_memory.adapters.langgraph.layout import path_of
 
 
@@ -228,6 +229,8 @@ def test_the_sync_api_works_inside_a_running_loop_too(durable_backend, key):
         return store.get(("s",), "k")
 
     assert asyncio.run(inside()).value == {"v": 1}
+    with pytest.raises(BlockingCallOnLoop):  # but not from inside one of its own ops (it would wait on itself)
+        LOOP.submit(inside()).result()
     store.delete(("s",), "k")
     assert store.get(("s",), "k") is None and files_in_storage(durable_backend, key) == {}
 

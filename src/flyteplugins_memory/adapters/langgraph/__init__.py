@@ -48,7 +48,14 @@ from langgraph.store.base import (
     ensure_embeddings,
 )
 
-from flyteplugins_memory import ConcurrencyError, InvalidArgument, InvalidContent, InvalidPath, MemoryStore
+from flyteplugins_memory import (
+    BlockingCallOnLoop,
+    ConcurrencyError,
+    InvalidArgument,
+    InvalidContent,
+    InvalidPath,
+    MemoryStore,
+)
 
 from ._loop import LOOP
 from .layout import (
@@ -114,7 +121,7 @@ class FlyteStore(BaseStore):
         """Run `ops` (gets, searches and listings against the state before the batch's puts, which are
         one save) and return one result per op, in order."""
         if LOOP.on_loop():
-            raise RuntimeError("FlyteStore.batch was called from inside one of its own ops: use abatch")
+            raise BlockingCallOnLoop("FlyteStore.batch was called from inside one of its own ops: use abatch")
         return LOOP.submit(self._batch(list(ops))).result()
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
