@@ -182,11 +182,13 @@ async def test_ttl_is_our_file_ttl_and_expired_items_read_as_missing(durable_bac
     assert sorted(i.key for i in await reader.asearch(("t",))) == ["forever", "long"]
 
 
-async def test_a_read_with_refresh_ttl_rewrites_the_expiry(durable_backend, key):
-    store = FlyteStore(key)
-    await store.aput(("t",), "k", {"v": 1}, ttl=30)
+async def test_a_read_with_refresh_on_read_rewrites_the_expiry(durable_backend, key):
+    plain = FlyteStore(key)  # no TTLConfig: reads never write, as LangGraph's SQL stores
+    await plain.aput(("t",), "k", {"v": 1}, ttl=30)
     handle = await MemoryStore.get_or_create.aio(key=key)
     before = len(await handle.log.aio(limit=10))
+    assert (await plain.aget(("t",), "k")) is not None and await plain.asearch(("t",))
+    store = FlyteStore(await MemoryStore.get_or_create.aio(key=key), ttl={"refresh_on_read": True})
     assert (await store.aget(("t",), "k", refresh_ttl=False)) is not None
     assert len(await (await MemoryStore.get_or_create.aio(key=key)).log.aio(limit=10)) == before
     assert (await store.aget(("t",), "k")) is not None  # refresh_ttl defaults to True

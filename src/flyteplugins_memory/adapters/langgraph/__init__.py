@@ -19,8 +19,9 @@ concurrency. Needs ``langgraph-checkpoint`` (``pip install 'flyteplugins-memory[
   Without a query, newest ``updated_at`` first. ``filter`` takes LangGraph's operators (``$eq``, ``$ne``,
   ``$gt``, ``$gte``, ``$lt``, ``$lte``) and plain equality, nested fields compared as `InMemoryStore` does.
 - **ttl** (minutes) is our file ttl (``write_text(..., ttl=)``): an expired item reads as missing on
-  every handle and leaves storage with ``gc``. A read with ``refresh_ttl`` rewrites the item with a fresh
-  expiry (one save per batch, audited as ``langgraph ttl refresh``).
+  every handle and leaves storage with ``gc``. With ``TTLConfig(refresh_on_read=True)``, a read with
+  ``refresh_ttl`` rewrites the item with a fresh expiry (one save per batch, audited as
+  ``langgraph ttl refresh``); without it, as in LangGraph's SQL stores, reads never write.
 - **Bad input** raises `InvalidStoreInput` (a ``ValueError``; `InvalidNamespace` is LangGraph's
   `InvalidNamespaceError` too), before anything is written.
 """
@@ -89,7 +90,7 @@ class FlyteStore(BaseStore):
     `store` is an open `MemoryStore` handle, or a key opened with ``MemoryStore.get_or_create`` on first
     use. `index` is LangGraph's `IndexConfig` (``embed``: an `Embeddings`, a function or a provider string;
     ``dims`` and ``fields`` are accepted, the whole value is what is ranked). `ttl` is LangGraph's
-    `TTLConfig` (``default_ttl``, ``refresh_on_read``; expired items are never returned, and ``gc``
+    `TTLConfig` (``default_ttl``, ``refresh_on_read``, off unless set; expired items are never returned, and ``gc``
     removes them, so ``sweep_interval_minutes`` is not needed). `actor` names the writer in history and audit.
     """
 
@@ -200,6 +201,12 @@ class FlyteStore(BaseStore):
         for pending, results in done:
             pending.done.set_result(results)
 
+    def _refreshes(self, op: GetOp | SearchOp) -> bool:
+        """Whether a read moves the expiry of what it returns: when asked (`refresh_ttl`, True unless the
+        caller says otherwise) and the store's `TTLConfig` says ``refresh_on_read``, as LangGraph's SQL
+        stores decide (a store without it never writes on a read)."""
+        return bool(op.refresh_ttl and self.ttl_config and self.ttl_config.get("refresh_on_read", False))
+
     async def _read(self, store: MemoryStore, op: Op, stale: dict[str, Labels]) -> Result:
         if isinstance(op, GetOp):
             return await self._get(store, op, stale)
@@ -214,7 +221,7 @@ class FlyteStore(BaseStore):
         labels = Labels(await store.get_meta.aio(path))
         if not labels.is_item or labels.namespace != tuple(op.namespace) or labels.key != op.key:
             return None
-        if op.refresh_ttl and labels.ttl is not None:
+        if self._refreshes(op) and labels.ttl is not None:
             stale[path] = labels
         found = _item(labels, await store.read_json.aio(path))
         return Item(
@@ -244,7 +251,7 @@ class FlyteStore(BaseStore):
             if skip:
                 skip -= 1
                 continue
-            if op.refresh_ttl and entries[path].ttl is not None:
+            if self._refreshes(op) and entries[path].ttl is not None:
                 stale[path] = entries[path]
             found.append(_item(entries[path], value, score=scores.get(path)))
         return found
