@@ -1,0 +1,429 @@
+"""LangGraph's store API (``langgraph.store.base.BaseStore``) over a flyteplugins-memory store.
+
+``FlyteStore(store_or_key)`` is a `BaseStore`: `put`, `get`, `search`, `delete`, `list_namespaces`, `batch`
+and their async twins, so a LangGraph agent's long-term memory (``graph.compile(store=...)``, langmem,
+``InjectedStore`` tools) lives in a keyed store in the task's bucket, with its history, audit trail and
+concurrency. Needs ``langgraph-checkpoint`` (``pip install 'flyteplugins-memory[langgraph]'``).
+
+- **Items are files.** ``(namespace, key)`` is ``langgraph/<label>/.../<key>.json`` holding the value as
+  JSON, labelled with the exact namespace, key, times and ttl (`layout`). Namespaces are directories, so a
+  search or listing under a prefix reads only that directory.
+- **Every write commits.** A batch's puts and deletes (the last op per item wins, as in LangGraph's
+  `InMemoryStore`) are one save; one that meets a concurrent change of the same item refreshes and
+  re-applies (last writer wins, as a database store's upsert). Reads in a batch see the state before its
+  writes. Batches that arrive while another runs are grouped: their reads, then their writes, one save.
+  Reads see this handle's state: `refresh()` picks up what other tasks saved since.
+- **search** ranks by our BM25 index (``store.search``) when given a ``query`` (re-ranked with the
+  ``index`` embeddings through ``search(embed=...)`` when configured); the items it does not rank follow,
+  unscored (``score=None``), newest first, so a query narrows the order, never the set, as in LangGraph.
+  Without a query, newest ``updated_at`` first. ``filter`` takes LangGraph's operators (``$eq``, ``$ne``,
+  ``$gt``, ``$gte``, ``$lt``, ``$lte``) and plain equality, nested fields compared as `InMemoryStore` does.
+- **ttl** (minutes) is our file ttl (``write_text(..., ttl=)``): an expired item reads as missing on
+  every handle and leaves storage with ``gc``. With ``TTLConfig(refresh_on_read=True)``, a read with
+  ``refresh_ttl`` rewrites the item with a fresh expiry (one save per batch, audited as
+  ``langgraph ttl refresh``); without it, as in LangGraph's SQL stores, reads never write.
+- **Bad input** raises `InvalidStoreInput` (a ``ValueError``; `InvalidNamespace` is LangGraph's
+  `InvalidNamespaceError` too), before anything is written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    IndexConfig,
+    Item,
+    ListNamespacesOp,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+    TTLConfig,
+    ensure_embeddings,
+)
+
+from flyteplugins_memory import (
+    BlockingCallOnLoop,
+    ConcurrencyError,
+    InvalidArgument,
+    InvalidContent,
+    InvalidPath,
+    MemoryStore,
+)
+
+from ._loop import LOOP
+from .layout import (
+    ROOT,
+    InvalidNamespace,
+    InvalidStoreInput,
+    Labels,
+    check_filter,
+    check_key,
+    check_namespace,
+    check_ttl,
+    check_value,
+    directory_of,
+    labels_of,
+    matches_filter,
+    matches_namespace,
+    path_of,
+)
+
+__all__ = ["FlyteStore", "InvalidNamespace", "InvalidStoreInput"]
+
+_ATTEMPTS = 5
+#: the store's refusals of input (a path or labels over a limit, a query too long): `InvalidStoreInput`
+_REFUSED = (InvalidArgument, InvalidContent, InvalidPath)
+Entries = dict[str, Labels]
+
+
+class FlyteStore(BaseStore):
+    """A LangGraph `BaseStore` over one store key.
+
+    `store` is an open `MemoryStore` handle, or a key opened with ``MemoryStore.get_or_create`` on first
+    use. `index` is LangGraph's `IndexConfig` (``embed``: an `Embeddings`, a function or a provider string;
+    ``dims`` and ``fields`` are accepted, the whole value is what is ranked). `ttl` is LangGraph's
+    `TTLConfig` (``default_ttl``, ``refresh_on_read``, off unless set; expired items are never returned, and ``gc``
+    removes them, so ``sweep_interval_minutes`` is not needed). `actor` names the writer in history and audit.
+    """
+
+    supports_ttl = True
+    __slots__ = ("_actor", "_embeddings", "_key", "_lock", "_queue", "_store", "index_config", "ttl_config")
+
+    def __init__(
+        self,
+        store: MemoryStore | str,
+        *,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+        actor: str = "langgraph",
+    ) -> None:
+        if not isinstance(store, MemoryStore | str) or not isinstance(actor, str):
+            raise InvalidStoreInput("FlyteStore needs a MemoryStore or a key, and actor a str")
+        self._store = store if isinstance(store, MemoryStore) else None
+        self._key = store if isinstance(store, str) else ""
+        self._actor = actor
+        self._lock: asyncio.Lock | None = None  # made on the adapter's loop, where every op runs
+        self._queue: list[_Pending] = []  # batches waiting for the lock (see `_batch`)
+        self.index_config = dict(index) if index else None
+        self._embeddings = ensure_embeddings(index.get("embed")) if index else None
+        self.ttl_config = ttl
+
+    # -- LangGraph's two entry points: every other method of BaseStore calls one of them --------------
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run `ops` (gets, searches and listings against the state before the batch's puts, which are
+        one save) and return one result per op, in order."""
+        if LOOP.on_loop():
+            raise BlockingCallOnLoop("FlyteStore.batch was called from inside one of its own ops: use abatch")
+        return LOOP.submit(self._batch(list(ops))).result()
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """`batch`, awaited."""
+        return await asyncio.wrap_future(LOOP.submit(self._batch(list(ops))))
+
+    # -- beyond BaseStore --------------------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Pick up what other tasks saved to the key since this handle loaded."""
+        LOOP.submit(self._refresh()).result()
+
+    async def arefresh(self) -> None:
+        """`refresh`, awaited."""
+        await asyncio.wrap_future(LOOP.submit(self._refresh()))
+
+    @property
+    def embeddings(self) -> Any:
+        """The `Embeddings` that `index` configured (None without one), as LangGraph's stores name it."""
+        return self._embeddings
+
+    async def handle(self) -> MemoryStore:
+        """The underlying `MemoryStore` (opened on first use when given a key)."""
+        if self._store is None:
+            self._store = await MemoryStore.get_or_create.aio(key=self._key)
+        return self._store
+
+    # -- the batch -----------------------------------------------------------------------------------------
+
+    async def _refresh(self) -> None:
+        async with self._locked():
+            await (await self.handle()).refresh.aio()
+
+    def _locked(self) -> asyncio.Lock:
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        return self._lock
+
+    async def _batch(self, ops: list[Op]) -> list[Result]:
+        """Group commit: batches that arrive while another holds the lock wait, and the next holder runs
+        them all, reads first and then their writes as one save (concurrent batches have no order of
+        their own, so all reads before all writes is one they could have run in)."""
+        pending = _Pending(ops, _checked(ops), asyncio.get_running_loop().create_future())
+        self._queue.append(pending)
+        async with self._locked():
+            if not pending.done.done():
+                group, self._queue = self._queue, []
+                try:
+                    await self._run(group)
+                finally:  # cancelled midway: the group's other callers must not wait forever
+                    for waiting in group:
+                        if not waiting.done.done():
+                            waiting.done.cancel()
+        return pending.done.result()
+
+    async def _run(self, group: list[_Pending]) -> None:
+        store = await self.handle()
+        stale: dict[str, Labels] = {}  # items read with refresh_ttl whose expiry moves
+        puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
+        done: list[tuple[_Pending, list[Result]]] = []
+        for pending in group:
+            try:
+                results: list[Result] = [await self._read(store, op, stale) for op in pending.ops]
+            except Exception as exc:  # this batch fails alone: its puts are not written
+                pending.done.set_exception(exc)
+                continue
+            puts.update(pending.puts)
+            done.append((pending, results))
+        try:
+            if puts or stale:
+                await self._commit(store, puts, {p: lb for p, lb in stale.items() if _item_of(lb) not in puts})
+        except Exception as exc:  # the save failed: every batch of the group with it, nothing staged
+            for pending, _ in done:
+                pending.done.set_exception(exc)
+            return
+        for pending, results in done:
+            pending.done.set_result(results)
+
+    def _refreshes(self, op: GetOp | SearchOp) -> bool:
+        """Whether a read moves the expiry of what it returns: when asked (`refresh_ttl`, True unless the
+        caller says otherwise) and the store's `TTLConfig` says ``refresh_on_read``, as LangGraph's SQL
+        stores decide (a store without it never writes on a read)."""
+        return bool(op.refresh_ttl and self.ttl_config and self.ttl_config.get("refresh_on_read", False))
+
+    async def _read(self, store: MemoryStore, op: Op, stale: dict[str, Labels]) -> Result:
+        if isinstance(op, GetOp):
+            return await self._get(store, op, stale)
+        if isinstance(op, SearchOp):
+            return await self._search(store, op, stale)
+        if isinstance(op, ListNamespacesOp):
+            return await self._namespaces(store, op)
+        return None  # a PutOp: written after the reads
+
+    async def _get(self, store: MemoryStore, op: GetOp, stale: dict[str, Labels]) -> Item | None:
+        path = path_of(op.namespace, op.key)
+        labels = Labels(await store.get_meta.aio(path))
+        if not labels.is_item or labels.namespace != tuple(op.namespace) or labels.key != op.key:
+            return None
+        if self._refreshes(op) and labels.ttl is not None:
+            stale[path] = labels
+        found = _item(labels, await store.read_json.aio(path))
+        return Item(
+            value=found.value,
+            key=found.key,
+            namespace=found.namespace,
+            created_at=found.created_at,
+            updated_at=found.updated_at,
+        )
+
+    async def _search(self, store: MemoryStore, op: SearchOp, stale: dict[str, Labels]) -> list[SearchItem]:
+        entries = await _entries(store, op.namespace_prefix)
+        if not entries:
+            return []
+        ranked = await self._scores(store, op, len(entries)) if op.query else {}
+        scores = {p: score for p, score in ranked.items() if p in entries and entries[p].indexed}
+        newest = sorted(entries, key=lambda p: (entries[p].updated_at, p), reverse=True)
+        order = [p for p in scores if p in entries] + [p for p in newest if p not in scores]
+        found: list[SearchItem] = []
+        wanted, skip = check_filter(op.filter), op.offset
+        for path in order:
+            if len(found) == op.limit:
+                break
+            value = await store.read_json.aio(path) if wanted or skip == 0 else None
+            if value is not None and not matches_filter(value, wanted):
+                continue
+            if skip:
+                skip -= 1
+                continue
+            if self._refreshes(op) and entries[path].ttl is not None:
+                stale[path] = entries[path]
+            found.append(_item(entries[path], value, score=scores.get(path)))
+        return found
+
+    async def _scores(self, store: MemoryStore, op: SearchOp, count: int) -> dict[str, float]:
+        embed = self._embed if self._embeddings is not None else None
+        try:
+            hits = await store.search.aio(
+                str(op.query), prefix=directory_of(op.namespace_prefix), limit=count, embed=embed
+            )
+        except _REFUSED as exc:
+            raise InvalidStoreInput(f"search cannot take this query: {exc}") from exc
+        return {hit.path: hit.score for hit in hits}
+
+    async def _embed(self, texts: list[str]) -> list[list[float]]:
+        assert self._embeddings is not None
+        return await self._embeddings.aembed_documents(texts)
+
+    async def _namespaces(self, store: MemoryStore, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        namespaces = {lb.namespace for lb in (await _entries(store, ())).values() if lb.namespace}
+        for condition in op.match_conditions or ():
+            namespaces = {ns for ns in namespaces if matches_namespace(condition, ns)}
+        if op.max_depth is not None:
+            namespaces = {ns[: op.max_depth] for ns in namespaces}
+        return sorted(namespaces)[op.offset : op.offset + op.limit]
+
+    # -- writes: one save per batch ---------------------------------------------------------------------
+
+    async def _commit(self, store: MemoryStore, puts: dict[tuple[tuple[str, ...], str], PutOp], stale: Entries) -> None:
+        """Stage the puts and ttl refreshes and save; on a conflict, refresh and re-apply to the newest
+        state. What an attempt staged is reverted when it fails, so no later save commits it."""
+        for attempt in range(_ATTEMPTS):
+            touched: list[str] = []
+            try:
+                for op in puts.values():
+                    await self._put(store, op, touched)
+                for path, labels in stale.items():
+                    await self._touch(store, path, labels, touched)
+                await store.save.aio(actor=self._actor, reason=_reason(puts, stale))
+                return
+            except ConcurrencyError:
+                await store.revert.aio(touched)
+                if attempt == _ATTEMPTS - 1:
+                    raise
+                await store.refresh.aio()
+            except BaseException:
+                await store.revert.aio(touched)
+                raise
+
+    async def _put(self, store: MemoryStore, op: PutOp, touched: list[str]) -> None:
+        path = path_of(op.namespace, op.key)
+        touched.append(path)
+        if op.value is None:
+            await store.delete.aio(path, actor=self._actor, reason="langgraph delete")
+            return
+        old = Labels(await store.get_meta.aio(path))
+        now = datetime.now(UTC)
+        same = old.is_item and old.namespace == tuple(op.namespace) and old.key == op.key
+        created = old.created_at if same and old.created_at else now
+        ttl = check_ttl(op.ttl)
+        labels = labels_of(tuple(op.namespace), op.key, created, now, ttl, indexed=op.index is not False)
+        await self._write(store, path, check_value(op.value), labels, ttl, "langgraph put")
+
+    async def _touch(self, store: MemoryStore, path: str, labels: Labels, touched: list[str]) -> None:
+        """Rewrite an item read with `refresh_ttl` as it is, its expiry moved `ttl` minutes from now."""
+        current = Labels(await store.get_meta.aio(path))
+        if not current.is_item or current.ttl is None:  # deleted or rewritten meanwhile: nothing to refresh
+            return
+        touched.append(path)
+        assert current.namespace is not None and current.key is not None
+        assert current.created_at is not None and current.updated_at is not None
+        lb = labels_of(
+            current.namespace,
+            current.key,
+            current.created_at,
+            current.updated_at,
+            current.ttl,
+            indexed=current.indexed,
+        )
+        await self._write(store, path, await store.read_json.aio(path), lb, current.ttl, "langgraph ttl refresh")
+
+    async def _write(
+        self, store: MemoryStore, path: str, value: Any, labels: dict[str, Any], ttl: float | None, reason: str
+    ) -> None:
+        try:
+            await store.write_json.aio(
+                path,
+                value,
+                actor=self._actor,
+                reason=reason,
+                metadata=labels,
+                ttl=None if ttl is None else timedelta(minutes=ttl),
+            )
+        except _REFUSED as exc:
+            raise InvalidStoreInput(f"item {labels['lg_key']!r} cannot be stored: {exc}") from exc
+
+
+# -- helpers ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Pending:
+    """A batch waiting for its turn: its ops, its puts (the last per item), and its result to come."""
+
+    ops: list[Op]
+    puts: dict[tuple[tuple[str, ...], str], PutOp]
+    done: asyncio.Future[list[Result]]
+
+
+def _checked(ops: list[Op]) -> dict[tuple[tuple[str, ...], str], PutOp]:
+    """Check every op before anything runs; the puts, the last one per item."""
+    puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
+    for op in ops:
+        if isinstance(op, GetOp):
+            check_namespace(op.namespace)
+            check_key(op.key)
+        elif isinstance(op, SearchOp):
+            check_namespace(op.namespace_prefix, empty_ok=True)
+            check_filter(op.filter)
+            _check_window(op.limit, op.offset)
+            if op.query is not None and not isinstance(op.query, str):
+                raise InvalidStoreInput(f"query must be a str or None, got {op.query!r}")
+        elif isinstance(op, ListNamespacesOp):
+            _check_listing(op)
+        elif isinstance(op, PutOp):
+            namespace, key = check_namespace(op.namespace), check_key(op.key)
+            if op.value is not None:
+                check_value(op.value)
+                check_ttl(op.ttl)
+            puts[(namespace, key)] = op
+        else:
+            raise InvalidStoreInput(f"unknown op {type(op).__name__}: not a GetOp, SearchOp, PutOp or ListNamespacesOp")
+    return puts
+
+
+def _check_listing(op: ListNamespacesOp) -> None:
+    for condition in op.match_conditions or ():
+        if condition.match_type not in ("prefix", "suffix"):
+            raise InvalidStoreInput(f"match_type is 'prefix' or 'suffix', got {condition.match_type!r}")
+        check_namespace(condition.path, empty_ok=True)
+    if op.max_depth is not None and (not isinstance(op.max_depth, int) or op.max_depth < 1):
+        raise InvalidStoreInput(f"max_depth is None or a positive int, got {op.max_depth!r}")
+    _check_window(op.limit, op.offset)
+
+
+def _check_window(limit: object, offset: object) -> None:
+    for name, value in (("limit", limit), ("offset", offset)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise InvalidStoreInput(f"{name} must be an int >= 0, got {value!r}")
+
+
+async def _entries(store: MemoryStore, prefix: tuple[str, ...]) -> Entries:
+    """The items under namespace `prefix`, by path, with their labels."""
+    out: Entries = {}
+    for path in await store.list_paths.aio(directory_of(prefix) if prefix else ROOT):
+        labels = Labels(await store.get_meta.aio(path))
+        if labels.is_item and labels.namespace is not None and labels.namespace[: len(prefix)] == tuple(prefix):
+            out[path] = labels
+    return out
+
+
+def _item(labels: Labels, value: Any, *, score: float | None = None) -> SearchItem:
+    assert labels.namespace is not None and labels.key is not None
+    assert labels.created_at is not None and labels.updated_at is not None
+    return SearchItem(labels.namespace, labels.key, value, labels.created_at, labels.updated_at, score)
+
+
+def _item_of(labels: Labels) -> tuple[tuple[str, ...], str]:
+    assert labels.namespace is not None and labels.key is not None
+    return labels.namespace, labels.key
+
+
+def _reason(puts: dict[tuple[tuple[str, ...], str], PutOp], stale: Entries) -> str:
+    written = sum(op.value is not None for op in puts.values())
+    return f"langgraph batch: {written} put, {len(puts) - written} deleted, {len(stale)} ttl refreshed"
