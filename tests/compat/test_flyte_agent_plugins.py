@@ -1,8 +1,9 @@
 """Flyte's own agent-SDK plugins keep their memory in our store: each plugin's real ``run_agent(...,
 memory_key=...)`` with a scripted, offline model, in two separate local ``flyte.run``s on local disk and moto
 S3, after `install()`. The second run continues the conversation the first saved, and our store's history,
-search and log show it. The plugins are Flyte's (``flyteplugins-agents-langgraph``, ``-openai``), not fakes;
-docs/frameworks.md lists every ``flyteplugins-agents-*`` plugin and what covers it."""
+search, audit and log show it. The plugins are Flyte's (``flyteplugins-agents-langgraph``, ``-langchain``,
+``-deepagents``, ``-openai``, ``-claude``), not fakes; docs/frameworks.md lists every ``flyteplugins-agents-*``
+plugin and what covers it."""
 
 from __future__ import annotations
 
@@ -16,8 +17,12 @@ from agents import RunConfig
 from agents.items import ModelResponse
 from agents.models.interface import Model, ModelProvider
 from agents.usage import Usage
+from claude_agent_sdk import ClaudeAgentOptions
+from flyteplugins.agents import deepagents as flyte_deepagents
+from flyteplugins.agents import langchain as flyte_langchain
 from flyteplugins.agents import langgraph as flyte_langgraph
 from flyteplugins.agents import openai as flyte_openai
+from flyteplugins.agents.claude._memory import memory_session_id, wire_memory_session
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
@@ -83,6 +88,26 @@ async def langgraph_turn(key: str, message: str) -> str:
 
 
 @env.task
+async def langchain_turn(key: str, message: str) -> str:
+    model = ScriptedChatModel()
+    return await flyte_langchain.run_agent(message, model=model, memory_key=key, observability=False)
+
+
+@env.task
+async def deepagents_turn(key: str, message: str) -> str:
+    model = ScriptedChatModel()
+    return await flyte_deepagents.run_agent(message, model=model, memory_key=key, observability=False)
+
+
+#: the plugins whose transcript is LangChain's ``messages_to_dict`` in one JSON file of the store
+LANGCHAIN_FAMILY = {
+    "langgraph": langgraph_turn,
+    "langchain": langchain_turn,
+    "deepagents": deepagents_turn,
+}
+
+
+@env.task
 async def openai_turn(key: str, message: str) -> str:
     config = RunConfig(model_provider=ScriptedProvider(), tracing_disabled=True)
     return await flyte_openai.run_agent(message, memory_key=key, run_config=config, observability=False)
@@ -100,11 +125,15 @@ def run(backend, task, key: str, message: str) -> str:
     return flyte.with_runcontext(mode="local", raw_data_path=backend.raw_data_path).run(task, key, message).outputs()[0]
 
 
-def test_langgraph_plugin_continues_a_conversation_across_runs_in_our_store(installed, durable_backend, key):
-    assert run(durable_backend, langgraph_turn, key, FIRST) == "Nice to meet you, Ada!"
-    assert run(durable_backend, langgraph_turn, key, SECOND) == "Your name is Ada."
+@pytest.mark.parametrize("plugin", sorted(LANGCHAIN_FAMILY))
+def test_a_langchain_family_plugin_continues_a_conversation_across_runs_in_our_store(
+    installed, durable_backend, key, plugin
+):
+    turn, path = LANGCHAIN_FAMILY[plugin], f"{plugin}/history.json"
+    assert run(durable_backend, turn, key, FIRST) == "Nice to meet you, Ada!"
+    assert run(durable_backend, turn, key, SECOND) == "Your name is Ada."
 
-    stored = json.loads(durable_backend.objects(key)["langgraph/history.json"])  # what storage holds
+    stored = json.loads(durable_backend.objects(key)[path])  # what storage holds
     assert [(m["type"], m["data"]["content"]) for m in stored] == [
         ("human", FIRST),
         ("ai", "Nice to meet you, Ada!"),
@@ -113,16 +142,12 @@ def test_langgraph_plugin_continues_a_conversation_across_runs_in_our_store(inst
     ]
     assert any("/log/" in name for name in durable_backend.journal(key)), "saved through our journal"
     store = MemoryStore.get_or_create(key=key)
-    versions = store.history("langgraph/history.json")
-    assert len(versions) == 2 and json.loads(store.read_version("langgraph/history.json", versions[1].version_id))[-1][
-        "data"
-    ]["content"] == ("Nice to meet you, Ada!")
-    assert [c.wrote for c in store.log(limit=2)] == [("langgraph/history.json",)] * 2
-    assert store.search("Ada Rust")[0].path == "langgraph/history.json"
-    assert [(e["op"], e["path"]) for e in store.audit_tail(0)] == [
-        ("create", "langgraph/history.json"),
-        ("update", "langgraph/history.json"),
-    ]
+    older, newer = store.history(path)[1], store.history(path)[0]  # newest first: one version a run
+    assert json.loads(store.read_version(path, older.version_id))[-1]["data"]["content"] == "Nice to meet you, Ada!"
+    assert newer.sha256 == store.current_sha(path) and len(store.history(path)) == 2
+    assert [c.wrote for c in store.log(limit=2)] == [(path,)] * 2
+    assert store.search("Ada Rust")[0].path == path
+    assert [(e["op"], e["path"]) for e in store.audit_tail(0)] == [("create", path), ("update", path)]
 
 
 def test_openai_plugin_session_continues_a_conversation_across_runs_in_our_transcript(installed, durable_backend, key):
@@ -151,3 +176,31 @@ def test_without_install_the_plugins_keep_upstreams_store_and_ours_adopts_it_lat
     assert durable_backend.journal(key), "the first save through ours adopted the store"
     store = MemoryStore.get_or_create(key=key)
     assert [m["data"]["content"] for m in store.read_json("langgraph/history.json")][-1] == "Your name is Ada."
+
+
+@env.task
+async def claude_turn(key: str, entry: str) -> dict:
+    """What Claude's SDK does with the plugin's `MemorySessionStore`: wire it into the options (a resume when the
+    key has a transcript), `load` the session, `append` this run's entry. The Claude CLI itself needs the network."""
+    options = ClaudeAgentOptions()
+    session = await wire_memory_session(options, memory_key=key)
+    assert session is not None
+    session_key = {"project_key": "p", "session_id": options.resume or options.session_id}
+    before = await session.load(session_key) or []
+    await session.append(session_key, [{"uuid": entry, "type": "user", "message": entry}])
+    return {"resume": options.resume, "loaded": [e["uuid"] for e in before]}
+
+
+def test_claude_plugin_session_store_resumes_a_session_across_runs_in_our_store(installed, durable_backend, key):
+    assert run(durable_backend, claude_turn, key, "first") == {"resume": None, "loaded": []}
+    assert run(durable_backend, claude_turn, key, "second") == {"resume": memory_session_id(key), "loaded": ["first"]}
+
+    stored = json.loads(durable_backend.objects(key)["claude/transcript.json"])
+    assert [e["uuid"] for e in stored[f"{memory_session_id(key)}::"]] == ["first", "second"]
+    store = MemoryStore.get_or_create(key=key)
+    assert [c.actor for c in store.log(limit=2)] == ["claude-agent", "claude-agent"]
+    assert [(e["actor"], e["op"]) for e in store.audit_tail(0)] == [
+        ("claude-agent", "create"),
+        ("claude-agent", "update"),
+    ]
+    assert len(store.history("claude/transcript.json")) == 2
