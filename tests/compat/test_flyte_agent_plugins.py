@@ -2,8 +2,8 @@
 memory_key=...)`` with a scripted, offline model, in two separate local ``flyte.run``s on local disk and moto
 S3, after `install()`. The second run continues the conversation the first saved, and our store's history,
 search, audit and log show it. The plugins are Flyte's (``flyteplugins-agents-langgraph``, ``-langchain``,
-``-deepagents``, ``-openai``, ``-claude``), not fakes; docs/frameworks.md lists every ``flyteplugins-agents-*``
-plugin and what covers it."""
+``-deepagents``, ``-openai``, ``-pydantic-ai``, ``-claude``), not fakes; docs/frameworks.md lists every
+``flyteplugins-agents-*`` plugin and what covers it."""
 
 from __future__ import annotations
 
@@ -22,11 +22,15 @@ from flyteplugins.agents import deepagents as flyte_deepagents
 from flyteplugins.agents import langchain as flyte_langchain
 from flyteplugins.agents import langgraph as flyte_langgraph
 from flyteplugins.agents import openai as flyte_openai
+from flyteplugins.agents import pydantic_ai as flyte_pydantic_ai
 from flyteplugins.agents.claude._memory import memory_session_id, wire_memory_session
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from openai.types.responses import ResponseOutputMessage, ResponseOutputText
+from pydantic_ai.messages import ModelRequest, TextPart, UserPromptPart
+from pydantic_ai.messages import ModelResponse as PydanticResponse
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from flyteplugins_memory import MemoryStore, install, uninstall
 
@@ -113,6 +117,24 @@ async def openai_turn(key: str, message: str) -> str:
     return await flyte_openai.run_agent(message, memory_key=key, run_config=config, observability=False)
 
 
+def scripted_pydantic_ai(messages: list[Any], info: AgentInfo) -> PydanticResponse:
+    """A Pydantic AI `FunctionModel` function that runs offline (`reply` over the user prompts it is sent)."""
+    said = [
+        str(part.content)
+        for m in messages
+        if isinstance(m, ModelRequest)
+        for part in m.parts
+        if isinstance(part, UserPromptPart)
+    ]
+    return PydanticResponse(parts=[TextPart(reply(said))])
+
+
+@env.task
+async def pydantic_ai_turn(key: str, message: str) -> str:
+    model = FunctionModel(scripted_pydantic_ai)
+    return await flyte_pydantic_ai.run_agent(message, model=model, memory_key=key, observability=False)
+
+
 @pytest.fixture
 def installed():
     install()
@@ -176,6 +198,26 @@ def test_without_install_the_plugins_keep_upstreams_store_and_ours_adopts_it_lat
     assert durable_backend.journal(key), "the first save through ours adopted the store"
     store = MemoryStore.get_or_create(key=key)
     assert [m["data"]["content"] for m in store.read_json("langgraph/history.json")][-1] == "Your name is Ada."
+
+
+def test_pydantic_ai_plugin_continues_a_conversation_across_runs_in_our_store(installed, durable_backend, key):
+    path = "pydantic_ai/history.json"
+    assert run(durable_backend, pydantic_ai_turn, key, FIRST) == "Nice to meet you, Ada!"
+    assert run(durable_backend, pydantic_ai_turn, key, SECOND) == "Your name is Ada."
+
+    stored = json.loads(durable_backend.objects(key)[path])  # Pydantic AI's ModelMessagesTypeAdapter format
+    parts = [(p["part_kind"], p["content"]) for m in stored for p in m["parts"] if p["part_kind"] != "system-prompt"]
+    assert parts == [
+        ("user-prompt", FIRST),
+        ("text", "Nice to meet you, Ada!"),
+        ("user-prompt", SECOND),
+        ("text", "Your name is Ada."),
+    ]
+    assert any("/log/" in name for name in durable_backend.journal(key)), "saved through our journal"
+    store = MemoryStore.get_or_create(key=key)
+    assert len(store.history(path)) == 2 and [c.wrote for c in store.log(limit=2)] == [(path,)] * 2
+    assert store.search("Ada Rust")[0].path == path
+    assert [(e["op"], e["path"]) for e in store.audit_tail(0)] == [("create", path), ("update", path)]
 
 
 @env.task
