@@ -2,13 +2,12 @@
 memory_key=...)`` with a scripted, offline model, in two separate local ``flyte.run``s on local disk and moto
 S3, after `install()`. The second run continues the conversation the first saved, and our store's history,
 search, audit and log show it. The plugins are Flyte's (``flyteplugins-agents-langgraph``, ``-langchain``,
-``-deepagents``, ``-openai``, ``-pydantic-ai``, ``-claude``), not fakes; docs/frameworks.md lists every
-``flyteplugins-agents-*`` plugin and what covers it."""
+``-deepagents``, ``-openai``: in the ``test`` extra), not fakes; ``test_flyte_agent_plugin_sdks.py`` has the
+plugins whose SDKs are too heavy for it, and docs/frameworks.md lists every ``flyteplugins-agents-*`` plugin."""
 
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import flyte
@@ -17,34 +16,19 @@ from agents import RunConfig
 from agents.items import ModelResponse
 from agents.models.interface import Model, ModelProvider
 from agents.usage import Usage
-from claude_agent_sdk import ClaudeAgentOptions
 from flyteplugins.agents import deepagents as flyte_deepagents
 from flyteplugins.agents import langchain as flyte_langchain
 from flyteplugins.agents import langgraph as flyte_langgraph
 from flyteplugins.agents import openai as flyte_openai
-from flyteplugins.agents import pydantic_ai as flyte_pydantic_ai
-from flyteplugins.agents.claude._memory import memory_session_id, wire_memory_session
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from openai.types.responses import ResponseOutputMessage, ResponseOutputText
-from pydantic_ai.messages import ModelRequest, TextPart, UserPromptPart
-from pydantic_ai.messages import ModelResponse as PydanticResponse
-from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from agent_plugins import FIRST, SECOND, reply, run
 from flyteplugins_memory import MemoryStore, install, uninstall
 
 env = flyte.TaskEnvironment(name="flyte_agent_plugins")
-
-FIRST, SECOND = "Hi! My name is Ada and I like Rust.", "What is my name?"
-
-
-def reply(said: list[str]) -> str:
-    """The scripted model: it answers the newest user message from the user messages it was given."""
-    names = [m.group(1) for text in said if (m := re.search(r"My name is (\w+)", text))]
-    if "What is my name" in said[-1]:
-        return f"Your name is {names[-1]}." if names else "I don't know your name yet."
-    return f"Nice to meet you, {names[-1]}!" if names else "Hello!"
 
 
 class ScriptedChatModel(BaseChatModel):
@@ -117,34 +101,11 @@ async def openai_turn(key: str, message: str) -> str:
     return await flyte_openai.run_agent(message, memory_key=key, run_config=config, observability=False)
 
 
-def scripted_pydantic_ai(messages: list[Any], info: AgentInfo) -> PydanticResponse:
-    """A Pydantic AI `FunctionModel` function that runs offline (`reply` over the user prompts it is sent)."""
-    said = [
-        str(part.content)
-        for m in messages
-        if isinstance(m, ModelRequest)
-        for part in m.parts
-        if isinstance(part, UserPromptPart)
-    ]
-    return PydanticResponse(parts=[TextPart(reply(said))])
-
-
-@env.task
-async def pydantic_ai_turn(key: str, message: str) -> str:
-    model = FunctionModel(scripted_pydantic_ai)
-    return await flyte_pydantic_ai.run_agent(message, model=model, memory_key=key, observability=False)
-
-
 @pytest.fixture
 def installed():
     install()
     yield
     uninstall()
-
-
-def run(backend, task, key: str, message: str) -> str:
-    """One local `flyte.run` of `task`, its raw data where `backend`'s stores live."""
-    return flyte.with_runcontext(mode="local", raw_data_path=backend.raw_data_path).run(task, key, message).outputs()[0]
 
 
 @pytest.mark.parametrize("plugin", sorted(LANGCHAIN_FAMILY))
@@ -198,51 +159,3 @@ def test_without_install_the_plugins_keep_upstreams_store_and_ours_adopts_it_lat
     assert durable_backend.journal(key), "the first save through ours adopted the store"
     store = MemoryStore.get_or_create(key=key)
     assert [m["data"]["content"] for m in store.read_json("langgraph/history.json")][-1] == "Your name is Ada."
-
-
-def test_pydantic_ai_plugin_continues_a_conversation_across_runs_in_our_store(installed, durable_backend, key):
-    path = "pydantic_ai/history.json"
-    assert run(durable_backend, pydantic_ai_turn, key, FIRST) == "Nice to meet you, Ada!"
-    assert run(durable_backend, pydantic_ai_turn, key, SECOND) == "Your name is Ada."
-
-    stored = json.loads(durable_backend.objects(key)[path])  # Pydantic AI's ModelMessagesTypeAdapter format
-    parts = [(p["part_kind"], p["content"]) for m in stored for p in m["parts"] if p["part_kind"] != "system-prompt"]
-    assert parts == [
-        ("user-prompt", FIRST),
-        ("text", "Nice to meet you, Ada!"),
-        ("user-prompt", SECOND),
-        ("text", "Your name is Ada."),
-    ]
-    assert any("/log/" in name for name in durable_backend.journal(key)), "saved through our journal"
-    store = MemoryStore.get_or_create(key=key)
-    assert len(store.history(path)) == 2 and [c.wrote for c in store.log(limit=2)] == [(path,)] * 2
-    assert store.search("Ada Rust")[0].path == path
-    assert [(e["op"], e["path"]) for e in store.audit_tail(0)] == [("create", path), ("update", path)]
-
-
-@env.task
-async def claude_turn(key: str, entry: str) -> dict:
-    """What Claude's SDK does with the plugin's `MemorySessionStore`: wire it into the options (a resume when the
-    key has a transcript), `load` the session, `append` this run's entry. The Claude CLI itself needs the network."""
-    options = ClaudeAgentOptions()
-    session = await wire_memory_session(options, memory_key=key)
-    assert session is not None
-    session_key = {"project_key": "p", "session_id": options.resume or options.session_id}
-    before = await session.load(session_key) or []
-    await session.append(session_key, [{"uuid": entry, "type": "user", "message": entry}])
-    return {"resume": options.resume, "loaded": [e["uuid"] for e in before]}
-
-
-def test_claude_plugin_session_store_resumes_a_session_across_runs_in_our_store(installed, durable_backend, key):
-    assert run(durable_backend, claude_turn, key, "first") == {"resume": None, "loaded": []}
-    assert run(durable_backend, claude_turn, key, "second") == {"resume": memory_session_id(key), "loaded": ["first"]}
-
-    stored = json.loads(durable_backend.objects(key)["claude/transcript.json"])
-    assert [e["uuid"] for e in stored[f"{memory_session_id(key)}::"]] == ["first", "second"]
-    store = MemoryStore.get_or_create(key=key)
-    assert [c.actor for c in store.log(limit=2)] == ["claude-agent", "claude-agent"]
-    assert [(e["actor"], e["op"]) for e in store.audit_tail(0)] == [
-        ("claude-agent", "create"),
-        ("claude-agent", "update"),
-    ]
-    assert len(store.history("claude/transcript.json")) == 2
