@@ -1,8 +1,8 @@
 """Flyte's agent plugins whose SDKs are too heavy for the ``test`` extra (``flyteplugins-agents-pydantic-ai``,
-``-google``, ``-claude``: docs/frameworks.md says why), driven as in ``test_flyte_agent_plugins.py``: the
+``-claude``: docs/frameworks.md says why), driven as in ``test_flyte_agent_plugins.py``: the
 plugin's real ``run_agent(..., memory_key=...)`` with a scripted, offline model, in two separate local
 ``flyte.run``s on local disk and moto S3, after `install()`. ``make test-agent-plugins`` (part of ``make
-test-slow``) runs this file in ``.venv-agent-plugins/``, where they are installed; elsewhere it is skipped."""
+test-slow``) runs this file in ``.venv-agents/``, where they are installed; elsewhere it is skipped."""
 
 from __future__ import annotations
 
@@ -13,17 +13,11 @@ import flyte
 import pytest
 
 pytest.importorskip("flyteplugins.agents.pydantic_ai", reason="Flyte's heavier agent plugins: make test-agent-plugins")
-pytest.importorskip("flyteplugins.agents.google", reason="Flyte's heavier agent plugins: make test-agent-plugins")
 pytest.importorskip("flyteplugins.agents.claude", reason="Flyte's heavier agent plugins: make test-agent-plugins")
 
 from claude_agent_sdk import ClaudeAgentOptions
-from flyteplugins.agents import google as flyte_google
 from flyteplugins.agents import pydantic_ai as flyte_pydantic_ai
 from flyteplugins.agents.claude._memory import memory_session_id, wire_memory_session
-from google.adk.agents import LlmAgent
-from google.adk.models.base_llm import BaseLlm
-from google.adk.models.llm_response import LlmResponse
-from google.genai import types as genai_types
 from pydantic_ai.messages import ModelRequest, TextPart, UserPromptPart
 from pydantic_ai.messages import ModelResponse as PydanticResponse
 from pydantic_ai.models.function import AgentInfo, FunctionModel
@@ -59,23 +53,6 @@ async def pydantic_ai_turn(key: str, message: str) -> str:
     return await flyte_pydantic_ai.run_agent(message, model=model, memory_key=key, observability=False)
 
 
-class ScriptedLlm(BaseLlm):
-    """A Google ADK model that runs offline (`reply` over the user contents it is sent)."""
-
-    model: str = "scripted"
-
-    async def generate_content_async(self, llm_request: Any, stream: bool = False):
-        said = [p.text for c in llm_request.contents if c.role == "user" for p in c.parts or () if p.text]
-        part = genai_types.Part(text=reply(said))
-        yield LlmResponse(content=genai_types.Content(role="model", parts=[part]))
-
-
-@env.task
-async def google_turn(key: str, message: str) -> str:
-    agent = LlmAgent(name="assistant", model=ScriptedLlm())
-    return await flyte_google.run_agent(message, agent=agent, memory_key=key, observability=False)
-
-
 def test_pydantic_ai_plugin_continues_a_conversation_across_runs_in_our_store(installed, durable_backend, key):
     path = "pydantic_ai/history.json"
     assert run(durable_backend, pydantic_ai_turn, key, FIRST) == "Nice to meet you, Ada!"
@@ -94,28 +71,6 @@ def test_pydantic_ai_plugin_continues_a_conversation_across_runs_in_our_store(in
     assert len(store.history(path)) == 2 and [c.wrote for c in store.log(limit=2)] == [(path,)] * 2
     assert store.search("Ada Rust")[0].path == path
     assert [(e["op"], e["path"]) for e in store.audit_tail(0)] == [("create", path), ("update", path)]
-
-
-def test_google_adk_plugin_replays_a_session_across_runs_from_our_store(installed, durable_backend, key):
-    path = "google/events.json"
-    assert run(durable_backend, google_turn, key, FIRST) == "Nice to meet you, Ada!"
-    assert run(durable_backend, google_turn, key, SECOND) == "Your name is Ada."
-
-    stored = json.loads(durable_backend.objects(key)[path])  # ADK `Event`s, replayed into the next session
-    assert [(e["author"], e["content"]["parts"][0]["text"]) for e in stored] == [
-        ("user", FIRST),
-        ("assistant", "Nice to meet you, Ada!"),
-        ("user", SECOND),
-        ("assistant", "Your name is Ada."),
-    ]
-    assert any("/log/" in name for name in durable_backend.journal(key)), "saved through our journal"
-    store = MemoryStore.get_or_create(key=key)
-    assert [c.actor for c in store.log(limit=2)] == ["google-agent"] * 2 and len(store.history(path)) == 2
-    assert store.search("Ada Rust")[0].path == path
-    assert [(e["actor"], e["op"]) for e in store.audit_tail(0)] == [
-        ("google-agent", "create"),
-        ("google-agent", "update"),
-    ]
 
 
 @env.task
