@@ -9,6 +9,7 @@ import typing
 
 from ._api.archive.export import ExportResult
 from ._api.conversations import Conversation
+from ._api.flyte_agents import INSTALL_ENV, install, uninstall
 from ._api.flyte_type import MemoryStoreTransformer, register_memory_store_type
 from ._api.history.time_travel import StoreAt
 from ._api.reader import MemoryReader
@@ -103,6 +104,7 @@ __all__ = [
     "FunctionCall",
     "GcResult",
     "HistoryEntry",
+    "INSTALL_ENV",
     "InvalidArgument",
     "InvalidContent",
     "InvalidKey",
@@ -161,9 +163,11 @@ __all__ = [
     "VersionNotFound",
     "allow_unverified_backend",
     "get_retry_policy",
+    "install",
     "register_memory_store_type",
     "set_retry_policy",
     "set_storage_options",
+    "uninstall",
 ]
 
 __version__: str = _version.PACKAGE_VERSION

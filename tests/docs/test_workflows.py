@@ -53,6 +53,8 @@ RUNS = {
     "history-s3": ("05_history_and_restore.py", "s3", ()),
     "frameworks-local": ("06_frameworks.py", "local", ()),
     "frameworks-s3": ("06_frameworks.py", "s3", ()),
+    "plugins-local": ("07_flyte_agent_plugins.py", "local", ()),
+    "plugins-s3": ("07_flyte_agent_plugins.py", "s3", ()),
 }
 
 
@@ -156,6 +158,7 @@ def test_the_numbered_workflows():
         "04_sleep_cycle.py",
         "05_history_and_restore.py",
         "06_frameworks.py",
+        "07_flyte_agent_plugins.py",
     ]
 
 
@@ -359,6 +362,24 @@ def test_an_openrath_agent_and_a_flyte_agent_share_one_keys_memory(where, runs):
     ]
     question_writes = [(e["actor"], e["op"]) for e in store.audit_tail(0) if e["path"] == QUESTION_FILE]
     assert question_writes == [("advisor", "create"), ("researcher", "update")]
+
+
+def test_a_flyte_agent_plugin_remembers_across_runs_in_our_store(where, runs):
+    key, out = runs.keys[f"plugins-{where.target}"], runs.output(f"plugins-{where.target}")
+    first, second = out.split("--- run 1 ---")[1].split("--- run 2 ---")
+    assert "agent: Nice to meet you! I will remember that your name is Ada, your favourite language is Rust." in first
+    second = second.split("=== What our store shows")[0]
+    assert "agent: From what you told me earlier: your name is Ada; your favourite language is Rust." in second
+    shown = out.split("=== What our store shows ===")[1]
+    assert "(flyteplugins_memory.MemoryStore)" in shown, "the plugin's resolve_memory opened ours"
+    assert "langgraph/history.json: 4 messages, 2 version(s)" in shown
+    assert "search 'Rust': ['langgraph/history.json']" in shown
+    stored = json.loads(where.read(key, "langgraph/history.json"))  # the plugin's format, as storage holds it
+    assert [m["type"] for m in stored] == ["human", "ai", "human", "ai"] and "Ada" in stored[-1]["data"]["content"]
+    store = where.reopen(key)
+    assert [c.wrote for c in store.log(limit=2)] == [("langgraph/history.json",)] * 2
+    assert [e["op"] for e in store.audit_tail(0)] == ["create", "update"]
+    assert len(store.history("langgraph/history.json")) == 2
 
 
 def test_s3_alone_runs_its_own_moto_server(runs):

@@ -16,6 +16,7 @@ from flyte.types import TypeEngine, TypeTransformer, TypeTransformerFailedError
 from flyteidl2.core.literals_pb2 import Binary, Literal, Scalar
 from flyteidl2.core.types_pb2 import LiteralType, SimpleType, TypeStructure
 
+from .flyte_agents import install_from_environment
 from .payload import payload
 from .store import MemoryStore
 
@@ -52,7 +53,13 @@ class MemoryStoreTransformer(TypeTransformer[MemoryStore]):
         return MemoryStore._deserialize(payload)
 
 
-@functools.cache
 def register_memory_store_type() -> None:
-    """Register `MemoryStore` with Flyte's type engine (entry point ``flyte.plugins.types``)."""
+    """Register `MemoryStore` with Flyte's type engine (entry point ``flyte.plugins.types``), once; then
+    `install` our class into Flyte's agent stack if ``FLYTEPLUGINS_MEMORY_INSTALL`` asks for it."""
+    _register_transformer()
+    install_from_environment()
+
+
+@functools.cache
+def _register_transformer() -> None:
     TypeEngine.register(MemoryStoreTransformer())
