@@ -13,9 +13,15 @@ from collections.abc import Iterator
 
 import pytest
 
+import flyteplugins_memory
 from backends import Backend, free_port, make_backend
 from clock import Clock
 from flyteplugins_memory.testing.moto import atomic_conditional_puts
+
+# a developer's shell may opt in to `install()` (FLYTEPLUGINS_MEMORY_INSTALL): the suite starts from upstream's
+# names, as CI does (the tests of `install()` set it themselves, in a child process or by calling it)
+os.environ.pop(flyteplugins_memory.INSTALL_ENV, None)
+flyteplugins_memory.uninstall()
 
 os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 
