@@ -525,3 +525,15 @@ async def test_async_with_closes_and_reraises_when_the_block_fails(durable_backe
     assert "definable/stray.txt" in durable_backend.objects(key)
     async with DefinableMemoryStore(key) as again:
         assert [e.memory_id for e in await again.get_entries("s")] == ["kept"]
+
+
+async def test_closing_over_a_callers_handle_leaves_the_callers_unsaved_changes_alone(durable_backend, key):
+    """Found by review: ``close`` saved the caller's own unsaved write under the adapter's actor."""
+    handle = await MemoryStore.get_or_create.aio(key=key)
+    await handle.write_text.aio("mine/draft.md", "my half-done edit")
+    async with DefinableMemoryStore(handle):
+        pass
+    assert handle.has_unsaved_changes()
+    fresh = await MemoryStore.open.aio(key=key)
+    assert not await fresh.exists.aio("mine/draft.md")
+    assert all(c.actor != "definable" for c in await fresh.log.aio())

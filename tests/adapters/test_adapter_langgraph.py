@@ -327,3 +327,17 @@ async def test_concurrent_batches_share_one_save_and_a_bad_one_fails_alone(durab
     assert sorted(i.value["i"] for i in await reader.asearch(("many",), limit=50)) == list(range(20))
     commits = await (await MemoryStore.get_or_create.aio(key=key)).log.aio(limit=100)
     assert 1 <= len(commits) - before < 20  # grouped: the calls that queued together saved together
+
+
+def test_a_delete_from_a_handle_that_has_not_seen_the_item_deletes_it(durable_backend, key):
+    """Found by review: the delete staged nothing (the item was not in that handle's state), reported success,
+    and every reader still saw the item; the deleting handle saw it again after a refresh."""
+    a, b = FlyteStore(key), FlyteStore(key)
+    a.put(("x",), "seed", {"v": 0})
+    b.refresh()
+    a.put(("ns",), "z", {"v": 1})  # b has not seen it
+    b.delete(("ns",), "z")
+    assert FlyteStore(key).get(("ns",), "z") is None
+    b.refresh()
+    assert b.get(("ns",), "z") is None
+    assert not [p for p in MemoryStore.open(key=key).list_paths() if p.endswith("z.json")]

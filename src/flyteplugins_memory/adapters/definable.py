@@ -202,11 +202,12 @@ class DefinableMemoryStore:
         self._initialized = True
 
     async def close(self) -> None:
-        """Save anything unsaved (every mutating call already committed). A handle the adapter opened from
-        its key is released, so a later call opens the store again (Definable's stores re-initialize
-        lazily after ``close`` too); a handle it was given stays open and stays the caller's."""
+        """Release a handle the adapter opened from its key (saving anything unsaved first; every mutating
+        call already committed), so a later call opens the store again (Definable's stores re-initialize
+        lazily after ``close`` too). A handle it was given stays open and stays the caller's: its unsaved
+        changes are the caller's to save, under the caller's name."""
         async with self._lock:
-            if self._store is not None and self._store.has_unsaved_changes():
+            if self._owns_store and self._store is not None and self._store.has_unsaved_changes():
                 await self._store.save.aio(actor=self.actor)
             if self._owns_store:
                 self._store = None

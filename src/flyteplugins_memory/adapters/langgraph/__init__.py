@@ -29,6 +29,7 @@ concurrency. Needs ``langgraph-checkpoint`` (``pip install 'flyteplugins-memory[
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -78,7 +79,9 @@ from .layout import (
 
 __all__ = ["FlyteStore", "InvalidNamespace", "InvalidStoreInput"]
 
-_ATTEMPTS = 5
+_ATTEMPTS = 20
+#: seconds: the most a retry waits, times its attempt number (jitter, so two racing writers stop colliding)
+_BACKOFF = 0.02
 #: the store's refusals of input (a path or labels over a limit, a query too long): `InvalidStoreInput`
 _REFUSED = (InvalidArgument, InvalidContent, InvalidPath)
 Entries = dict[str, Labels]
@@ -283,6 +286,10 @@ class FlyteStore(BaseStore):
     async def _commit(self, store: MemoryStore, puts: dict[tuple[tuple[str, ...], str], PutOp], stale: Entries) -> None:
         """Stage the puts and ttl refreshes and save; on a conflict, refresh and re-apply to the newest
         state. What an attempt staged is reverted when it fails, so no later save commits it."""
+        deletes = [path_of(op.namespace, op.key) for op in puts.values() if op.value is None]
+        if deletes and not all([await store.exists.aio(path) for path in deletes]):
+            # a delete stages nothing for an item this handle has not seen (another task put it): see it first
+            await store.refresh.aio()
         for attempt in range(_ATTEMPTS):
             touched: list[str] = []
             try:
@@ -296,6 +303,7 @@ class FlyteStore(BaseStore):
                 await store.revert.aio(touched)
                 if attempt == _ATTEMPTS - 1:
                     raise
+                await asyncio.sleep(random.uniform(0, _BACKOFF * (attempt + 1)))  # writers racing take turns
                 await store.refresh.aio()
             except BaseException:
                 await store.revert.aio(touched)
