@@ -3,7 +3,7 @@
 #   make test   -- create .venv, install with every extra, lint, run the whole suite
 #   make test-slow -- the long fault walks and multi-process runs (CI runs both)
 #   make test-upsonic -- the Upsonic adapter driven by the real upsonic, in .venv-upsonic (test-slow runs it too)
-#   make test-agent-plugins -- Flyte's heavier agent plugins (Pydantic AI, Claude, Google ADK, CrewAI, Hermes) in virtualenvs of their own (by hand: building them
+#   make test-agent-plugins -- Flyte's heavier agent plugins (Pydantic AI, Claude, Mistral, Google ADK, CrewAI, Hermes) in virtualenvs of their own (by hand: building them
 #                         takes longer than CI's 30 minutes allow, docs/decisions/0099)
 #   make lint   -- ruff on src/, tests/, workflows/ and benchmarks/, pyright on src/ (the tools come with the test extra)
 PYTHON ?= python3
@@ -54,11 +54,12 @@ test-upsonic: upsonic-venv $(BIN)/python
 	$(BIN)/python -m pytest tests/adapters/test_adapter_upsonic.py
 
 # Flyte's agent plugins that are not in the test extra (docs/frameworks.md): Pydantic AI (pydantic-ai with its
-# exporters) and Claude (a 385 MB wheel: the bundled Claude Code CLI) in .venv-agents; Google ADK moves
+# exporters), Claude (a 385 MB wheel: the bundled Claude Code CLI) and Mistral in .venv-agents; Google ADK moves
 # opentelemetry below what Pydantic AI's exporters take, so it has .venv-agents-google; CrewAI moves pydantic,
 # openai and rich below what the suite has, so it has .venv-agents-crewai; Hermes (cryptography, openai,
 # pydantic, rich) .venv-agents-hermes. Each runs its test file.
-AGENT_PLUGINS := 'flyteplugins-agents-pydantic-ai>=2.12,<3' 'flyteplugins-agents-claude>=2.12,<3'
+AGENT_PLUGINS := 'flyteplugins-agents-pydantic-ai>=2.12,<3' 'flyteplugins-agents-claude>=2.12,<3' \
+	'flyteplugins-agents-mistral>=2.12,<3'
 GOOGLE_PLUGIN := 'flyteplugins-agents-google>=2.12,<3'
 CREWAI_PLUGIN := 'flyteplugins-agents-crewai>=2.12,<3'
 HERMES_PLUGIN := 'flyteplugins-agents-hermes>=2.12,<3'
@@ -87,6 +88,7 @@ agent-plugin-venvs: .venv-agents/.ready .venv-agents-google/.ready .venv-agents-
 
 test-agent-plugins: agent-plugin-venvs
 	.venv-agents/bin/python -m pytest -n 0 tests/compat/test_flyte_agent_plugin_sdks.py
+	.venv-agents/bin/python -m pytest -n 0 tests/compat/test_flyte_agent_plugin_mistral.py
 	.venv-agents-google/bin/python -m pytest -n 0 tests/compat/test_flyte_agent_plugin_google.py
 	.venv-agents-crewai/bin/python -m pytest -n 0 tests/compat/test_flyte_agent_plugin_crewai.py
 	.venv-agents-hermes/bin/python -m pytest -n 0 tests/compat/test_flyte_agent_plugin_hermes.py

@@ -2,7 +2,7 @@
 ``test_flyte_agent_plugins.py``: its real ``run_agent(agent=Agent(llm=<scripted BaseLLM>), memory_key=...)`` in
 two separate local ``flyte.run``s on local disk and moto S3, after `install()`. CrewAI moves pydantic (2.12),
 openai (2.x) and rich (14) below what the suite's environment has, so it has a virtualenv of its own:
-``make test-agent-plugins`` (part of ``make test-slow``) runs this file in ``.venv-agents-crewai/``; elsewhere
+``make test-agent-plugins`` (by hand, not in CI: decision 0099) runs this file in ``.venv-agents-crewai/``; elsewhere
 it is skipped."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 ``test_flyte_agent_plugins.py``: its real ``run_agent(agent=LlmAgent(model=<scripted BaseLlm>), memory_key=...)``
 in two separate local ``flyte.run``s on local disk and moto S3, after `install()`. google-adk moves
 opentelemetry to 1.44, which Pydantic AI's exporters refuse, so it has a virtualenv of its own:
-``make test-agent-plugins`` (part of ``make test-slow``) runs this file in ``.venv-agents-google/``;
+``make test-agent-plugins`` (by hand, not in CI: decision 0099) runs this file in ``.venv-agents-google/``;
 elsewhere it is skipped."""
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 local ``flyte.run``s on local disk and moto S3, after `install()`. Hermes's ``AIAgent`` takes no model object,
 only an OpenAI-compatible endpoint, so the scripted model answers from a server on 127.0.0.1 (chat
 completions, streamed as server-sent events). hermes-agent moves cryptography, openai, pydantic and rich
-below what the suite has, so it has a virtualenv of its own: ``make test-agent-plugins`` (part of ``make
-test-slow``) runs this file in ``.venv-agents-hermes/``; elsewhere it is skipped."""
+below what the suite has, so it has a virtualenv of its own: ``make test-agent-plugins`` (by hand, not in CI:
+decision 0099) runs this file in ``.venv-agents-hermes/``; elsewhere it is skipped."""
 
 from __future__ import annotations
 

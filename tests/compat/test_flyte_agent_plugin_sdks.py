@@ -1,8 +1,8 @@
 """Flyte's agent plugins whose SDKs are too heavy for the ``test`` extra (``flyteplugins-agents-pydantic-ai``,
 ``-claude``: docs/frameworks.md says why), driven as in ``test_flyte_agent_plugins.py``: the
 plugin's real ``run_agent(..., memory_key=...)`` with a scripted, offline model, in two separate local
-``flyte.run``s on local disk and moto S3, after `install()`. ``make test-agent-plugins`` (part of ``make
-test-slow``) runs this file in ``.venv-agents/``, where they are installed; elsewhere it is skipped."""
+``flyte.run``s on local disk and moto S3, after `install()`. ``make test-agent-plugins`` (by hand, not in CI:
+decision 0099) runs this file in ``.venv-agents/``, where they are installed; elsewhere it is skipped."""
 
 from __future__ import annotations
 
