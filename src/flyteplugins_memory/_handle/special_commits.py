@@ -7,12 +7,13 @@ so each merges with concurrent writers like a save and is one audited commit.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._rules.fold import Fold
-from .._rules.operations import ChangeSettings, Decision, FoldTranscript, Purge, Settings
+from .._rules.operations import ChangeSettings, Decision, FoldTranscript, Operation, Purge, Settings
 from .._rules.paths import MESSAGES_PATH
 from .._rules.state import State
 from .._rules.transcript import committed_form, fingerprints, is_rewrite
@@ -28,6 +29,7 @@ from ..errors import (
 from .working_copy import WorkingCopy
 
 if TYPE_CHECKING:
+    from .._journal.journal_storage import JournalStorage
     from .checkout import TranscriptHolder
 
 #: a write to stage: path, content, how it is recorded, extensions of its file entry (`WorkingCopy.write`)
@@ -39,16 +41,36 @@ logger = logging.getLogger(__name__)
 
 
 class SpecialCommits:
-    """Mixed into `Checkout`; relies on its lock, working copy and commit internals."""
+    """Mixed into `Checkout`; relies on its lock, working copy and commit internals, declared here with their
+    types and defined there."""
 
-    lock: Any
+    lock: asyncio.Lock
     working_copy: WorkingCopy
-    remote: Any
-    _ensure_loaded: Any
-    _settle: Any
-    _save_pending: Any
-    _refresh: Any
-    _commit: Any
+
+    def remote(self) -> JournalStorage:
+        raise NotImplementedError
+
+    async def _ensure_loaded(self, holder: TranscriptHolder) -> None:
+        raise NotImplementedError
+
+    async def _settle(self, holder: TranscriptHolder) -> None:
+        raise NotImplementedError
+
+    async def _save_pending(self, holder: TranscriptHolder, *, actor: str | None, reason: str | None) -> bool:
+        raise NotImplementedError
+
+    async def _refresh(self, holder: TranscriptHolder) -> list[str]:
+        raise NotImplementedError
+
+    async def _commit(
+        self,
+        holder: TranscriptHolder,
+        operation: Operation | None = None,
+        *,
+        actor: str | None = None,
+        reason: str | None = None,
+    ) -> None:
+        raise NotImplementedError
 
     async def change_settings(
         self, holder: TranscriptHolder, plan: Callable[[State], Settings], *, actor: str | None, reason: str | None
