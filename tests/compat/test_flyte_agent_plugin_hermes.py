@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import flyte
 import pytest
@@ -22,8 +21,7 @@ pytest.importorskip("flyteplugins.agents.hermes", reason="Flyte's Hermes plugin:
 
 from flyteplugins.agents import hermes as flyte_hermes
 
-from agent_plugins import FIRST, SECOND, reply, run
-from flyteplugins_memory import MemoryStore, install, uninstall
+from agent_plugins import FIRST, SECOND, kept_in_our_store, local_server, reply, run
 
 env = flyte.TaskEnvironment(name="flyte_agent_plugin_hermes")
 
@@ -58,23 +56,12 @@ USAGE = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
 def endpoint(monkeypatch, tmp_path) -> Iterator[str]:
     monkeypatch.setenv("HOME", str(tmp_path))  # Hermes keeps its sessions and dumps under ~/.hermes
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), ScriptedEndpoint)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    monkeypatch.setenv(ENDPOINT_ENV, url)  # the task reads it: a local run's tasks run in this process
-    yield url
-    server.shutdown()
-    server.server_close()
+    with local_server(ScriptedEndpoint) as url:
+        monkeypatch.setenv(ENDPOINT_ENV, f"{url}/v1")  # the task reads it: a local run's tasks run in this process
+        yield f"{url}/v1"
 
 
 ENDPOINT_ENV = "SCRIPTED_OPENAI_ENDPOINT"
-
-
-@pytest.fixture
-def installed():
-    install()
-    yield
-    uninstall()
 
 
 @env.task
@@ -101,8 +88,4 @@ def test_hermes_plugin_continues_a_conversation_across_runs_in_our_store(install
         {"role": "user", "content": SECOND},
         {"role": "assistant", "content": "Your name is Ada."},
     ]
-    assert any("/log/" in name for name in durable_backend.journal(key)), "saved through our journal"
-    store = MemoryStore.get_or_create(key=key)
-    assert len(store.history(path)) == 2 and [c.wrote for c in store.log(limit=2)] == [(path,)] * 2
-    assert store.search("Ada Rust")[0].path == path
-    assert [(e["op"], e["path"]) for e in store.audit_tail(0)] == [("create", path), ("update", path)]
+    kept_in_our_store(durable_backend, key, path)

@@ -12,10 +12,9 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import ClassVar
 
 import flyte
@@ -26,8 +25,7 @@ pytest.importorskip("flyteplugins.agents.mistral", reason="Flyte's Mistral plugi
 import mistralai.client
 from flyteplugins.agents import mistral as flyte_mistral
 
-from agent_plugins import FIRST, SECOND, reply, run
-from flyteplugins_memory import MemoryStore, install, uninstall
+from agent_plugins import FIRST, SECOND, kept_in_our_store, local_server, reply, run
 
 env = flyte.TaskEnvironment(name="flyte_agent_plugin_mistral")
 ENDPOINT_ENV = "SCRIPTED_MISTRAL_ENDPOINT"
@@ -96,22 +94,11 @@ class LocalMistral(mistralai.client.Mistral):
 @pytest.fixture
 def endpoint(monkeypatch) -> Iterator[str]:
     ScriptedConversations.conversations = {}
-    server = ThreadingHTTPServer(("127.0.0.1", 0), ScriptedConversations)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}"
-    monkeypatch.setenv(ENDPOINT_ENV, url)  # a local run's tasks run in this process
     monkeypatch.setenv("MISTRAL_API_KEY", "offline")
     monkeypatch.setattr(mistralai.client, "Mistral", LocalMistral)  # run_agent imports it from here when called
-    yield url
-    server.shutdown()
-    server.server_close()
-
-
-@pytest.fixture
-def installed():
-    install()
-    yield
-    uninstall()
+    with local_server(ScriptedConversations) as url:
+        monkeypatch.setenv(ENDPOINT_ENV, url)  # a local run's tasks run in this process
+        yield url
 
 
 @env.task
@@ -131,12 +118,5 @@ def test_mistral_plugin_continues_a_server_side_conversation_across_runs_through
     assert run(durable_backend, mistral_turn, key, SECOND) == "Your name is Ada."
     assert ScriptedConversations.conversations == {first_id: [FIRST, SECOND]}, "one conversation, continued"
     assert json.loads(durable_backend.objects(key)[path]) == first_id
-    assert any("/log/" in name for name in durable_backend.journal(key)), "saved through our journal"
-
-    store = MemoryStore.get_or_create(key=key)
+    store = kept_in_our_store(durable_backend, key, path, actor="mistral-agent", searchable=False)
     assert store.read_json(path) == first_id
-    assert [(c.actor, c.wrote) for c in store.log(limit=2)] == [("mistral-agent", (path,))] * 2
-    assert [(e["actor"], e["op"], e["path"]) for e in store.audit_tail(0)] == [
-        ("mistral-agent", "create", path),
-        ("mistral-agent", "update", path),
-    ]

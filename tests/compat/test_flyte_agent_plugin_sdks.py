@@ -22,17 +22,10 @@ from pydantic_ai.messages import ModelRequest, TextPart, UserPromptPart
 from pydantic_ai.messages import ModelResponse as PydanticResponse
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from agent_plugins import FIRST, SECOND, reply, run
-from flyteplugins_memory import MemoryStore, install, uninstall
+from agent_plugins import FIRST, SECOND, kept_in_our_store, reply, run
+from flyteplugins_memory import MemoryStore
 
 env = flyte.TaskEnvironment(name="flyte_agent_plugin_sdks")
-
-
-@pytest.fixture
-def installed():
-    install()
-    yield
-    uninstall()
 
 
 def scripted_pydantic_ai(messages: list[Any], info: AgentInfo) -> PydanticResponse:
@@ -66,11 +59,7 @@ def test_pydantic_ai_plugin_continues_a_conversation_across_runs_in_our_store(in
         ("user-prompt", SECOND),
         ("text", "Your name is Ada."),
     ]
-    assert any("/log/" in name for name in durable_backend.journal(key)), "saved through our journal"
-    store = MemoryStore.get_or_create(key=key)
-    assert len(store.history(path)) == 2 and [c.wrote for c in store.log(limit=2)] == [(path,)] * 2
-    assert store.search("Ada Rust")[0].path == path
-    assert [(e["op"], e["path"]) for e in store.audit_tail(0)] == [("create", path), ("update", path)]
+    kept_in_our_store(durable_backend, key, path)
 
 
 @env.task

@@ -22,13 +22,6 @@ from repo import REPO
 UPSTREAM = flyte.ai.agents.memory.MemoryStore
 
 
-@pytest.fixture
-def installed():
-    install()
-    yield
-    uninstall()
-
-
 def _bound() -> tuple[type, type, type]:
     """What the three names that matter hold now: the memory module's, the package's, and `Agent`'s."""
     return flyte.ai.agents.memory.MemoryStore, flyte.ai.agents.MemoryStore, flyte.ai.agents.agent.MemoryStore
