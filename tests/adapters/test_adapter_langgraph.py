@@ -6,7 +6,10 @@ input, and a real compiled graph whose node keeps its memory in the store across
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
+import logging
+import threading
 from datetime import timedelta
 
 import pytest
@@ -22,8 +25,7 @@ from langgraph.store.base import (
 )
 
 from flyteplugins_memory import BlockingCallOnLoop, MemoryStore
-from flyteplugins_memory.adapters.langgraph import FlyteStore, InvalidNamespace, InvalidStoreInput
-from flyteplugins_memory.adapters.langgraph._loop import LOOP
+from flyteplugins_memory.adapters.langgraph import LOOP, FlyteStore, InvalidNamespace, InvalidStoreInput
 from flyteplugins_memory.adapters.langgraph.layout import path_of
 
 
@@ -341,3 +343,143 @@ def test_a_delete_from_a_handle_that_has_not_seen_the_item_deletes_it(durable_ba
     b.refresh()
     assert b.get(("ns",), "z") is None
     assert not [p for p in MemoryStore.open(key=key).list_paths() if p.endswith("z.json")]
+
+
+def _values_in(backend, key: str, folder: str) -> dict[str, object]:
+    return {p: v for p, v in files_in_storage(backend, key).items() if p.startswith(f"langgraph/{folder}/")}
+
+
+async def test_every_bad_namespace_is_our_invalid_namespace_and_langgraphs(durable_backend, key):
+    """Found by review: the docs said a bad namespace raises `InvalidStoreInput`, but LangGraph's own checks
+    (in `put`, `get`, ... before the batch) raised its plain `InvalidNamespaceError`. Both catch it now."""
+    store = FlyteStore(key)
+    await store.aput(("ok",), "k", {"v": 1})
+    calls = [
+        lambda: store.aput(("langgraph",), "k", {"v": 1}),  # LangGraph's root rule
+        lambda: store.aput(("a.b",), "k", {"v": 1}),
+        lambda: store.aput((), "k", {"v": 1}),
+        lambda: store.aget(("a.b",), "k"),
+        lambda: store.asearch(("a.b",)),
+        lambda: store.adelete(("x", ""), "k"),
+        lambda: store.alist_namespaces(prefix=("a.b",)),
+        lambda: store.alist_namespaces(suffix=("a\x00",)),
+        lambda: asyncio.to_thread(store.put, ("a.b",), "k", {"v": 1}),
+        lambda: asyncio.to_thread(store.get, ("a.b",), "k"),
+        lambda: asyncio.to_thread(store.search, ("a.b",)),
+        lambda: asyncio.to_thread(store.delete, ("a.b",), "k"),
+        lambda: asyncio.to_thread(store.list_namespaces, prefix=("a.b",)),
+    ]
+    for call in calls:
+        with pytest.raises(InvalidStoreInput) as err:
+            await call()
+        assert isinstance(err.value, InvalidNamespace) and isinstance(err.value, InvalidNamespaceError)
+    assert set(files_in_storage(durable_backend, key)) == {path_of(("ok",), "k")}
+
+
+async def test_a_cancelled_batch_lands_whole_or_not_at_all_and_logs_nothing(durable_backend, key, caplog):
+    """Found by review: cancelling an `abatch` logged `InvalidStateError` from the loop's callback. Now a batch
+    cancelled while it waits its turn is dropped, one whose save is in flight lands whole, and nothing is
+    logged."""
+    entered, release = threading.Event(), threading.Event()
+
+    class Gated(FlyteStore):
+        async def _commit(self, *args, **kwargs):
+            entered.set()
+            await asyncio.to_thread(release.wait, 30)
+            await super()._commit(*args, **kwargs)
+
+    caplog.set_level(logging.WARNING)
+    store = Gated(key)
+    first = asyncio.create_task(store.abatch([PutOp(("inflight",), f"k{j}", {"j": j}) for j in range(3)]))
+    assert await asyncio.to_thread(entered.wait, 30)
+    second = asyncio.create_task(store.abatch([PutOp(("queued",), f"k{j}", {"j": j}) for j in range(3)]))
+    await asyncio.sleep(0.05)  # the second waits for the first's lock on the adapter's loop
+    first.cancel()
+    second.cancel()
+    await asyncio.sleep(0.05)
+    release.set()
+    for task in (first, second):
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    await store.aget(("inflight",), "k0")  # queued behind the save in flight: it has settled
+    assert len(_values_in(durable_backend, key, "inflight")) == 3
+    assert _values_in(durable_backend, key, "queued") == {}
+    assert sorted(i.key for i in await (await fresh(key)).asearch(("inflight",))) == ["k0", "k1", "k2"]
+
+    for i, delay in enumerate([0, 0.001, 0.003, 0.01, 0.03, 0.1]):  # cancelled anywhere: all or nothing
+        task = asyncio.create_task(store.abatch([PutOp(("swept", str(i)), f"k{j}", {"j": j}) for j in range(4)]))
+        await asyncio.sleep(delay)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    await store.aget(("inflight",), "k0")
+    swept = _values_in(durable_backend, key, "swept")
+    assert all(sum(p.startswith(f"langgraph/swept/{i}/") for p in swept) in (0, 4) for i in range(6))
+    await store.aput(("after",), "k", {"v": 1})  # the store works on after cancellations
+    assert (await (await fresh(key)).aget(("after",), "k")).value == {"v": 1}
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+async def test_values_keep_their_key_order(durable_backend, key):
+    """Found by review: values came back with sorted keys; LangGraph's `InMemoryStore` returns them as put."""
+    value = {"z": 1, "a": {"y": 2, "b": [{"d": 1, "c": 2}]}, "m": "x"}
+    store = FlyteStore(key, ttl={"refresh_on_read": True})
+    await store.aput(("o",), "k", value, ttl=30)
+    same = json.dumps(value)
+    assert json.dumps((await store.aget(("o",), "k")).value) == same  # also rewrites it (ttl refresh)
+    reader = await fresh(key)
+    assert json.dumps((await reader.aget(("o",), "k")).value) == same
+    assert json.dumps((await reader.asearch(("o",)))[0].value) == same
+    assert json.dumps((await reader.asearch(("o",), query="x"))[0].value) == same
+    assert json.dumps(files_in_storage(durable_backend, key)[path_of(("o",), "k")]) == same
+
+
+async def test_a_lone_surrogate_is_refused_before_anything_lands(durable_backend, key, caplog):
+    """Found by review: a value holding a lone surrogate was stored while its commit skipped the search index
+    (a logged warning). Now it is refused up front, as the store refuses invalid Unicode everywhere; a valid
+    character beyond the BMP is stored and found."""
+    caplog.set_level(logging.WARNING)
+    store = FlyteStore(key)
+    await store.aput(("ok",), "k", {"v": 1})
+    bad = [
+        PutOp(("ok",), "k2", {"text": "a \ud800 b"}),
+        PutOp(("ok",), "k2", {"\udc80": 1}),
+        PutOp(("ok",), "k2", {"n": ["a", {"x": "b\udfff"}]}),
+        PutOp(("ok",), "\ud800", {"v": 1}),
+        PutOp(("\ud800",), "k2", {"v": 1}),
+    ]
+    for op in bad:
+        with pytest.raises(InvalidStoreInput, match="Unicode"):
+            await store.abatch([PutOp(("ok",), "k3", {"v": 3}), op])
+    with pytest.raises(InvalidStoreInput, match="Unicode"):
+        await store.aget(("ok",), "\ud800")
+    assert set(files_in_storage(durable_backend, key)) == {path_of(("ok",), "k")}
+    await store.aput(("ok",), "emoji", {"text": "rocket \U0001f680 launch"})
+    hits = await (await fresh(key)).asearch(("ok",), query="launch")
+    assert hits[0].key == "emoji" and hits[0].value == {"text": "rocket \U0001f680 launch"}
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+def test_a_store_made_in_a_task_writes_there_when_used_from_any_thread(durable_backend, key):
+    """Found by review: the location was resolved at first use, so a store made where the task's storage is
+    bound but first used from a plain thread (no Flyte context) wrote to the default root."""
+    store = FlyteStore(key)  # made here, where the backend's raw-data path is bound; not used yet
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            store.put(("t",), "k", {"v": 1})
+            store.put(("t",), "k2", {"v": 2})
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    assert errors == []
+    assert set(files_in_storage(durable_backend, key)) == {path_of(("t",), "k"), path_of(("t",), "k2")}
+    assert FlyteStore(key).get(("t",), "k2").value == {"v": 2}
+
+    # made where no storage is bound (a module's top level): its first use decides, as before
+    later = contextvars.Context().run(FlyteStore, key)
+    later.put(("t",), "k3", {"v": 3})
+    assert path_of(("t",), "k3") in files_in_storage(durable_backend, key)
