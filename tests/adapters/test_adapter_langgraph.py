@@ -483,3 +483,43 @@ def test_a_store_made_in_a_task_writes_there_when_used_from_any_thread(durable_b
     later = contextvars.Context().run(FlyteStore, key)
     later.put(("t",), "k3", {"v": 3})
     assert path_of(("t",), "k3") in files_in_storage(durable_backend, key)
+
+
+def test_one_adapter_loop_module_serves_langgraph_and_upsonic(caplog):
+    """Found by review: LangGraph's and Upsonic's loop threads were two copies of one module. One
+    `adapters._loop.AdapterLoop` now: each adapter its own thread, the caller's context travels, a sync call
+    from the loop itself is refused, and cancelling a submitted call cancels it on the loop, quietly."""
+    from flyteplugins_memory.adapters._loop import AdapterLoop
+    from flyteplugins_memory.adapters.upsonic.sync_loop import LOOP as UPSONIC
+
+    caplog.set_level(logging.WARNING)
+    assert isinstance(LOOP, AdapterLoop) and isinstance(UPSONIC, AdapterLoop) and LOOP is not UPSONIC
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="unset")
+    var.set("the caller's")
+
+    async def read() -> tuple[str, str]:
+        return var.get(), threading.current_thread().name
+
+    assert UPSONIC.run(read()) == ("the caller's", "flyteplugins-memory-upsonic")
+    assert LOOP.run(read()) == ("the caller's", "flyteplugins-memory-langgraph")
+
+    async def nested() -> object:
+        return UPSONIC.run(read())
+
+    with pytest.raises(BlockingCallOnLoop):
+        UPSONIC.run(nested())
+
+    started, stopped = threading.Event(), threading.Event()
+
+    async def waits() -> None:
+        started.set()
+        try:
+            await asyncio.sleep(30)
+        finally:
+            stopped.set()
+
+    future = LOOP.submit(waits())
+    assert started.wait(10)
+    future.cancel()
+    assert stopped.wait(10) and future.cancelled()
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
