@@ -112,8 +112,10 @@ def _ours(name: str) -> Any:
         async def acall(self: BaseStore, *args: Any, **kwargs: Any) -> Any:
             try:
                 return await method(self, *args, **kwargs)
+            except InvalidNamespace:
+                raise
             except InvalidNamespaceError as exc:
-                raise _as_ours(exc) from None
+                raise InvalidNamespace(str(exc)) from exc
 
         return acall
 
@@ -121,14 +123,12 @@ def _ours(name: str) -> Any:
     def call(self: BaseStore, *args: Any, **kwargs: Any) -> Any:
         try:
             return method(self, *args, **kwargs)
+        except InvalidNamespace:
+            raise
         except InvalidNamespaceError as exc:
-            raise _as_ours(exc) from None
+            raise InvalidNamespace(str(exc)) from exc
 
     return call
-
-
-def _as_ours(exc: InvalidNamespaceError) -> InvalidNamespace:
-    return exc if isinstance(exc, InvalidNamespace) else InvalidNamespace(str(exc))
 
 
 class FlyteStore(BaseStore):
@@ -230,7 +230,10 @@ class FlyteStore(BaseStore):
 
     async def _refresh(self) -> None:
         async with self._locked():
-            await (await self.handle()).refresh.aio()
+            await _to_the_end(self._refresh_handle())  # cancelled, a refresh is not cut off halfway
+
+    async def _refresh_handle(self) -> None:
+        await (await self.handle()).refresh.aio()
 
     def _locked(self) -> asyncio.Lock:
         if self._lock is None:

@@ -41,14 +41,16 @@ _OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
 
 
 class InvalidStoreInput(InvalidArgument):
-    """An op the adapter cannot carry out as given (a value that is not a JSON object, a bad filter,
+    """An op the adapter cannot carry out as given (a value that is not a JSON object, text that is not
+    valid Unicode, a bad filter,
     ttl, limit or offset, or a namespace or key too long for a path or for the labels' 4 KiB); nothing
     is written. A `flyteplugins_memory.InvalidArgument`, so a ``ValueError``; the store's own refusal,
     if any, is its ``__cause__``."""
 
 
 class InvalidNamespace(InvalidStoreInput, InvalidNamespaceError):
-    """A namespace LangGraph refuses (empty, a label that is empty, not a str, or holds ``.`` or NUL):
+    """A namespace LangGraph refuses (empty, a label that is empty, not a str, or holds ``.`` or NUL; its root
+    label ``langgraph``), or one not valid Unicode (a lone surrogate), from any method of the store:
     LangGraph's `InvalidNamespaceError` and our `InvalidStoreInput` at once."""
 
 
