@@ -10,7 +10,7 @@ import contextvars
 import json
 import logging
 import threading
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from langgraph.store.base import (
@@ -26,7 +26,7 @@ from langgraph.store.base import (
 
 from flyteplugins_memory import BlockingCallOnLoop, MemoryStore
 from flyteplugins_memory.adapters.langgraph import LOOP, FlyteStore, InvalidNamespace, InvalidStoreInput
-from flyteplugins_memory.adapters.langgraph.layout import path_of
+from flyteplugins_memory.adapters.langgraph.layout import labels_of, path_of
 
 
 def files_in_storage(backend, key: str) -> dict[str, object]:
@@ -373,6 +373,9 @@ async def test_every_bad_namespace_is_our_invalid_namespace_and_langgraphs(durab
         with pytest.raises(InvalidStoreInput) as err:
             await call()
         assert isinstance(err.value, InvalidNamespace) and isinstance(err.value, InvalidNamespaceError)
+    with pytest.raises(InvalidNamespace) as err:
+        await store.aput(("langgraph",), "k", {"v": 1})
+    assert type(err.value.__cause__) is InvalidNamespaceError  # LangGraph's own refusal, kept as the cause
     assert set(files_in_storage(durable_backend, key)) == {path_of(("ok",), "k")}
 
 
@@ -431,6 +434,17 @@ async def test_values_keep_their_key_order(durable_backend, key):
     assert json.dumps((await reader.asearch(("o",)))[0].value) == same
     assert json.dumps((await reader.asearch(("o",), query="x"))[0].value) == same
     assert json.dumps(files_in_storage(durable_backend, key)[path_of(("o",), "k")]) == same
+
+    # an item written before (`write_json`, keys sorted) reads as it is stored, and an update keeps the new order
+    handle = await MemoryStore.get_or_create.aio(key=key)
+    now = datetime.now(UTC)
+    labels = labels_of(("o",), "old", now, now, None)
+    await handle.write_json.aio(path_of(("o",), "old"), {"b": 1, "a": 2}, metadata=labels)
+    await handle.save.aio()
+    assert list((await (await fresh(key)).aget(("o",), "old")).value) == ["a", "b"]
+    await store.arefresh()
+    await store.aput(("o",), "old", {"b": 1, "a": 2})
+    assert list((await (await fresh(key)).aget(("o",), "old")).value) == ["b", "a"]
 
 
 async def test_a_lone_surrogate_is_refused_before_anything_lands(durable_backend, key, caplog):
