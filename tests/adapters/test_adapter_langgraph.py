@@ -6,8 +6,11 @@ input, and a real compiled graph whose node keeps its memory in the store across
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
-from datetime import timedelta
+import logging
+import threading
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from langgraph.store.base import (
@@ -22,9 +25,8 @@ from langgraph.store.base import (
 )
 
 from flyteplugins_memory import BlockingCallOnLoop, MemoryStore
-from flyteplugins_memory.adapters.langgraph import FlyteStore, InvalidNamespace, InvalidStoreInput
-from flyteplugins_memory.adapters.langgraph._loop import LOOP
-from flyteplugins_memory.adapters.langgraph.layout import path_of
+from flyteplugins_memory.adapters.langgraph import LOOP, FlyteStore, InvalidNamespace, InvalidStoreInput
+from flyteplugins_memory.adapters.langgraph.layout import labels_of, path_of
 
 
 def files_in_storage(backend, key: str) -> dict[str, object]:
@@ -341,3 +343,197 @@ def test_a_delete_from_a_handle_that_has_not_seen_the_item_deletes_it(durable_ba
     b.refresh()
     assert b.get(("ns",), "z") is None
     assert not [p for p in MemoryStore.open(key=key).list_paths() if p.endswith("z.json")]
+
+
+def _values_in(backend, key: str, folder: str) -> dict[str, object]:
+    return {p: v for p, v in files_in_storage(backend, key).items() if p.startswith(f"langgraph/{folder}/")}
+
+
+async def test_every_bad_namespace_is_our_invalid_namespace_and_langgraphs(durable_backend, key):
+    """Found by review: the docs said a bad namespace raises `InvalidStoreInput`, but LangGraph's own checks
+    (in `put`, `get`, ... before the batch) raised its plain `InvalidNamespaceError`. Both catch it now."""
+    store = FlyteStore(key)
+    await store.aput(("ok",), "k", {"v": 1})
+    calls = [
+        lambda: store.aput(("langgraph",), "k", {"v": 1}),  # LangGraph's root rule
+        lambda: store.aput(("a.b",), "k", {"v": 1}),
+        lambda: store.aput((), "k", {"v": 1}),
+        lambda: store.aget(("a.b",), "k"),
+        lambda: store.asearch(("a.b",)),
+        lambda: store.adelete(("x", ""), "k"),
+        lambda: store.alist_namespaces(prefix=("a.b",)),
+        lambda: store.alist_namespaces(suffix=("a\x00",)),
+        lambda: asyncio.to_thread(store.put, ("a.b",), "k", {"v": 1}),
+        lambda: asyncio.to_thread(store.get, ("a.b",), "k"),
+        lambda: asyncio.to_thread(store.search, ("a.b",)),
+        lambda: asyncio.to_thread(store.delete, ("a.b",), "k"),
+        lambda: asyncio.to_thread(store.list_namespaces, prefix=("a.b",)),
+    ]
+    for call in calls:
+        with pytest.raises(InvalidStoreInput) as err:
+            await call()
+        assert isinstance(err.value, InvalidNamespace) and isinstance(err.value, InvalidNamespaceError)
+    with pytest.raises(InvalidNamespace) as err:
+        await store.aput(("langgraph",), "k", {"v": 1})
+    assert type(err.value.__cause__) is InvalidNamespaceError  # LangGraph's own refusal, kept as the cause
+    assert set(files_in_storage(durable_backend, key)) == {path_of(("ok",), "k")}
+
+
+async def test_a_cancelled_batch_lands_whole_or_not_at_all_and_logs_nothing(durable_backend, key, caplog):
+    """Found by review: cancelling an `abatch` logged `InvalidStateError` from the loop's callback. Now a batch
+    cancelled while it waits its turn is dropped, one whose save is in flight lands whole, and nothing is
+    logged."""
+    entered, release = threading.Event(), threading.Event()
+
+    class Gated(FlyteStore):
+        async def _commit(self, *args, **kwargs):
+            entered.set()
+            await asyncio.to_thread(release.wait, 30)
+            await super()._commit(*args, **kwargs)
+
+    caplog.set_level(logging.WARNING)
+    store = Gated(key)
+    first = asyncio.create_task(store.abatch([PutOp(("inflight",), f"k{j}", {"j": j}) for j in range(3)]))
+    assert await asyncio.to_thread(entered.wait, 30)
+    second = asyncio.create_task(store.abatch([PutOp(("queued",), f"k{j}", {"j": j}) for j in range(3)]))
+    await asyncio.sleep(0.05)  # the second waits for the first's lock on the adapter's loop
+    first.cancel()
+    second.cancel()
+    await asyncio.sleep(0.05)
+    release.set()
+    for task in (first, second):
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    await store.aget(("inflight",), "k0")  # queued behind the save in flight: it has settled
+    assert len(_values_in(durable_backend, key, "inflight")) == 3
+    assert _values_in(durable_backend, key, "queued") == {}
+    assert sorted(i.key for i in await (await fresh(key)).asearch(("inflight",))) == ["k0", "k1", "k2"]
+
+    for i, delay in enumerate([0, 0.001, 0.003, 0.01, 0.03, 0.1]):  # cancelled anywhere: all or nothing
+        task = asyncio.create_task(store.abatch([PutOp(("swept", str(i)), f"k{j}", {"j": j}) for j in range(4)]))
+        await asyncio.sleep(delay)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    await store.aget(("inflight",), "k0")
+    swept = _values_in(durable_backend, key, "swept")
+    assert all(sum(p.startswith(f"langgraph/swept/{i}/") for p in swept) in (0, 4) for i in range(6))
+    await store.aput(("after",), "k", {"v": 1})  # the store works on after cancellations
+    assert (await (await fresh(key)).aget(("after",), "k")).value == {"v": 1}
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+async def test_values_keep_their_key_order(durable_backend, key):
+    """Found by review: values came back with sorted keys; LangGraph's `InMemoryStore` returns them as put."""
+    value = {"z": 1, "a": {"y": 2, "b": [{"d": 1, "c": 2}]}, "m": "x"}
+    store = FlyteStore(key, ttl={"refresh_on_read": True})
+    await store.aput(("o",), "k", value, ttl=30)
+    same = json.dumps(value)
+    assert json.dumps((await store.aget(("o",), "k")).value) == same  # also rewrites it (ttl refresh)
+    reader = await fresh(key)
+    assert json.dumps((await reader.aget(("o",), "k")).value) == same
+    assert json.dumps((await reader.asearch(("o",)))[0].value) == same
+    assert json.dumps((await reader.asearch(("o",), query="x"))[0].value) == same
+    assert json.dumps(files_in_storage(durable_backend, key)[path_of(("o",), "k")]) == same
+
+    # an item written before (`write_json`, keys sorted) reads as it is stored, and an update keeps the new order
+    handle = await MemoryStore.get_or_create.aio(key=key)
+    now = datetime.now(UTC)
+    labels = labels_of(("o",), "old", now, now, None)
+    await handle.write_json.aio(path_of(("o",), "old"), {"b": 1, "a": 2}, metadata=labels)
+    await handle.save.aio()
+    assert list((await (await fresh(key)).aget(("o",), "old")).value) == ["a", "b"]
+    await store.arefresh()
+    await store.aput(("o",), "old", {"b": 1, "a": 2})
+    assert list((await (await fresh(key)).aget(("o",), "old")).value) == ["b", "a"]
+
+
+async def test_a_lone_surrogate_is_refused_before_anything_lands(durable_backend, key, caplog):
+    """Found by review: a value holding a lone surrogate was stored while its commit skipped the search index
+    (a logged warning). Now it is refused up front, as the store refuses invalid Unicode everywhere; a valid
+    character beyond the BMP is stored and found."""
+    caplog.set_level(logging.WARNING)
+    store = FlyteStore(key)
+    await store.aput(("ok",), "k", {"v": 1})
+    bad = [
+        PutOp(("ok",), "k2", {"text": "a \ud800 b"}),
+        PutOp(("ok",), "k2", {"\udc80": 1}),
+        PutOp(("ok",), "k2", {"n": ["a", {"x": "b\udfff"}]}),
+        PutOp(("ok",), "\ud800", {"v": 1}),
+        PutOp(("\ud800",), "k2", {"v": 1}),
+    ]
+    for op in bad:
+        with pytest.raises(InvalidStoreInput, match="Unicode"):
+            await store.abatch([PutOp(("ok",), "k3", {"v": 3}), op])
+    with pytest.raises(InvalidStoreInput, match="Unicode"):
+        await store.aget(("ok",), "\ud800")
+    assert set(files_in_storage(durable_backend, key)) == {path_of(("ok",), "k")}
+    await store.aput(("ok",), "emoji", {"text": "rocket \U0001f680 launch"})
+    hits = await (await fresh(key)).asearch(("ok",), query="launch")
+    assert hits[0].key == "emoji" and hits[0].value == {"text": "rocket \U0001f680 launch"}
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+def test_a_store_made_in_a_task_writes_there_when_used_from_any_thread(durable_backend, key):
+    """Found by review: the location was resolved at first use, so a store made where the task's storage is
+    bound but first used from a plain thread (no Flyte context) wrote to the default root."""
+    store = FlyteStore(key)  # made here, where the backend's raw-data path is bound; not used yet
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            store.put(("t",), "k", {"v": 1})
+            store.put(("t",), "k2", {"v": 2})
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    assert errors == []
+    assert set(files_in_storage(durable_backend, key)) == {path_of(("t",), "k"), path_of(("t",), "k2")}
+    assert FlyteStore(key).get(("t",), "k2").value == {"v": 2}
+
+    # made where no storage is bound (a module's top level): its first use decides, as before
+    later = contextvars.Context().run(FlyteStore, key)
+    later.put(("t",), "k3", {"v": 3})
+    assert path_of(("t",), "k3") in files_in_storage(durable_backend, key)
+
+
+def test_one_adapter_loop_module_serves_langgraph_and_upsonic(caplog):
+    """Found by review: LangGraph's and Upsonic's loop threads were two copies of one module. One
+    `adapters._loop.AdapterLoop` now: each adapter its own thread, the caller's context travels, a sync call
+    from the loop itself is refused, and cancelling a submitted call cancels it on the loop, quietly."""
+    from flyteplugins_memory.adapters._loop import AdapterLoop
+    from flyteplugins_memory.adapters.upsonic.sync_loop import LOOP as UPSONIC
+
+    caplog.set_level(logging.WARNING)
+    assert isinstance(LOOP, AdapterLoop) and isinstance(UPSONIC, AdapterLoop) and LOOP is not UPSONIC
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="unset")
+    var.set("the caller's")
+
+    async def read() -> tuple[str, str]:
+        return var.get(), threading.current_thread().name
+
+    assert UPSONIC.run(read()) == ("the caller's", "flyteplugins-memory-upsonic")
+    assert LOOP.run(read()) == ("the caller's", "flyteplugins-memory-langgraph")
+
+    async def nested() -> object:
+        return UPSONIC.run(read())
+
+    with pytest.raises(BlockingCallOnLoop):
+        UPSONIC.run(nested())
+
+    started, stopped = threading.Event(), threading.Event()
+
+    async def waits() -> None:
+        started.set()
+        try:
+            await asyncio.sleep(30)
+        finally:
+            stopped.set()
+
+    future = LOOP.submit(waits())
+    assert started.wait(10)
+    future.cancel()
+    assert stopped.wait(10) and future.cancelled()
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []

@@ -22,15 +22,27 @@ concurrency. Needs ``langgraph-checkpoint`` (``pip install 'flyteplugins-memory[
   every handle and leaves storage with ``gc``. With ``TTLConfig(refresh_on_read=True)``, a read with
   ``refresh_ttl`` rewrites the item with a fresh expiry (one save per batch, audited as
   ``langgraph ttl refresh``); without it, as in LangGraph's SQL stores, reads never write.
-- **Bad input** raises `InvalidStoreInput` (a ``ValueError``; `InvalidNamespace` is LangGraph's
-  `InvalidNamespaceError` too), before anything is written.
+- **Bad input** raises `InvalidStoreInput` (a ``ValueError``), before anything is written: a bad namespace,
+  from any method, `InvalidNamespace`, which is LangGraph's `InvalidNamespaceError` too; a value, key or
+  namespace that is not valid Unicode (a lone surrogate) is refused, as the store refuses it everywhere.
+- **Values keep their key order**, as put (`InMemoryStore` returns the dict it was given).
+- **Cancelling** an ``abatch`` (its caller cancelled) drops the batch while it waits its turn; once its
+  group is saving it lands whole. Either way it lands whole or not at all, and the caller gets
+  ``CancelledError``.
+- **The location** of a store given as a key is resolved in the context the adapter is made in, when that
+  context names the task's storage (a Flyte task, a bound raw-data path): later calls from any thread go
+  there. Made where none is named (a module's top level), it is resolved at first use, as a key is.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
+import inspect
+import json
 import random
-from collections.abc import Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -39,6 +51,7 @@ from langgraph.store.base import (
     BaseStore,
     GetOp,
     IndexConfig,
+    InvalidNamespaceError,
     Item,
     ListNamespacesOp,
     Op,
@@ -59,7 +72,7 @@ from flyteplugins_memory import (
     MemoryStore,
 )
 
-from ._loop import LOOP
+from .._loop import AdapterLoop
 from .layout import (
     ROOT,
     InvalidNamespace,
@@ -85,6 +98,37 @@ _BACKOFF = 0.02
 #: the store's refusals of input (a path or labels over a limit, a query too long): `InvalidStoreInput`
 _REFUSED = (InvalidArgument, InvalidContent, InvalidPath)
 Entries = dict[str, Labels]
+#: where every op of every `FlyteStore` runs (`adapters._loop`): the sync API works inside a running loop too
+LOOP = AdapterLoop("flyteplugins-memory-langgraph")
+
+
+def _ours(name: str) -> Any:
+    """`BaseStore`'s method `name`, its namespace refusals (LangGraph's own checks, before the batch) raised as
+    `InvalidNamespace`: LangGraph's `InvalidNamespaceError` and our `InvalidStoreInput` at once."""
+    method: Callable[..., Any] = getattr(BaseStore, name)
+    if inspect.iscoroutinefunction(method):
+
+        @functools.wraps(method)
+        async def acall(self: BaseStore, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return await method(self, *args, **kwargs)
+            except InvalidNamespace:
+                raise
+            except InvalidNamespaceError as exc:
+                raise InvalidNamespace(str(exc)) from exc
+
+        return acall
+
+    @functools.wraps(method)
+    def call(self: BaseStore, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except InvalidNamespace:
+            raise
+        except InvalidNamespaceError as exc:
+            raise InvalidNamespace(str(exc)) from exc
+
+    return call
 
 
 class FlyteStore(BaseStore):
@@ -98,7 +142,17 @@ class FlyteStore(BaseStore):
     """
 
     supports_ttl = True
-    __slots__ = ("_actor", "_embeddings", "_key", "_lock", "_queue", "_store", "index_config", "ttl_config")
+    __slots__ = (
+        "_actor",
+        "_context",
+        "_embeddings",
+        "_key",
+        "_lock",
+        "_queue",
+        "_store",
+        "index_config",
+        "ttl_config",
+    )
 
     def __init__(
         self,
@@ -112,6 +166,9 @@ class FlyteStore(BaseStore):
             raise InvalidStoreInput("FlyteStore needs a MemoryStore or a key, and actor a str")
         self._store = store if isinstance(store, MemoryStore) else None
         self._key = store if isinstance(store, str) else ""
+        # a key's location (storage root, org, project, domain) comes from the Flyte context: the one this
+        # adapter is made in when it names the task's storage, so calls from any thread go there
+        self._context = contextvars.copy_context() if self._store is None and _names_storage() else None
         self._actor = actor
         self._lock: asyncio.Lock | None = None  # made on the adapter's loop, where every op runs
         self._queue: list[_Pending] = []  # batches waiting for the lock (see `_batch`)
@@ -120,23 +177,36 @@ class FlyteStore(BaseStore):
         self.ttl_config = ttl
 
     # -- LangGraph's two entry points: every other method of BaseStore calls one of them --------------
+    # (those methods check namespaces first, with LangGraph's error: `_ours` raises ours, which is both)
+
+    get = _ours("get")
+    aget = _ours("aget")
+    search = _ours("search")
+    asearch = _ours("asearch")
+    put = _ours("put")
+    aput = _ours("aput")
+    delete = _ours("delete")
+    adelete = _ours("adelete")
+    list_namespaces = _ours("list_namespaces")
+    alist_namespaces = _ours("alist_namespaces")
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run `ops` (gets, searches and listings against the state before the batch's puts, which are
         one save) and return one result per op, in order."""
         if LOOP.on_loop():
             raise BlockingCallOnLoop("FlyteStore.batch was called from inside one of its own ops: use abatch")
-        return LOOP.submit(self._batch(list(ops))).result()
+        return LOOP.run(self._batch(list(ops)))
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """`batch`, awaited."""
+        """`batch`, awaited. Cancelled, the batch lands whole or not at all: dropped while it waits for
+        the batch before it, saved whole once its group is saving."""
         return await asyncio.wrap_future(LOOP.submit(self._batch(list(ops))))
 
     # -- beyond BaseStore --------------------------------------------------------------------------------
 
     def refresh(self) -> None:
         """Pick up what other tasks saved to the key since this handle loaded."""
-        LOOP.submit(self._refresh()).result()
+        LOOP.run(self._refresh())
 
     async def arefresh(self) -> None:
         """`refresh`, awaited."""
@@ -150,14 +220,20 @@ class FlyteStore(BaseStore):
     async def handle(self) -> MemoryStore:
         """The underlying `MemoryStore` (opened on first use when given a key)."""
         if self._store is None:
-            self._store = await MemoryStore.get_or_create.aio(key=self._key)
+            opening = MemoryStore.get_or_create.aio(key=self._key)
+            if self._context is not None:  # where the adapter was made, whatever thread calls now
+                opening = asyncio.get_running_loop().create_task(opening, context=self._context.copy())
+            self._store = await opening
         return self._store
 
     # -- the batch -----------------------------------------------------------------------------------------
 
     async def _refresh(self) -> None:
         async with self._locked():
-            await (await self.handle()).refresh.aio()
+            await _to_the_end(self._refresh_handle())  # cancelled, a refresh is not cut off halfway
+
+    async def _refresh_handle(self) -> None:
+        await (await self.handle()).refresh.aio()
 
     def _locked(self) -> asyncio.Lock:
         if self._lock is None:
@@ -170,15 +246,23 @@ class FlyteStore(BaseStore):
         their own, so all reads before all writes is one they could have run in)."""
         pending = _Pending(ops, _checked(ops), asyncio.get_running_loop().create_future())
         self._queue.append(pending)
-        async with self._locked():
-            if not pending.done.done():
-                group, self._queue = self._queue, []
-                try:
-                    await self._run(group)
-                finally:  # cancelled midway: the group's other callers must not wait forever
-                    for waiting in group:
-                        if not waiting.done.done():
-                            waiting.done.cancel()
+        try:
+            async with self._locked():
+                if not pending.done.done():
+                    group, self._queue = self._queue, []
+                    try:
+                        await _to_the_end(self._run(group))
+                    finally:  # failed midway: the group's other callers must not wait forever
+                        for waiting in group:
+                            if not waiting.done.done():
+                                waiting.done.cancel()
+        except asyncio.CancelledError:
+            # the caller was cancelled: waiting for its turn, the batch is dropped (`_run` skips it if a
+            # group holds it already); running, `_to_the_end` finished its group's save first
+            if pending in self._queue:
+                self._queue.remove(pending)
+            _forget(pending.done)
+            raise
         return pending.done.result()
 
     async def _run(self, group: list[_Pending]) -> None:
@@ -187,10 +271,12 @@ class FlyteStore(BaseStore):
         puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
         done: list[tuple[_Pending, list[Result]]] = []
         for pending in group:
+            if pending.done.done():  # its caller was cancelled before it ran: dropped
+                continue
             try:
                 results: list[Result] = [await self._read(store, op, stale) for op in pending.ops]
             except Exception as exc:  # this batch fails alone: its puts are not written
-                pending.done.set_exception(exc)
+                _settle(pending.done, error=exc)
                 continue
             puts.update(pending.puts)
             done.append((pending, results))
@@ -199,10 +285,10 @@ class FlyteStore(BaseStore):
                 await self._commit(store, puts, {p: lb for p, lb in stale.items() if _item_of(lb) not in puts})
         except Exception as exc:  # the save failed: every batch of the group with it, nothing staged
             for pending, _ in done:
-                pending.done.set_exception(exc)
+                _settle(pending.done, error=exc)
             return
         for pending, results in done:
-            pending.done.set_result(results)
+            _settle(pending.done, results)
 
     def _refreshes(self, op: GetOp | SearchOp) -> bool:
         """Whether a read moves the expiry of what it returns: when asked (`refresh_ttl`, True unless the
@@ -344,10 +430,10 @@ class FlyteStore(BaseStore):
     async def _write(
         self, store: MemoryStore, path: str, value: Any, labels: dict[str, Any], ttl: float | None, reason: str
     ) -> None:
-        try:
-            await store.write_json.aio(
+        try:  # `write_json` as it writes, but keys in the value's order (`write_json` sorts them)
+            await store.write_text.aio(
                 path,
-                value,
+                json.dumps(value, indent=2),
                 actor=self._actor,
                 reason=reason,
                 metadata=labels,
@@ -358,6 +444,51 @@ class FlyteStore(BaseStore):
 
 
 # -- helpers ---------------------------------------------------------------------------------------------
+
+
+def _names_storage() -> bool:
+    """Whether the current Flyte context names the task's storage (a task context, or a raw-data path)."""
+    from flyte._context import internal_ctx
+
+    context = internal_ctx()
+    return context.data.task_context is not None or context.has_raw_data
+
+
+async def _to_the_end(coro: Coroutine[Any, Any, None]) -> None:
+    """Await `coro`; cancelled meanwhile, let it finish first (a group's save is never cut off halfway, and
+    the lock is not released while it runs), then raise the cancellation."""
+    task = asyncio.ensure_future(coro)
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        while not task.done():
+            try:
+                await asyncio.wait({task})
+            except asyncio.CancelledError:
+                continue
+        if not task.cancelled():
+            task.exception()  # retrieved: the group's outcome reached its callers already
+        raise
+
+
+def _settle(
+    done: asyncio.Future[list[Result]], results: list[Result] | None = None, *, error: Exception | None = None
+) -> None:
+    """Give a batch its outcome, unless its caller was cancelled meanwhile (then nobody waits for it)."""
+    if done.done():
+        return
+    if error is not None:
+        done.set_exception(error)
+    else:
+        done.set_result(results or [])
+
+
+def _forget(done: asyncio.Future[list[Result]]) -> None:
+    """A cancelled caller's outcome: cancelled if not there yet, retrieved if it is (never logged as lost)."""
+    if not done.done():
+        done.cancel()
+    elif not done.cancelled():
+        done.exception()
 
 
 @dataclass

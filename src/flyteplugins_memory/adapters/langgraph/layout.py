@@ -41,14 +41,16 @@ _OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
 
 
 class InvalidStoreInput(InvalidArgument):
-    """An op the adapter cannot carry out as given (a value that is not a JSON object, a bad filter,
+    """An op the adapter cannot carry out as given (a value that is not a JSON object, text that is not
+    valid Unicode, a bad filter,
     ttl, limit or offset, or a namespace or key too long for a path or for the labels' 4 KiB); nothing
     is written. A `flyteplugins_memory.InvalidArgument`, so a ``ValueError``; the store's own refusal,
     if any, is its ``__cause__``."""
 
 
 class InvalidNamespace(InvalidStoreInput, InvalidNamespaceError):
-    """A namespace LangGraph refuses (empty, a label that is empty, not a str, or holds ``.`` or NUL):
+    """A namespace LangGraph refuses (empty, a label that is empty, not a str, or holds ``.`` or NUL; its root
+    label ``langgraph``), or one not valid Unicode (a lone surrogate), from any method of the store:
     LangGraph's `InvalidNamespaceError` and our `InvalidStoreInput` at once."""
 
 
@@ -62,13 +64,26 @@ def check_namespace(namespace: object, *, empty_ok: bool = False) -> tuple[str, 
             raise InvalidNamespace(
                 f"Invalid namespace label {label!r} in {tuple(namespace)}: labels are non-empty str without '.' or NUL"
             )
+        if not _unicode(label):
+            raise InvalidNamespace(f"Invalid namespace label {label!r} in {tuple(namespace)}: not valid Unicode")
     return tuple(namespace)
 
 
 def check_key(key: object) -> str:
     if not isinstance(key, str) or not key:
         raise InvalidStoreInput(f"a key is a non-empty str, got {key!r}")
+    if not _unicode(key):
+        raise InvalidStoreInput(f"a key must be valid Unicode (no lone surrogate), got {key!r}")
     return key
+
+
+def _unicode(text: str) -> bool:
+    """Whether `text` is valid Unicode: no lone surrogate, which UTF-8 (our files, labels and index) cannot hold."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def directory_of(namespace: tuple[str, ...]) -> str:
@@ -146,13 +161,17 @@ def check_ttl(ttl: object) -> float | None:
 
 
 def check_value(value: object) -> dict[str, Any]:
-    """A put's value as the JSON object it will read back as."""
+    """A put's value as the JSON object it will read back as, its keys in their order; refused
+    (`InvalidStoreInput`) if it is not a JSON object of valid Unicode."""
     if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
         raise InvalidStoreInput(f"a value is a mapping with str keys, got {type(value).__name__}")
     try:
-        return json.loads(json.dumps(dict(value), allow_nan=False))
+        text = json.dumps(dict(value), allow_nan=False, ensure_ascii=False)
     except (TypeError, ValueError) as exc:
         raise InvalidStoreInput(f"a value must be JSON-serializable (no NaN or infinity): {exc}") from exc
+    if not _unicode(text):  # a lone surrogate in a str or a key: refused, as the store refuses it in any text
+        raise InvalidStoreInput("a value must be valid Unicode: it holds a lone surrogate (such as '\\ud800')")
+    return json.loads(text)
 
 
 def check_filter(filter: object) -> dict[str, Any]:
