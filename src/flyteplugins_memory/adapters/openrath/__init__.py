@@ -94,6 +94,7 @@ from flyteplugins_memory import MemoryStore
 
 from .errors import failure_of
 from .ops import OPS, Bound, apply
+from .sources import resource_policy
 from .uris import ROOT, path_of, store_key, uri_of
 
 __all__ = ["NAME", "ROOT", "FlyteMemoryBackend", "path_of", "store_key", "uri_of"]
@@ -124,7 +125,7 @@ class FlyteMemoryBackend(MemoryBackend):
             supports_tree=True,
             supports_vector_search=False,
             supports_intent_search=False,
-            supports_resource_ingest=False,
+            supports_resource_ingest=True,
             supports_session_commit=True,
             supports_l0_l1_l2=True,
         )
@@ -150,6 +151,7 @@ class FlyteMemoryBackend(MemoryBackend):
             extract=extract,
             abstract_chars=int(options.get("abstract_chars", 200)),
             overview_lines=int(options.get("overview_lines", 20)),
+            policy=resource_policy(options),
         )
         handle = f"{NAME}-{uuid.uuid4().hex[:12]}"
         with self._lock:

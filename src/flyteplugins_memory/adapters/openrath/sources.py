@@ -1,0 +1,195 @@
+"""Where a `MemoryOpResource` may read from, and reading it: a local file, a local directory (recursively)
+or an ``http(s)://`` URL (through ``fsspec.open``), as the bytes of each file.
+
+The policy is the one of OpenRath's local backend, from the same store options, so a store opened with
+the local backend's options behaves the same on ours; nothing is readable by default:
+
+* ``resource_import_roots``: local paths (a str or a list) under which files and directories may be read
+  (after resolving symlinks, for every file of a directory too). Without it, every local path is
+  ``unauthorized``.
+* ``resource_allowed_http_hosts``: host names an ``http(s)`` URL may name. A host that resolves to a
+  loopback, private, link-local, multicast, reserved or unspecified address is refused unless
+  ``resource_allow_private_hosts`` is true. Redirects are not followed (each URL is checked itself).
+* ``resource_max_bytes``: the most one ingest may read (all files of a directory together), 10 MiB by
+  default.
+
+Other schemes are ``unsupported``; a missing path, or a URL answered 404, is ``not_found``; a failed
+transfer or a source over the size limit is ``transport``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from .errors import fail
+
+__all__ = ["DEFAULT_MAX_BYTES", "Fetched", "ResourcePolicy", "fetch", "resource_policy"]
+
+DEFAULT_MAX_BYTES = 10 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ResourcePolicy:
+    """What a store's resource ingests may read (see the module docstring)."""
+
+    local_roots: tuple[Path, ...] = ()
+    allowed_http_hosts: frozenset[str] = frozenset()
+    allow_private_hosts: bool = False
+    max_bytes: int = DEFAULT_MAX_BYTES
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """A read source: its files (relative POSIX path -> bytes; ``None`` key order is sorted), its label
+    (the resolved path or the URL), its original name, and whether it was a directory."""
+
+    files: dict[str, bytes]
+    label: str
+    name: str
+    is_dir: bool
+
+    @property
+    def size(self) -> int:
+        return sum(len(data) for data in self.files.values())
+
+
+def resource_policy(options: Mapping[str, Any]) -> ResourcePolicy:
+    """The policy the store options give (the local backend's option names)."""
+    roots = tuple(Path(p).expanduser().resolve(strict=False) for p in _strings(options.get("resource_import_roots")))
+    hosts = frozenset(h.lower() for h in _strings(options.get("resource_allowed_http_hosts")))
+    raw = options.get("resource_max_bytes", DEFAULT_MAX_BYTES)
+    try:
+        max_bytes = int(raw)
+    except (TypeError, ValueError):
+        raise ValueError(f"options['resource_max_bytes'] must be an int, got {raw!r}") from None
+    return ResourcePolicy(roots, hosts, bool(options.get("resource_allow_private_hosts", False)), max(1, max_bytes))
+
+
+def _strings(raw: Any) -> tuple[str, ...]:
+    if raw is None:
+        return ()
+    if isinstance(raw, str | os.PathLike):
+        return (os.fspath(raw),)
+    return tuple(os.fspath(x) if isinstance(x, os.PathLike) else str(x) for x in raw)
+
+
+def fetch(source: object, policy: ResourcePolicy) -> Fetched:
+    """The files of `source` under `policy` (raises `OpFailure`: see the module docstring)."""
+    if not isinstance(source, str) or not source.strip():
+        raise fail("not_found", f"a resource source must be a non-empty path or URL, got {source!r}")
+    parsed = urllib.parse.urlparse(source)
+    scheme = parsed.scheme.lower()
+    if len(scheme) == 1:  # a Windows drive letter, not a scheme
+        scheme = ""
+    if scheme in ("http", "https"):
+        return _fetch_url(source, parsed, policy)
+    if scheme == "file":
+        return _fetch_local(Path(urllib.request.url2pathname(parsed.path)), policy)
+    if scheme:
+        raise fail("unsupported", f"resource source scheme {scheme!r} is not supported (a path, file:// or http(s)://)")
+    return _fetch_local(Path(source), policy)
+
+
+def _fetch_local(path: Path, policy: ResourcePolicy) -> Fetched:
+    local = path.expanduser().resolve(strict=False)
+    _check_inside(local, policy)
+    if local.is_file():
+        return Fetched({local.name: _read_file(local, policy.max_bytes)}, str(local), local.name, is_dir=False)
+    if not local.is_dir():
+        raise fail("not_found", f"resource source not found: {local}")
+    files: dict[str, bytes] = {}
+    total = 0
+    for root, dirs, names in os.walk(local):
+        dirs.sort()
+        for name in sorted(names):
+            file = Path(root, name)
+            resolved = file.resolve(strict=False)
+            _check_inside(resolved, policy)  # a symlink out of the roots is refused, the whole ingest with it
+            if not resolved.is_file():
+                continue  # a socket, a fifo, a dangling link: nothing to ingest
+            data = _read_file(resolved, policy.max_bytes - total)
+            total += len(data)
+            files[PurePosixPath(file.relative_to(local).as_posix()).as_posix()] = data
+    return Fetched(dict(sorted(files.items())), str(local), local.name, is_dir=True)
+
+
+def _check_inside(local: Path, policy: ResourcePolicy) -> None:
+    if not policy.local_roots:
+        raise fail("unauthorized", "resource source not allowed: local paths require resource_import_roots")
+    if not any(local == root or root in local.parents for root in policy.local_roots):
+        raise fail("unauthorized", f"resource source not allowed: {local} is outside resource_import_roots")
+
+
+def _read_file(path: Path, budget: int) -> bytes:
+    try:
+        with path.open("rb") as f:
+            data = f.read(max(budget, 0) + 1)
+    except FileNotFoundError:
+        raise fail("not_found", f"resource source not found: {path}") from None
+    except PermissionError as err:
+        raise fail("unauthorized", f"resource source not readable: {err}") from None
+    except OSError as err:
+        raise fail("transport", f"failed to read resource {path}: {err}") from None
+    if len(data) > budget:
+        raise fail("transport", f"resource exceeds resource_max_bytes at {path}")
+    return data
+
+
+def _fetch_url(url: str, parsed: urllib.parse.ParseResult, policy: ResourcePolicy) -> Fetched:
+    _check_url(parsed, policy)
+    import fsspec  # fsspec's http filesystem needs aiohttp; imported here so paths and files need neither
+
+    try:
+        with fsspec.open(url, "rb", block_size=0, allow_redirects=False) as f:
+            status = getattr(getattr(f, "r", None), "status", 200)
+            if 300 <= int(status) < 400:
+                raise fail("unauthorized", f"resource URL {url} redirects; redirects are not followed")
+            data = f.read(policy.max_bytes + 1)
+    except FileNotFoundError:
+        raise fail("not_found", f"resource source not found: {url}") from None
+    except ImportError as err:
+        raise fail("unsupported", f"http(s) resources need fsspec's http filesystem (aiohttp): {err}") from None
+    except OSError as err:
+        raise fail("transport", f"failed to fetch resource {url}: {err}") from None
+    except Exception as err:
+        if type(err).__module__.startswith("aiohttp"):  # ClientResponseError, ClientConnectorError, ...
+            raise fail("transport", f"failed to fetch resource {url}: {type(err).__name__}: {err}") from None
+        raise
+    if len(data) > policy.max_bytes:
+        raise fail("transport", f"resource exceeds resource_max_bytes ({policy.max_bytes}): {url}")
+    name = PurePosixPath(parsed.path).name or "resource"
+    return Fetched({name: data}, url, name, is_dir=False)
+
+
+def _check_url(parsed: urllib.parse.ParseResult, policy: ResourcePolicy) -> None:
+    host = (parsed.hostname or "").lower()
+    if not host:
+        raise fail("unauthorized", "resource source not allowed: an http(s) URL needs a host")
+    if host not in policy.allowed_http_hosts:
+        raise fail("unauthorized", f"resource source not allowed: host {host!r} is not in resource_allowed_http_hosts")
+    try:
+        port = parsed.port or (443 if parsed.scheme.lower() == "https" else 80)
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (OSError, ValueError) as err:
+        raise fail("transport", f"cannot resolve {host!r}: {err}") from None
+    if policy.allow_private_hosts:
+        return
+    for info in infos:
+        ip = ipaddress.ip_address(str(info[4][0]).split("%")[0])
+        if (
+            ip.is_loopback
+            or ip.is_private
+            or ip.is_link_local
+            or ip.is_multicast
+            or ip.is_reserved
+            or ip.is_unspecified
+        ):
+            raise fail("unauthorized", f"resource source not allowed: {host!r} resolves to a private address ({ip})")
