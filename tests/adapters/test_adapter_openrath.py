@@ -28,7 +28,6 @@ from rath.memory import (
     MemoryStoreClosed,
     MemoryStoreSpec,
     MemoryWriteResult,
-    UnsupportedMemoryOp,
 )
 
 from flyteplugins_memory import MemoryStore

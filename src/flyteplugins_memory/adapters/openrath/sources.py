@@ -48,8 +48,8 @@ class ResourcePolicy:
 
 @dataclass(frozen=True)
 class Fetched:
-    """A read source: its files (relative POSIX path -> bytes; ``None`` key order is sorted), its label
-    (the resolved path or the URL), its original name, and whether it was a directory."""
+    """A read source: its files (relative POSIX path -> bytes, sorted by path), its label (the resolved
+    path or the URL), its original name, and whether it was a directory."""
 
     files: dict[str, bytes]
     label: str
@@ -105,19 +105,20 @@ def _fetch_local(path: Path, policy: ResourcePolicy) -> Fetched:
         return Fetched({local.name: _read_file(local, policy.max_bytes)}, str(local), local.name, is_dir=False)
     if not local.is_dir():
         raise fail("not_found", f"resource source not found: {local}")
-    files: dict[str, bytes] = {}
-    total = 0
+    found: list[tuple[str, Path]] = []
     for root, dirs, names in os.walk(local):
         dirs.sort()
         for name in sorted(names):
             file = Path(root, name)
             resolved = file.resolve(strict=False)
-            _check_inside(resolved, policy)  # a symlink out of the roots is refused, the whole ingest with it
-            if not resolved.is_file():
-                continue  # a socket, a fifo, a dangling link: nothing to ingest
-            data = _read_file(resolved, policy.max_bytes - total)
-            total += len(data)
-            files[PurePosixPath(file.relative_to(local).as_posix()).as_posix()] = data
+            _check_inside(resolved, policy)  # a link out of the roots refuses the whole ingest, before any read
+            if resolved.is_file():  # not a socket, a fifo or a dangling link: nothing to ingest there
+                found.append((file.relative_to(local).as_posix(), resolved))
+    files: dict[str, bytes] = {}
+    total = 0
+    for rel, resolved in found:
+        files[rel] = _read_file(resolved, policy.max_bytes - total)
+        total += len(files[rel])
     return Fetched(dict(sorted(files.items())), str(local), local.name, is_dir=True)
 
 
