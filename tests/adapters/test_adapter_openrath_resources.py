@@ -61,6 +61,7 @@ def test_a_file_lands_as_the_local_backend_lays_it_out(durable_backend, key, tmp
     store = opened(key, tmp_path, actor="ingester")
     result = store.dispatch(MemoryOpResource(source=str(src), reason="why we kept it", instruction="summarise"))
     rid = sha16(src.read_bytes())
+    assert isinstance(result, MemoryWriteResult)
     assert result == MemoryWriteResult(uri=f"memory://resources/{rid}", bytes_written=len(src.read_bytes()))
 
     objects = {n: d for n, d in durable_backend.objects(key).items() if n.startswith("openrath/")}
@@ -126,6 +127,24 @@ def test_a_directory_lands_whole_in_one_commit(durable_backend, key, tmp_path):
     ours.delete(path_of(f"{result.uri}/source/sub/faq.txt"), actor="test")
     ours.save()
     assert opened(key).dispatch(MemoryOpFind(query="fresnel")) == MemoryFindResult(hits=())
+    again = opened(key, tmp_path).dispatch(MemoryOpResource(source=str(root), target_uri="memory://resources/manuals"))
+    assert again == result  # the same bytes: the same URI, and the deleted file is written again
+    found = opened(key).dispatch(MemoryOpFind(query="fresnel"))
+    assert isinstance(found, MemoryFindResult) and [h.uri for h in found.hits] == [f"{result.uri}/source/sub/faq.txt"]
+
+
+def test_an_archive_is_the_commits_own(durable_backend, key):
+    store = opened(key)
+    done = store.dispatch(MemoryOpCommit(session_id="s", messages=[{"role": "user", "content": "zebra crossing"}]))
+    assert isinstance(done, MemoryCommitResult) and done.archived_uri is not None
+    failure(store.dispatch(MemoryOpWrite(uri=done.archived_uri, content="forged")), "unauthorized")
+    assert store.dispatch(MemoryOpFind(query="zebra")) == MemoryFindResult(hits=())  # as the local backend
+    assert json.loads(data(opened(key).dispatch(MemoryOpRead(uri=done.archived_uri)))) == [
+        {"role": "user", "content": "zebra crossing"}
+    ]
+    ours = MemoryStore.get_or_create(key=key)  # our history and audit see the archive as any file
+    assert [h.actor for h in ours.history(path_of(done.archived_uri))] == ["openrath"]
+    assert ours.search("zebra", include_transcript=True)  # the log's messages stay searchable in our store
 
 
 def test_an_ingest_into_a_read_only_prefix_is_refused_whole(durable_backend, key, tmp_path):
@@ -200,6 +219,7 @@ def http_base() -> Iterator[str]:
 def test_a_url_is_fetched_through_fsspec(local_backend, key, http_base):
     store = opened(key, resource_allowed_http_hosts=["127.0.0.1"], resource_allow_private_hosts=True)
     result = store.dispatch(MemoryOpResource(source=f"{http_base}/asset.html"))
+    assert isinstance(result, MemoryWriteResult)
     assert result == MemoryWriteResult(uri=f"memory://resources/{sha16(BODY)}", bytes_written=len(BODY))
     objects = local_backend.objects(key)
     assert objects[f"openrath/resources/{sha16(BODY)}/source.html.md"] == BODY

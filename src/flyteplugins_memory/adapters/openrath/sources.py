@@ -149,7 +149,10 @@ def _fetch_url(url: str, parsed: urllib.parse.ParseResult, policy: ResourcePolic
     import fsspec  # fsspec's http filesystem needs aiohttp; imported here so paths and files need neither
 
     try:
-        with fsspec.open(url, "rb", block_size=0, allow_redirects=False) as f:
+        one = fsspec.open(url, "rb", block_size=0, allow_redirects=False)
+        if isinstance(one, list):  # a glob in the URL: not one resource
+            raise fail("unsupported", f"resource URL {url} names several files; ingest one at a time")
+        with one as f:
             status = getattr(getattr(f, "r", None), "status", 200)
             if 300 <= int(status) < 400:
                 raise fail("unauthorized", f"resource URL {url} redirects; redirects are not followed")
