@@ -7,7 +7,9 @@ from __future__ import annotations
 import hashlib
 import http.server
 import json
+import socket
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -191,6 +193,8 @@ class _Serve(http.server.BaseHTTPRequestHandler):
             self.send_header("Location", "/asset.html")
             self.end_headers()
             return
+        if self.path == "/slow":
+            time.sleep(1.5)
         if self.path != "/asset.html":
             self.send_error(404)
             return
@@ -205,7 +209,7 @@ class _Serve(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def http_base() -> Iterator[str]:
-    server = http.server.HTTPServer(("127.0.0.1", 0), _Serve)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Serve)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -227,6 +231,12 @@ def test_a_url_is_fetched_through_fsspec(local_backend, key, http_base):
     found = opened(key).dispatch(MemoryOpFind(query="lighthouses"))
     assert isinstance(found, MemoryFindResult) and found.hits[0].uri == f"{result.uri}/source.html"
     failure(store.dispatch(MemoryOpResource(source=f"{http_base}/missing")), "not_found")
+    failure(store.dispatch(MemoryOpResource(source=f"{http_base}/slow", timeout_seconds=0.3)), "timeout")
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()  # nothing listens there now
+    failure(store.dispatch(MemoryOpResource(source=f"http://127.0.0.1:{port}/x")), "transport")
     assert "redirect" in failure(store.dispatch(MemoryOpResource(source=f"{http_base}/moved")), "unauthorized")
     failure(opened(key).dispatch(MemoryOpResource(source=f"{http_base}/asset.html")), "unauthorized")  # no hosts
     private = opened(key, resource_allowed_http_hosts=["127.0.0.1"])  # loopback without the opt-in

@@ -51,7 +51,7 @@ def resource_id(fetched: Fetched) -> str:
 
 def ingest(bound: Bound, op: MemoryOpResource) -> MemoryResult:
     target = _target(op.target_uri)  # before reading anything: a bad target reads nothing
-    fetched = fetch(op.source, bound.policy)
+    fetched = fetch(op.source, bound.policy, op.timeout_seconds)
     rid = resource_id(fetched)
     root = join(target, rid)
     files = _files(root, fetched)

@@ -14,7 +14,8 @@ the local backend's options behaves the same on ours; nothing is readable by def
   default.
 
 Other schemes are ``unsupported``; a missing path, or a URL answered 404, is ``not_found``; a failed
-transfer or a source over the size limit is ``transport``.
+transfer or a source over the size limit is ``transport``; a transfer over the op's ``timeout_seconds``
+(30 s by default) is ``timeout``.
 """
 
 from __future__ import annotations
@@ -29,11 +30,12 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from .errors import fail
+from .errors import OpFailure, fail
 
-__all__ = ["DEFAULT_MAX_BYTES", "Fetched", "ResourcePolicy", "fetch", "resource_policy"]
+__all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_TIMEOUT", "Fetched", "ResourcePolicy", "fetch", "resource_policy"]
 
 DEFAULT_MAX_BYTES = 10 * 1024 * 1024
+DEFAULT_TIMEOUT = 30.0  # seconds, as the local backend's urlopen
 
 
 @dataclass(frozen=True)
@@ -81,8 +83,9 @@ def _strings(raw: Any) -> tuple[str, ...]:
     return tuple(os.fspath(x) if isinstance(x, os.PathLike) else str(x) for x in raw)
 
 
-def fetch(source: object, policy: ResourcePolicy) -> Fetched:
-    """The files of `source` under `policy` (raises `OpFailure`: see the module docstring)."""
+def fetch(source: object, policy: ResourcePolicy, timeout: float | None = None) -> Fetched:
+    """The files of `source` under `policy` (raises `OpFailure`: see the module docstring); a URL's
+    transfer takes at most `timeout` seconds (`DEFAULT_TIMEOUT` if None), else ``timeout``."""
     if not isinstance(source, str) or not source.strip():
         raise fail("not_found", f"a resource source must be a non-empty path or URL, got {source!r}")
     parsed = urllib.parse.urlparse(source)
@@ -90,7 +93,7 @@ def fetch(source: object, policy: ResourcePolicy) -> Fetched:
     if len(scheme) == 1:  # a Windows drive letter, not a scheme
         scheme = ""
     if scheme in ("http", "https"):
-        return _fetch_url(source, parsed, policy)
+        return _fetch_url(source, parsed, policy, DEFAULT_TIMEOUT if timeout is None else float(timeout))
     if scheme == "file":
         return _fetch_local(Path(urllib.request.url2pathname(parsed.path)), policy)
     if scheme:
@@ -144,12 +147,16 @@ def _read_file(path: Path, budget: int) -> bytes:
     return data
 
 
-def _fetch_url(url: str, parsed: urllib.parse.ParseResult, policy: ResourcePolicy) -> Fetched:
+def _fetch_url(url: str, parsed: urllib.parse.ParseResult, policy: ResourcePolicy, timeout: float) -> Fetched:
     _check_url(parsed, policy)
-    import fsspec  # fsspec's http filesystem needs aiohttp; imported here so paths and files need neither
-
+    try:  # fsspec's http filesystem needs aiohttp; imported here so paths and files need neither
+        import aiohttp
+        import fsspec
+    except ImportError as err:
+        raise fail("unsupported", f"http(s) resources need fsspec's http filesystem (aiohttp): {err}") from None
+    limit = aiohttp.ClientTimeout(total=timeout)
     try:
-        one = fsspec.open(url, "rb", block_size=0, allow_redirects=False)
+        one = fsspec.open(url, "rb", block_size=0, allow_redirects=False, timeout=limit)
         if isinstance(one, list):  # a glob in the URL: not one resource
             raise fail("unsupported", f"resource URL {url} names several files; ingest one at a time")
         with one as f:
@@ -157,20 +164,35 @@ def _fetch_url(url: str, parsed: urllib.parse.ParseResult, policy: ResourcePolic
             if 300 <= int(status) < 400:
                 raise fail("unauthorized", f"resource URL {url} redirects; redirects are not followed")
             data = f.read(policy.max_bytes + 1)
-    except FileNotFoundError:
-        raise fail("not_found", f"resource source not found: {url}") from None
-    except ImportError as err:
-        raise fail("unsupported", f"http(s) resources need fsspec's http filesystem (aiohttp): {err}") from None
-    except OSError as err:
-        raise fail("transport", f"failed to fetch resource {url}: {err}") from None
     except Exception as err:
-        if type(err).__module__.startswith("aiohttp"):  # ClientResponseError, ClientConnectorError, ...
-            raise fail("transport", f"failed to fetch resource {url}: {type(err).__name__}: {err}") from None
-        raise
+        if isinstance(err, OpFailure):
+            raise
+        raise _url_failure(url, err, timeout) from None
     if len(data) > policy.max_bytes:
         raise fail("transport", f"resource exceeds resource_max_bytes ({policy.max_bytes}): {url}")
     name = PurePosixPath(parsed.path).name or "resource"
     return Fetched({name: data}, url, name, is_dir=False)
+
+
+def _url_failure(url: str, err: BaseException, timeout: float) -> OpFailure:
+    """What a failed fetch of `url` is. fsspec reports every failure of its first look at a URL as
+    `FileNotFoundError`, the real one as its cause: a 404 (fsspec's `FileNotFoundError` at the root of
+    the chain) is ``not_found``, a time-out
+    ``timeout``, anything else of the transfer ``transport``; another exception is raised as it is."""
+    chain: list[BaseException] = []
+    at: BaseException | None = err
+    while at is not None and at not in chain:
+        chain.append(at)
+        at = at.__cause__ or at.__context__
+    if any(isinstance(e, TimeoutError) for e in chain):
+        return fail("timeout", f"fetching resource {url} took over {timeout:g} s")
+    statuses = [getattr(e, "status", None) for e in chain if type(e).__module__.startswith("aiohttp")]
+    if 404 in statuses or isinstance(chain[-1], FileNotFoundError):  # fsspec's own 404, or the server's
+        return fail("not_found", f"resource source not found: {url}")
+    if isinstance(err, OSError) or any(type(e).__module__.startswith("aiohttp") for e in chain):
+        detail = chain[-1] if len(chain) > 1 else err
+        return fail("transport", f"failed to fetch resource {url}: {type(detail).__name__}: {detail}")
+    raise err
 
 
 def _check_url(parsed: urllib.parse.ParseResult, policy: ResourcePolicy) -> None:
