@@ -131,6 +131,8 @@ def test_a_directory_lands_whole_in_one_commit(durable_backend, key, tmp_path):
     assert opened(key).dispatch(MemoryOpFind(query="fresnel")) == MemoryFindResult(hits=())
     again = opened(key, tmp_path).dispatch(MemoryOpResource(source=str(root), target_uri="memory://resources/manuals"))
     assert again == result  # the same bytes: the same URI, and the deleted file is written again
+    newest = MemoryStore.get_or_create(key=key).log(limit=1)[0]  # it alone, and the meta
+    assert sorted(newest.wrote) == sorted([path_of(f"{result.uri}/source/sub/faq.txt"), f"{base}/meta.md"])
     found = opened(key).dispatch(MemoryOpFind(query="fresnel"))
     assert isinstance(found, MemoryFindResult) and [h.uri for h in found.hits] == [f"{result.uri}/source/sub/faq.txt"]
 

@@ -13,7 +13,8 @@ Every file is an entry (our ``.md`` file of its URI, `uris.path_of`) written wit
 ``openrath_resource`` (the id), ``source``, ``original_name``, ``reason`` and ``instruction`` (each cut to
 `LABEL_CHARS`), so `MemoryOpFind` finds the text ones (binary ones never match) and ``list_paths(where=...)``
 finds an ingest's files. An ingest is one save: it lands whole or not at all (a read-only prefix refuses it
-whole, and the handle stays usable). Ingesting bytes already there returns the same URI and commits nothing.
+whole, and the handle stays usable). Ingesting bytes already there returns the same URI and commits nothing;
+a file of it deleted or purged since is written again (with ``meta``), the others left as they are.
 The result is a `MemoryWriteResult` (``uri`` the ``<target>/<id>`` directory, ``bytes_written`` the bytes
 read), as the local backend returns.
 """
@@ -57,9 +58,11 @@ def ingest(bound: Bound, op: MemoryOpResource) -> MemoryResult:
     files = _files(root, fetched)
     meta_uri = join(root, "meta")
     store = bound.store
-    if store.get_meta(path_of(meta_uri)) is not None and all(
-        store.current_sha(path_of(uri)) == hashlib.sha256(data).hexdigest() for uri, data in files
-    ):
+    # what is not there as these bytes yet: all of it, the first time; a file deleted or purged since
+    wanted = [(path_of(uri), data) for uri, data in files]
+    missing = [(p, d) for p, d in wanted if store.current_sha(p) != hashlib.sha256(d).hexdigest()]
+    meta_path = path_of(meta_uri)
+    if not missing and store.get_meta(meta_path) is not None:
         return MemoryWriteResult(uri=root, bytes_written=fetched.size)  # the same bytes are there already
     labels = {
         "openrath_resource": rid,
@@ -69,15 +72,15 @@ def ingest(bound: Bound, op: MemoryOpResource) -> MemoryResult:
         "instruction": (op.instruction or "")[:LABEL_CHARS],
     }
     reason = f"openrath resource {rid} from {fetched.label}"[:200]
-    paths = [path_of(uri) for uri, _ in files] + [path_of(meta_uri)]
+    paths = [p for p, _ in missing] + [meta_path]
 
     def stage(dropped: set[str] | None) -> None:
-        for (_, data), path in zip(files, paths, strict=False):
+        for path, data in missing:
             if dropped is None or path in dropped:
                 store.write_bytes(path, data, actor=bound.actor, reason=reason, metadata=labels)
-        if dropped is None or paths[-1] in dropped:
+        if dropped is None or meta_path in dropped:
             text = _meta_text(rid, fetched, op)
-            store.write_text(paths[-1], text, actor=bound.actor, reason=reason, metadata=labels)
+            store.write_text(meta_path, text, actor=bound.actor, reason=reason, metadata=labels)
 
     save(bound, stage, paths)
     return MemoryWriteResult(uri=root, bytes_written=fetched.size)
