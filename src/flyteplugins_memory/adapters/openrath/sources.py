@@ -108,21 +108,26 @@ def _fetch_local(path: Path, policy: ResourcePolicy) -> Fetched:
         return Fetched({local.name: _read_file(local, policy.max_bytes)}, str(local), local.name, is_dir=False)
     if not local.is_dir():
         raise fail("not_found", f"resource source not found: {local}")
+    files: dict[str, bytes] = {}
+    budget = policy.max_bytes
+    for rel, resolved in _walk(local, policy):  # every file checked before any is read
+        files[rel] = _read_file(resolved, budget)
+        budget -= len(files[rel])
+    return Fetched(files, str(local), local.name, is_dir=True)
+
+
+def _walk(local: Path, policy: ResourcePolicy) -> list[tuple[str, Path]]:
+    """``(relative POSIX path, resolved path)`` of each file under `local`, sorted; a link out of the roots
+    refuses the whole ingest; sockets, fifos and dangling links are skipped (nothing to ingest there)."""
     found: list[tuple[str, Path]] = []
     for root, dirs, names in os.walk(local):
         dirs.sort()
         for name in sorted(names):
-            file = Path(root, name)
-            resolved = file.resolve(strict=False)
-            _check_inside(resolved, policy)  # a link out of the roots refuses the whole ingest, before any read
-            if resolved.is_file():  # not a socket, a fifo or a dangling link: nothing to ingest there
-                found.append((file.relative_to(local).as_posix(), resolved))
-    files: dict[str, bytes] = {}
-    total = 0
-    for rel, resolved in found:
-        files[rel] = _read_file(resolved, policy.max_bytes - total)
-        total += len(files[rel])
-    return Fetched(dict(sorted(files.items())), str(local), local.name, is_dir=True)
+            resolved = Path(root, name).resolve(strict=False)
+            _check_inside(resolved, policy)
+            if resolved.is_file():
+                found.append((Path(root, name).relative_to(local).as_posix(), resolved))
+    return sorted(found)
 
 
 def _check_inside(local: Path, policy: ResourcePolicy) -> None:
