@@ -159,7 +159,7 @@ def test_commit_archives_and_extracts(durable_backend, key):
     uri = str(result.archived_uri)
     assert uri.startswith("memory://session/s-1/commits/") and uri.endswith("/messages.json")
     later = store.dispatch(MemoryOpCommit(session_id="s-1", messages=({"role": "user", "content": "and Rome"},)))
-    assert isinstance(later, MemoryCommitResult) and later.extracted_count == -1  # no wait: not reported (decision 0134)
+    assert isinstance(later, MemoryCommitResult) and later.extracted_count == -1  # no wait: not reported (0134)
     assert later.archived_uri != uri  # each commit its own archive, as the local backend
 
     fresh = opened(key)
