@@ -7,7 +7,8 @@ Two agent frameworks, one store. Each step is its own ``flyte.run``, so only the
    searches its sources and writes what it found as ``memory://agent/findings/<source>`` entries, and the
    user's preferred answer style as ``memory://user/preferences/answer-style``: plain files
    ``openrath/<scope>/....md`` of the store. After the run it commits its session (``commit_on_forward``),
-   which reads back as ``memory://session/<id>/transcript``.
+   which reads back as ``memory://session/<id>/transcript`` (and, as JSON, at the commit's archive
+   ``memory://session/<id>/commits/<stamp>/messages.json``).
 2. ``advise``: a plain ``flyte.ai.agents.Agent`` run with the same key's `MemoryStore` as its memory
    (``agent.run(question, memory=store)``). Its tools search and read the store's files, so it answers from
    the researcher's findings, in the user's style, with their paths; it leaves the researcher a question
@@ -249,7 +250,8 @@ def advisor_tools(memory: MemoryStore) -> list[Any]:
 
     async def search_memory(query: str) -> str:
         """Search the team's shared memory; one 'path: snippet' line per hit, best first."""
-        hits = await memory.search.aio(query, prefix="openrath")
+        # the researcher's agent memories: not openrath/session/, where its commits archive its conversations
+        hits = await memory.search.aio(query, prefix="openrath/agent")
         return "\n".join(f"{hit.path}: {hit.snippet}" for hit in hits) or "(nothing found)"
 
     async def list_memory(prefix: str) -> str:

@@ -5,6 +5,7 @@ two processes writing through the backend to one key."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -27,7 +28,6 @@ from rath.memory import (
     MemoryStoreClosed,
     MemoryStoreSpec,
     MemoryWriteResult,
-    UnsupportedMemoryOp,
 )
 
 from flyteplugins_memory import MemoryStore
@@ -57,8 +57,8 @@ def test_registered_with_capabilities():
     assert "flyte" in rm.list_names() and rm.is_available("flyte")
     assert rm.get_class("flyte") is FlyteMemoryBackend
     caps = FlyteMemoryBackend.capabilities()
-    assert caps.supports_session_commit and caps.supports_l0_l1_l2 and not caps.supports_resource_ingest
-    assert MemoryOpResource not in FlyteMemoryBackend.supported_ops()
+    assert caps.supports_session_commit and caps.supports_l0_l1_l2 and caps.supports_resource_ingest
+    assert MemoryOpResource in FlyteMemoryBackend.supported_ops()
     assert path_of("memory://user/a b/x") == "openrath/user/~612062/x.md"
     assert uri_of("openrath/user/~612062/x.md") == "memory://user/a b/x"
     assert uri_of("openrath/user/x.txt") is None
@@ -154,12 +154,25 @@ def test_commit_archives_and_extracts(durable_backend, key):
         {"role": "user", "content": "I live in Oslo"},
         {"role": "assistant", "parts": [{"text": "Noted"}]},
     )
-    result = store.dispatch(MemoryOpCommit(session_id="s-1", messages=messages))
-    assert result == MemoryCommitResult(task_id=None, archived_uri="memory://session/s-1/transcript", extracted_count=1)
-    store.dispatch(MemoryOpCommit(session_id="s-1", messages=({"role": "user", "content": "and Rome"},)))
+    result = store.dispatch(MemoryOpCommit(session_id="s-1", messages=messages, wait=True))
+    assert isinstance(result, MemoryCommitResult) and result.extracted_count == 1 and result.task_id is None
+    uri = str(result.archived_uri)
+    assert uri.startswith("memory://session/s-1/commits/") and uri.endswith("/messages.json")
+    later = store.dispatch(MemoryOpCommit(session_id="s-1", messages=({"role": "user", "content": "and Rome"},)))
+    assert isinstance(later, MemoryCommitResult) and later.extracted_count == -1  # no wait: not reported (0134)
+    assert later.archived_uri != uri  # each commit its own archive, as the local backend
 
     fresh = opened(key)
+    assert json.loads(read(fresh, uri)) == list(messages)  # the messages as given, as JSON
+    assert json.loads(read(fresh, str(later.archived_uri))) == [{"role": "user", "content": "and Rome"}]
+    commits = fresh.dispatch(MemoryOpList(uri="memory://session/s-1/commits"))
+    assert isinstance(commits, MemoryListResult) and [e.is_dir for e in commits.entries] == [True, True]
+    assert [e.uri + "/messages.json" for e in commits.entries] == [uri, later.archived_uri]
+    files = stored(durable_backend, key)  # storage itself: one object per archive, the JSON as read back
+    assert sorted(p for p in files if "/commits/" in p) == sorted(path_of(u) for u in (uri, str(later.archived_uri)))
+    assert json.loads(files[path_of(uri)]) == list(messages)
     assert read(fresh, "memory://user/memories/1") == "I live in Oslo"
+    assert read(fresh, "memory://user/memories/0") == "and Rome"  # extract runs without wait too
     assert read(fresh, "memory://session/s-1/transcript") == (
         "system: be nice\nuser: I live in Oslo\nassistant: Noted\nuser: and Rome"
     )
@@ -188,8 +201,8 @@ def test_failure_kinds(local_backend, key):
     failed = raising.dispatch(MemoryOpCommit(session_id="s", messages=()))
     assert isinstance(failed, MemoryExecutionFailure) and failed.kind == "extraction_failed"
     assert store.dispatch(MemoryOpCommit(session_id="a/b", messages=())).kind == "invalid_uri"  # type: ignore[attr-defined]
-    with pytest.raises(UnsupportedMemoryOp):
-        store.dispatch(MemoryOpResource(source="/tmp"))
+    refused = store.dispatch(MemoryOpResource(source="/tmp"))  # no resource_import_roots: no local path
+    assert isinstance(refused, MemoryExecutionFailure) and refused.kind == "unauthorized"
 
     backend = store.backend
     backend.close(store)
@@ -237,7 +250,10 @@ def test_a_failed_save_stages_nothing_even_when_storage_stays_down(local_backend
     assert isinstance(theirs.dispatch(MemoryOpWrite(uri="memory://user/more", content="more")), MemoryWriteResult)
     expected = {"openrath/user/base.md": "ok", "openrath/user/next.md": "next", "openrath/user/more.md": "more"}
     expected["openrath/user/extracted.md"] = "x"  # by the commit that succeeded
-    assert stored(local_backend, key) == expected
+    files = stored(local_backend, key)
+    (archive,) = [path for path in files if "/commits/" in path]  # the kept commit's archive alone
+    assert archive.startswith("openrath/session/s/commits/") and json.loads(files.pop(archive))[0]["content"] == "kept"
+    assert files == expected
     assert read(opened(key), "memory://user/base") == "ok"
     assert read(opened(key), "memory://session/s/transcript") == "user: kept"  # the failed appends are gone
     assert len([name for name in local_backend.objects(key) if name.startswith("sessions/openrath-s/")]) == 1
@@ -439,7 +455,8 @@ def test_an_archived_uri_reads_back(durable_backend, key, session_id):
     store = opened(key)
     result = store.dispatch(MemoryOpCommit(session_id=session_id, messages=({"role": "user", "content": "hi"},)))
     assert isinstance(result, MemoryCommitResult), result
-    assert read(opened(key), str(result.archived_uri)) == "user: hi"
+    assert json.loads(read(opened(key), str(result.archived_uri))) == [{"role": "user", "content": "hi"}]
+    assert read(opened(key), f"memory://session/{session_id}/transcript") == "user: hi"
     logs = {name.split("/")[1] for name in durable_backend.objects(key) if name.startswith("sessions/")}
     assert len(logs) == 1 and logs.pop().startswith("openrath-")
 
@@ -468,12 +485,12 @@ def test_a_lone_surrogate_is_no_segment(durable_backend, key):
 
 
 def test_an_empty_commit_reads_back_as_an_empty_transcript(durable_backend, key):
-    """As OpenRath's local backend (it archives an empty list), a commit of no messages succeeds and its
-    archived_uri reads back: an empty transcript, the log untouched; later messages follow as usual."""
+    """As OpenRath's local backend, a commit of no messages succeeds and archives an empty list, which its
+    archived_uri reads back; the transcript is empty, the log untouched; later messages follow as usual."""
     store = opened(key)
-    empty = store.dispatch(MemoryOpCommit(session_id="empty", messages=()))
-    archived = "memory://session/empty/transcript"
-    assert empty == MemoryCommitResult(task_id=None, archived_uri=archived, extracted_count=0)
+    empty = store.dispatch(MemoryOpCommit(session_id="empty", messages=(), wait=True))
+    assert isinstance(empty, MemoryCommitResult) and empty.extracted_count == 0
+    assert json.loads(read(opened(key), str(empty.archived_uri))) == []
     assert read(opened(key), "memory://session/empty/transcript") == ""
     assert read(opened(key), "memory://session/empty/transcript", "abstract") == ""
     assert not any(name.startswith("sessions/") for name in durable_backend.objects(key))
@@ -502,7 +519,9 @@ def test_users_of_one_namespace_never_see_each_others_memories(durable_backend, 
 
     assert store_key(key, "alice") == f"{key}@alice" and store_key(key, None) == key
     assert store_key(key, "carol@example.com") == f"{key}@~" + b"carol@example.com".hex()
-    assert stored(durable_backend, f"{key}@alice") == {"openrath/user/secret.md": "alice's secret"}
+    alices = stored(durable_backend, f"{key}@alice")
+    assert [p for p in alices if p.startswith("openrath/session/s/commits/")] != []  # her commit's archive
+    assert {p: t for p, t in alices.items() if "/commits/" not in p} == {"openrath/user/secret.md": "alice's secret"}
     assert stored(durable_backend, f"{key}@bob") == {"openrath/user/secret.md": "bob's secret"}
     assert stored(durable_backend, key) == {}  # the namespace without a user is a store of its own
     assert not any(n.startswith("sessions/") for n in durable_backend.objects(f"{key}@bob"))

@@ -354,7 +354,10 @@ def test_an_openrath_agent_and_a_flyte_agent_share_one_keys_memory(where, runs):
 
     # one history: the researcher's commits, the advisor's (its question and its 12 messages), the researcher's
     log = [(c.actor, c.wrote, c.appended) for c in reversed(store.log(limit=5))]
-    assert log[0] == ("researcher", (first_log,), 0)
+    archive, log_file = log[0][1]  # a commit archives its messages as OpenRath's local backend (0134)
+    assert log[0][0] == "researcher" and log_file == first_log and log[0][2] == 0
+    assert re.fullmatch(rf"openrath/session/{committed[0]}/commits/\d{{8}}T\d{{12}}/messages\.json\.md", archive)
+    assert json.loads(where.read(key, archive))[0] == {"role": "user", "content": REQUEST}
     assert log[1] == ("advisor", (QUESTION_FILE,), 12)
     assert log[2:4] == [
         ("researcher", ("openrath/agent/findings/eval-timings.md",), 0),

@@ -17,8 +17,10 @@ scope). ``@`` is refused in the base, so two (base, user) pairs never meet in on
 ``agent_id`` are ignored. ``options["store"]`` may instead be an open `flyteplugins_memory.MemoryStore` handle
 (the caller's, e.g. inside a Flyte task); with ``user_id`` set it is refused, since the caller's key cannot
 include the user. Other options: ``actor`` (the audit actor, default ``"openrath"``), ``extract`` (see
-commit), ``abstract_chars`` (200), ``overview_lines`` (20) and ``read_only_prefixes`` (store paths, e.g.
-``("openrath/agent",)``, for the handle opened by key). Reads see the handle's state (a read of a missing
+commit), ``abstract_chars`` (200), ``overview_lines`` (20), ``read_only_prefixes`` (store paths, e.g.
+``("openrath/agent",)``, for the handle opened by key) and the local backend's resource policy
+(``resource_import_roots``, ``resource_allowed_http_hosts``, ``resource_allow_private_hosts``,
+``resource_max_bytes``; see `sources`). Reads see the handle's state (a read of a missing
 entry refreshes once first); every mutating op saves.
 
 URIs (`uris`): ``memory://<scope>/<seg>/.../<name>`` with scope ``user``, ``agent``, ``session``
@@ -41,7 +43,8 @@ nothing):
   ``unauthorized``: only a commit writes it.
 * `MemoryOpRead`: ``detail`` is the full text; ``overview`` is the ``overview`` metadata, else the first
   ``overview_lines`` lines; ``abstract`` is the ``abstract`` metadata, else the first non-empty line cut to
-  ``abstract_chars``. ``encoding=None`` gives bytes. ``memory://session/<id>/transcript`` reads the
+  ``abstract_chars``. ``encoding=None`` gives bytes (``detail``: the stored bytes exactly; a binary entry
+  read with an encoding is ``unsupported``). ``memory://session/<id>/transcript`` reads the
   messages committed for session ``<id>`` (one ``role: content`` line each), never a file; none (an
   empty commit, or none yet) is an empty transcript. A missing entry is ``not_found``.
 * `MemoryOpList` / `MemoryOpTree`: immediate entries (directories first-class, files with their size)
@@ -51,23 +54,32 @@ nothing):
   show it: an entry both rules wrote is found at this rule's file only.
 * A file the first release let a write put at a transcript URI is never listed, walked or found.
 * `MemoryOpCommit`: ``session_id`` must be one URI segment (not empty, ``.`` or ``..``, no ``/`` or
-  control characters; else ``invalid_uri``, before anything runs), so the ``archived_uri`` it returns
-  reads back (a commit of no messages succeeds, as in OpenRath's local backend, and reads back empty).
-  Appends the messages to the record log ``store.session("openrath-<id>")`` (concurrent commits of a
-  session merge) and, when the ``extract`` option is set, calls ``extract(messages)``; the
-  ``(uri, text)`` pairs (or mapping) it returns are written as memories in the same commit. Extraction is
-  synchronous whatever ``wait`` says, so ``extracted_count`` is always the real count. An ``extract`` that
-  raises or returns bad pairs (or a transcript URI) is ``extraction_failed`` and nothing is committed.
-* `MemoryOpResource` is not supported (`UnsupportedMemoryOp`, as for any op not in `supported_ops`).
+  control characters; else ``invalid_uri``, before anything runs). Archives the messages, as given, as
+  JSON at ``memory://session/<id>/commits/<stamp>/messages.json`` (`archive`: OpenRath's local backend's
+  URI, one archive per commit, an empty list for a commit of none), which is the ``archived_uri``
+  returned; appends them to the record log ``store.session("openrath-<id>")`` (concurrent commits of a
+  session merge), which ``memory://session/<id>/transcript`` reads; and, when the ``extract`` option is
+  set, calls ``extract(messages)``, whose ``(uri, text)`` pairs (or mapping) are written as memories, all
+  in the same commit. Extraction is synchronous whatever ``wait`` says; ``extracted_count`` is reported
+  as the local backend reports it: the count with ``wait=True``, ``-1`` with ``wait=False``. An
+  ``extract`` that raises or returns bad pairs (or a transcript or archive URI) is ``extraction_failed``
+  and nothing is committed.
+* `MemoryOpResource` (`resources`, `sources`): a file, a directory (recursively) or an ``http(s)`` URL
+  (``fsspec.open``), read under the local backend's policy options (nothing by default), lands in one
+  commit under ``target_uri`` (``memory://resources`` or under it) as ``<target>/<id>/source<suffix>``
+  (a directory: ``source/<path>`` per file) and ``<target>/<id>/meta``, bytes exactly, labelled, text
+  searchable; the result is ``MemoryWriteResult(uri=<target>/<id>, bytes_written)``.
 
 Failures the caller can expect are returned as `MemoryExecutionFailure` (`errors`):
-``invalid_uri``, ``not_found``, ``unsupported`` (a write mode), ``store_closed`` (dispatching straight to
-the backend with a closed handle; the handle itself raises `MemoryStoreClosed`), ``unauthorized`` (a
-read-only prefix, a transcript), ``transport`` (storage I/O), ``extraction_failed`` and ``internal``
-(anything else, incl. a conflict that persists after the retries). A mutating op that fails commits
-nothing and stages nothing: what it staged (its files, via ``MemoryStore.revert``, and its session-log
-appends) is dropped from the handle, the backend's or a caller's ``options["store"]``, so no later save
-commits it. (On a caller's store that also drops the caller's own unsaved changes to those same files.)
+``invalid_uri``, ``not_found``, ``unsupported`` (a write mode, a binary entry read as text, a resource
+scheme), ``store_closed`` (dispatching straight to the backend with a closed handle; the handle itself
+raises `MemoryStoreClosed`), ``unauthorized`` (a read-only prefix, a transcript, an archive, a resource
+source outside the policy), ``transport`` (storage I/O, a failed fetch, a resource over its size limit),
+``extraction_failed`` and ``internal`` (anything else, incl. a conflict that persists after the retries).
+A mutating op that fails commits nothing and stages nothing: what it staged (its files, via
+``MemoryStore.revert``, and its session-log appends) is dropped from the handle, the backend's or a
+caller's ``options["store"]``, so no later save commits it. (On a caller's store that also drops the
+caller's own unsaved changes to those same files.)
 """
 
 from __future__ import annotations
@@ -94,6 +106,7 @@ from flyteplugins_memory import MemoryStore
 
 from .errors import failure_of
 from .ops import OPS, Bound, apply
+from .sources import resource_policy
 from .uris import ROOT, path_of, store_key, uri_of
 
 __all__ = ["NAME", "ROOT", "FlyteMemoryBackend", "path_of", "store_key", "uri_of"]
@@ -124,7 +137,7 @@ class FlyteMemoryBackend(MemoryBackend):
             supports_tree=True,
             supports_vector_search=False,
             supports_intent_search=False,
-            supports_resource_ingest=False,
+            supports_resource_ingest=True,
             supports_session_commit=True,
             supports_l0_l1_l2=True,
         )
@@ -150,6 +163,7 @@ class FlyteMemoryBackend(MemoryBackend):
             extract=extract,
             abstract_chars=int(options.get("abstract_chars", 200)),
             overview_lines=int(options.get("overview_lines", 20)),
+            policy=resource_policy(options),
         )
         handle = f"{NAME}-{uuid.uuid4().hex[:12]}"
         with self._lock:

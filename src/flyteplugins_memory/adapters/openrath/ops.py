@@ -19,6 +19,7 @@ from rath.memory import (
     MemoryOpFind,
     MemoryOpList,
     MemoryOpRead,
+    MemoryOpResource,
     MemoryOpSearch,
     MemoryOpTree,
     MemoryOpWrite,
@@ -29,12 +30,23 @@ from flyteplugins_memory import MemoryStore
 
 from .errors import fail
 from .reads import entries, find, read
+from .resources import ingest
+from .sources import ResourcePolicy
 from .writes import commit_session, write
 
 __all__ = ["OPS", "Bound", "Extract", "apply"]
 
 OPS: frozenset[type[MemoryOp]] = frozenset(
-    {MemoryOpWrite, MemoryOpRead, MemoryOpList, MemoryOpTree, MemoryOpFind, MemoryOpSearch, MemoryOpCommit}
+    {
+        MemoryOpWrite,
+        MemoryOpRead,
+        MemoryOpList,
+        MemoryOpTree,
+        MemoryOpFind,
+        MemoryOpSearch,
+        MemoryOpResource,
+        MemoryOpCommit,
+    }
 )
 Extract = Callable[[list[dict[str, Any]]], Any]
 
@@ -48,6 +60,7 @@ class Bound:
     extract: Extract | None
     abstract_chars: int
     overview_lines: int
+    policy: ResourcePolicy = field(default_factory=ResourcePolicy)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -64,4 +77,6 @@ def apply(bound: Bound, op: MemoryOp) -> MemoryResult:
         return find(bound, op.query, op.target_uri, op.top_k)
     if isinstance(op, MemoryOpCommit):
         return commit_session(bound, op)
+    if isinstance(op, MemoryOpResource):
+        return ingest(bound, op)
     raise fail("unsupported", f"{type(op).__name__} is not supported")  # pragma: no cover (dispatch checks)

@@ -10,6 +10,7 @@ from rath.memory import MemoryEntry, MemoryFindResult, MemoryHit, MemoryOpRead, 
 
 from flyteplugins_memory import MemoryStore
 
+from .archive import is_archive
 from .errors import OpFailure, fail
 from .uris import (
     ROOT,
@@ -37,9 +38,19 @@ def read(bound: Bound, op: MemoryOpRead) -> MemoryResult:
     scope, segments = parse_uri(op.uri)
     path = path_of(op.uri)
     if is_transcript(scope, segments):  # the log, never a file: a plain write there (refused) shadows nothing
-        text, labels = _transcript(bound.store, segments[0]), {}
+        raw, labels = _transcript(bound.store, segments[0]).encode("utf-8"), {}
     else:
-        text, labels = _entry(bound.store, op.uri, path)
+        raw, labels = _entry(bound.store, op.uri, path)
+    if op.encoding is None and op.level == "detail":
+        return MemoryReadResult(uri=op.uri, data=raw, level=op.level)  # bytes exactly (a binary resource too)
+    try:
+        text = raw.decode(op.encoding or "utf-8")
+    except (UnicodeDecodeError, LookupError) as err:
+        raise fail(
+            "unsupported",
+            f"{op.uri} cannot be read as {op.encoding or 'utf-8'} text ({err}); read it "
+            "with encoding=None for its bytes",
+        ) from None
     if op.level == "abstract":
         given = labels.get("abstract")
         first = next((line.strip() for line in text.splitlines() if line.strip()), "")
@@ -49,12 +60,12 @@ def read(bound: Bound, op: MemoryOpRead) -> MemoryResult:
         text = str(given) if given is not None else "\n".join(text.splitlines()[: bound.overview_lines])
     elif op.level != "detail":
         raise fail("unsupported", f"unknown level {op.level!r} (abstract, overview or detail)")
-    data: str | bytes = text.encode("utf-8") if op.encoding is None else text
+    data: str | bytes = text.encode(op.encoding or "utf-8") if op.encoding is None else text
     return MemoryReadResult(uri=op.uri, data=data, level=op.level)
 
 
-def _entry(store: MemoryStore, uri: str, path: str) -> tuple[str, Mapping[str, Any]]:
-    """Text and metadata of the entry `uri`: at `path`, else where the first release's rule put it."""
+def _entry(store: MemoryStore, uri: str, path: str) -> tuple[bytes, Mapping[str, Any]]:
+    """Bytes and metadata of the entry `uri`: at `path`, else where the first release's rule put it."""
     candidates = [path, *filter(None, [legacy_path_of(uri)])]
     for refresh in (False, True):
         if refresh:
@@ -62,7 +73,7 @@ def _entry(store: MemoryStore, uri: str, path: str) -> tuple[str, Mapping[str, A
         for candidate in candidates:
             meta = store.get_meta(candidate)
             if meta is not None:
-                return store.read_text(candidate), meta.metadata
+                return store.read_bytes(candidate) or b"", meta.metadata
     raise fail("not_found", f"no memory at {uri}")
 
 
@@ -154,11 +165,18 @@ def _entry_uri(store: MemoryStore, path: str) -> str | None:
     """The entry URI `path` shows as, None if it shows as none: not an entry, a file at a transcript URI
     (the commit log's alone), or the first rule's file of an entry whose current file exists."""
     uri = uri_of(path)
-    if uri is None or _is_transcript_file(uri):
+    if uri is None or _is_transcript_file(uri) or _is_archive_file(uri):
         return None
     if not _is_current(path) and store.get_meta(path_of(uri)) is not None:
         return None  # stale: this rule's file of the entry wins
     return uri
+
+
+def _is_archive_file(uri: str) -> bool:
+    try:
+        return is_archive(*parse_uri(uri))
+    except OpFailure:
+        return False
 
 
 def _is_transcript_file(uri: str) -> bool:

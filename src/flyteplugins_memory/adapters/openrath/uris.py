@@ -27,7 +27,6 @@ __all__ = [
     "SCOPES",
     "SUFFIX",
     "TRANSCRIPT",
-    "archived_uri",
     "check_session_id",
     "decode_segment",
     "dir_of",
@@ -39,6 +38,7 @@ __all__ = [
     "path_of",
     "session_log",
     "store_key",
+    "transcript_uri",
     "uri_of",
 ]
 
@@ -158,7 +158,8 @@ def check_session_id(session_id: object) -> str:
     return session_id
 
 
-def archived_uri(session_id: str) -> str:
+def transcript_uri(session_id: str) -> str:
+    """The URI that reads session `session_id`'s committed messages (a commit's archive is `archive`'s)."""
     return f"memory://session/{session_id}/{TRANSCRIPT}"
 
 

@@ -15,10 +15,10 @@ from rath.memory import MemoryCommitResult, MemoryOpCommit, MemoryOpWrite, Memor
 
 from flyteplugins_memory import ConcurrencyError, MemoryStore
 
+from .archive import archive_json, is_archive, new_archive
 from .errors import OpFailure, fail
 from .messages import extracted_pairs, text_of
 from .uris import (
-    archived_uri,
     check_session_id,
     is_transcript,
     legacy_path_of,
@@ -30,7 +30,7 @@ from .uris import (
 if TYPE_CHECKING:
     from .ops import Bound
 
-__all__ = ["ATTEMPTS", "commit_session", "entry_path", "write"]
+__all__ = ["ATTEMPTS", "commit_session", "entry_path", "save", "write"]
 
 ATTEMPTS = 5
 Stage = Callable[[set[str] | None], None]  # stages the op; given the paths a refresh dropped, or None first
@@ -41,6 +41,8 @@ def entry_path(uri: str) -> str:
     path = path_of(uri)
     if is_transcript(*parse_uri(uri)):
         raise fail("unauthorized", f"{uri} is a session transcript: only MemoryOpCommit writes it")
+    if is_archive(*parse_uri(uri)):
+        raise fail("unauthorized", f"{uri} is a commit's archive: only MemoryOpCommit writes it")
     return path
 
 
@@ -67,27 +69,33 @@ def write(bound: Bound, op: MemoryOpWrite) -> MemoryResult:
                 metadata = {**meta.metadata, **labels}
         store.write_text(path, content, actor=bound.actor, reason=f"openrath {op.mode}", metadata=metadata)
 
-    _save(bound, stage, [path])
+    save(bound, stage, [path])
     return MemoryWriteResult(uri=op.uri, bytes_written=len(op.content.encode("utf-8")))
 
 
 def commit_session(bound: Bound, op: MemoryOpCommit) -> MemoryResult:
     session_id = check_session_id(op.session_id)  # before extract runs: a bad id commits nothing
     messages = [text_of(m) for m in op.messages]
+    archived = archive_json(op.messages)
     extracted, paths = _extract(bound, messages)
     name = session_log(session_id)
     store = bound.store
     log = f"sessions/{name}"
+    uri, archive = new_archive(store, session_id)
 
     def stage(dropped: set[str] | None) -> None:
         for path, (_, text) in zip(paths, extracted, strict=True):
             if dropped is None or path in dropped:
                 store.write_text(path, text, actor=bound.actor, reason=f"openrath commit {session_id}")
+        if dropped is None or archive in dropped:
+            store.write_text(archive, archived, actor=bound.actor, reason=f"openrath commit {session_id} archive")
         if messages and (dropped is None or any(d == log or d.startswith(log + "/") for d in dropped)):
             store.session(name).extend(messages)  # last: a failed write above leaves no messages staged
 
-    _save(bound, stage, paths, name if messages else None)
-    return MemoryCommitResult(task_id=None, archived_uri=archived_uri(session_id), extracted_count=len(extracted))
+    save(bound, stage, [*paths, archive], name if messages else None)
+    # as the local backend: -1 (not reported) without wait, though extract has run and its memories are saved
+    count = len(extracted) if op.wait else -1
+    return MemoryCommitResult(task_id=None, archived_uri=uri, extracted_count=count)
 
 
 def _extract(bound: Bound, messages: list[dict]) -> tuple[list[tuple[str, str]], list[str]]:
@@ -103,7 +111,7 @@ def _extract(bound: Bound, messages: list[dict]) -> tuple[list[tuple[str, str]],
         raise fail("extraction_failed", f"extract raised {type(err).__name__}: {err}") from None
 
 
-def _save(bound: Bound, stage: Stage, paths: list[str], log: str | None = None) -> None:
+def save(bound: Bound, stage: Stage, paths: list[str], log: str | None = None) -> None:
     """Stage the op and save; on a conflict, refresh and re-stage what the refresh dropped. If the op
     fails anyway, what it staged (the files at `paths`, the appends to the session log `log`) is dropped
     from the handle, the backend's or a caller's ``options["store"]``, so no later save commits it."""
