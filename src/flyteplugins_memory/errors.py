@@ -224,7 +224,8 @@ class UnsafeArchive(InvalidArgument):
 
 class UnsavedChanges(MemoryStoreError):
     """A store with unsaved changes is handed on where it cannot be saved for you (for example nested
-    in a dataclass task output); call ``save()`` first."""
+    in a dataclass task output, or to a framework adapter about to commit its own write, which would commit
+    yours under its name); call ``save()`` (or ``revert()``) first."""
 
 
 class BlockingCallOnLoop(MemoryStoreError, RuntimeError):
