@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextvars
+import pathlib
+import threading
+
 import flyte
 import pytest
 from flyte._context import internal_ctx
@@ -9,7 +13,7 @@ from flyte.models import ActionID, RawDataPath, TaskContext
 from flyte.report import Report
 
 from flyteplugins_memory import ContextError, MemoryStore
-from flyteplugins_memory._rules.location import LOCAL_RAW_DATA_ROOT
+from flyteplugins_memory._rules.location import LOCAL_RAW_DATA_ROOT, TASK_POD_ENV
 
 
 def task_context(mode: str, raw: str, org: str | None = None) -> TaskContext:
@@ -62,3 +66,47 @@ def test_local_run_context_without_org_uses_the_local_default(tmp_path):
         assert (
             MemoryStore.remote_path_for_key(key="k") == f"{tmp_path}/raw_data/agents/memory-store/v0/local/proj/prod/k"
         )
+
+
+def _in_a_thread(fn):
+    """`fn()` on a thread of its own (no Flyte context), its result or its error."""
+    outcome: list[object] = []
+    thread = threading.Thread(target=lambda: outcome.append(_outcome(fn)))
+    thread.start()
+    thread.join(timeout=60)
+    return outcome[0]
+
+
+def _outcome(fn):
+    try:
+        return fn()
+    except Exception as error:  # handed to the test's thread
+        return error
+
+
+def test_a_thread_without_the_task_context_in_a_task_pod_is_refused_not_put_on_the_pods_disk(
+    tmp_path, monkeypatch, durable_backend, key
+):
+    monkeypatch.setenv(TASK_POD_ENV, "proj")  # what a cluster sets in a task's pod
+    store = MemoryStore.get_or_create(key=key)  # the task's own thread: its raw-data path is bound
+    store.write_text("a.md", "from the task")
+    store.save()
+
+    refused = _in_a_thread(lambda: MemoryStore.get_or_create(key=key))
+    assert isinstance(refused, ContextError) and "copy_context" in str(refused)
+    assert isinstance(_in_a_thread(lambda: MemoryStore.open(key=key)), ContextError)
+    assert not list(pathlib.Path(LOCAL_RAW_DATA_ROOT).glob(f"agents/memory-store/v0/*/*/*/{key}")), "nothing local"
+
+    # the fixes the message names work: the handle handed over, or the task's context carried to the thread
+    assert _in_a_thread(lambda: store.read_text("a.md")) == "from the task"
+    carried = contextvars.copy_context()
+    reopened = _in_a_thread(lambda: carried.run(MemoryStore.get_or_create, key=key))
+    assert isinstance(reopened, MemoryStore) and reopened.read_text("a.md") == "from the task"
+    assert durable_backend.objects(key)["a.md"] == b"from the task"
+
+
+def test_a_thread_without_a_context_outside_a_task_pod_keeps_the_embedded_default(monkeypatch):
+    monkeypatch.delenv(TASK_POD_ENV, raising=False)
+    flyte.init()
+    found = _in_a_thread(lambda: MemoryStore.remote_path_for_key(key="k"))
+    assert found == f"{LOCAL_RAW_DATA_ROOT}/agents/memory-store/v0/local/default/development/k"

@@ -6,13 +6,16 @@ The storage-root normalization is pure and follows upstream exactly. The context
 * Outside a remote task (a script, or a ``flyte.run`` in local mode), a missing org, project or domain
   falls back to `LOCAL_ORG`, `LOCAL_PROJECT` and `LOCAL_DOMAIN`.
 * Outside any run, a missing raw-data path falls back to `LOCAL_RAW_DATA_ROOT`, the directory a local
-  ``flyte.run`` uses, so a script and a local run with one key share one store.
+  ``flyte.run`` uses, so a script and a local run with one key share one store. Never in a Flyte task's
+  process on a cluster (`in_task_pod`): there, a thread that does not carry the task's context would put
+  the store on the pod's disk, lost with it, so it is a `ContextError` (upstream raises there too).
 
 Explicit arguments always win, then the task context, then ``flyte.init``.
 """
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
@@ -28,6 +31,9 @@ LOCAL_ORG = "local"
 LOCAL_PROJECT = "default"
 LOCAL_DOMAIN = "development"
 LOCAL_RAW_DATA_ROOT = "/tmp/flyte/raw_data"
+
+#: set in the pods of a Flyte cluster's tasks; flyte itself reads it to tell a pod from a developer's machine
+TASK_POD_ENV = "FLYTE_INTERNAL_EXECUTION_PROJECT"
 
 _RUN_SCRATCH_SEGMENT = "rd"
 _LOCAL_RAW_DATA_DIR = "raw_data"
@@ -133,7 +139,19 @@ def _storage_root_from_context() -> str:
     except ValueError:
         if context.data.task_context is not None and context.data.task_context.mode != "local":
             raise ContextError("MemoryStore needs a raw_data_path in the Flyte context") from None
+        if in_task_pod():
+            raise ContextError(
+                "MemoryStore needs a raw_data_path in the Flyte context, and this thread has none: it runs in a "
+                "Flyte task's pod but does not carry the task's context (a thread you start yourself does not "
+                "inherit it). Open the store on the task's own thread and hand the handle over, or run the "
+                "thread's work under contextvars.copy_context().run(...) taken on the task's thread"
+            ) from None
         return LOCAL_RAW_DATA_ROOT
     if not raw.path:
         return LOCAL_RAW_DATA_ROOT
     return storage_root(raw.path, raw.path_rewrite)
+
+
+def in_task_pod() -> bool:
+    """Whether this process is a Flyte task's on a cluster (whatever thread asks)."""
+    return bool(os.environ.get(TASK_POD_ENV))
