@@ -38,12 +38,9 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import functools
-import inspect
 import json
 import random
-from collections.abc import Callable, Coroutine, Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -51,7 +48,6 @@ from langgraph.store.base import (
     BaseStore,
     GetOp,
     IndexConfig,
-    InvalidNamespaceError,
     Item,
     ListNamespacesOp,
     Op,
@@ -73,14 +69,14 @@ from flyteplugins_memory import (
 )
 
 from .._loop import AdapterLoop
+from .batches import Pending, forget, settle, to_the_end
+from .checks import checked_ops, converting_namespace_errors
 from .layout import (
     ROOT,
     InvalidNamespace,
     InvalidStoreInput,
     Labels,
     check_filter,
-    check_key,
-    check_namespace,
     check_ttl,
     check_value,
     directory_of,
@@ -100,35 +96,6 @@ _REFUSED = (InvalidArgument, InvalidContent, InvalidPath)
 Entries = dict[str, Labels]
 #: where every op of every `FlyteStore` runs (`adapters._loop`): the sync API works inside a running loop too
 LOOP = AdapterLoop("flyteplugins-memory-langgraph")
-
-
-def _ours(name: str) -> Any:
-    """`BaseStore`'s method `name`, its namespace refusals (LangGraph's own checks, before the batch) raised as
-    `InvalidNamespace`: LangGraph's `InvalidNamespaceError` and our `InvalidStoreInput` at once."""
-    method: Callable[..., Any] = getattr(BaseStore, name)
-    if inspect.iscoroutinefunction(method):
-
-        @functools.wraps(method)
-        async def acall(self: BaseStore, *args: Any, **kwargs: Any) -> Any:
-            try:
-                return await method(self, *args, **kwargs)
-            except InvalidNamespace:
-                raise
-            except InvalidNamespaceError as exc:
-                raise InvalidNamespace(str(exc)) from exc
-
-        return acall
-
-    @functools.wraps(method)
-    def call(self: BaseStore, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return method(self, *args, **kwargs)
-        except InvalidNamespace:
-            raise
-        except InvalidNamespaceError as exc:
-            raise InvalidNamespace(str(exc)) from exc
-
-    return call
 
 
 class FlyteStore(BaseStore):
@@ -171,24 +138,25 @@ class FlyteStore(BaseStore):
         self._context = contextvars.copy_context() if self._store is None and _names_storage() else None
         self._actor = actor
         self._lock: asyncio.Lock | None = None  # made on the adapter's loop, where every op runs
-        self._queue: list[_Pending] = []  # batches waiting for the lock (see `_batch`)
+        self._queue: list[Pending] = []  # batches waiting for the lock (see `_batch`)
         self.index_config = dict(index) if index else None
         self._embeddings = ensure_embeddings(index.get("embed")) if index else None
         self.ttl_config = ttl
 
     # -- LangGraph's two entry points: every other method of BaseStore calls one of them --------------
-    # (those methods check namespaces first, with LangGraph's error: `_ours` raises ours, which is both)
+    # (those methods check namespaces first, with LangGraph's error: `converting_namespace_errors` raises
+    # ours, which is both)
 
-    get = _ours("get")
-    aget = _ours("aget")
-    search = _ours("search")
-    asearch = _ours("asearch")
-    put = _ours("put")
-    aput = _ours("aput")
-    delete = _ours("delete")
-    adelete = _ours("adelete")
-    list_namespaces = _ours("list_namespaces")
-    alist_namespaces = _ours("alist_namespaces")
+    get = converting_namespace_errors("get")
+    aget = converting_namespace_errors("aget")
+    search = converting_namespace_errors("search")
+    asearch = converting_namespace_errors("asearch")
+    put = converting_namespace_errors("put")
+    aput = converting_namespace_errors("aput")
+    delete = converting_namespace_errors("delete")
+    adelete = converting_namespace_errors("adelete")
+    list_namespaces = converting_namespace_errors("list_namespaces")
+    alist_namespaces = converting_namespace_errors("alist_namespaces")
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run `ops` (gets, searches and listings against the state before the batch's puts, which are
@@ -230,7 +198,7 @@ class FlyteStore(BaseStore):
 
     async def _refresh(self) -> None:
         async with self._locked():
-            await _to_the_end(self._refresh_handle())  # cancelled, a refresh is not cut off halfway
+            await to_the_end(self._refresh_handle())  # cancelled, a refresh is not cut off halfway
 
     async def _refresh_handle(self) -> None:
         await (await self.handle()).refresh.aio()
@@ -244,39 +212,39 @@ class FlyteStore(BaseStore):
         """Group commit: batches that arrive while another holds the lock wait, and the next holder runs
         them all, reads first and then their writes as one save (concurrent batches have no order of
         their own, so all reads before all writes is one they could have run in)."""
-        pending = _Pending(ops, _checked(ops), asyncio.get_running_loop().create_future())
+        pending = Pending(ops, checked_ops(ops), asyncio.get_running_loop().create_future())
         self._queue.append(pending)
         try:
             async with self._locked():
                 if not pending.done.done():
                     group, self._queue = self._queue, []
                     try:
-                        await _to_the_end(self._run(group))
+                        await to_the_end(self._run(group))
                     finally:  # failed midway: the group's other callers must not wait forever
                         for waiting in group:
                             if not waiting.done.done():
                                 waiting.done.cancel()
         except asyncio.CancelledError:
             # the caller was cancelled: waiting for its turn, the batch is dropped (`_run` skips it if a
-            # group holds it already); running, `_to_the_end` finished its group's save first
+            # group holds it already); running, `to_the_end` finished its group's save first
             if pending in self._queue:
                 self._queue.remove(pending)
-            _forget(pending.done)
+            forget(pending.done)
             raise
         return pending.done.result()
 
-    async def _run(self, group: list[_Pending]) -> None:
+    async def _run(self, group: list[Pending]) -> None:
         store = await self.handle()
         stale: dict[str, Labels] = {}  # items read with refresh_ttl whose expiry moves
         puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
-        done: list[tuple[_Pending, list[Result]]] = []
+        done: list[tuple[Pending, list[Result]]] = []
         for pending in group:
             if pending.done.done():  # its caller was cancelled before it ran: dropped
                 continue
             try:
                 results: list[Result] = [await self._read(store, op, stale) for op in pending.ops]
             except Exception as exc:  # this batch fails alone: its puts are not written
-                _settle(pending.done, error=exc)
+                settle(pending.done, error=exc)
                 continue
             puts.update(pending.puts)
             done.append((pending, results))
@@ -285,10 +253,10 @@ class FlyteStore(BaseStore):
                 await self._commit(store, puts, {p: lb for p, lb in stale.items() if _item_of(lb) not in puts})
         except Exception as exc:  # the save failed: every batch of the group with it, nothing staged
             for pending, _ in done:
-                _settle(pending.done, error=exc)
+                settle(pending.done, error=exc)
             return
         for pending, results in done:
-            _settle(pending.done, results)
+            settle(pending.done, results)
 
     def _refreshes(self, op: GetOp | SearchOp) -> bool:
         """Whether a read moves the expiry of what it returns: when asked (`refresh_ttl`, True unless the
@@ -452,94 +420,6 @@ def _names_storage() -> bool:
 
     context = internal_ctx()
     return context.data.task_context is not None or context.has_raw_data
-
-
-async def _to_the_end(coro: Coroutine[Any, Any, None]) -> None:
-    """Await `coro`; cancelled meanwhile, let it finish first (a group's save is never cut off halfway, and
-    the lock is not released while it runs), then raise the cancellation."""
-    task = asyncio.ensure_future(coro)
-    try:
-        await asyncio.shield(task)
-    except asyncio.CancelledError:
-        while not task.done():
-            try:
-                await asyncio.wait({task})
-            except asyncio.CancelledError:
-                continue
-        if not task.cancelled():
-            task.exception()  # retrieved: the group's outcome reached its callers already
-        raise
-
-
-def _settle(
-    done: asyncio.Future[list[Result]], results: list[Result] | None = None, *, error: Exception | None = None
-) -> None:
-    """Give a batch its outcome, unless its caller was cancelled meanwhile (then nobody waits for it)."""
-    if done.done():
-        return
-    if error is not None:
-        done.set_exception(error)
-    else:
-        done.set_result(results or [])
-
-
-def _forget(done: asyncio.Future[list[Result]]) -> None:
-    """A cancelled caller's outcome: cancelled if not there yet, retrieved if it is (never logged as lost)."""
-    if not done.done():
-        done.cancel()
-    elif not done.cancelled():
-        done.exception()
-
-
-@dataclass
-class _Pending:
-    """A batch waiting for its turn: its ops, its puts (the last per item), and its result to come."""
-
-    ops: list[Op]
-    puts: dict[tuple[tuple[str, ...], str], PutOp]
-    done: asyncio.Future[list[Result]]
-
-
-def _checked(ops: list[Op]) -> dict[tuple[tuple[str, ...], str], PutOp]:
-    """Check every op before anything runs; the puts, the last one per item."""
-    puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
-    for op in ops:
-        if isinstance(op, GetOp):
-            check_namespace(op.namespace)
-            check_key(op.key)
-        elif isinstance(op, SearchOp):
-            check_namespace(op.namespace_prefix, empty_ok=True)
-            check_filter(op.filter)
-            _check_window(op.limit, op.offset)
-            if op.query is not None and not isinstance(op.query, str):
-                raise InvalidStoreInput(f"query must be a str or None, got {op.query!r}")
-        elif isinstance(op, ListNamespacesOp):
-            _check_listing(op)
-        elif isinstance(op, PutOp):
-            namespace, key = check_namespace(op.namespace), check_key(op.key)
-            if op.value is not None:
-                check_value(op.value)
-                check_ttl(op.ttl)
-            puts[(namespace, key)] = op
-        else:
-            raise InvalidStoreInput(f"unknown op {type(op).__name__}: not a GetOp, SearchOp, PutOp or ListNamespacesOp")
-    return puts
-
-
-def _check_listing(op: ListNamespacesOp) -> None:
-    for condition in op.match_conditions or ():
-        if condition.match_type not in ("prefix", "suffix"):
-            raise InvalidStoreInput(f"match_type is 'prefix' or 'suffix', got {condition.match_type!r}")
-        check_namespace(condition.path, empty_ok=True)
-    if op.max_depth is not None and (not isinstance(op.max_depth, int) or op.max_depth < 1):
-        raise InvalidStoreInput(f"max_depth is None or a positive int, got {op.max_depth!r}")
-    _check_window(op.limit, op.offset)
-
-
-def _check_window(limit: object, offset: object) -> None:
-    for name, value in (("limit", limit), ("offset", offset)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise InvalidStoreInput(f"{name} must be an int >= 0, got {value!r}")
 
 
 async def _entries(store: MemoryStore, prefix: tuple[str, ...]) -> Entries:
