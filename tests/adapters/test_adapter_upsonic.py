@@ -20,7 +20,7 @@ import textwrap
 
 import pytest
 
-from flyteplugins_memory import InvalidArgument, MemoryStore
+from flyteplugins_memory import ConcurrencyError, InvalidArgument, MemoryStore, UnsavedChanges
 from flyteplugins_memory.adapters.upsonic import AsyncFlyteStorage, FlyteStorage, SessionOfAnotherUser
 from helpers import race_children, run_python
 from repo import REPO, SUPPORT
@@ -702,3 +702,84 @@ def test_none_sessions_are_skipped_as_upsonics_storages_skip_them(durable_backen
     assert sorted(rows(durable_backend, key)) == [f"upsonic/sessions/{s}/session.json" for s in ("s1", "s2")]
     with pytest.raises(InvalidArgument):  # a session without an id is still refused
         storage.upsert_session({"user_id": "ada"})
+
+
+# -- a handle the caller gave: reads never drop its work, writes never commit it (the shared-handle policy) --
+
+
+def _call(storage, name: str, *args, **kwargs):
+    """`name` on either storage: the sync call, or the async one run to completion (``close`` has no ``a``)."""
+    if isinstance(storage, AsyncFlyteStorage):
+        return asyncio.run(getattr(storage, name if name == "close" else "a" + name)(*args, **kwargs))
+    return getattr(storage, name)(*args, **kwargs)
+
+
+@pytest.mark.parametrize("kind", [FlyteStorage, AsyncFlyteStorage])
+@pytest.mark.parametrize(
+    "read",
+    [
+        lambda s: _call(s, "get_user_memory", "u"),
+        lambda s: _call(s, "get_session", "s1"),
+        lambda s: _call(s, "get_sessions"),
+        lambda s: _call(s, "get_cultural_knowledge", "c1"),
+        lambda s: _call(s, "query_usage_entries"),
+    ],
+    ids=["get_user_memory", "get_session", "get_sessions", "get_cultural_knowledge", "query_usage_entries"],
+)
+def test_a_read_through_the_callers_handle_keeps_its_unsaved_edit(durable_backend, key, kind, read):
+    """The reviewer's shape: the caller's handle holds an unsaved edit that another task's commit conflicts
+    with; a read through the adapter must leave it (no refresh while the handle holds unsaved changes), so
+    the caller's save fails as it would without the adapter."""
+    mine = MemoryStore.create(key=key)
+    mine.write_text("notes/plan.md", "v1")
+    mine.save()
+    mine.write_text("notes/plan.md", "caller's unsaved v2")
+    other = MemoryStore.open(key=key)
+    other.write_text("notes/plan.md", "other task's v2")
+    other.save()
+
+    read(kind(mine))
+
+    assert mine.has_unsaved_changes() and mine.read_text("notes/plan.md") == "caller's unsaved v2"
+    with pytest.raises(ConcurrencyError):
+        mine.save()
+    assert durable_backend.objects(key)["notes/plan.md"] == b"other task's v2"
+
+
+WRITES = {
+    "upsert_user_memory": lambda s: _call(s, "upsert_user_memory", {"user_id": "u1", "user_memory": {}}),
+    "upsert_session": lambda s: _call(s, "upsert_session", session("s1")),
+    "delete_session": lambda s: _call(s, "delete_session", "s1"),
+    "upsert_cultural_knowledge": lambda s: _call(s, "upsert_cultural_knowledge", {"id": "c1", "name": "tone"}),
+    "upsert_usage_entry": lambda s: _call(s, "upsert_usage_entry", {"entry_id": "e1", "kind": "llm"}),
+    "clear_all": lambda s: _call(s, "clear_all"),
+}
+
+
+@pytest.mark.parametrize("kind", [FlyteStorage, AsyncFlyteStorage])
+@pytest.mark.parametrize("write", [*WRITES, "close"])
+def test_a_write_through_the_callers_handle_never_commits_its_unsaved_changes(durable_backend, key, kind, write):
+    """The caller's unrelated unsaved write, then an adapter write: `UnsavedChanges` before anything lands
+    (storage and its log as they were), the caller's change still unsaved and then saved as the caller's.
+    ``close()`` saves nothing of the caller's either (it returns: it has nothing of its own to save)."""
+    mine = MemoryStore.create(key=key)
+    FlyteStorage(key).upsert_session(session("s1"))  # a row for the delete to find
+    mine.refresh()
+    mine.write_text("mine/draft.md", "half-done, not for saving", actor="alice")
+    before = durable_backend.stored(key)
+
+    storage = kind(mine)
+    if write == "close":
+        _call(storage, "close")
+    else:
+        with pytest.raises(UnsavedChanges, match=r"save\(\) or revert\(\) them first.*its own handle"):
+            WRITES[write](storage)
+    assert durable_backend.stored(key) == before  # nothing new in storage, the log included
+    assert mine.has_unsaved_changes() and mine.read_text("mine/draft.md") == "half-done, not for saving"
+
+    mine.save()  # the caller's change is the caller's commit
+    last = MemoryStore.open(key=key).log(limit=1)[0]
+    assert last.actor == "alice" and list(last.wrote) == ["mine/draft.md"]
+    _call(storage, "upsert_user_memory", {"user_id": "u1", "user_memory": {"k": 1}})  # saved: writes go through
+    assert json.loads(durable_backend.objects(key)["upsonic/users/u1.json"])["row"]["user_memory"] == {"k": 1}
+    assert MemoryStore.open(key=key).log(limit=1)[0].actor == "upsonic"

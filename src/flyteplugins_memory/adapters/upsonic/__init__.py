@@ -94,6 +94,12 @@ class AsyncFlyteStorage(TableCalls, _AsyncBase):  # pyright: ignore[reportUntype
 
     Every mutating call is one commit (a task that dies loses nothing it was told was stored); every read
     first moves the handle to the newest commit, so rows other tasks saved are seen.
+
+    Given your own handle (`store` a `MemoryStore`), the storage never drops or commits your work: while
+    the handle you gave holds unsaved changes, the adapter reads it without refreshing (a refresh would
+    drop the conflicting ones), and a mutating call raises `UnsavedChanges` before it stages anything
+    (its commit would save them under its actor): ``save()`` or ``revert()`` them first, or give the
+    adapter its own handle, the key. ``close()`` saves only a handle the storage opened itself.
     """
 
     def __init__(
@@ -157,9 +163,10 @@ class AsyncFlyteStorage(TableCalls, _AsyncBase):  # pyright: ignore[reportUntype
 
     @exclusive
     async def close(self) -> None:
-        """Save anything unsaved (every mutating call already committed)."""
+        """Save anything unsaved of a handle the storage opened (every mutating call already committed);
+        a handle the caller gave is left as it is: its unsaved changes are the caller's."""
         store = self.store
-        if store is not None and store.has_unsaved_changes():
+        if store is not None and not self._tables.given and store.has_unsaved_changes():
             await store.save.aio(actor=self._tables.actor)
 
     # -- sessions -------------------------------------------------------------------------------------

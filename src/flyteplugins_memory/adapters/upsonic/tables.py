@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mappi
 from datetime import UTC
 from typing import Any, ParamSpec, TypeVar
 
-from ... import ConcurrencyError, InvalidArgument, MemoryStore
+from ... import ConcurrencyError, InvalidArgument, MemoryStore, UnsavedChanges
 from .._segments import encode_id
 
 FORMAT = 1
@@ -138,6 +138,8 @@ class Tables:
             raise InvalidArgument("store is a MemoryStore or a key")
         self._store = store if isinstance(store, MemoryStore) else None
         self._key = store if isinstance(store, str) else None
+        #: the caller's own handle (not one this adapter opened): its unsaved changes are the caller's
+        self.given = self._store is not None
         self.prefix = checked_prefix(prefix)
         self.dirs = dict(dirs) if dirs is not None else dict(DEFAULT_DIRS)
         self.actor = actor
@@ -154,10 +156,24 @@ class Tables:
         return "/".join([self.prefix, self.dirs[table], *(segment(i) for i in ids)]) + ".json"
 
     async def fresh(self) -> MemoryStore:
-        """The store at its newest committed state (rows other tasks saved are seen)."""
+        """The store at its newest committed state (rows other tasks saved are seen), for a read. While the
+        handle holds unsaved changes it is read as it is, without a refresh: a refresh would drop the
+        conflicting ones (a caller's work in progress on a handle it gave the adapter)."""
         store = await self.store()
-        await store.refresh.aio()
+        if not store.has_unsaved_changes():
+            await store.refresh.aio()
         return store
+
+    def check_no_callers_changes(self, store: MemoryStore) -> None:
+        """Before this adapter stages a write: the caller's handle holding unsaved changes (the adapter's
+        own are always saved or reverted by the call that made them) raises `UnsavedChanges`, since the
+        commit would carry them under the adapter's actor and reason."""
+        if self.given and store.has_unsaved_changes():
+            raise UnsavedChanges(
+                f"the MemoryStore handle of key {store.key!r} given to the Upsonic storage holds unsaved "
+                "changes the storage did not make, which its commit would save under its own name: save() "
+                f"or revert() them first, or give the adapter its own handle: the key ({store.key!r})"
+            )
 
     async def read(self, path: str) -> dict[str, Any] | None:
         body = await (await self.store()).read_json.aio(path)
@@ -190,10 +206,13 @@ class Tables:
     async def commit(self, change: Callable[[], Awaitable[T]], reason: str) -> T:
         """Apply `change` to the newest state and save it as one commit, again on a conflicting save. A
         change that raises, or whose save conflicts, leaves nothing staged: what it wrote is reverted, so
-        neither a later commit nor the retry (which may decide differently) carries it."""
+        neither a later commit nor the retry (which may decide differently) carries it. Unsaved changes
+        of the caller's handle: `UnsavedChanges` before anything is staged (`check_no_callers_changes`)."""
         async with self.exclusive():
             for attempt in range(_SAVE_ATTEMPTS):
-                store = await self.fresh()
+                store = await self.store()
+                self.check_no_callers_changes(store)
+                await store.refresh.aio()
                 self._touched = []
                 try:
                     result = await change()
