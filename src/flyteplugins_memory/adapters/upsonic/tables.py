@@ -100,8 +100,9 @@ def page(rows: list[T], limit: int | None, offset: int | None) -> list[T]:
     return rows[start:] if limit is None else rows[start : start + limit]
 
 
-#: the adapter's tables and their directories when the caller names none (the layout before table names
-#: were honoured, so stores written then read the same); "models" has no table name in Upsonic's base
+#: the adapter's tables and their directories when the caller names none, or names Upsonic's default name
+#: (the layout before table names were honoured, so stores written then read the same); "models" has no
+#: table name in Upsonic's base
 DEFAULT_DIRS = {
     "sessions": "sessions",
     "users": "users",
@@ -110,20 +111,40 @@ DEFAULT_DIRS = {
     "usage": "usage",
     "models": "models",
 }
+#: the names Upsonic's base gives the tables it was given no name for (``name or default``)
+DEFAULT_TABLE_NAMES = {
+    "sessions": "upsonic_sessions",
+    "users": "upsonic_user_memories",
+    "culture": "upsonic_cultural_knowledge",
+    "knowledge": "upsonic_knowledge",
+    "usage": "upsonic_usage_entries",
+}
 
 
-def table_dirs(names: Mapping[str, str | None]) -> dict[str, str]:
-    """Each table's directory: the caller's table name as one path segment (`segment`), else the default;
-    two tables in one directory would read each other's rows, so that is an `InvalidArgument`."""
+def table_names(names: Mapping[str, str | None]) -> dict[str, str]:
+    """Each table's name as Upsonic's base keeps it: the caller's, or the default for None or ``""``
+    (the base's ``name or default``). A name that is not a str, or two tables of one name (Upsonic's own
+    storages would keep two kinds of rows in one table): `InvalidArgument`."""
+    effective: dict[str, str] = {}
+    for table, name in names.items():
+        if name is not None and not isinstance(name, str):
+            raise InvalidArgument(f"a table name is a str or None, got {name!r}")
+        effective[table] = name or DEFAULT_TABLE_NAMES[table]
+    shared = sorted({n for n in effective.values() if list(effective.values()).count(n) > 1})
+    if shared:
+        raise InvalidArgument(f"two tables are named {shared[0]!r}: give them distinct names")
+    return effective
+
+
+def table_dirs(names: Mapping[str, str]) -> dict[str, str]:
+    """Each table's directory, from its name (`table_names`): its kind's directory for Upsonic's default
+    name, else ``<kind's directory>.<the name as one segment>`` (`segment`). A directory is one kind's
+    whatever the names (a segment never holds a dot), so two storages over one prefix never read each
+    other's rows as their own kind, whatever names each was given."""
     dirs = dict(DEFAULT_DIRS)
     for table, name in names.items():
-        if name is not None:
-            if not isinstance(name, str) or not name:
-                raise InvalidArgument(f"a table name is a non-empty str, got {name!r}")
-            dirs[table] = segment(name)
-    clash = {d for d in dirs.values() if list(dirs.values()).count(d) > 1}
-    if clash:
-        raise InvalidArgument(f"two tables would share the directory {min(clash)!r}: give them distinct names")
+        if name != DEFAULT_TABLE_NAMES[table]:
+            dirs[table] = f"{DEFAULT_DIRS[table]}.{segment(name)}"
     return dirs
 
 
