@@ -430,6 +430,16 @@ REAL_TABLES = textwrap.dedent(
         assert await storage.aget_model("n1", Note, collection="notes") == Note(text="hi")
         assert isinstance(await storage.aget_session("s2"), AgentSession)
         assert await memory.delete_session_async() is True and await storage.aget_session("s2") is None
+        # Upsonic's default name is the table of no name; sessions named after our user memories'
+        # directory stay sessions
+        same = AsyncFlyteStorage(config["key"], user_memory_table="upsonic_user_memories")
+        assert (await same.aget_user_memory("bob")).user_memory == {{"likes": "tea"}}
+        sessions_in_users = AsyncFlyteStorage(config["key"], session_table="users")
+        assert await sessions_in_users.table_exists("users") and not await storage.table_exists("users")
+        await sessions_in_users.aupsert_session(AgentSession(session_id="s3", user_id="bob"))
+        assert [m.user_id for m in await storage.aget_user_memories()] == ["bob"]
+        assert isinstance(await sessions_in_users.aget_session("s3"), AgentSession)
+        assert await storage.aget_session("s3") is None
 
     asyncio.run(main())
     print("ok")
@@ -475,6 +485,8 @@ def test_the_real_upsonic_tables_through_the_async_storage(local_backend, key):
     assert files["upsonic/users/bob.json"]["row"]["user_memory"] == {"likes": "tea"}
     assert files["upsonic/knowledge/d1.json"]["row"]["knowledge_base_id"] == "kb"
     assert files["upsonic/models/notes/n1.json"]["row"]["model_data"] == {"text": "hi"}
+    assert files["upsonic/sessions.users/s3/session.json"]["row"]["user_id"] == "bob"
+    assert [n for n in files if n.startswith("upsonic/users/")] == ["upsonic/users/bob.json"]
     assert not any(n.startswith(("upsonic/sessions/", "upsonic/culture/")) for n in files)
 
 
