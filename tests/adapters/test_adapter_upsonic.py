@@ -892,3 +892,29 @@ def test_a_table_named_after_another_kinds_directory_never_reads_its_rows(durabl
         "upsonic/culture.y/i1.json",
         "upsonic/knowledge.y/i1.json",
     }
+
+
+def test_names_of_our_directories_are_plain_names_of_their_own_kind(durable_backend, key):
+    """A name that is our directory of another kind (``sessions``, ``models``) can no longer clash: it is
+    a table of its own kind, beside the table that directory holds."""
+    odd = FlyteStorage(key, user_memory_table="sessions", knowledge_table="models", session_table="users")
+    assert odd.table_names() == {
+        "users": "sessions.users",
+        "sessions": "users.sessions",
+        "upsonic_cultural_knowledge": "culture",
+        "models": "knowledge.models",
+        "upsonic_usage_entries": "usage",
+    }
+    odd.upsert_user_memory({"user_id": "ada", "user_memory": {"odd": True}})
+    odd.upsert_knowledge_content({"id": "k1", "name": "doc", "knowledge_base_id": "kb"})
+    odd.upsert_model("k1", {"text": "a model"}, collection="k1")
+    plain = FlyteStorage(key)
+    plain.upsert_session(session("ada", "ada"))
+    assert plain.get_user_memory("ada") is None and plain.get_knowledge_content("k1") is None
+    assert odd.get_session("ada") is None and odd.get_user_memory("ada")["user_memory"] == {"odd": True}
+    assert sorted(rows(durable_backend, key)) == [
+        "upsonic/knowledge.models/k1.json",
+        "upsonic/models/k1/k1.json",
+        "upsonic/sessions/ada/session.json",
+        "upsonic/users.sessions/ada.json",
+    ]
