@@ -20,7 +20,7 @@ import textwrap
 
 import pytest
 
-from flyteplugins_memory import InvalidArgument, MemoryStore
+from flyteplugins_memory import ConcurrencyError, InvalidArgument, MemoryStore, UnsavedChanges
 from flyteplugins_memory.adapters.upsonic import AsyncFlyteStorage, FlyteStorage, SessionOfAnotherUser
 from helpers import race_children, run_python
 from repo import REPO, SUPPORT
@@ -430,6 +430,16 @@ REAL_TABLES = textwrap.dedent(
         assert await storage.aget_model("n1", Note, collection="notes") == Note(text="hi")
         assert isinstance(await storage.aget_session("s2"), AgentSession)
         assert await memory.delete_session_async() is True and await storage.aget_session("s2") is None
+        # Upsonic's default name is the table of no name; sessions named after our user memories'
+        # directory stay sessions
+        same = AsyncFlyteStorage(config["key"], user_memory_table="upsonic_user_memories")
+        assert (await same.aget_user_memory("bob")).user_memory == {{"likes": "tea"}}
+        sessions_in_users = AsyncFlyteStorage(config["key"], session_table="users")
+        assert await sessions_in_users.table_exists("users") and not await storage.table_exists("users")
+        await sessions_in_users.aupsert_session(AgentSession(session_id="s3", user_id="bob"))
+        assert [m.user_id for m in await storage.aget_user_memories()] == ["bob"]
+        assert isinstance(await sessions_in_users.aget_session("s3"), AgentSession)
+        assert await storage.aget_session("s3") is None
 
     asyncio.run(main())
     print("ok")
@@ -475,6 +485,8 @@ def test_the_real_upsonic_tables_through_the_async_storage(local_backend, key):
     assert files["upsonic/users/bob.json"]["row"]["user_memory"] == {"likes": "tea"}
     assert files["upsonic/knowledge/d1.json"]["row"]["knowledge_base_id"] == "kb"
     assert files["upsonic/models/notes/n1.json"]["row"]["model_data"] == {"text": "hi"}
+    assert files["upsonic/sessions.users/s3/session.json"]["row"]["user_id"] == "bob"
+    assert [n for n in files if n.startswith("upsonic/users/")] == ["upsonic/users/bob.json"]
     assert not any(n.startswith(("upsonic/sessions/", "upsonic/culture/")) for n in files)
 
 
@@ -629,8 +641,8 @@ TABLES = {
 
 def test_table_names_given_to_the_constructor_are_the_tables_directories(durable_backend_and_endpoint, key):
     """Every Upsonic ``Storage`` takes its tables' names; ours keeps them as Upsonic's base does and keeps
-    each named table in a directory of that name, so two storages with different names over one prefix
-    never see each other's rows."""
+    each named table in a directory of its kind and name (``sessions.agent_sessions``), so two storages
+    with different names over one prefix never see each other's rows."""
     backend, _ = durable_backend_and_endpoint
     named = FlyteStorage(key, **TABLES)
     assert (named.session_table_name, named.user_memory_table_name) == ("agent_sessions", "profiles")
@@ -649,10 +661,17 @@ def test_table_names_given_to_the_constructor_are_the_tables_directories(durable
 
     directories = {name.split("/")[1] for name in rows(backend, key)}
     kb = named.table_names()["kb rows"]
-    assert kb != "kb rows" and "/" not in kb  # one encoded segment
-    assert directories == {"agent_sessions", "profiles", "culture_v2", kb, "ledger", "sessions"}
-    assert "upsonic/agent_sessions/s1/runs/r1.json" in rows(backend, key)
-    assert rows(backend, key)["upsonic/profiles/ada.json"]["row"]["user_memory"] == {"k": "v"}
+    assert kb.startswith("knowledge._") and "/" not in kb  # the name as one encoded segment
+    assert directories == {
+        "sessions.agent_sessions",
+        "users.profiles",
+        "culture.culture_v2",
+        kb,
+        "usage.ledger",
+        "sessions",
+    }
+    assert "upsonic/sessions.agent_sessions/s1/runs/r1.json" in rows(backend, key)
+    assert rows(backend, key)["upsonic/users.profiles/ada.json"]["row"]["user_memory"] == {"k": "v"}
 
     again = FlyteStorage(key, **TABLES)  # a new handle with the same names reads everything back
     assert again.get_session("s1", deserialize=False)["runs"]["r1"]["output"]["status"] == "paused"
@@ -660,7 +679,7 @@ def test_table_names_given_to_the_constructor_are_the_tables_directories(durable
     assert again.get_user_memory("ada")["user_memory"] == {"k": "v"}
     assert again.get_cultural_knowledge("c1")["content"] == "brief"
     assert again.delete_session("s1")
-    assert "upsonic/agent_sessions/s1/session.json" not in rows(backend, key)
+    assert "upsonic/sessions.agent_sessions/s1/session.json" not in rows(backend, key)
     assert "upsonic/sessions/s1/session.json" in rows(backend, key)
 
 
@@ -668,7 +687,7 @@ def test_table_exists_tells_which_tables_the_storage_has(local_backend, key):
     named = FlyteStorage(key, session_table="agent_sessions")
     assert named.table_exists("agent_sessions") and named.table_exists("upsonic_user_memories")
     assert not named.table_exists("upsonic_sessions") and not named.table_exists("anything")
-    assert named.table_names()["agent_sessions"] == "agent_sessions"
+    assert named.table_names()["agent_sessions"] == "sessions.agent_sessions"
     assert named.table_names()["upsonic_user_memories"] == "users"
 
     async def main() -> None:
@@ -682,10 +701,9 @@ def test_table_exists_tells_which_tables_the_storage_has(local_backend, key):
     "names",
     [
         {"session_table": "t", "user_memory_table": "t"},
-        {"user_memory_table": "sessions"},  # the default sessions table's directory
-        {"knowledge_table": "models"},  # the generic models' directory
-        {"session_table": ""},
+        {"session_table": "upsonic_user_memories"},  # the user memories' name when not named
         {"usage_entry_table": 7},
+        {"session_table": b"sessions"},
     ],
 )
 def test_table_names_that_would_clash_or_are_not_names_are_refused_up_front(local_backend, key, names):
@@ -702,3 +720,201 @@ def test_none_sessions_are_skipped_as_upsonics_storages_skip_them(durable_backen
     assert sorted(rows(durable_backend, key)) == [f"upsonic/sessions/{s}/session.json" for s in ("s1", "s2")]
     with pytest.raises(InvalidArgument):  # a session without an id is still refused
         storage.upsert_session({"user_id": "ada"})
+
+
+# -- a handle the caller gave: reads never drop its work, writes never commit it (the shared-handle policy) --
+
+
+def _call(storage, name: str, *args, **kwargs):
+    """`name` on either storage: the sync call, or the async one run to completion (``close`` has no ``a``)."""
+    if isinstance(storage, AsyncFlyteStorage):
+        return asyncio.run(getattr(storage, name if name == "close" else "a" + name)(*args, **kwargs))
+    return getattr(storage, name)(*args, **kwargs)
+
+
+@pytest.mark.parametrize("kind", [FlyteStorage, AsyncFlyteStorage])
+@pytest.mark.parametrize(
+    "read",
+    [
+        lambda s: _call(s, "get_user_memory", "u"),
+        lambda s: _call(s, "get_session", "s1"),
+        lambda s: _call(s, "get_sessions"),
+        lambda s: _call(s, "get_cultural_knowledge", "c1"),
+        lambda s: _call(s, "query_usage_entries"),
+    ],
+    ids=["get_user_memory", "get_session", "get_sessions", "get_cultural_knowledge", "query_usage_entries"],
+)
+def test_a_read_through_the_callers_handle_keeps_its_unsaved_edit(durable_backend, key, kind, read):
+    """The reviewer's shape: the caller's handle holds an unsaved edit that another task's commit conflicts
+    with; a read through the adapter must leave it (no refresh while the handle holds unsaved changes), so
+    the caller's save fails as it would without the adapter."""
+    mine = MemoryStore.create(key=key)
+    mine.write_text("notes/plan.md", "v1")
+    mine.save()
+    mine.write_text("notes/plan.md", "caller's unsaved v2")
+    other = MemoryStore.open(key=key)
+    other.write_text("notes/plan.md", "other task's v2")
+    other.save()
+
+    read(kind(mine))
+
+    assert mine.has_unsaved_changes() and mine.read_text("notes/plan.md") == "caller's unsaved v2"
+    with pytest.raises(ConcurrencyError):
+        mine.save()
+    assert durable_backend.objects(key)["notes/plan.md"] == b"other task's v2"
+
+
+WRITES = {
+    "upsert_user_memory": lambda s: _call(s, "upsert_user_memory", {"user_id": "u1", "user_memory": {}}),
+    "upsert_session": lambda s: _call(s, "upsert_session", session("s1")),
+    "delete_session": lambda s: _call(s, "delete_session", "s1"),
+    "upsert_cultural_knowledge": lambda s: _call(s, "upsert_cultural_knowledge", {"id": "c1", "name": "tone"}),
+    "upsert_usage_entry": lambda s: _call(s, "upsert_usage_entry", {"entry_id": "e1", "kind": "llm"}),
+    "clear_all": lambda s: _call(s, "clear_all"),
+}
+
+
+@pytest.mark.parametrize("kind", [FlyteStorage, AsyncFlyteStorage])
+@pytest.mark.parametrize("write", [*WRITES, "close"])
+def test_a_write_through_the_callers_handle_never_commits_its_unsaved_changes(durable_backend, key, kind, write):
+    """The caller's unrelated unsaved write, then an adapter write: `UnsavedChanges` before anything lands
+    (storage and its log as they were), the caller's change still unsaved and then saved as the caller's.
+    ``close()`` saves nothing of the caller's either (it returns: it has nothing of its own to save)."""
+    mine = MemoryStore.create(key=key)
+    FlyteStorage(key).upsert_session(session("s1"))  # a row for the delete to find
+    mine.refresh()
+    mine.write_text("mine/draft.md", "half-done, not for saving", actor="alice")
+    before = durable_backend.stored(key)
+
+    storage = kind(mine)
+    if write == "close":
+        _call(storage, "close")
+    else:
+        with pytest.raises(UnsavedChanges, match=r"save\(\) or revert\(\) them first.*its own handle"):
+            WRITES[write](storage)
+    assert durable_backend.stored(key) == before  # nothing new in storage, the log included
+    assert mine.has_unsaved_changes() and mine.read_text("mine/draft.md") == "half-done, not for saving"
+
+    mine.save()  # the caller's change is the caller's commit
+    last = MemoryStore.open(key=key).log(limit=1)[0]
+    assert last.actor == "alice" and list(last.wrote) == ["mine/draft.md"]
+    _call(storage, "upsert_user_memory", {"user_id": "u1", "user_memory": {"k": 1}})  # saved: writes go through
+    assert json.loads(durable_backend.objects(key)["upsonic/users/u1.json"])["row"]["user_memory"] == {"k": 1}
+    assert MemoryStore.open(key=key).log(limit=1)[0].actor == "upsonic"
+
+
+# -- table names as Upsonic means them: a default name is the table of no name; a directory is one kind's --
+
+DEFAULT_NAMES = {
+    "session_table": "upsonic_sessions",
+    "user_memory_table": "upsonic_user_memories",
+    "cultural_knowledge_table": "upsonic_cultural_knowledge",
+    "knowledge_table": "upsonic_knowledge",
+    "usage_entry_table": "upsonic_usage_entries",
+}
+
+
+def _one_of_each(storage: FlyteStorage, tag: str) -> None:
+    storage.upsert_session(session(f"s-{tag}", runs={"r": run("r")}))
+    storage.upsert_user_memory({"user_id": f"u-{tag}", "user_memory": {"tag": tag}})
+    storage.upsert_cultural_knowledge({"id": f"c-{tag}", "name": "tone", "content": tag})
+    storage.upsert_knowledge_content({"id": f"k-{tag}", "name": "doc", "knowledge_base_id": "kb"})
+    storage.upsert_usage_entry({"entry_id": f"e-{tag}", "kind": "llm", "timestamp": 1.0})
+
+
+def _sees(storage: FlyteStorage, tag: str) -> bool:
+    found = [
+        storage.get_session(f"s-{tag}", deserialize=False),
+        storage.get_user_memory(f"u-{tag}", deserialize=False),
+        storage.get_cultural_knowledge(f"c-{tag}", deserialize=False),
+        storage.get_knowledge_content(f"k-{tag}"),
+        [e for e in storage.query_usage_entries() if e["entry_id"] == f"e-{tag}"] or None,
+    ]
+    assert all(f is None for f in found) or all(f is not None for f in found), found
+    return found[0] is not None
+
+
+@pytest.mark.parametrize("names", [DEFAULT_NAMES, dict.fromkeys(DEFAULT_NAMES, "")], ids=["default names", "empty"])
+def test_upsonics_default_names_are_the_tables_of_no_name(durable_backend, key, names):
+    """Upsonic's base names a table it was given no name for (``None``, or ``""``: ``name or default``)
+    ``upsonic_sessions`` and so on, so naming it that is the same table, as in Upsonic's own storages:
+    the same directory as no name, where rows stored before table names were honoured already live."""
+    plain, named = FlyteStorage(key), FlyteStorage(key, **names)
+    assert (
+        named.table_names()
+        == plain.table_names()
+        == {
+            "upsonic_sessions": "sessions",
+            "upsonic_user_memories": "users",
+            "upsonic_cultural_knowledge": "culture",
+            "upsonic_knowledge": "knowledge",
+            "upsonic_usage_entries": "usage",
+        }
+    )
+    _one_of_each(plain, "plain")
+    assert _sees(named, "plain")
+    _one_of_each(named, "named")
+    assert _sees(plain, "named")
+    directories = {name.split("/")[1] for name in rows(durable_backend, key)}
+    assert directories == {"sessions", "users", "culture", "knowledge", "usage"}
+    assert named.delete_user_memory("u-plain") and plain.get_user_memory("u-plain") is None
+
+
+def test_a_table_named_after_another_kinds_directory_never_reads_its_rows(durable_backend, key):
+    """The reviewer's shape: sessions named ``users`` (a legal, distinct Upsonic table name) and a storage
+    of default names over the same key, whose user memories live in ``users``: each sees only its own kind,
+    because a named table's directory is its kind's (``sessions.users``), never another kind's."""
+    sessions_in_users = FlyteStorage(key, session_table="users", user_memory_table="people")
+    plain = FlyteStorage(key)
+    sessions_in_users.upsert_session(session("s1", "alice", summary="keep me"))
+    assert plain.get_user_memory("alice") is None and plain.get_user_memories() == []
+    assert plain.delete_user_memory("alice") is False
+    assert sessions_in_users.get_session("s1", deserialize=False)["summary"] == "keep me"
+    assert plain.get_session("s1") is None
+    assert sorted(rows(durable_backend, key)) == ["upsonic/sessions.users/s1/session.json"]
+
+    # two named tables of one name and different kinds, in two storages over one key
+    first = FlyteStorage(key, session_table="x", cultural_knowledge_table="y")
+    second = FlyteStorage(key, user_memory_table="x", knowledge_table="y")
+    first.upsert_session(session("bob", "bob"))
+    second.upsert_user_memory({"user_id": "bob", "user_memory": {"kind": "user"}})
+    first.upsert_cultural_knowledge({"id": "i1", "name": "tone", "content": "culture"})
+    second.upsert_knowledge_content({"id": "i1", "name": "doc", "knowledge_base_id": "kb"})
+    assert first.get_sessions(deserialize=False)[1] == 1
+    assert first.get_session("bob", deserialize=False)["user_id"] == "bob"
+    assert second.get_user_memories(deserialize=False)[1] == 1
+    assert second.get_user_memory("bob")["user_memory"] == {"kind": "user"}
+    assert first.get_cultural_knowledge("i1")["content"] == "culture"
+    assert second.get_knowledge_content("i1")["knowledge_base_id"] == "kb"
+    assert {n for n in rows(durable_backend, key) if ".x/" in n or ".y/" in n} == {
+        "upsonic/sessions.x/bob/session.json",
+        "upsonic/users.x/bob.json",
+        "upsonic/culture.y/i1.json",
+        "upsonic/knowledge.y/i1.json",
+    }
+
+
+def test_names_of_our_directories_are_plain_names_of_their_own_kind(durable_backend, key):
+    """A name that is our directory of another kind (``sessions``, ``models``) can no longer clash: it is
+    a table of its own kind, beside the table that directory holds."""
+    odd = FlyteStorage(key, user_memory_table="sessions", knowledge_table="models", session_table="users")
+    assert odd.table_names() == {
+        "users": "sessions.users",
+        "sessions": "users.sessions",
+        "upsonic_cultural_knowledge": "culture",
+        "models": "knowledge.models",
+        "upsonic_usage_entries": "usage",
+    }
+    odd.upsert_user_memory({"user_id": "ada", "user_memory": {"odd": True}})
+    odd.upsert_knowledge_content({"id": "k1", "name": "doc", "knowledge_base_id": "kb"})
+    odd.upsert_model("k1", {"text": "a model"}, collection="k1")
+    plain = FlyteStorage(key)
+    plain.upsert_session(session("ada", "ada"))
+    assert plain.get_user_memory("ada") is None and plain.get_knowledge_content("k1") is None
+    assert odd.get_session("ada") is None and odd.get_user_memory("ada")["user_memory"] == {"odd": True}
+    assert sorted(rows(durable_backend, key)) == [
+        "upsonic/knowledge.models/k1.json",
+        "upsonic/models/k1/k1.json",
+        "upsonic/sessions/ada/session.json",
+        "upsonic/users.sessions/ada.json",
+    ]

@@ -14,7 +14,8 @@ base registry rows, generic models and usage entries. `FlyteStorage` (sync) and 
     <prefix>/models/<collection>/<key>.json   <prefix>/usage/<entry_id>.json
 
 A table named in the constructor (``session_table=...``, as every Upsonic ``Storage`` takes) lives in a
-directory of that name instead (``<prefix>/<session_table>/<session_id>/session.json``).
+directory of its kind and name instead (``<prefix>/sessions.<session_table>/<session_id>/session.json``);
+Upsonic's default names (``upsonic_sessions``, ...) are the directories above, as no name is.
 
 Ids are path segments (encoded when not plain). Runs are rows of their own, so two tasks running
 different runs of one session both keep theirs; an upsert writes only the runs that differ from the
@@ -42,7 +43,7 @@ from . import rows
 from .calls import TableCalls, where
 from .sessions import SessionOfAnotherUser, SessionRows
 from .sync_loop import LOOP, sync_call
-from .tables import Tables, exclusive, labels_of, matches, page, sort_rows, table_dirs
+from .tables import DEFAULT_TABLE_NAMES, Tables, exclusive, labels_of, matches, page, sort_rows, table_dirs, table_names
 
 #: the adapter's tables -> the attribute Upsonic's base keeps each one's name in
 TABLE_ATTRIBUTES = {
@@ -52,15 +53,6 @@ TABLE_ATTRIBUTES = {
     "knowledge": "knowledge_table_name",
     "usage": "usage_entry_table_name",
 }
-#: the names Upsonic's base gives the tables no name was given for
-DEFAULT_TABLE_NAMES = {
-    "sessions": "upsonic_sessions",
-    "users": "upsonic_user_memories",
-    "culture": "upsonic_cultural_knowledge",
-    "knowledge": "upsonic_knowledge",
-    "usage": "upsonic_usage_entries",
-}
-
 __all__ = [
     "DEFAULT_TABLE_NAMES",
     "SYNC_CALLS",
@@ -87,13 +79,21 @@ class AsyncFlyteStorage(TableCalls, _AsyncBase):  # pyright: ignore[reportUntype
         id: Upsonic's storage id (a new uuid by default).
         session_table, user_memory_table, cultural_knowledge_table, knowledge_table, usage_entry_table:
             The tables' names, as every Upsonic ``Storage`` takes them (kept as ``session_table_name`` and
-            so on, as Upsonic's base does). A name given is the table's directory under `prefix` (encoded
-            as one path segment when not plain), so two storages with different names over one prefix keep
-            apart; a table not named keeps the adapter's own directory (``sessions``, ``users``,
-            ``culture``, ``knowledge``, ``usage``). Two tables in one directory: `InvalidArgument`.
+            so on, as Upsonic's base does: None or ``""`` is the default name, ``upsonic_sessions`` and so
+            on). A table not named, or named its default name, keeps the adapter's own directory
+            (``sessions``, ``users``, ``culture``, ``knowledge``, ``usage``); any other name is the
+            directory ``<kind's directory>.<name>`` under `prefix` (the name encoded as one path segment
+            when not plain), so two storages with different names over one prefix keep apart and a
+            directory never holds another kind's rows. Two tables of one name: `InvalidArgument`.
 
     Every mutating call is one commit (a task that dies loses nothing it was told was stored); every read
     first moves the handle to the newest commit, so rows other tasks saved are seen.
+
+    Given your own handle (`store` a `MemoryStore`), the storage never drops or commits your work: while
+    the handle you gave holds unsaved changes, the adapter reads it without refreshing (a refresh would
+    drop the conflicting ones), and a mutating call raises `UnsavedChanges` before it stages anything
+    (its commit would save them under its actor): ``save()`` or ``revert()`` them first, or give the
+    adapter its own handle, the key. ``close()`` saves only a handle the storage opened itself.
     """
 
     def __init__(
@@ -116,7 +116,7 @@ class AsyncFlyteStorage(TableCalls, _AsyncBase):  # pyright: ignore[reportUntype
             "knowledge": knowledge_table,
             "usage": usage_entry_table,
         }
-        dirs = table_dirs(named)  # refused before anything else is set up
+        effective = table_names(named)  # refused before anything else is set up
         if _AsyncBase is not object:
             base_init: Any = super().__init__  # Upsonic's AsyncStorage.__init__ (object's to pyright)
             base_init(
@@ -132,8 +132,8 @@ class AsyncFlyteStorage(TableCalls, _AsyncBase):  # pyright: ignore[reportUntype
 
             self.id = id or str(uuid.uuid4())
             for table, attribute in TABLE_ATTRIBUTES.items():
-                setattr(self, attribute, named[table] or DEFAULT_TABLE_NAMES[table])
-        self._tables = Tables(store, prefix, actor, dirs)
+                setattr(self, attribute, effective[table])
+        self._tables = Tables(store, prefix, actor, table_dirs(effective))
         self._sessions = SessionRows(self._tables)
 
     @property
@@ -157,9 +157,10 @@ class AsyncFlyteStorage(TableCalls, _AsyncBase):  # pyright: ignore[reportUntype
 
     @exclusive
     async def close(self) -> None:
-        """Save anything unsaved (every mutating call already committed)."""
+        """Save anything unsaved of a handle the storage opened (every mutating call already committed);
+        a handle the caller gave is left as it is: its unsaved changes are the caller's."""
         store = self.store
-        if store is not None and store.has_unsaved_changes():
+        if store is not None and not self._tables.given and store.has_unsaved_changes():
             await store.save.aio(actor=self._tables.actor)
 
     # -- sessions -------------------------------------------------------------------------------------

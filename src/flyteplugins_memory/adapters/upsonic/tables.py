@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mappi
 from datetime import UTC
 from typing import Any, ParamSpec, TypeVar
 
-from ... import ConcurrencyError, InvalidArgument, MemoryStore
+from ... import ConcurrencyError, InvalidArgument, MemoryStore, UnsavedChanges
 from .._segments import encode_id
 
 FORMAT = 1
@@ -100,8 +100,9 @@ def page(rows: list[T], limit: int | None, offset: int | None) -> list[T]:
     return rows[start:] if limit is None else rows[start : start + limit]
 
 
-#: the adapter's tables and their directories when the caller names none (the layout before table names
-#: were honoured, so stores written then read the same); "models" has no table name in Upsonic's base
+#: the adapter's tables and their directories when the caller names none, or names Upsonic's default name
+#: (the layout before table names were honoured, so stores written then read the same); "models" has no
+#: table name in Upsonic's base
 DEFAULT_DIRS = {
     "sessions": "sessions",
     "users": "users",
@@ -110,20 +111,40 @@ DEFAULT_DIRS = {
     "usage": "usage",
     "models": "models",
 }
+#: the names Upsonic's base gives the tables it was given no name for (``name or default``)
+DEFAULT_TABLE_NAMES = {
+    "sessions": "upsonic_sessions",
+    "users": "upsonic_user_memories",
+    "culture": "upsonic_cultural_knowledge",
+    "knowledge": "upsonic_knowledge",
+    "usage": "upsonic_usage_entries",
+}
 
 
-def table_dirs(names: Mapping[str, str | None]) -> dict[str, str]:
-    """Each table's directory: the caller's table name as one path segment (`segment`), else the default;
-    two tables in one directory would read each other's rows, so that is an `InvalidArgument`."""
+def table_names(names: Mapping[str, str | None]) -> dict[str, str]:
+    """Each table's name as Upsonic's base keeps it: the caller's, or the default for None or ``""``
+    (the base's ``name or default``). A name that is not a str, or two tables of one name (Upsonic's own
+    storages would keep two kinds of rows in one table): `InvalidArgument`."""
+    effective: dict[str, str] = {}
+    for table, name in names.items():
+        if name is not None and not isinstance(name, str):
+            raise InvalidArgument(f"a table name is a str or None, got {name!r}")
+        effective[table] = name or DEFAULT_TABLE_NAMES[table]
+    shared = sorted({n for n in effective.values() if list(effective.values()).count(n) > 1})
+    if shared:
+        raise InvalidArgument(f"two tables are named {shared[0]!r}: give them distinct names")
+    return effective
+
+
+def table_dirs(names: Mapping[str, str]) -> dict[str, str]:
+    """Each table's directory, from its name (`table_names`): its kind's directory for Upsonic's default
+    name, else ``<kind's directory>.<the name as one segment>`` (`segment`). A directory is one kind's
+    whatever the names (a segment never holds a dot), so two storages over one prefix never read each
+    other's rows as their own kind, whatever names each was given."""
     dirs = dict(DEFAULT_DIRS)
     for table, name in names.items():
-        if name is not None:
-            if not isinstance(name, str) or not name:
-                raise InvalidArgument(f"a table name is a non-empty str, got {name!r}")
-            dirs[table] = segment(name)
-    clash = {d for d in dirs.values() if list(dirs.values()).count(d) > 1}
-    if clash:
-        raise InvalidArgument(f"two tables would share the directory {min(clash)!r}: give them distinct names")
+        if name != DEFAULT_TABLE_NAMES[table]:
+            dirs[table] = f"{DEFAULT_DIRS[table]}.{segment(name)}"
     return dirs
 
 
@@ -138,6 +159,8 @@ class Tables:
             raise InvalidArgument("store is a MemoryStore or a key")
         self._store = store if isinstance(store, MemoryStore) else None
         self._key = store if isinstance(store, str) else None
+        #: the caller's own handle (not one this adapter opened): its unsaved changes are the caller's
+        self.given = self._store is not None
         self.prefix = checked_prefix(prefix)
         self.dirs = dict(dirs) if dirs is not None else dict(DEFAULT_DIRS)
         self.actor = actor
@@ -154,10 +177,24 @@ class Tables:
         return "/".join([self.prefix, self.dirs[table], *(segment(i) for i in ids)]) + ".json"
 
     async def fresh(self) -> MemoryStore:
-        """The store at its newest committed state (rows other tasks saved are seen)."""
+        """The store at its newest committed state (rows other tasks saved are seen), for a read. While the
+        handle holds unsaved changes it is read as it is, without a refresh: a refresh would drop the
+        conflicting ones (a caller's work in progress on a handle it gave the adapter)."""
         store = await self.store()
-        await store.refresh.aio()
+        if not store.has_unsaved_changes():
+            await store.refresh.aio()
         return store
+
+    def check_no_callers_changes(self, store: MemoryStore) -> None:
+        """Before this adapter stages a write: the caller's handle holding unsaved changes (the adapter's
+        own are always saved or reverted by the call that made them) raises `UnsavedChanges`, since the
+        commit would carry them under the adapter's actor and reason."""
+        if self.given and store.has_unsaved_changes():
+            raise UnsavedChanges(
+                f"the MemoryStore handle of key {store.key!r} given to the Upsonic storage holds unsaved "
+                "changes the storage did not make, which its commit would save under its own name: save() "
+                f"or revert() them first, or give the adapter its own handle: the key ({store.key!r})"
+            )
 
     async def read(self, path: str) -> dict[str, Any] | None:
         body = await (await self.store()).read_json.aio(path)
@@ -190,10 +227,13 @@ class Tables:
     async def commit(self, change: Callable[[], Awaitable[T]], reason: str) -> T:
         """Apply `change` to the newest state and save it as one commit, again on a conflicting save. A
         change that raises, or whose save conflicts, leaves nothing staged: what it wrote is reverted, so
-        neither a later commit nor the retry (which may decide differently) carries it."""
+        neither a later commit nor the retry (which may decide differently) carries it. Unsaved changes
+        of the caller's handle: `UnsavedChanges` before anything is staged (`check_no_callers_changes`)."""
         async with self.exclusive():
             for attempt in range(_SAVE_ATTEMPTS):
-                store = await self.fresh()
+                store = await self.store()
+                self.check_no_callers_changes(store)
+                await store.refresh.aio()
                 self._touched = []
                 try:
                     result = await change()
