@@ -166,6 +166,17 @@ def test_culture_knowledge_models_usage_and_clear_all(durable_backend_and_endpoi
     assert rows(backend, key) == {} and storage.get_session("s") is None
 
 
+def test_clear_all_clears_its_own_tables_only(durable_backend, key):
+    mine, theirs = FlyteStorage(key), FlyteStorage(key, session_table="agent_sessions")
+    mine.upsert_session(session("mine"))
+    mine.upsert_user_memory({"user_id": "ada", "user_memory": {"likes": "tea"}})
+    theirs.upsert_session(session("theirs"))
+    mine.clear_all()
+    left = rows(durable_backend, key)
+    assert [n.split("/")[1] for n in left] == ["sessions.agent_sessions"], left  # storage holds theirs only
+    assert theirs.get_session("theirs") is not None and mine.get_session("mine") is None
+
+
 def test_bad_input_raises_value_errors_and_changes_nothing(local_backend, key):
     storage = FlyteStorage(key)
     storage.upsert_session(session("kept"))

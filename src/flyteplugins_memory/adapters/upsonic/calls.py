@@ -143,12 +143,14 @@ class TableCalls:
 
     @exclusive
     async def aclear_all(self) -> None:
-        """Delete every row of every table (one commit)."""
+        """Delete every row of this storage's tables (one commit). Other storages' tables on the same key (named
+        otherwise) stay, as Upsonic's own storages clear only their own tables."""
 
         async def remove() -> None:
             store = await self._tables.store()
-            for path in await store.list_paths.aio(self._tables.prefix):
-                await self._tables.delete(path)
+            for directory in sorted(set(self._tables.dirs.values())):
+                for path in await store.list_paths.aio(f"{self._tables.prefix}/{directory}"):
+                    await self._tables.delete(path)
 
         await self._tables.commit(remove, "clear_all")
 
