@@ -106,6 +106,7 @@ bench: $(BIN)/python
 	$(BIN)/python benchmarks/maintenance_bench.py
 	$(BIN)/python benchmarks/history_bench.py
 	$(BIN)/python benchmarks/costs_bench.py
+	$(BIN)/python benchmarks/latency_bench.py
 
 clean:
 	rm -rf $(VENV) $(UPSONIC_VENV) .venv-agents .venv-agents-google .venv-agents-crewai .venv-agents-hermes build src/*.egg-info .pytest_cache

@@ -6,9 +6,9 @@ operation costs its number of sequential round trips ("waves"), not its number o
 a process of its own, on 127.0.0.1) in front of the counting moto server of `sync_bench`: it delays every
 request by ``--delays`` milliseconds (each in turn; 0 and 20 by default), with no limit on concurrency,
 and records when each request started and ended. For each operation the table shows the time the caller
-saw, the requests, the waves (busy periods: the proxy's request intervals merged where they overlap, so
-requests issued together count once and requests issued one after another count each) and the peak
-number of requests in flight.
+saw, the requests, the waves (sequential round trips: the longest chain of requests in which each started
+after the one before it ended, so requests issued together count once, requests issued one after another
+count each, and a fixed-width pool of N counts about requests/N) and the peak number of requests in flight.
 
 Operations (1 KiB files): a one-file change and save on a ``--files`` store; open, ``list_paths()`` and
 the transcript of it; a cold open and first ``search`` over ``--entries`` files (ours only: upstream has no
@@ -142,18 +142,23 @@ class Run:
 
 
 def waves_and_peak(intervals: list[tuple[float, float]]) -> tuple[int, int]:
-    """Busy periods of the request intervals (overlapping ones merged) and the most in flight at once."""
-    waves, end = 0, float("-inf")
-    for start, stop in sorted(intervals):
-        if start >= end:
-            waves += 1
-        end = max(end, stop)
-    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals], key=lambda x: (x[0], x[1]))
-    peak = level = 0
-    for _, step in events:
-        level += step
-        peak = max(peak, level)
-    return waves, peak
+    """The sequential round trips (the longest chain of requests each started after the one before it
+    ended: what latency multiplies) and the most requests in flight at once."""
+    events = sorted(
+        [(stop, 0, i) for i, (_, stop) in enumerate(intervals)]
+        + [(start, 1, i) for i, (start, _) in enumerate(intervals)]
+    )  # at one instant, ends before starts: a request that starts as another ends follows it
+    depth = [0] * len(intervals)
+    ended = level = peak = 0
+    for _, starts, i in events:
+        if starts:
+            depth[i] = ended + 1
+            level += 1
+            peak = max(peak, level)
+        else:
+            ended = max(ended, depth[i])
+            level -= 1
+    return max(depth, default=0), peak
 
 
 def timed(proxy: LatencyProxy, delay_ms: float, action: Callable[[], object]) -> Run:
@@ -193,7 +198,9 @@ class Floor:
     def __init__(self, endpoint: str, bucket: str) -> None:
         import s3fs
 
-        self.fs = s3fs.S3FileSystem(endpoint_url=endpoint, key="testing", secret="testing", asynchronous=False)
+        self.fs = s3fs.S3FileSystem(
+            endpoint_url=endpoint, key="testing", secret="testing", config_kwargs={"max_pool_connections": 1024}
+        )
         self.base = f"{bucket}/floor-{uuid.uuid4().hex[:8]}"
 
     def put(self, objects: dict[str, bytes]) -> None:
