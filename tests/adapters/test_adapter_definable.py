@@ -28,7 +28,8 @@ from flyteplugins_memory.adapters.definable import (
 from helpers import RaceBefore, race_children, run_python
 from repo import REPO, SUPPORT
 
-HOSTILE_IDS = ["../bob", "a/b", "..", ".", "", "%2e%2e", "x\x00y", "ALICE", "alice\u2024", " ", "a" * 300, "~/x"]
+HOSTILE_IDS = ["../bob", "a/b", "..", ".", "%2e%2e", "x\x00y", "ALICE", "alice\u2024", " ", "a" * 300, "~/x"]
+#: an empty session or user id is refused (`InvalidArgument`), not encoded (test_bad_entries_are_typed_errors)
 
 
 @dataclasses.dataclass
