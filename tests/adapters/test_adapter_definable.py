@@ -413,6 +413,28 @@ REAL_SCRIPT = textwrap.dedent(
         await store.add(MemoryEntry(session_id="gone", user_id="carol", content="x"))
         await memory.clear("gone")
         assert await store.count("gone", "carol") == 0
+        # issue 25 review: Definable's own entries are checked as ours, and purge forgets an entry wholly
+        from flyteplugins_memory import InvalidArgument, UnsavedChanges
+        for bad in (MemoryEntry(session_id=""), MemoryEntry(session_id="s", content=None),
+                    MemoryEntry(session_id="s", message_data={"tags": {1}}), {"session_id": "s"}):
+            try:
+                await store.add(bad)
+            except InvalidArgument:
+                pass
+            else:
+                raise AssertionError(f"stored {bad!r}")
+        await store.add(MemoryEntry(session_id="x", user_id="dora", content="forget me", memory_id="m9"))
+        assert [r.path.split("/")[1] for r in await store.purge("m9", reason="asked")] == ["users", "ids"]
+        assert await store.get_entry("m9") is None
+        caller = store.store
+        await caller.write_text.aio("mine.md", "unsaved")
+        try:
+            await store.add(MemoryEntry(session_id="x", content="y"))
+        except UnsavedChanges:
+            pass
+        else:
+            raise AssertionError("committed the caller's change")
+        await caller.revert.aio()
         await memory.close()
 
     asyncio.run(main())
@@ -459,6 +481,7 @@ def test_the_real_definable_memory_drives_the_adapter(local_backend, key):
     entries = {f["entry"]["memory_id"]: f["entry"] for f in files.values()}
     assert entries["m2"]["content"] == "b edited" and entries["m3"]["user_id"] == "bob"
     assert MemoryStore.open(key=key).log(limit=50)[0].actor == "definable"
+    assert not [n for n, d in local_backend.objects(key).items() if b"forget me" in d or b"dora" in d]
 
 
 async def test_reads_interleaved_with_adds_on_one_adapter_lose_nothing(durable_backend_and_endpoint, key):

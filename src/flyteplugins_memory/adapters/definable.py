@@ -358,7 +358,7 @@ class DefinableMemoryStore:
             named = held.get("path") if isinstance(held, dict) else None
             if isinstance(named, str) and named.startswith(f"{self.prefix}/users/") and named not in paths:
                 paths.append(named)  # a claim whose entry was purged (or deleted) on its own
-            doomed = [*paths, *{self._claim_path(p) for p in paths}]
+            doomed = list(dict.fromkeys([*paths, *(self._claim_path(p) for p in paths)]))
             if held is not None and claim not in doomed:
                 doomed.append(claim)
             return [await self.store.purge.aio(p, actor=actor, reason=reason) for p in doomed]
