@@ -753,7 +753,10 @@ async def test_bad_arguments_are_typed_errors(local_backend, key, call):
     assert await adapter.store.log.aio() == log and await adapter.count("s") == 1
 
 
-@pytest.mark.parametrize("prefix", ["", "/", "../x", "a/../../x", "/abs", "meta", "audit/x", "x\x00y", 3, None])
+BAD_PREFIXES = ["", "/", "../x", "a/../../x", "/abs", "meta", "audit/x", "x\x00y", "x\ud800", 3, None]
+
+
+@pytest.mark.parametrize("prefix", BAD_PREFIXES)
 def test_a_bad_prefix_is_refused_when_the_adapter_is_made(key, prefix):
     """Found by review (b1.py): ``prefix="../x"`` was accepted until the first write, ``""`` failed with an
     InvalidPath about an absolute entry path."""

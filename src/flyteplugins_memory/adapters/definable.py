@@ -49,8 +49,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import Any
 
-from .. import ConcurrencyError, InvalidArgument, InvalidPath, MemoryStore, PurgeResult, UnsavedChanges
-from .._rules.paths import is_reserved, normalize_path
+from .. import ConcurrencyError, InvalidArgument, MemoryStore, PurgeResult, UnsavedChanges
 from ._segments import encode_id
 
 #: the fields of Definable's protocol; the real class has more (semantic fields), kept through its to_dict
@@ -72,6 +71,8 @@ __all__ = [
 ENTRY_FIELDS = ("session_id", "memory_id", "user_id", "role", "content", "message_data", "created_at", "updated_at")
 FORMAT = 1
 _SAVE_ATTEMPTS = 8
+#: the store's reserved top-level names (its audit, metadata and version directories, the transcript)
+_RESERVED = frozenset({"audit", "meta", "versions", "messages.json"})
 #: created_at is a path segment of 20 digits of nanoseconds: below 1e11 seconds (the year 5138)
 _MAX_TIME = 1e11
 
@@ -153,13 +154,13 @@ def check_prefix(prefix: object) -> str:
     reserved directories; `InvalidArgument` otherwise, when the adapter is made (not at its first write)."""
     if not isinstance(prefix, str):
         raise InvalidArgument(f"prefix is a str (a directory of the store), got {type(prefix).__name__}")
-    try:
-        rel = normalize_path(prefix)
-    except InvalidPath as err:
-        raise InvalidArgument(f"prefix must be a non-empty relative directory of the store: {err}") from err
-    if is_reserved(rel):
-        raise InvalidArgument(f"prefix {prefix!r} is inside a directory the store reserves")
-    return rel
+    parts = [part for part in prefix.split("/") if part not in ("", ".")]  # "a//./b/" is a/b, as the store's
+    plain = all(part.isprintable() and part.encode("utf-8", "replace").decode() == part for part in parts)
+    if prefix.startswith("/") or not parts or ".." in parts or not plain:
+        raise InvalidArgument(f"prefix must be a non-empty relative directory of the store (no '..'), got {prefix!r}")
+    if parts[0] in _RESERVED:
+        raise InvalidArgument(f"prefix {prefix!r} is inside a directory the store reserves ({parts[0]})")
+    return "/".join(parts)
 
 
 def _check_str(name: str, value: object, *, optional: bool = False) -> None:
