@@ -750,3 +750,11 @@ async def test_a_store_level_restore_is_beneath_the_lifecycle(local_backend, key
     await memory.transition("d1", "discard")
     with pytest.raises(InvalidStatusTransition):
         await memory.add(HumanMemory(id="d1", content="claim", status=MemoryStatus.ACCEPTED))
+
+
+async def test_clear_with_autosave_off_and_adds_pending_clears_what_others_saved(durable_backend, key):
+    memory = OrbiterMemoryStore(await MemoryStore.get_or_create.aio(key=key), autosave=False)
+    await memory.add(HumanMemory(id="mine", content="pending"))
+    await OrbiterMemoryStore(key).add(HumanMemory(id="theirs", content="saved elsewhere"))
+    assert await memory.clear() == 2  # the newest state, with the pending add
+    assert items_in_storage(durable_backend, key) == {} and claims_in_storage(durable_backend, key) == {}

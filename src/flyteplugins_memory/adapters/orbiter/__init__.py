@@ -414,15 +414,15 @@ class OrbiterMemoryStore:
         return store
 
     async def _commit(self, apply: Callable[[MemoryStore], Awaitable[T]], *, refresh: bool = False) -> T:
-        """Stage `apply`'s changes and save (`refresh`: on the newest state, unless the handle holds this
-        adapter's pending adds); on a conflict, refresh and re-apply to the newest state. What an attempt
+        """Stage `apply`'s changes and save (`refresh`: on the newest state, as `refresh` moves it); on a
+        conflict, refresh and re-apply to the newest state. What an attempt
         staged is reverted when it fails or conflicts, so no later save commits it. Refused before anything
         is staged while the handle holds unsaved changes the adapter did not make."""
         store = await self.handle()
         async with self._lock:
             self._refuse_unsaved(store, "write")
-            if refresh and not store.has_unsaved_changes():
-                await store.refresh.aio()
+            if refresh and (not store.has_unsaved_changes() or self._own_pending(store)):
+                await store.refresh.aio()  # keeps the pending adds that do not conflict, as `refresh` does
             for attempt in range(_ATTEMPTS):
                 self._touched = []
                 try:
