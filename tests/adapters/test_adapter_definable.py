@@ -18,7 +18,14 @@ import urllib.parse
 
 import pytest
 
-from flyteplugins_memory import InvalidArgument, MemoryStore, StorageError
+from flyteplugins_memory import (
+    ConcurrencyError,
+    InvalidArgument,
+    MemoryStore,
+    StorageError,
+    StoreDeleted,
+    UnsavedChanges,
+)
 from flyteplugins_memory.adapters.definable import (
     DefinableMemoryStore,
     DuplicateMemoryId,
@@ -28,7 +35,8 @@ from flyteplugins_memory.adapters.definable import (
 from helpers import RaceBefore, race_children, run_python
 from repo import REPO, SUPPORT
 
-HOSTILE_IDS = ["../bob", "a/b", "..", ".", "", "%2e%2e", "x\x00y", "ALICE", "alice\u2024", " ", "a" * 300, "~/x"]
+HOSTILE_IDS = ["../bob", "a/b", "..", ".", "%2e%2e", "x\x00y", "ALICE", "alice\u2024", " ", "a" * 300, "~/x"]
+#: an empty session or user id is refused (`InvalidArgument`), not encoded (test_bad_entries_are_typed_errors)
 
 
 @dataclasses.dataclass
@@ -405,6 +413,28 @@ REAL_SCRIPT = textwrap.dedent(
         await store.add(MemoryEntry(session_id="gone", user_id="carol", content="x"))
         await memory.clear("gone")
         assert await store.count("gone", "carol") == 0
+        # issue 25 review: Definable's own entries are checked as ours, and purge forgets an entry wholly
+        from flyteplugins_memory import InvalidArgument, UnsavedChanges
+        for bad in (MemoryEntry(session_id=""), MemoryEntry(session_id="s", content=None),
+                    MemoryEntry(session_id="s", message_data={"tags": {1}}), {"session_id": "s"}):
+            try:
+                await store.add(bad)
+            except InvalidArgument:
+                pass
+            else:
+                raise AssertionError(f"stored {bad!r}")
+        await store.add(MemoryEntry(session_id="x", user_id="dora", content="forget me", memory_id="m9"))
+        assert [r.path.split("/")[1] for r in await store.purge("m9", reason="asked")] == ["users", "ids"]
+        assert await store.get_entry("m9") is None
+        caller = store.store
+        await caller.write_text.aio("mine.md", "unsaved")
+        try:
+            await store.add(MemoryEntry(session_id="x", content="y"))
+        except UnsavedChanges:
+            pass
+        else:
+            raise AssertionError("committed the caller's change")
+        await caller.revert.aio()
         await memory.close()
 
     asyncio.run(main())
@@ -451,6 +481,7 @@ def test_the_real_definable_memory_drives_the_adapter(local_backend, key):
     entries = {f["entry"]["memory_id"]: f["entry"] for f in files.values()}
     assert entries["m2"]["content"] == "b edited" and entries["m3"]["user_id"] == "bob"
     assert MemoryStore.open(key=key).log(limit=50)[0].actor == "definable"
+    assert not [n for n, d in local_backend.objects(key).items() if b"forget me" in d or b"dora" in d]
 
 
 async def test_reads_interleaved_with_adds_on_one_adapter_lose_nothing(durable_backend_and_endpoint, key):
@@ -537,3 +568,205 @@ async def test_closing_over_a_callers_handle_leaves_the_callers_unsaved_changes_
     fresh = await MemoryStore.open.aio(key=key)
     assert not await fresh.exists.aio("mine/draft.md")
     assert all(c.actor != "definable" for c in await fresh.log.aio())
+
+
+# -- a handle the caller gave (docs/decisions/0138), purge, bad input --------------------------------------------
+
+
+async def caller_with_a_conflicting_edit(key: str) -> MemoryStore:
+    """The reviewer's shape (d2.py): the caller's handle holds an unsaved edit of a path that another
+    handle then commits."""
+    caller = await MemoryStore.get_or_create.aio(key=key)
+    await caller.write_text.aio("notes/plan.md", "v1")
+    await caller.save.aio()
+    await caller.write_text.aio("notes/plan.md", "caller's unsaved v2")
+    other = await MemoryStore.get_or_create.aio(key=key)
+    await other.write_text.aio("notes/plan.md", "other's v2")
+    await other.save.aio()
+    return caller
+
+
+DEFINABLE_READS = {
+    "count": lambda d: d.count("s"),
+    "get_entries": lambda d: d.get_entries("s"),
+    "get_entry": lambda d: d.get_entry("m"),
+}
+
+
+@pytest.mark.parametrize("read", list(DEFINABLE_READS))
+async def test_a_read_over_a_callers_handle_keeps_its_unsaved_edit(durable_backend, key, read):
+    """Found by review (d2.py): the adapter's refresh before a read dropped the caller's conflicting edit,
+    and the caller's save then succeeded with nothing instead of raising ConcurrencyError."""
+    caller = await caller_with_a_conflicting_edit(key)
+    await DEFINABLE_READS[read](DefinableMemoryStore(caller))
+    assert caller.has_unsaved_changes()
+    assert await caller.read_text.aio("notes/plan.md") == "caller's unsaved v2"
+    with pytest.raises(ConcurrencyError):
+        await caller.save.aio()  # as without the adapter
+    assert durable_backend.objects(key)["notes/plan.md"] == b"other's v2"
+
+
+async def test_reads_over_a_clean_handle_still_see_other_tasks(durable_backend, key):
+    handle = await MemoryStore.get_or_create.aio(key=key)
+    adapter = DefinableMemoryStore(handle)
+    assert await adapter.count("s") == 0
+    await (await opened(key)).add(MemoryEntry(session_id="s", memory_id="m", content="from elsewhere"))
+    assert [e.content for e in await adapter.get_entries("s")] == ["from elsewhere"]
+
+
+DEFINABLE_WRITES = {
+    "add": lambda d: d.add(MemoryEntry(session_id="s", memory_id="new", content="adapter's")),
+    "update": lambda d: d.update(MemoryEntry(session_id="s", memory_id="m", content="changed")),
+    "delete": lambda d: d.delete("m"),
+    "delete_session": lambda d: d.delete_session("s"),
+    "purge": lambda d: d.purge("m"),
+}
+
+
+@pytest.mark.parametrize("write", list(DEFINABLE_WRITES))
+async def test_a_write_over_a_callers_handle_with_unsaved_changes_is_refused(durable_backend, key, write):
+    """Found by review (cd1.py, cd1def.py): the adapter's save committed the caller's unrelated unsaved edit
+    under the adapter's name. Now `UnsavedChanges` before anything is staged; the change stays the caller's."""
+    await (await opened(key)).add(MemoryEntry(session_id="s", memory_id="m", content="seed"))
+    caller = await MemoryStore.get_or_create.aio(key=key)
+    await caller.write_text.aio("mine/draft.md", "half-done", actor="alice")
+    objects, journal = durable_backend.objects(key), durable_backend.journal(key)
+
+    async with DefinableMemoryStore(caller) as adapter:
+        with pytest.raises(UnsavedChanges, match=r"save\(\) or revert\(\) them first.*the key"):
+            await DEFINABLE_WRITES[write](adapter)
+    assert durable_backend.objects(key) == objects and durable_backend.journal(key) == journal
+    assert caller.has_unsaved_changes() and await caller.read_text.aio("mine/draft.md") == "half-done"
+    assert not await caller.exists.aio("definable/ids/new.json")
+    await caller.save.aio(actor="alice")
+    newest = (await (await MemoryStore.open.aio(key=key)).log.aio(limit=1))[0]
+    assert newest.actor == "alice" and list(newest.wrote) == ["mine/draft.md"]
+    assert [e.content for e in await (await opened(key)).get_entries("s")] == ["seed"]
+
+
+async def test_reads_see_a_purge_and_a_delete_store_by_another_handle(durable_backend, key):
+    adapter = await opened(key)
+    await adapter.add(MemoryEntry(session_id="s", memory_id="p1", content="my password is Zebra42"))
+    security = await MemoryStore.get_or_create.aio(key=key)
+    path = (await security.list_paths.aio("definable/users", where={"memory_id": "p1"}))[0]
+    await security.purge.aio(path, actor="security", reason="leak")
+    assert await adapter.get_entry("p1") is None and await adapter.get_entries("s") == []
+    await MemoryStore.delete_store.aio(key=key, actor="admin", reason="offboarding")
+    with pytest.raises(StoreDeleted):
+        await adapter.get_entries("s")
+
+
+def scan(backend, key: str, secrets: list[bytes]) -> dict[bytes, list[str]]:
+    """Which stored objects (names or bytes) under the store prefix still hold each secret."""
+    objects = backend.objects(key)
+    found = {s: [n for n, d in objects.items() if s in d or s in n.encode()] for s in secrets}
+    return {s: names for s, names in found.items() if names}
+
+
+async def test_purge_forgets_an_entry_and_its_claim(durable_backend, key):
+    """Found by review (pc1.py): ``store.purge(path)`` of an entry left its id's claim, which names the id
+    and the entry's path (user, session). `purge(memory_id)` purges both; also a claim left over that way."""
+    adapter = await opened(key)
+    carol = MemoryEntry(session_id="divorce-case", memory_id="note-carol-1", user_id="carol", content="secret-4711")
+    await adapter.add(carol)
+    await adapter.update(dataclasses.replace(carol, content="secret-4711 v2"))  # two versions of the entry
+    dave = MemoryEntry(session_id="cardiology", memory_id="note-dave-1", user_id="dave", content="secret-0815")
+    await adapter.add(dave)
+    await adapter.add(MemoryEntry(session_id="s", memory_id="keep", content="unrelated"))
+    handle = await MemoryStore.get_or_create.aio(key=key)
+    dave_path = (await handle.list_paths.aio("definable/users", where={"memory_id": "note-dave-1"}))[0]
+    await handle.purge.aio(dave_path, actor="sec")  # the entry alone: its claim stays (documented)
+    assert "definable/ids/note-dave-1.json" in durable_backend.objects(key)
+
+    purged = await adapter.purge("note-carol-1", actor="sec", reason="erase carol")
+    assert [r.path.split("/", 2)[1] for r in purged] == ["users", "ids"]
+    assert [r.path for r in await adapter.purge("note-dave-1", actor="sec")] == [
+        dave_path,
+        "definable/ids/note-dave-1.json",
+    ]
+    secrets = [b"secret-4711", b"note-carol-1", b"carol", b"divorce-case", b"secret-0815", b"note-dave-1", b"dave"]
+    secrets.append(b"cardiology")
+    assert scan(durable_backend, key, secrets) == {}
+    journal = durable_backend.journal(key)
+    assert not [n for n, d in journal.items() if b"secret-4711" in d or b"secret-0815" in d]
+    fresh = await opened(key)
+    assert await fresh.get_entry("note-carol-1") is None and await fresh.get_entries("divorce-case", "carol") == []
+    assert [e.memory_id for e in await fresh.get_entries("s")] == ["keep"]
+    assert await adapter.purge("note-carol-1") == []  # nothing left to forget
+    audit = [c for c in await (await MemoryStore.open.aio(key=key)).log.aio(limit=4) if c.reason == "erase carol"]
+    assert len(audit) == 2 and {c.actor for c in audit} == {"sec"}
+
+
+BAD_ENTRIES = {
+    "not an entry": object(),
+    "a dict": {"session_id": "s"},
+    "a class": MemoryEntry,
+    "content None": MemoryEntry(session_id="s", content=None),  # type: ignore[arg-type]
+    "role None": MemoryEntry(session_id="s", role=None),  # type: ignore[arg-type]
+    "session_id ''": MemoryEntry(session_id=""),
+    "user_id ''": MemoryEntry(session_id="s", user_id=""),
+    "memory_id int": MemoryEntry(session_id="s", memory_id=5),  # type: ignore[arg-type]
+    "message_data a set": MemoryEntry(session_id="s", message_data={1, 2}),  # type: ignore[arg-type]
+    "message_data a list": MemoryEntry(session_id="s", message_data=[1]),  # type: ignore[arg-type]
+    "a set inside message_data": MemoryEntry(session_id="s", message_data={"tags": {1, 2}}),
+    "NaN inside message_data": MemoryEntry(session_id="s", message_data={"x": float("nan")}),
+}
+
+
+@pytest.mark.parametrize("bad", list(BAD_ENTRIES))
+async def test_bad_entries_are_typed_errors(local_backend, key, bad):
+    """Found by review (b1.py): objects and dicts raised AttributeError, None content or role and an empty
+    session were stored, a set in message_data was stringified. All `InvalidArgument`, nothing written."""
+    adapter = await opened(key)
+    for call in (adapter.add, adapter.update):
+        with pytest.raises(InvalidArgument, match="an entry"):
+            await call(BAD_ENTRIES[bad])
+    assert not adapter.store.has_unsaved_changes()
+    assert not [n for n in local_backend.objects(key) if n.startswith("definable/")]
+
+
+BAD_CALLS = {
+    "get_entries(123)": lambda d: d.get_entries(123),
+    "get_entries('')": lambda d: d.get_entries(""),
+    "get_entries(user_id=None)": lambda d: d.get_entries("s", None),
+    "get_entries(limit='x')": lambda d: d.get_entries("s", limit="x"),
+    "get_entries(limit=-1)": lambda d: d.get_entries("s", limit=-1),
+    "get_entries(limit=True)": lambda d: d.get_entries("s", limit=True),
+    "get_entry(None)": lambda d: d.get_entry(None),
+    "count(None)": lambda d: d.count(None),
+    "delete(None)": lambda d: d.delete(None),
+    "delete('')": lambda d: d.delete(""),
+    "delete_session(None)": lambda d: d.delete_session(None),
+    "delete_session('s', user_id=5)": lambda d: d.delete_session("s", 5),
+    "purge(None)": lambda d: d.purge(None),
+}
+
+
+@pytest.mark.parametrize("call", list(BAD_CALLS))
+async def test_bad_arguments_are_typed_errors(local_backend, key, call):
+    adapter = await opened(key)
+    await adapter.add(MemoryEntry(session_id="s", memory_id="m"))
+    log = await adapter.store.log.aio()
+    with pytest.raises(InvalidArgument) as raised:
+        await BAD_CALLS[call](adapter)
+    assert "where[" not in str(raised.value)  # not the store's internals (delete_session(None) was)
+    assert await adapter.store.log.aio() == log and await adapter.count("s") == 1
+
+
+BAD_PREFIXES = ["", "/", "../x", "a/../../x", "/abs", "meta", "audit/x", "x\x00y", "x\ud800", 3, None]
+
+
+@pytest.mark.parametrize("prefix", BAD_PREFIXES)
+def test_a_bad_prefix_is_refused_when_the_adapter_is_made(key, prefix):
+    """Found by review (b1.py): ``prefix="../x"`` was accepted until the first write, ``""`` failed with an
+    InvalidPath about an absolute entry path."""
+    with pytest.raises(InvalidArgument, match="prefix"):
+        DefinableMemoryStore(key, prefix=prefix)  # type: ignore[arg-type]
+
+
+async def test_a_nested_prefix_is_kept_normalized(local_backend, key):
+    adapter = await opened(key, prefix="agents//definable/")
+    await adapter.add(MemoryEntry(session_id="s", memory_id="m"))
+    assert adapter.prefix == "agents/definable"
+    assert "agents/definable/ids/m.json" in local_backend.objects(key)
+    assert [e.memory_id for e in await (await opened(key, prefix="agents/definable")).get_entries("s")] == ["m"]

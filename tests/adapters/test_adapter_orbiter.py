@@ -14,7 +14,15 @@ from typing import Any
 import pydantic
 import pytest
 
-from flyteplugins_memory import ConcurrencyError, InvalidArgument, MemoryStore, StorageError
+from flyteplugins_memory import (
+    ConcurrencyError,
+    InvalidArgument,
+    MemoryStore,
+    ReadOnlyPath,
+    StorageError,
+    StoreDeleted,
+    UnsavedChanges,
+)
 from flyteplugins_memory.adapters.orbiter import (
     AIMemory,
     HumanMemory,
@@ -559,3 +567,194 @@ async def test_empty_content_is_stored_as_orbiter_allows_it(durable_backend, key
     assert [i.id for i in await (await fresh(key)).search(metadata=ALICE)] == ["call"]
     assert await memory.search(query="x") == []
     assert sorted(d["content"] for d in items_in_storage(durable_backend, key).values()) == ["", "   "]
+
+
+# -- a handle the caller gave (docs/decisions/0138), refused adds, reads that refresh, purge --------------------
+
+
+async def caller_with_a_conflicting_edit(key: str) -> MemoryStore:
+    """The reviewer's shape (d2.py): the caller's handle holds an unsaved edit of a path that another
+    handle then commits."""
+    caller = await MemoryStore.get_or_create.aio(key=key)
+    await caller.write_text.aio("notes/plan.md", "v1")
+    await caller.save.aio()
+    await caller.write_text.aio("notes/plan.md", "caller's unsaved v2")
+    other = await MemoryStore.get_or_create.aio(key=key)
+    await other.write_text.aio("notes/plan.md", "other's v2")
+    await other.save.aio()
+    return caller
+
+
+@pytest.mark.parametrize("read", ["get", "search", "refresh"])
+async def test_a_read_over_a_callers_handle_keeps_its_unsaved_edit(durable_backend, key, read):
+    """Found by review (d2.py): the adapter's refresh before a read dropped the caller's conflicting edit,
+    and the caller's save then succeeded with nothing instead of raising ConcurrencyError."""
+    caller = await caller_with_a_conflicting_edit(key)
+    memory = OrbiterMemoryStore(caller)
+    if read == "get":
+        assert await memory.get("m1") is None
+    elif read == "search":
+        assert await memory.search() == []
+    else:
+        await memory.refresh()
+    assert caller.has_unsaved_changes()
+    assert await caller.read_text.aio("notes/plan.md") == "caller's unsaved v2"
+    with pytest.raises(ConcurrencyError):
+        await caller.save.aio()  # as without the adapter
+    assert durable_backend.objects(key)["notes/plan.md"] == b"other's v2"
+
+
+ORBITER_WRITES = {
+    "add": lambda m: m.add(HumanMemory(id="m1", content="adapter's item")),
+    "add, autosave off": lambda m: m.add(HumanMemory(id="m1", content="adapter's item")),
+    "transition": lambda m: m.transition("d1", "accepted"),
+    "clear": lambda m: m.clear(),
+    "purge": lambda m: m.purge("d1"),
+}
+
+
+@pytest.mark.parametrize("write", list(ORBITER_WRITES))
+async def test_a_write_over_a_callers_handle_with_unsaved_changes_is_refused(durable_backend, key, write):
+    """Found by review (cd1.py): the adapter's save committed the caller's unrelated unsaved edit under the
+    adapter's name. Now `UnsavedChanges` before anything is staged; the caller's change stays theirs."""
+    await OrbiterMemoryStore(key).add(HumanMemory(id="d1", content="seed", status=MemoryStatus.DRAFT))
+    caller = await MemoryStore.get_or_create.aio(key=key)
+    await caller.write_text.aio("mine/draft.md", "half-done", actor="alice")
+    objects, journal = durable_backend.objects(key), durable_backend.journal(key)
+    memory = OrbiterMemoryStore(caller, autosave=write != "add, autosave off")
+
+    with pytest.raises(UnsavedChanges, match=r"save\(\) or revert\(\) them first.*the key"):
+        await ORBITER_WRITES[write](memory)
+    await memory.flush()  # nothing of the adapter's is pending: the caller's change is not flushed either
+    assert durable_backend.objects(key) == objects and durable_backend.journal(key) == journal
+    assert caller.has_unsaved_changes() and await caller.read_text.aio("mine/draft.md") == "half-done"
+    assert await caller.exists.aio("orbiter/_/_/_/_/d1.json") and not await caller.exists.aio("orbiter-ids/m1.json")
+    await caller.save.aio(actor="alice")
+    newest = (await (await MemoryStore.open.aio(key=key)).log.aio(limit=1))[0]
+    assert newest.actor == "alice" and list(newest.wrote) == ["mine/draft.md"]
+
+
+async def test_autosave_off_adds_of_its_own_are_not_the_callers_changes(durable_backend, key):
+    """With adds of its own pending, the adapter keeps adding and flushes them (the limit: it cannot tell a
+    caller's change made meanwhile apart, docs/decisions/0138)."""
+    handle = await MemoryStore.get_or_create.aio(key=key)
+    memory = OrbiterMemoryStore(handle, autosave=False)
+    await memory.add(HumanMemory(id="a", content="first"))
+    await memory.add(HumanMemory(id="b", content="second"))
+    assert [i.id for i in await memory.search()] != []  # read as it is: the pending adds are not dropped
+    await memory.flush()
+    assert set(items_in_storage(durable_backend, key)) == {"orbiter/_/_/_/_/a.json", "orbiter/_/_/_/_/b.json"}
+    await handle.write_text.aio("mine/draft.md", "caller's", actor="alice")  # after the flush: the caller's
+    with pytest.raises(UnsavedChanges):
+        await memory.add(HumanMemory(id="c", content="third"))
+
+
+async def test_a_refused_add_with_autosave_off_leaves_nothing_for_flush(durable_backend, key):
+    """Found by review (o3.py): an add refused on its id's claim (a read-only prefix) left the item staged,
+    and the next flush committed it without its claim."""
+    handle = await MemoryStore.create.aio(key=key, read_only_prefixes=("orbiter-ids/",))
+    memory = OrbiterMemoryStore(handle, autosave=False)
+    with pytest.raises(ReadOnlyPath):
+        await memory.add(HumanMemory(id="m1", content="refused item"))
+    assert not handle.has_unsaved_changes()
+    await memory.flush()
+    assert items_in_storage(durable_backend, key) == {} and await (await fresh(key)).get("m1") is None
+    assert [c.kind for c in await (await MemoryStore.open.aio(key=key)).log.aio()] == ["create"]
+
+
+async def test_a_refused_add_with_autosave_off_keeps_the_adds_before_it(local_backend, key):
+    memory = OrbiterMemoryStore(await MemoryStore.get_or_create.aio(key=key), autosave=False)
+    await memory.add(HumanMemory(id="keep", content="pending"))
+    huge = "\N{GRINNING FACE}" * 256  # the labels pass the store's 4 KiB: the item write is refused
+    scopes = MemoryMetadata(user_id=huge, session_id=huge, agent_id=huge, task_id=huge)
+    with pytest.raises(InvalidMemoryInput):
+        await memory.add(HumanMemory(id="x", content="refused", metadata=scopes))
+    await memory.flush()
+    assert list(items_in_storage(local_backend, key)) == ["orbiter/_/_/_/_/keep.json"]
+    assert list(claims_in_storage(local_backend, key)) == ["orbiter-ids/keep.json"]
+
+
+async def test_reads_see_a_purge_and_a_delete_store_by_another_handle(durable_backend, key):
+    """Found by review (o4.py): a long-lived adapter kept serving an item purged by another handle, and the
+    items of a deleted store, from its handle's old state."""
+    memory = OrbiterMemoryStore(key)
+    await memory.add(HumanMemory(id="p1", content="my password is Zebra42"))
+    await memory.add(HumanMemory(id="p2", content="harmless"))
+    assert (await memory.get("p1")).content == "my password is Zebra42"
+    security = await MemoryStore.get_or_create.aio(key=key)
+    path = (await security.list_paths.aio("orbiter", where={"orbiter_id": "p1"}))[0]
+    await security.purge.aio(path, actor="security", reason="leak")
+
+    assert await memory.get("p1") is None
+    assert await memory.search(query="zebra") == [] and [i.id for i in await memory.search()] == ["p2"]
+    await MemoryStore.delete_store.aio(key=key, actor="admin", reason="offboarding")
+    with pytest.raises(StoreDeleted):
+        await memory.search()
+    with pytest.raises(StoreDeleted):
+        await memory.get("p2")
+
+
+def scan(backend, key: str, secrets: list[bytes]) -> dict[bytes, list[str]]:
+    """Which stored objects (names or bytes) under the store prefix still hold each secret."""
+    objects = backend.objects(key)
+    found = {s: [n for n, d in objects.items() if s in d or s in n.encode()] for s in secrets}
+    return {s: names for s, names in found.items() if names}
+
+
+async def test_purge_forgets_an_item_and_its_claim(durable_backend, key):
+    """Found by review (pc1.py): ``store.purge(path)`` of an item left its id's claim, which names the id
+    and the item's path (user, session). `purge(item_id)` purges both; also a claim left over that way."""
+    memory = OrbiterMemoryStore(key)
+    carol = MemoryMetadata(user_id="carol", session_id="oncology")
+    await memory.add(HumanMemory(id="carol-dx", content="secret-dx-4711", status=MemoryStatus.DRAFT, metadata=carol))
+    await memory.transition("carol-dx", "accepted")  # two versions of the file, two of the claim
+    dave = MemoryMetadata(user_id="dave", session_id="cardiology")
+    await memory.add(HumanMemory(id="dave-dx", content="secret-dx-0815", metadata=dave))
+    await memory.add(HumanMemory(id="keep", content="unrelated"))
+    handle = await MemoryStore.get_or_create.aio(key=key)
+    await handle.purge.aio("orbiter/dave/cardiology/_/_/dave-dx.json", actor="sec")  # the item alone
+    assert "orbiter-ids/dave-dx.json" in durable_backend.objects(key)  # its claim stays (documented)
+
+    purged = await memory.purge("carol-dx", actor="sec", reason="erase carol")
+    assert [r.path for r in purged] == ["orbiter/carol/oncology/_/_/carol-dx.json", "orbiter-ids/carol-dx.json"]
+    assert [r.path for r in await memory.purge("dave-dx", actor="sec")] == [
+        "orbiter/dave/cardiology/_/_/dave-dx.json",
+        "orbiter-ids/dave-dx.json",
+    ]
+    secrets = [b"secret-dx-4711", b"carol-dx", b"carol", b"oncology", b"secret-dx-0815", b"dave-dx", b"cardiology"]
+    assert scan(durable_backend, key, secrets) == {}
+    journal = durable_backend.journal(key)
+    assert not [n for n, d in journal.items() if b"secret-dx-4711" in d or b"secret-dx-0815" in d]
+    reader = await fresh(key)
+    assert await reader.get("carol-dx") is None and await reader.get("dave-dx") is None
+    assert [i.id for i in await reader.search()] == ["keep"]
+    assert await memory.purge("carol-dx") == []  # nothing left to forget
+    audit = [c for c in await (await MemoryStore.open.aio(key=key)).log.aio(limit=4) if c.reason == "erase carol"]
+    assert len(audit) == 2 and {c.actor for c in audit} == {"sec"}
+
+
+async def test_a_store_level_restore_is_beneath_the_lifecycle(local_backend, key):
+    """Documented (o2.py): restoring an item file's older version through the store handle is beneath the
+    adapter, so it can move a DISCARD item back to ACCEPTED; the adapter's own writes still hold the
+    lifecycle from there."""
+    memory = OrbiterMemoryStore(key)
+    await memory.add(HumanMemory(id="d1", content="claim", status=MemoryStatus.DRAFT))
+    await memory.transition("d1", "accepted")
+    await memory.transition("d1", "discard")
+    handle = await MemoryStore.get_or_create.aio(key=key)
+    path = "orbiter/_/_/_/_/d1.json"
+    accepted = next(v for v in await handle.history.aio(path) if "draft -> accepted" in (v.reason or ""))
+    await handle.restore.aio(path, accepted.version_id, actor="x")
+    await handle.save.aio()
+    assert (await memory.get("d1")).status == MemoryStatus.ACCEPTED
+    await memory.transition("d1", "discard")
+    with pytest.raises(InvalidStatusTransition):
+        await memory.add(HumanMemory(id="d1", content="claim", status=MemoryStatus.ACCEPTED))
+
+
+async def test_clear_with_autosave_off_and_adds_pending_clears_what_others_saved(durable_backend, key):
+    memory = OrbiterMemoryStore(await MemoryStore.get_or_create.aio(key=key), autosave=False)
+    await memory.add(HumanMemory(id="mine", content="pending"))
+    await OrbiterMemoryStore(key).add(HumanMemory(id="theirs", content="saved elsewhere"))
+    assert await memory.clear() == 2  # the newest state, with the pending add
+    assert items_in_storage(durable_backend, key) == {} and claims_in_storage(durable_backend, key) == {}

@@ -25,21 +25,31 @@ limited to the 4 KiB of a file's metadata (`InvalidMetadata` beyond).
 
 Durability: every mutating call (`add`, `update`, `delete`, `delete_session`) is one commit, so a task
 that dies loses nothing it was told was stored. Reads first move the handle to the newest commit, so
-entries other tasks saved are seen.
+entries other tasks saved are seen (and entries purged or deleted elsewhere are not).
+
+A handle the caller gave (instead of a key) stays the caller's (docs/decisions/0138): while it holds
+unsaved changes, the adapter reads it without refreshing (a refresh would drop the caller's conflicting
+edits), and refuses to write (`UnsavedChanges`, nothing staged), since its save would commit the caller's
+changes under the adapter's name; ``save()`` or ``revert()`` them first, or give the adapter the key.
+
+Forgetting: `purge` removes an entry and its id's claim from every stored version. ``store.purge(path)``
+of the entry file alone leaves the claim (``<prefix>/ids/<id>.json``), which names the id and the entry's
+path (user and session).
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import math
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import Any
 
-from .. import ConcurrencyError, InvalidArgument, MemoryStore
+from .. import ConcurrencyError, InvalidArgument, MemoryStore, PurgeResult, UnsavedChanges
 from ._segments import encode_id
 
 #: the fields of Definable's protocol; the real class has more (semantic fields), kept through its to_dict
@@ -49,6 +59,7 @@ __all__ = [
     "DefinableMemoryStore",
     "DuplicateMemoryId",
     "MemoryEntry",
+    "check_prefix",
     "check_time",
     "default_entry_class",
     "encode_id",
@@ -60,6 +71,8 @@ __all__ = [
 ENTRY_FIELDS = ("session_id", "memory_id", "user_id", "role", "content", "message_data", "created_at", "updated_at")
 FORMAT = 1
 _SAVE_ATTEMPTS = 8
+#: the store's reserved top-level names (its audit, metadata and version directories, the transcript)
+_RESERVED = frozenset({"audit", "meta", "versions", "messages.json"})
 #: created_at is a path segment of 20 digits of nanoseconds: below 1e11 seconds (the year 5138)
 _MAX_TIME = 1e11
 
@@ -98,20 +111,64 @@ def default_entry_class() -> type:
 
 
 def entry_fields(entry: Any) -> dict[str, Any]:
-    """The entry as a JSON-ready dict: the real class's ``to_dict`` (semantic fields too), else our fields."""
+    """The entry as a JSON-ready dict: the real class's ``to_dict`` (semantic fields too), else our fields.
+
+    Every field the adapter relies on is checked here, before anything is written (`InvalidArgument`):
+    an object with Definable's fields (not a dict), non-empty str ``memory_id``, ``session_id`` and
+    ``user_id``, str ``role`` and ``content``, ``message_data`` None or a dict, times as epoch seconds,
+    and the whole entry plain JSON (no sets, NaN or other objects, which would be stringified or
+    unreadable)."""
     to_dict: Any = getattr(entry, "to_dict", None)
+    if isinstance(entry, Mapping | type) or not (callable(to_dict) or all(hasattr(entry, n) for n in ENTRY_FIELDS)):
+        raise InvalidArgument(
+            f"an entry is a Definable MemoryEntry or an object with its fields ({', '.join(ENTRY_FIELDS)}), "
+            f"got {type(entry).__name__}"
+        )
     if callable(to_dict):
         data: Any = to_dict()
+        if not isinstance(data, Mapping):
+            raise InvalidArgument(f"an entry's to_dict() returns a mapping, got {type(data).__name__}")
         fields: dict[str, Any] = {str(name): value for name, value in data.items()}
     else:
         fields = {name: getattr(entry, name) for name in ENTRY_FIELDS}
-    if not fields.get("memory_id"):
-        raise InvalidArgument("an entry needs a memory_id")
-    if not isinstance(fields.get("session_id"), str) or not isinstance(fields.get("user_id"), str):
-        raise InvalidArgument("an entry's session_id and user_id are strings")
+    for name in ("memory_id", "session_id", "user_id"):
+        value = fields.get(name)
+        if not isinstance(value, str) or not value:
+            raise InvalidArgument(f"an entry's {name} is a non-empty str, got {value!r}")
+    for name in ("role", "content"):
+        if not isinstance(fields.get(name), str):
+            raise InvalidArgument(f"an entry's {name} is a str, got {fields.get(name)!r}")
+    if fields.get("message_data") is not None and not isinstance(fields["message_data"], dict):
+        raise InvalidArgument(f"an entry's message_data is a dict or None, got {type(fields['message_data']).__name__}")
     fields["created_at"] = check_time("created_at", fields.get("created_at"), time.time())
     fields["updated_at"] = check_time("updated_at", fields.get("updated_at"), None)
+    try:
+        json.dumps(fields, allow_nan=False)
+    except (TypeError, ValueError) as err:
+        raise InvalidArgument(f"an entry must be plain JSON (dicts, lists, str, finite numbers): {err}") from None
     return fields
+
+
+def check_prefix(prefix: object) -> str:
+    """`prefix` as the adapter's directory: a non-empty relative path without ``..`` outside the store's
+    reserved directories; `InvalidArgument` otherwise, when the adapter is made (not at its first write)."""
+    if not isinstance(prefix, str):
+        raise InvalidArgument(f"prefix is a str (a directory of the store), got {type(prefix).__name__}")
+    parts = [part for part in prefix.split("/") if part not in ("", ".")]  # "a//./b/" is a/b, as the store's
+    plain = all(part.isprintable() and part.encode("utf-8", "replace").decode() == part for part in parts)
+    if prefix.startswith("/") or not parts or ".." in parts or not plain:
+        raise InvalidArgument(f"prefix must be a non-empty relative directory of the store (no '..'), got {prefix!r}")
+    if parts[0] in _RESERVED:
+        raise InvalidArgument(f"prefix {prefix!r} is inside a directory the store reserves ({parts[0]})")
+    return "/".join(parts)
+
+
+def _check_str(name: str, value: object, *, optional: bool = False) -> None:
+    """A session, user or memory id argument: a non-empty str (or None where `optional`)."""
+    if optional and value is None:
+        return
+    if not isinstance(value, str) or not value:
+        raise InvalidArgument(f"{name} is a non-empty str{' or None' if optional else ''}, got {value!r}")
 
 
 def check_time(name: str, value: Any, default: float | None) -> float | None:
@@ -178,7 +235,9 @@ class DefinableMemoryStore:
         self._initialized = False
         if self._store is None and self._key is None:
             raise InvalidArgument("store is a MemoryStore or a key")
-        self.prefix = prefix
+        self.prefix = check_prefix(prefix)
+        if not isinstance(actor, str) or not actor:
+            raise InvalidArgument(f"actor is a non-empty str, got {actor!r}")
         self.actor = actor
         self._entry_class = entry_class
         self._seen_class: type | None = None
@@ -262,16 +321,48 @@ class DefinableMemoryStore:
         await self._commit(write, "update")
 
     async def delete(self, memory_id: str) -> None:
+        _check_str("memory_id", memory_id)
+
         async def remove() -> bool:  # every copy: a race before claims existed may have left two
             return await self._remove(await self._paths_of(memory_id))
 
         await self._commit(remove, "delete")
 
     async def delete_session(self, session_id: str, user_id: str | None = None) -> None:
+        _check_str("session_id", session_id)
+        _check_str("user_id", user_id, optional=True)
+
         async def remove() -> bool:
             return await self._remove(await self._session_paths(session_id, user_id))
 
         await self._commit(remove, "delete_session")
+
+    async def purge(self, memory_id: str, *, actor: str | None = None, reason: str = "") -> list[PurgeResult]:
+        """Forget the entry `memory_id` wholly: every copy of it and its id's claim are purged
+        (``MemoryStore.purge``: their content and labels removed from every stored version, audit op
+        ``purge`` with `actor`, the adapter's by default, and `reason`), one purge commit per path.
+
+        ``store.purge(path)`` of the entry file alone leaves the claim, which names the id and the
+        entry's path (user and session); this purges both, and also a claim left over that way (the
+        path it names is purged with it). An id with neither is a no-op (``[]``). Refused with
+        `UnsavedChanges` when the handle holds unsaved changes (the store's purge would save them first,
+        under the adapter's name). What stays: the commit log's records of the paths (names, not content)."""
+        _check_str("memory_id", memory_id)
+        actor = self.actor if actor is None else actor
+        async with self._lock:
+            await self.initialize()
+            self._refuse_unsaved("purge")
+            await self.store.refresh.aio()
+            paths = await self._paths_of(memory_id)
+            claim = f"{self.prefix}/ids/{encode_id(memory_id)}.json"
+            held = await self.store.read_json.aio(claim)
+            named = held.get("path") if isinstance(held, dict) else None
+            if isinstance(named, str) and named.startswith(f"{self.prefix}/users/") and named not in paths:
+                paths.append(named)  # a claim whose entry was purged (or deleted) on its own
+            doomed = list(dict.fromkeys([*paths, *(self._claim_path(p) for p in paths)]))
+            if held is not None and claim not in doomed:
+                doomed.append(claim)
+            return [await self.store.purge.aio(p, actor=actor, reason=reason) for p in doomed]
 
     # -- reads ----------------------------------------------------------------------------------------
 
@@ -279,6 +370,10 @@ class DefinableMemoryStore:
     # commit has staged (a conflicting change), and the commit would then save without it.
 
     async def get_entries(self, session_id: str, user_id: str = "default", limit: int | None = None) -> list[Any]:
+        _check_str("session_id", session_id)
+        _check_str("user_id", user_id)
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+            raise InvalidArgument(f"limit is None or an int >= 0, got {limit!r}")
         async with self._lock:
             await self._refresh()
             paths = await self._session_paths(session_id, user_id)
@@ -286,10 +381,11 @@ class DefinableMemoryStore:
                 await self.store.prefetch.aio(paths[0].rsplit("/", 1)[0])
             stored = [await self.store.read_json.aio(p) for p in paths]
         stored.sort(key=lambda s: (time_key(s["entry"].get("created_at")), s["added_ns"]))
-        chosen = stored if limit is None else stored[: max(limit, 0)]
+        chosen = stored if limit is None else stored[:limit]
         return [entry_of(self.entry_class, s["entry"]) for s in chosen]
 
     async def get_entry(self, memory_id: str) -> Any | None:
+        _check_str("memory_id", memory_id)
         async with self._lock:
             await self._refresh()
             path = await self._path_of(memory_id)
@@ -297,6 +393,8 @@ class DefinableMemoryStore:
         return None if found is None else entry_of(self.entry_class, found["entry"])
 
     async def count(self, session_id: str, user_id: str = "default") -> int:
+        _check_str("session_id", session_id)
+        _check_str("user_id", user_id)
         async with self._lock:
             await self._refresh()
             return len(await self._session_paths(session_id, user_id))
@@ -359,8 +457,21 @@ class DefinableMemoryStore:
         return self._last_added_ns
 
     async def _refresh(self) -> None:
+        """Move to the newest commit, unless the handle holds unsaved changes: a handle the caller gave
+        keeps them (a refresh would drop the conflicting ones), and is read as it is
+        (docs/decisions/0138-adapters-over-a-callers-handle.md)."""
         await self.initialize()
-        await self.store.refresh.aio()
+        if not self.store.has_unsaved_changes():
+            await self.store.refresh.aio()
+
+    def _refuse_unsaved(self, what: str) -> None:
+        """Every call commits at once, so unsaved changes at the start of a write are the caller's: the
+        adapter's save would commit them under its name. `UnsavedChanges` before anything is staged."""
+        if self.store.has_unsaved_changes():
+            raise UnsavedChanges(
+                f"Definable {what}: the store handle holds unsaved changes the adapter did not make; save() or "
+                "revert() them first, or give the adapter its own handle: the key"
+            )
 
     async def _commit(self, change: Callable[[], Awaitable[bool]], reason: str) -> None:
         """Apply `change` to the newest state and save it as one commit; on a conflicting concurrent save
@@ -368,6 +479,8 @@ class DefinableMemoryStore:
         is reverted when it fails or conflicts (the refresh would keep our entry at a path nobody else
         wrote), so neither the retry nor a later call commits it."""
         async with self._lock:
+            await self.initialize()
+            self._refuse_unsaved(reason)
             for attempt in range(_SAVE_ATTEMPTS):
                 await self._refresh()
                 self._touched = []

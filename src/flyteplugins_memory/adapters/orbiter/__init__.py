@@ -25,10 +25,29 @@ moves to its scope, one item remains. `clear` deletes the claims of the items it
 Durability: with ``autosave=True`` (the default) every `add`, `transition` and `clear` commits at once
 (one atomic save per call), so an item added in one Flyte task is there for the next even if the task
 dies right after. ``autosave=False`` keeps `add` in the handle until `flush()` (many adds, one commit);
-`transition` and `clear` always commit. A commit that meets a real conflict (another task changed the
-same item) refreshes and re-applies the call to the newest state, so the status machine is checked
-against what is committed. Reads see this handle's state; `get` of an id it does not know refreshes once,
-and `refresh()` picks up everything other tasks saved.
+`transition` and `clear` always commit (with the pending adds). A commit that meets a real conflict
+(another task changed the same item) refreshes and re-applies the call to the newest state, so the status
+machine is checked against what is committed. Reads (`get`, `search`) first move the handle to the newest
+commit, as the Definable and Upsonic adapters do: an item another handle purged or deleted, or a store
+deleted since, is not served from this handle's old state (absent, or `ContentPurged`/`StoreDeleted`).
+
+A handle the caller gave (instead of a key) stays the caller's (docs/decisions/0138): while it holds
+unsaved changes, reads do not refresh it (a refresh would drop the caller's conflicting edits; with
+``autosave=False`` the adapter's own pending adds count too) and read it as it is; a write (`add`,
+`transition`, `clear`, `purge`) raises `UnsavedChanges` before staging anything, since its save would
+commit the caller's changes under the adapter's name. With ``autosave=False`` the adapter tracks the adds
+it staged; while some are pending it cannot tell the caller's changes apart, and `flush`, `transition`
+and `clear` commit whatever the handle holds (give the adapter the key to avoid this). An `add` that is
+refused (bad input, a forbidden status move, a read-only path) reverts what it staged, so no later
+`flush` commits it.
+
+Forgetting: `purge(item_id)` removes an item and its id's claim from every stored version.
+``store.purge(path)`` of the item file alone leaves the claim (``orbiter-ids/<id>.json``), which names
+the id and the item's path (user and session).
+
+The lifecycle is the adapter's: writes through the store handle itself (``write_json``, ``restore`` of an
+older version of an item file) are beneath it and can set any status (a DISCARD item restored to its
+ACCEPTED version reads as ACCEPTED).
 
 Search: as Orbiter's reference stores (``ShortTermMemory`` and the SQLite backend), a non-empty ``query``
 keeps the items whose ``content`` holds it as a case-insensitive substring (``query.lower() in
@@ -54,7 +73,15 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from flyteplugins_memory import ConcurrencyError, InvalidArgument, InvalidContent, InvalidPath, MemoryStore
+from flyteplugins_memory import (
+    ConcurrencyError,
+    InvalidArgument,
+    InvalidContent,
+    InvalidPath,
+    MemoryStore,
+    PurgeResult,
+    UnsavedChanges,
+)
 
 from .types import (
     ALLOWED,
@@ -190,6 +217,8 @@ class OrbiterMemoryStore:
         self._autosave, self._actor = autosave, actor
         self._lock = asyncio.Lock()
         self._touched: list[str] = []  # the paths the commit under way staged (reverted if it fails)
+        #: the paths this adapter's adds staged and `flush` has not committed (``autosave=False``)
+        self._pending: set[str] = set()
 
     async def handle(self) -> MemoryStore:
         """The underlying `MemoryStore` (opened on first use when given a key)."""
@@ -208,19 +237,24 @@ class OrbiterMemoryStore:
 
         if self._autosave:
             await self._commit(apply)
-        else:
-            async with self._lock:
-                await apply(await self.handle())
+            return
+        store = await self.handle()
+        async with self._lock:
+            self._refuse_unsaved(store, "add")
+            before, self._touched = set(self._pending), []
+            try:
+                await apply(store)
+            except BaseException:  # a refused add leaves nothing staged for a later flush to commit
+                await store.revert.aio([p for p in self._touched if p not in before])
+                raise
+            self._pending |= set(self._touched)
 
     async def get(self, item_id: str) -> Any | None:
-        """The item with `item_id`, or None if there is none (refreshing once before saying so)."""
+        """The item with `item_id`, or None if there is none, in the newest committed state (see
+        `refresh`: a handle with unsaved changes is read as it is)."""
         check_id(item_id)
-        store = await self.handle()
+        store = await self._read_handle()
         path = await self._path_of_id(store, item_id)
-        if path is None:
-            async with self._lock:  # never refresh under a commit under way: it could drop what it staged
-                await store.refresh.aio()
-                path = await self._path_of_id(store, item_id)
         return None if path is None else load_item(await store.read_json.aio(path))
 
     async def search(
@@ -238,7 +272,7 @@ class OrbiterMemoryStore:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise InvalidMemoryInput(f"limit must be a positive int, got {limit!r}")
         prefix, where, extra = filter_of(metadata, memory_type, status)
-        store = await self.handle()
+        store = await self._read_handle()
         try:
             paths = await self._ranked(store, prefix, where)
         except _REFUSED as exc:
@@ -272,9 +306,8 @@ class OrbiterMemoryStore:
                 await store.delete.aio(claim_path(path), actor=self._actor, reason="clear")
             return len(doomed)
 
-        await self.refresh()
         try:
-            return await self._commit(apply)
+            return await self._commit(apply, refresh=True)
         except _REFUSED as exc:  # a scope filter over the labels' budget
             raise InvalidMemoryInput(f"clear cannot take this filter: {exc}") from exc
 
@@ -295,37 +328,107 @@ class OrbiterMemoryStore:
             await self._write(store, dump_item(item), reason=f"status {data['status']} -> {new_status}")
             return item
 
-        await self.refresh()
-        return await self._commit(apply)
+        return await self._commit(apply, refresh=True)
+
+    async def purge(self, item_id: str, *, actor: str | None = None, reason: str = "") -> list[PurgeResult]:
+        """Forget the item `item_id` wholly: its file and its id's claim are purged (``MemoryStore.purge``:
+        content and labels removed from every stored version, audit op ``purge`` with `actor`, the
+        adapter's by default, and `reason`), one purge commit per path.
+
+        ``store.purge(path)`` of the item file alone leaves the claim ``orbiter-ids/<id>.json``, which
+        names the id and the item's path (its user and session); this purges both, and also a claim left
+        over that way (with the path it names). An id with neither is a no-op (``[]``). Refused with
+        `UnsavedChanges` while the handle holds any unsaved change (``flush()`` the adapter's own adds
+        first): the store's purge would save them under the purge. What stays: the commit log's records
+        of the paths (names, not content)."""
+        check_id(item_id)
+        actor = self._actor if actor is None else actor
+        store = await self.handle()
+        async with self._lock:
+            if store.has_unsaved_changes():
+                raise UnsavedChanges(
+                    "Orbiter purge: the store handle holds unsaved changes; save() or revert() them first (flush() "
+                    "the adapter's own adds), or give the adapter its own handle: the key"
+                )
+            await store.refresh.aio()
+            doomed = await self._listed(store, ROOT, {"orbiter_id": item_id})
+            claim = f"{CLAIMS}/{item_id}.json"
+            held = await store.read_json.aio(claim)
+            named = held.get("path") if isinstance(held, dict) else None
+            if isinstance(named, str) and named.startswith(f"{ROOT}/") and named not in doomed:
+                doomed.append(named)  # a claim whose item was purged on its own
+            if held is not None or doomed:
+                doomed.append(claim)
+            return [await store.purge.aio(p, actor=actor, reason=reason) for p in doomed]
 
     async def flush(self) -> None:
-        """Commit what `add` kept in the handle (``autosave=False``); a no-op when there is nothing.
+        """Commit what `add` kept in the handle (``autosave=False``); a no-op when there is nothing (the
+        caller's own unsaved changes on a handle it gave are never saved by a flush alone).
 
         Not retried: if another task saved an item of the same id meanwhile, `ConcurrencyError` is raised
         and the handle keeps its adds (``refresh()`` drops the conflicting ones; add them again)."""
         store = await self.handle()
         async with self._lock:
+            if not self._own_pending(store):
+                return
             await store.save.aio(actor=self._actor)
+            self._pending.clear()
 
     async def refresh(self) -> None:
         """Pick up what other tasks saved to the key since this handle loaded (never in the middle of
-        this adapter's commit, whose staged changes a refresh could drop)."""
+        this adapter's commit, whose staged changes a refresh could drop). While a handle the caller gave
+        holds unsaved changes the adapter did not make, it is left as it is (a refresh would drop the
+        caller's conflicting edits); the adapter's own pending adds (``autosave=False``) do not stop it."""
         store = await self.handle()
         async with self._lock:
-            await store.refresh.aio()
+            if not store.has_unsaved_changes() or self._own_pending(store):
+                await store.refresh.aio()
 
     # -- helpers ------------------------------------------------------------------------------------------
 
-    async def _commit(self, apply: Callable[[MemoryStore], Awaitable[T]]) -> T:
-        """Stage `apply`'s changes and save; on a conflict, refresh and re-apply to the newest state. What
-        an attempt staged is reverted when it fails or conflicts, so no later save commits it."""
+    def _own_pending(self, store: MemoryStore) -> bool:
+        """Whether the handle's unsaved changes include adds of this adapter (``autosave=False``) that no
+        flush committed yet; forgets them once the handle has none (the caller saved or reverted it)."""
+        if not store.has_unsaved_changes():
+            self._pending.clear()
+        return bool(self._pending)
+
+    def _refuse_unsaved(self, store: MemoryStore, what: str) -> None:
+        """`UnsavedChanges` if the handle holds unsaved changes the adapter did not make, before anything
+        is staged: the adapter's save would commit them under its name (docs/decisions/0138). With adds of
+        its own pending (``autosave=False``), the adapter cannot tell the caller's changes apart and does
+        not check."""
+        if store.has_unsaved_changes() and not self._own_pending(store):
+            raise UnsavedChanges(
+                f"Orbiter {what}: the store handle holds unsaved changes the adapter did not make; save() or "
+                "revert() them first, or give the adapter its own handle: the key"
+            )
+
+    async def _read_handle(self) -> MemoryStore:
+        """The handle, moved to the newest commit first unless it holds unsaved changes (the caller's, or
+        this adapter's pending adds), which a refresh could drop: then it is read as it is."""
+        store = await self.handle()
+        async with self._lock:  # never refresh under a commit under way: it could drop what it staged
+            if not store.has_unsaved_changes():
+                await store.refresh.aio()
+        return store
+
+    async def _commit(self, apply: Callable[[MemoryStore], Awaitable[T]], *, refresh: bool = False) -> T:
+        """Stage `apply`'s changes and save (`refresh`: on the newest state, as `refresh` moves it); on a
+        conflict, refresh and re-apply to the newest state. What an attempt
+        staged is reverted when it fails or conflicts, so no later save commits it. Refused before anything
+        is staged while the handle holds unsaved changes the adapter did not make."""
         store = await self.handle()
         async with self._lock:
+            self._refuse_unsaved(store, "write")
+            if refresh and (not store.has_unsaved_changes() or self._own_pending(store)):
+                await store.refresh.aio()  # keeps the pending adds that do not conflict, as `refresh` does
             for attempt in range(_ATTEMPTS):
                 self._touched = []
                 try:
                     result = await apply(store)
                     await store.save.aio(actor=self._actor)
+                    self._pending.clear()  # a save commits the pending adds too
                     return result
                 except ConcurrencyError:
                     await store.revert.aio(self._touched)
