@@ -758,3 +758,29 @@ async def test_clear_with_autosave_off_and_adds_pending_clears_what_others_saved
     await OrbiterMemoryStore(key).add(HumanMemory(id="theirs", content="saved elsewhere"))
     assert await memory.clear() == 2  # the newest state, with the pending add
     assert items_in_storage(durable_backend, key) == {} and claims_in_storage(durable_backend, key) == {}
+
+
+async def test_pending_adds_the_callers_own_save_committed_are_no_longer_the_adapters(durable_backend, key):
+    handle = await MemoryStore.get_or_create.aio(key=key)
+    await handle.write_text.aio("notes.md", "v1")
+    await handle.save.aio()
+    memory = OrbiterMemoryStore(handle, autosave=False)
+    await memory.add(HumanMemory(id="a1", content="pending add"))
+    await handle.save.aio(actor="alice")  # commits the adapter's pending add too
+    await handle.write_text.aio("mine/draft.md", "alice's unsaved draft")
+    commits = len(await handle.log.aio(limit=50))
+    await memory.flush()  # nothing of its own is pending: it commits nothing (never alice's draft)
+    assert len(await handle.log.aio(limit=50)) == commits
+    with pytest.raises(UnsavedChanges):
+        await memory.transition("a1", MemoryStatus.DISCARD)
+    assert "mine/draft.md" not in durable_backend.objects(key) and handle.unsaved_paths() == ["mine/draft.md"]
+
+    await handle.write_text.aio("notes.md", "alice's v2")  # conflicts with another task's commit
+    other = await MemoryStore.get_or_create.aio(key=key)
+    await other.write_text.aio("notes.md", "other's v2")
+    await other.save.aio()
+    await memory.refresh()  # leaves alice's changes alone
+    assert await handle.read_text.aio("notes.md") == "alice's v2"
+    with pytest.raises(ConcurrencyError):
+        await handle.save.aio(actor="alice")
+    assert durable_backend.objects(key)["notes.md"] == b"other's v2"

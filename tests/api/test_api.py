@@ -186,3 +186,21 @@ def test_compact_and_compact_transcript_save_through_a_subclass_s_save(local_bac
     store.compact_transcript(lambda folded: "summary", keep_last=1)
     assert calls == ["save", "save"]
     assert [m["content"] for m in MemoryStore.open(key=key).messages] == ["summary", "m3"]
+
+
+def test_unsaved_paths_say_where_the_unsaved_changes_are(durable_backend, key):
+    store = MemoryStore.get_or_create(key=key)
+    assert store.unsaved_paths() == [] and not store.has_unsaved_changes()
+    store.write_text("notes/a.md", "a")
+    store.write_text("notes/b.md", "b")
+    store.append({"role": "user", "content": "hi"})
+    store.records("events/ada").append({"kind": "login"})
+    assert store.unsaved_paths() == ["events/ada", "messages.json", "notes/a.md", "notes/b.md"]
+    store.save()
+    assert store.unsaved_paths() == [] and not store.has_unsaved_changes()
+    assert "notes/a.md" in durable_backend.objects(key)
+    store.delete("notes/a.md")
+    store.set_metadata("notes/b.md", {"tag": "x"})
+    assert store.unsaved_paths() == ["notes/a.md", "notes/b.md"]
+    store.revert(["notes/a.md"])
+    assert store.unsaved_paths() == ["notes/b.md"]

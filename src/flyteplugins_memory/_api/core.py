@@ -112,6 +112,15 @@ class StoreCore:
         in place, compared by content) that `save` has not committed."""
         return bool(self._pending_records) or self._checkout.has_unsaved_changes(self)
 
+    def unsaved_paths(self) -> list[str]:
+        """Where this handle's unsaved changes are, sorted: each file written, deleted or relabelled since the
+        last save, ``messages.json`` when the transcript changed, and the name of each record log with
+        unsaved appends. Empty exactly when `has_unsaved_changes` is false, except for changes of store
+        settings or staged imports, which have no path. Code that shares a handle with others (a framework
+        adapter) can tell its own unsaved changes from theirs."""
+        paths = {log for log, lines in self._pending_records.lines.items() if lines}
+        return sorted(paths | set(self._checkout.unsaved_paths(self)))
+
     async def _save_through_facade(self) -> None:
         """``save()`` with no arguments, through the facade's own method: `save` is defined there (upstream
         declares it: see above), and a subclass of `MemoryStore` that overrides it is called, as by a user."""

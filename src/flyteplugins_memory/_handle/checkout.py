@@ -278,6 +278,15 @@ class Checkout(SpecialCommits):
         except InvalidMessage:
             return True  # a message that cannot be saved is certainly not saved
 
+    def unsaved_paths(self, holder: TranscriptHolder) -> list[str]:
+        """The files with unsaved changes, and ``messages.json`` when the transcript has some."""
+        paths = list(self.working_copy.changes.files)
+        try:
+            transcript = fingerprints(holder.messages) != self._saved_transcript
+        except InvalidMessage:
+            transcript = True
+        return [*paths, MESSAGES_PATH] if transcript else paths
+
     # -- save, refresh, compact ---------------------------------------------------------------------------
 
     async def save(self, holder: TranscriptHolder, *, actor: str | None = None, reason: str | None = None) -> None:

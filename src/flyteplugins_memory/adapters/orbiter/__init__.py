@@ -34,10 +34,12 @@ deleted since, is not served from this handle's old state (absent, or `ContentPu
 A handle the caller gave (instead of a key) stays the caller's (docs/decisions/0138): while it holds
 unsaved changes, reads do not refresh it (a refresh would drop the caller's conflicting edits; with
 ``autosave=False`` the adapter's own pending adds count too) and read it as it is; a write (`add`,
-`transition`, `clear`, `purge`) raises `UnsavedChanges` before staging anything, since its save would
-commit the caller's changes under the adapter's name. With ``autosave=False`` the adapter tracks the adds
-it staged; while some are pending it cannot tell the caller's changes apart, and `flush`, `transition`
-and `clear` commit whatever the handle holds (give the adapter the key to avoid this). An `add` that is
+`transition`, `clear`, `purge`, `flush`) raises `UnsavedChanges` before staging anything, since its save
+would commit the caller's changes under the adapter's name. With ``autosave=False`` the adapter tells its
+pending adds from the caller's changes by path (`MemoryStore.unsaved_paths`); adds the caller's own save
+committed are no longer its pending ones. A change the caller makes to the handle from another coroutine
+or thread while an adapter call runs is not seen, and is committed with it (share a handle only between
+calls, or give the adapter the key). An `add` that is
 refused (bad input, a forbidden status move, a read-only path) reverts what it staged, so no later
 `flush` commits it.
 
@@ -371,6 +373,7 @@ class OrbiterMemoryStore:
         async with self._lock:
             if not self._own_pending(store):
                 return
+            self._refuse_unsaved(store, "flush")
             await store.save.aio(actor=self._actor)
             self._pending.clear()
 
@@ -381,24 +384,30 @@ class OrbiterMemoryStore:
         caller's conflicting edits); the adapter's own pending adds (``autosave=False``) do not stop it."""
         store = await self.handle()
         async with self._lock:
-            if not store.has_unsaved_changes() or self._own_pending(store):
+            if not self._callers_unsaved(store):
                 await store.refresh.aio()
 
     # -- helpers ------------------------------------------------------------------------------------------
 
     def _own_pending(self, store: MemoryStore) -> bool:
-        """Whether the handle's unsaved changes include adds of this adapter (``autosave=False``) that no
-        flush committed yet; forgets them once the handle has none (the caller saved or reverted it)."""
-        if not store.has_unsaved_changes():
-            self._pending.clear()
+        """Whether the handle still holds adds of this adapter (``autosave=False``) that no save committed
+        (a flush, or the caller's own save of the handle)."""
+        self._pending &= set(store.unsaved_paths())
         return bool(self._pending)
+
+    def _callers_unsaved(self, store: MemoryStore) -> bool:
+        """Whether the handle holds unsaved changes this adapter did not make (`MemoryStore.unsaved_paths`
+        beside its pending adds; a change of store settings has no path and counts as the caller's)."""
+        if not store.has_unsaved_changes():
+            return False
+        unsaved = set(store.unsaved_paths())
+        self._pending &= unsaved
+        return not unsaved or bool(unsaved - self._pending)
 
     def _refuse_unsaved(self, store: MemoryStore, what: str) -> None:
         """`UnsavedChanges` if the handle holds unsaved changes the adapter did not make, before anything
-        is staged: the adapter's save would commit them under its name (docs/decisions/0138). With adds of
-        its own pending (``autosave=False``), the adapter cannot tell the caller's changes apart and does
-        not check."""
-        if store.has_unsaved_changes() and not self._own_pending(store):
+        is staged: the adapter's save would commit them under its name (docs/decisions/0138)."""
+        if self._callers_unsaved(store):
             raise UnsavedChanges(
                 f"Orbiter {what}: the store handle holds unsaved changes the adapter did not make; save() or "
                 "revert() them first, or give the adapter its own handle: the key"
@@ -421,7 +430,7 @@ class OrbiterMemoryStore:
         store = await self.handle()
         async with self._lock:
             self._refuse_unsaved(store, "write")
-            if refresh and (not store.has_unsaved_changes() or self._own_pending(store)):
+            if refresh and not self._callers_unsaved(store):
                 await store.refresh.aio()  # keeps the pending adds that do not conflict, as `refresh` does
             for attempt in range(_ATTEMPTS):
                 self._touched = []
