@@ -17,7 +17,7 @@ is plain parallel object requests (s3fs, all at once) that move the same bytes: 
 can beat. Stores are built with no delay; only the measured operation runs at the delay.
 
 Run: python benchmarks/latency_bench.py [--delays 0,20] [--files 1000] [--entries 10000] [--megabytes 100]
-     [--out FILE]
+     [--trace] [--out FILE]
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def _serve_proxy(upstream: str, port_pipe) -> None:
                 kept = name.lower() not in HOP_BY_HOP or (request.method == "HEAD" and name.lower() == "content-length")
                 if kept:
                     reply.headers.add(name, value)
-        state["log"].append((started, time.monotonic()))
+        state["log"].append((started, time.monotonic(), request.method, request.path))
         return reply
 
     async def main() -> None:
@@ -114,7 +114,7 @@ class LatencyProxy:
         self.process.start()
         self.endpoint = f"http://127.0.0.1:{receive.recv()}"
 
-    def _call(self, path: str) -> list[tuple[float, float]]:
+    def _call(self, path: str) -> list:
         return json.loads(urllib.request.urlopen(f"{self.endpoint}{path}").read())["log"]
 
     def delay(self, ms: float) -> None:
@@ -123,14 +123,19 @@ class LatencyProxy:
     def reset(self) -> None:
         self._call("/__reset")
 
-    def log(self) -> list[tuple[float, float]]:
-        return [tuple(pair) for pair in self._call("/__log")]  # type: ignore[misc]
+    def log(self) -> list[tuple[float, float, str, str]]:
+        """Each request since the last reset: start, end (seconds, the proxy's clock), method, path."""
+        return [tuple(entry) for entry in self._call("/__log")]  # type: ignore[misc]
 
     def stop(self) -> None:
         self.process.terminate()
 
 
 # -- measuring ---------------------------------------------------------------------------------------------
+
+
+#: print each measured request (start, end, method, path) to stderr: `--trace`
+OPTIONS = {"trace": False}
 
 
 @dataclass
@@ -171,7 +176,12 @@ def timed(proxy: LatencyProxy, delay_ms: float, action: Callable[[], object]) ->
         seconds = time.perf_counter() - start
         proxy.delay(0)
     log = proxy.log()
-    waves, peak = waves_and_peak(log)
+    waves, peak = waves_and_peak([(start, end) for start, end, _, _ in log])
+    if OPTIONS["trace"]:
+        print(f"-- {len(log)} requests, {waves} waves", file=sys.stderr)
+        first = min((start for start, *_ in log), default=0.0)
+        for start, end, method, path in sorted(log):
+            print(f"  {(start - first) * 1000:8.1f} {(end - first) * 1000:8.1f} ms {method:6} {path}", file=sys.stderr)
     return Run(seconds, len(log), waves, peak)
 
 
@@ -324,8 +334,10 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=1000)
     parser.add_argument("--entries", type=int, default=10_000)
     parser.add_argument("--megabytes", type=int, default=100)
+    parser.add_argument("--trace", action="store_true", help="print every measured request to stderr")
     parser.add_argument("--out", help="also write the table to this markdown file")
     args = parser.parse_args()
+    OPTIONS["trace"] = args.trace
 
     server = CountingServer()
     proxy = LatencyProxy(server.endpoint)
