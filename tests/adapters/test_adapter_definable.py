@@ -32,7 +32,7 @@ from flyteplugins_memory.adapters.definable import (
     MemoryEntry,
     encode_id,
 )
-from helpers import RaceBefore, race_children, run_python
+from helpers import RaceBefore, race_children, run_python, scan
 from repo import REPO, SUPPORT
 
 HOSTILE_IDS = ["../bob", "a/b", "..", ".", "%2e%2e", "x\x00y", "ALICE", "alice\u2024", " ", "a" * 300, "~/x"]
@@ -654,13 +654,6 @@ async def test_reads_see_a_purge_and_a_delete_store_by_another_handle(durable_ba
     await MemoryStore.delete_store.aio(key=key, actor="admin", reason="offboarding")
     with pytest.raises(StoreDeleted):
         await adapter.get_entries("s")
-
-
-def scan(backend, key: str, secrets: list[bytes]) -> dict[bytes, list[str]]:
-    """Which stored objects (names or bytes) under the store prefix still hold each secret."""
-    objects = backend.objects(key)
-    found = {s: [n for n, d in objects.items() if s in d or s in n.encode()] for s in secrets}
-    return {s: names for s, names in found.items() if names}
 
 
 async def test_purge_forgets_an_entry_and_its_claim(durable_backend, key):

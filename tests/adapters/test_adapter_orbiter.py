@@ -39,7 +39,7 @@ from flyteplugins_memory.adapters.orbiter import (
     item_classes,
     path_of,
 )
-from helpers import RaceBefore, race_children
+from helpers import RaceBefore, race_children, scan
 from repo import SUPPORT
 
 TESTS = str(SUPPORT)
@@ -692,13 +692,6 @@ async def test_reads_see_a_purge_and_a_delete_store_by_another_handle(durable_ba
         await memory.search()
     with pytest.raises(StoreDeleted):
         await memory.get("p2")
-
-
-def scan(backend, key: str, secrets: list[bytes]) -> dict[bytes, list[str]]:
-    """Which stored objects (names or bytes) under the store prefix still hold each secret."""
-    objects = backend.objects(key)
-    found = {s: [n for n, d in objects.items() if s in d or s in n.encode()] for s in secrets}
-    return {s: names for s, names in found.items() if names}
 
 
 async def test_purge_forgets_an_item_and_its_claim(durable_backend, key):

@@ -113,3 +113,10 @@ def logical_names(storage, names: Iterable[str]) -> list[str]:
     if "/.journal/" not in f"/{storage.prefix}/":
         return list(names)
     return [f"{JOURNAL_DIR}/{name}" if name else JOURNAL_DIR for name in names]
+
+
+def scan(backend, key: str, secrets: list[bytes]) -> dict[bytes, list[str]]:
+    """Which stored objects (names or bytes) under the store prefix still hold each secret."""
+    objects = backend.objects(key)
+    found = {s: [n for n, d in objects.items() if s in d or s in n.encode()] for s in secrets}
+    return {s: names for s, names in found.items() if names}
