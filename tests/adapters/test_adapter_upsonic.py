@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import fcntl
 import json
 import pathlib
 import subprocess
 import textwrap
+import threading
 
 import pytest
 
@@ -972,3 +974,33 @@ def test_names_of_our_directories_are_plain_names_of_their_own_kind(durable_back
         "upsonic/sessions/ada/session.json",
         "upsonic/users.sessions/ada.json",
     ]
+
+
+@pytest.mark.parametrize("kind", [FlyteStorage, AsyncFlyteStorage])
+def test_a_storage_made_in_a_task_writes_there_when_first_used_from_any_thread(durable_backend, key, kind):
+    """Found by review: a storage given a key opened it at first use, which may run in a thread without the
+    task's Flyte context (Upsonic's ``run_awaitable_sync`` worker): locally the rows landed under the default
+    root (``/tmp/flyte/raw_data``), in a task pod it was a `ContextError`. It keeps the context it is made
+    in when that names the task's storage (as LangGraph's ``FlyteStore``, decision 0137)."""
+    storage = kind(key)  # made here, where the backend's raw-data path is bound; not used yet
+    errors: list[BaseException] = []
+
+    def work() -> None:  # a plain thread: no Flyte context at all
+        try:
+            _call(storage, "upsert_user_memory", {"user_id": "ada", "user_memory": {"likes": "tea"}})
+            _call(storage, "upsert_session", session("s1"))
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    assert errors == []
+    assert sorted(rows(durable_backend, key)) == ["upsonic/sessions/s1/session.json", "upsonic/users/ada.json"]
+    assert not list(pathlib.Path("/tmp/flyte/raw_data").rglob(f"*{key}*"))  # nothing under the default root
+    assert FlyteStorage(key).get_user_memory("ada", deserialize=False)["user_memory"] == {"likes": "tea"}
+
+    # made where no storage is named (a module's top level): its first use decides, as before
+    later = contextvars.Context().run(kind, key)
+    _call(later, "upsert_session", session("s2"))
+    assert "upsonic/sessions/s2/session.json" in rows(durable_backend, key)
