@@ -997,7 +997,7 @@ def test_a_storage_made_in_a_task_writes_there_when_first_used_from_any_thread(d
     thread.join()
     assert errors == []
     assert sorted(rows(durable_backend, key)) == ["upsonic/sessions/s1/session.json", "upsonic/users/ada.json"]
-    assert not list(pathlib.Path("/tmp/flyte/raw_data").rglob(f"*{key}*"))  # nothing under the default root
+    assert not list(pathlib.Path("/tmp/flyte/raw_data/agents").rglob(key))  # nothing under the default root
     assert FlyteStorage(key).get_user_memory("ada", deserialize=False)["user_memory"] == {"likes": "tea"}
 
     # made where no storage is named (a module's top level): its first use decides, as before
