@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import fcntl
 import json
 import pathlib
 import subprocess
 import textwrap
+import threading
 
 import pytest
 
@@ -161,9 +163,15 @@ def test_culture_knowledge_models_usage_and_clear_all(durable_backend_and_endpoi
     assert storage.delete_usage_entries(kind="tool") == 1
 
     storage.upsert_session(session("s", runs={"r": run("r")}))
-    assert rows(backend, key)
-    storage.clear_all()
-    assert rows(backend, key) == {} and storage.get_session("s") is None
+    storage.upsert_user_memory({"user_id": "ada", "user_memory": {"likes": "tea"}})
+    storage.upsert_knowledge_content({"id": "d3", "name": "doc3"})
+    storage.clear_all()  # Upsonic's kinds: sessions, user memories, knowledge; culture, models, usage stay
+    assert sorted(rows(backend, key)) == [
+        f"upsonic/culture/{made['id']}.json",
+        "upsonic/models/points/p2.json",
+        "upsonic/usage/e9.json",
+    ]
+    assert storage.get_session("s") is None and storage.get_user_memory("ada") is None
 
 
 def test_clear_all_clears_its_own_tables_only(durable_backend, key):
@@ -175,6 +183,43 @@ def test_clear_all_clears_its_own_tables_only(durable_backend, key):
     left = rows(durable_backend, key)
     assert [n.split("/")[1] for n in left] == ["sessions.agent_sessions"], left  # storage holds theirs only
     assert theirs.get_session("theirs") is not None and mine.get_session("mine") is None
+
+
+def fill_every_kind(storage: FlyteStorage, tag: str) -> None:
+    storage.upsert_session(session(f"s-{tag}", runs={"r": run("r")}))
+    storage.upsert_user_memory({"user_id": f"u-{tag}", "user_memory": {"tag": tag}})
+    storage.upsert_cultural_knowledge({"id": f"c-{tag}", "name": "tone", "content": tag})
+    storage.upsert_knowledge_content({"id": f"k-{tag}", "name": "doc"})
+    storage.upsert_model(f"m-{tag}", {"tag": tag}, collection="prefs")
+    storage.upsert_usage_entry({"entry_id": f"e-{tag}", "run_id": "r", "kind": "llm", "timestamp": 1.0})
+
+
+def test_clear_all_clears_what_upsonic_clears_of_its_own_tables_only(durable_backend, key):
+    """Found by review: ``clear_all`` deleted every directory of the storage's tables, ``models`` (one per
+    key: Upsonic's models have no table name) and ``usage`` (shared under the default name) included.
+    Upsonic's JSON, in-memory and SQLite storages clear sessions, user memories and knowledge only; so does
+    ours, of its own table directories: another storage's rows of every kind stay."""
+    names = ("session_table", "user_memory_table", "cultural_knowledge_table", "knowledge_table")
+    a = FlyteStorage(key, **{n: f"a_{n}" for n in names})
+    b = FlyteStorage(key, **{n: f"b_{n}" for n in names})  # usage under its default name, as A's
+    fill_every_kind(a, "A")
+    fill_every_kind(b, "B")
+    before = rows(durable_backend, key)
+
+    b.clear_all()
+    left = rows(durable_backend, key)
+    cleared = {n for n in before if n.split("/")[1].split(".")[0] in ("sessions", "users", "knowledge")
+               and ".b_" in n.split("/")[1]}  # fmt: skip
+    assert len(cleared) == 4  # B's session, its run, its user memory, its knowledge row
+    assert set(left) == set(before) - cleared, sorted(set(before) - set(left))
+    kept = sorted(n.split("/")[1] for n in left if '"B"' in json.dumps(left[n]) or "-B" in json.dumps(left[n]))
+    assert kept == ["culture.b_cultural_knowledge_table", "models", "usage"], kept  # B's kinds Upsonic keeps
+    assert b.get_session("s-B") is None and b.get_user_memory("u-B") is None
+    assert b.get_knowledge_content("k-B") is None and b.get_cultural_knowledge("c-B")["content"] == "B"
+    assert a.get_session("s-A") is not None and a.get_user_memory("u-A") is not None
+    assert a.get_model("m-A", dict, collection="prefs") == {"tag": "A"}
+    assert b.get_model("m-B", dict, collection="prefs") == {"tag": "B"}
+    assert {e["entry_id"] for e in a.query_usage_entries(run_id="r")} == {"e-A", "e-B"}
 
 
 def test_bad_input_raises_value_errors_and_changes_nothing(local_backend, key):
@@ -929,3 +974,33 @@ def test_names_of_our_directories_are_plain_names_of_their_own_kind(durable_back
         "upsonic/sessions/ada/session.json",
         "upsonic/users.sessions/ada.json",
     ]
+
+
+@pytest.mark.parametrize("kind", [FlyteStorage, AsyncFlyteStorage])
+def test_a_storage_made_in_a_task_writes_there_when_first_used_from_any_thread(durable_backend, key, kind):
+    """Found by review: a storage given a key opened it at first use, which may run in a thread without the
+    task's Flyte context (Upsonic's ``run_awaitable_sync`` worker): locally the rows landed under the default
+    root (``/tmp/flyte/raw_data``), in a task pod it was a `ContextError`. It keeps the context it is made
+    in when that names the task's storage (as LangGraph's ``FlyteStore``, decision 0137)."""
+    storage = kind(key)  # made here, where the backend's raw-data path is bound; not used yet
+    errors: list[BaseException] = []
+
+    def work() -> None:  # a plain thread: no Flyte context at all
+        try:
+            _call(storage, "upsert_user_memory", {"user_id": "ada", "user_memory": {"likes": "tea"}})
+            _call(storage, "upsert_session", session("s1"))
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    assert errors == []
+    assert sorted(rows(durable_backend, key)) == ["upsonic/sessions/s1/session.json", "upsonic/users/ada.json"]
+    assert not list(pathlib.Path("/tmp/flyte/raw_data/agents").rglob(key))  # nothing under the default root
+    assert FlyteStorage(key).get_user_memory("ada", deserialize=False)["user_memory"] == {"likes": "tea"}
+
+    # made where no storage is named (a module's top level): its first use decides, as before
+    later = contextvars.Context().run(kind, key)
+    _call(later, "upsert_session", session("s2"))
+    assert "upsonic/sessions/s2/session.json" in rows(durable_backend, key)

@@ -93,7 +93,14 @@ class AsyncFlyteStorage(TableCalls, _AsyncBase):  # pyright: ignore[reportUntype
     the handle you gave holds unsaved changes, the adapter reads it without refreshing (a refresh would
     drop the conflicting ones), and a mutating call raises `UnsavedChanges` before it stages anything
     (its commit would save them under its actor): ``save()`` or ``revert()`` them first, or give the
-    adapter its own handle, the key. ``close()`` saves only a handle the storage opened itself.
+    adapter its own handle, the key. ``close()`` saves only a handle the storage opened itself. The limit:
+    the check is made when a call starts, so a change made to that handle from another thread or coroutine
+    while a storage call is in flight is not detected, and a write commits it with its own (decision 0140).
+
+    Given a key, the storage keeps the Flyte context it is made in when that names the task's storage (a
+    task context or a bound raw-data path), and its first call opens the key there from any thread (as
+    Upsonic's ``run_awaitable_sync`` worker, which has no Flyte context); made where none is named, the
+    first call's context decides (decision 0137 item 4, as LangGraph's ``FlyteStore``).
     """
 
     def __init__(

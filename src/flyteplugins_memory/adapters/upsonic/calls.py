@@ -10,6 +10,9 @@ from ... import InvalidArgument
 from . import rows
 from .tables import Tables, exclusive, labels_of, matches, page, segment, sort_rows
 
+#: the tables ``clear_all`` empties: the kinds Upsonic's own storages clear (sessions, user memories, knowledge)
+CLEARED_TABLES = ("sessions", "users", "knowledge")
+
 
 def where(wanted: Mapping[str, Any]) -> dict[str, Any]:
     """The filters a caller set (None means no filter, as in Upsonic's stores)."""
@@ -143,12 +146,14 @@ class TableCalls:
 
     @exclusive
     async def aclear_all(self) -> None:
-        """Delete every row of this storage's tables (one commit). Other storages' tables on the same key (named
-        otherwise) stay, as Upsonic's own storages clear only their own tables."""
+        """Delete every row of this storage's own session, user memory and knowledge tables (one commit), the
+        kinds Upsonic's own storages (JSON, in-memory, SQLite) clear. Cultural knowledge, generic models (one
+        directory per key: Upsonic gives them no table name) and usage entries stay, as there; so do other
+        storages' tables on the same key (named otherwise)."""
 
         async def remove() -> None:
             store = await self._tables.store()
-            for directory in sorted(set(self._tables.dirs.values())):
+            for directory in sorted({self._tables.dirs[table] for table in CLEARED_TABLES}):
                 for path in await store.list_paths.aio(f"{self._tables.prefix}/{directory}"):
                     await self._tables.delete(path)
 

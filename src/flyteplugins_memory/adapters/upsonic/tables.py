@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import functools
 import math
 import threading
@@ -159,6 +160,10 @@ class Tables:
             raise InvalidArgument("store is a MemoryStore or a key")
         self._store = store if isinstance(store, MemoryStore) else None
         self._key = store if isinstance(store, str) else None
+        # a key's location (storage root, org, project, domain) comes from the Flyte context: the one this
+        # storage is made in when it names the task's storage, so the first call opens the key there from
+        # any thread (Upsonic's run_awaitable_sync worker has no Flyte context); decision 0137 item 4
+        self._context = contextvars.copy_context() if self._store is None and names_storage() else None
         #: the caller's own handle (not one this adapter opened): its unsaved changes are the caller's
         self.given = self._store is not None
         self.prefix = checked_prefix(prefix)
@@ -170,7 +175,10 @@ class Tables:
     async def store(self) -> MemoryStore:
         if self._store is None:
             assert self._key is not None
-            self._store = await MemoryStore.get_or_create.aio(key=self._key)
+            opening = MemoryStore.get_or_create.aio(key=self._key)
+            if self._context is not None:  # where the storage was made, whatever thread calls now
+                opening = asyncio.get_running_loop().create_task(opening, context=self._context.copy())
+            self._store = await opening
         return self._store
 
     def path(self, table: str, *ids: str) -> str:
@@ -287,6 +295,14 @@ _SECTIONS_LOCK = threading.Lock()
 def _section_of(store: MemoryStore) -> _Section:
     with _SECTIONS_LOCK:
         return _SECTIONS.setdefault(store, _Section())
+
+
+def names_storage() -> bool:
+    """Whether the current Flyte context names the task's storage (a task context, or a raw-data path)."""
+    from flyte._context import internal_ctx
+
+    context = internal_ctx()
+    return context.data.task_context is not None or context.has_raw_data
 
 
 def checked_prefix(prefix: str) -> str:
