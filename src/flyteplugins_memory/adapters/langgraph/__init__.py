@@ -37,7 +37,6 @@ concurrency. Needs ``langgraph-checkpoint`` (``pip install 'flyteplugins-memory[
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import json
 import random
 from collections.abc import Iterable
@@ -68,6 +67,7 @@ from flyteplugins_memory import (
     MemoryStore,
 )
 
+from .._context import storage_context
 from .._loop import AdapterLoop
 from .batches import Pending, forget, settle, to_the_end
 from .checks import checked_ops, converting_namespace_errors
@@ -135,7 +135,7 @@ class FlyteStore(BaseStore):
         self._key = store if isinstance(store, str) else ""
         # a key's location (storage root, org, project, domain) comes from the Flyte context: the one this
         # adapter is made in when it names the task's storage, so calls from any thread go there
-        self._context = contextvars.copy_context() if self._store is None and _names_storage() else None
+        self._context = storage_context() if self._store is None else None
         self._actor = actor
         self._lock: asyncio.Lock | None = None  # made on the adapter's loop, where every op runs
         self._queue: list[Pending] = []  # batches waiting for the lock (see `_batch`)
@@ -412,14 +412,6 @@ class FlyteStore(BaseStore):
 
 
 # -- helpers ---------------------------------------------------------------------------------------------
-
-
-def _names_storage() -> bool:
-    """Whether the current Flyte context names the task's storage (a task context, or a raw-data path)."""
-    from flyte._context import internal_ctx
-
-    context = internal_ctx()
-    return context.data.task_context is not None or context.has_raw_data
 
 
 async def _entries(store: MemoryStore, prefix: tuple[str, ...]) -> Entries:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import functools
 import math
 import threading
@@ -22,6 +21,7 @@ from datetime import UTC
 from typing import Any, ParamSpec, TypeVar
 
 from ... import ConcurrencyError, InvalidArgument, MemoryStore, UnsavedChanges
+from .._context import storage_context
 from .._segments import encode_id
 
 FORMAT = 1
@@ -163,7 +163,7 @@ class Tables:
         # a key's location (storage root, org, project, domain) comes from the Flyte context: the one this
         # storage is made in when it names the task's storage, so the first call opens the key there from
         # any thread (Upsonic's run_awaitable_sync worker has no Flyte context); decision 0137 item 4
-        self._context = contextvars.copy_context() if self._store is None and names_storage() else None
+        self._context = storage_context() if self._store is None else None
         #: the caller's own handle (not one this adapter opened): its unsaved changes are the caller's
         self.given = self._store is not None
         self.prefix = checked_prefix(prefix)
@@ -295,14 +295,6 @@ _SECTIONS_LOCK = threading.Lock()
 def _section_of(store: MemoryStore) -> _Section:
     with _SECTIONS_LOCK:
         return _SECTIONS.setdefault(store, _Section())
-
-
-def names_storage() -> bool:
-    """Whether the current Flyte context names the task's storage (a task context, or a raw-data path)."""
-    from flyte._context import internal_ctx
-
-    context = internal_ctx()
-    return context.data.task_context is not None or context.has_raw_data
 
 
 def checked_prefix(prefix: str) -> str:
