@@ -15,7 +15,9 @@ the local backend's options behaves the same on ours; nothing is readable by def
 
 Other schemes are ``unsupported``; a missing path, or a URL answered 404, is ``not_found``; a failed
 transfer or a source over the size limit is ``transport``; a transfer over the op's ``timeout_seconds``
-(30 s by default) is ``timeout``.
+(30 s by default) is ``timeout``. A URL's body is read to its end (however many pieces it arrives in),
+counted against ``resource_max_bytes`` as it arrives and within ``timeout_seconds`` in all; a body over
+either lands nothing.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
+import time
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping
@@ -36,6 +39,7 @@ __all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_TIMEOUT", "Fetched", "ResourcePolicy", 
 
 DEFAULT_MAX_BYTES = 10 * 1024 * 1024
 DEFAULT_TIMEOUT = 30.0  # seconds, as the local backend's urlopen
+READ_CHUNK = 64 * 1024  # bytes asked of an http(s) stream per read
 
 
 @dataclass(frozen=True)
@@ -168,15 +172,32 @@ def _fetch_url(url: str, parsed: urllib.parse.ParseResult, policy: ResourcePolic
             status = getattr(getattr(f, "r", None), "status", 200)
             if 300 <= int(status) < 400:
                 raise fail("unauthorized", f"resource URL {url} redirects; redirects are not followed")
-            data = f.read(policy.max_bytes + 1)
+            data = _read_to_end(f, url, policy.max_bytes, time.monotonic() + timeout, timeout)
     except Exception as err:
         if isinstance(err, OpFailure):
             raise
         raise _url_failure(url, err, timeout) from None
-    if len(data) > policy.max_bytes:
-        raise fail("transport", f"resource exceeds resource_max_bytes ({policy.max_bytes}): {url}")
     name = PurePosixPath(parsed.path).name or "resource"
     return Fetched({name: data}, url, name, is_dir=False)
+
+
+def _read_to_end(f: Any, url: str, max_bytes: int, deadline: float, timeout: float) -> bytes:
+    """The body of a streamed response, read to its end: a stream's ``read(n)`` returns what has arrived
+    so far, so one call is only the first chunk. More than `max_bytes` is ``transport``; a body not read
+    by `deadline` (``time.monotonic()``) is ``timeout`` (aiohttp's total time-out also ends a read that
+    blocks)."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        if time.monotonic() > deadline:
+            raise fail("timeout", f"fetching resource {url} took over {timeout:g} s")
+        chunk = f.read(min(READ_CHUNK, max_bytes + 1 - size))
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > max_bytes:
+            raise fail("transport", f"resource exceeds resource_max_bytes ({max_bytes}): {url}")
 
 
 def _url_failure(url: str, err: BaseException, timeout: float) -> OpFailure:
