@@ -330,3 +330,47 @@ def test_a_url_is_read_to_its_end_within_its_limits(durable_backend, key, http_b
     assert time.monotonic() - started < 5
     assert [n for n in durable_backend.objects(other) if n.startswith("openrath/")] == []  # nothing landed
     assert MemoryStore.get_or_create(key=other).list_paths() == []
+
+
+@pytest.mark.parametrize("as_dir", [False, True], ids=["file", "directory"])
+def test_a_file_swapped_for_a_link_after_its_check_is_refused(durable_backend, key, tmp_path, monkeypatch, as_dir):
+    """The race of a file replaced by a symlink out of the roots between the policy check and the read,
+    made deterministic: the swap runs just before each read. The read refuses it (``unauthorized``) and
+    nothing lands; so does a file replaced by another file (not the one checked)."""
+    from flyteplugins_memory.adapters.openrath import sources
+
+    inside, outside = tmp_path / "inside", tmp_path / "outside"
+    (inside / "d").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "secret.txt").write_text("TOPSECRET outside the root\n")
+    (inside / "d" / "a.txt").write_text("safe\n")
+    (inside / "d" / "b.txt").write_text("also safe\n")
+    victim = inside / "d" / "a.txt"
+    read_file = sources._read_file
+
+    def swapped_first(*args, **kwargs):
+        link = victim.with_name("a.txt.link")
+        link.symlink_to(outside / "secret.txt")
+        link.replace(victim)  # atomically: the checked name is now a link out of the roots
+        return read_file(*args, **kwargs)
+
+    monkeypatch.setattr(sources, "_read_file", swapped_first)
+    store = opened(key, inside)
+    source = inside / "d" if as_dir else victim
+    assert "changed" in failure(store.dispatch(MemoryOpResource(source=str(source))), "unauthorized")
+    assert [n for n in durable_backend.objects(key) if n.startswith("openrath/")] == []
+    assert not any(b"TOPSECRET" in d for d in durable_backend.objects(key).values())
+    assert MemoryStore.get_or_create(key=key).list_paths() == []
+
+    victim.unlink()
+    victim.write_text("safe\n")  # a plain file again when checked
+
+    def replaced_first(*args, **kwargs):
+        other = victim.with_name("a.txt.new")  # made while the checked file exists: another inode
+        other.write_text("another file\n")
+        other.replace(victim)  # a regular file again, but not the one checked
+        return read_file(*args, **kwargs)
+
+    monkeypatch.setattr(sources, "_read_file", replaced_first)
+    assert "changed" in failure(store.dispatch(MemoryOpResource(source=str(source))), "unauthorized")
+    assert [n for n in durable_backend.objects(key) if n.startswith("openrath/")] == []

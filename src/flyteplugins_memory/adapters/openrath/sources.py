@@ -6,7 +6,9 @@ the local backend's options behaves the same on ours; nothing is readable by def
 
 * ``resource_import_roots``: local paths (a str or a list) under which files and directories may be read
   (after resolving symlinks, for every file of a directory too). Without it, every local path is
-  ``unauthorized``.
+  ``unauthorized``. Each file is read from one open that follows no link at its end (``O_NOFOLLOW``) and
+  must be the file checked (``st_dev``, ``st_ino``): a file swapped for a link or another file between
+  the check and the read is ``unauthorized`` and the ingest lands nothing.
 * ``resource_allowed_http_hosts``: host names an ``http(s)`` URL may name. A host that resolves to a
   loopback, private, link-local, multicast, reserved or unspecified address is refused unless
   ``resource_allow_private_hosts`` is true. Redirects are not followed (each URL is checked itself).
@@ -22,6 +24,7 @@ either lands nothing.
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import os
 import socket
@@ -31,6 +34,7 @@ import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from stat import S_ISREG
 from typing import Any
 
 from .errors import OpFailure, fail
@@ -40,6 +44,7 @@ __all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_TIMEOUT", "Fetched", "ResourcePolicy", 
 DEFAULT_MAX_BYTES = 10 * 1024 * 1024
 DEFAULT_TIMEOUT = 30.0  # seconds, as the local backend's urlopen
 READ_CHUNK = 64 * 1024  # bytes asked of an http(s) stream per read
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # POSIX; elsewhere the st_dev/st_ino check alone
 
 
 @dataclass(frozen=True)
@@ -108,30 +113,43 @@ def fetch(source: object, policy: ResourcePolicy, timeout: float | None = None) 
 def _fetch_local(path: Path, policy: ResourcePolicy) -> Fetched:
     local = path.expanduser().resolve(strict=False)
     _check_inside(local, policy)
-    if local.is_file():
-        return Fetched({local.name: _read_file(local, policy.max_bytes)}, str(local), local.name, is_dir=False)
+    checked = _regular_stat(local)
+    if checked is not None:
+        data = _read_file(local, checked, policy.max_bytes)
+        return Fetched({local.name: data}, str(local), local.name, is_dir=False)
     if not local.is_dir():
         raise fail("not_found", f"resource source not found: {local}")
     files: dict[str, bytes] = {}
     budget = policy.max_bytes
-    for rel, resolved in _walk(local, policy):  # every file checked before any is read
-        files[rel] = _read_file(resolved, budget)
+    for rel, resolved, stat in _walk(local, policy):  # every file checked before any is read
+        files[rel] = _read_file(resolved, stat, budget)
         budget -= len(files[rel])
     return Fetched(files, str(local), local.name, is_dir=True)
 
 
-def _walk(local: Path, policy: ResourcePolicy) -> list[tuple[str, Path]]:
-    """``(relative POSIX path, resolved path)`` of each file under `local`, sorted; a link out of the roots
-    refuses the whole ingest; sockets, fifos and dangling links are skipped (nothing to ingest there)."""
-    found: list[tuple[str, Path]] = []
+def _walk(local: Path, policy: ResourcePolicy) -> list[tuple[str, Path, os.stat_result]]:
+    """``(relative POSIX path, resolved path, its stat as checked)`` of each file under `local`, sorted; a
+    link out of the roots refuses the whole ingest; sockets, fifos and dangling links are skipped (nothing
+    to ingest there)."""
+    found: list[tuple[str, Path, os.stat_result]] = []
     for root, dirs, names in os.walk(local):
         dirs.sort()
         for name in sorted(names):
             resolved = Path(root, name).resolve(strict=False)
             _check_inside(resolved, policy)
-            if resolved.is_file():
-                found.append((Path(root, name).relative_to(local).as_posix(), resolved))
-    return sorted(found)
+            stat = _regular_stat(resolved)
+            if stat is not None:
+                found.append((Path(root, name).relative_to(local).as_posix(), resolved, stat))
+    return sorted(found, key=lambda f: f[0])
+
+
+def _regular_stat(path: Path) -> os.stat_result | None:
+    """The stat of `path` (a resolved path) if it is a regular file, else None."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return stat if S_ISREG(stat.st_mode) else None
 
 
 def _check_inside(local: Path, policy: ResourcePolicy) -> None:
@@ -141,14 +159,27 @@ def _check_inside(local: Path, policy: ResourcePolicy) -> None:
         raise fail("unauthorized", f"resource source not allowed: {local} is outside resource_import_roots")
 
 
-def _read_file(path: Path, budget: int) -> bytes:
+def _read_file(path: Path, checked: os.stat_result, budget: int) -> bytes:
+    """The bytes of the file the policy checked at `path` (resolved, so no link), read from one open of it
+    that follows no link at its end and is that same file (``st_dev``, ``st_ino``): a file swapped for a
+    link, or for another file, between the check and the read is ``unauthorized`` and never read."""
+    changed = f"resource source not allowed: {path} changed between its check and its read"
     try:
-        with path.open("rb") as f:
-            data = f.read(max(budget, 0) + 1)
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise fail("not_found", f"resource source not found: {path}") from None
     except PermissionError as err:
         raise fail("unauthorized", f"resource source not readable: {err}") from None
+    except OSError as err:
+        if err.errno == errno.ELOOP:  # a link now, where the check saw a file
+            raise fail("unauthorized", changed) from None
+        raise fail("transport", f"failed to read resource {path}: {err}") from None
+    try:
+        with os.fdopen(fd, "rb") as f:
+            opened = os.fstat(f.fileno())
+            if (opened.st_dev, opened.st_ino) != (checked.st_dev, checked.st_ino) or not S_ISREG(opened.st_mode):
+                raise fail("unauthorized", changed)
+            data = f.read(max(budget, 0) + 1)
     except OSError as err:
         raise fail("transport", f"failed to read resource {path}: {err}") from None
     if len(data) > budget:
