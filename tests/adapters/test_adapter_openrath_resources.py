@@ -374,3 +374,24 @@ def test_a_file_swapped_for_a_link_after_its_check_is_refused(durable_backend, k
     monkeypatch.setattr(sources, "_read_file", replaced_first)
     assert "changed" in failure(store.dispatch(MemoryOpResource(source=str(source))), "unauthorized")
     assert [n for n in durable_backend.objects(key) if n.startswith("openrath/")] == []
+
+
+def test_a_re_ingest_after_another_handle_purged_a_file_writes_it_again(durable_backend, key, tmp_path):
+    """The "already there" check looks at the newest committed state, not this handle's stale view: a file
+    another handle purged since is written again (bytes exactly), in storage."""
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "a.txt").write_bytes(b"quartzite lighthouse notes\n")
+    (tmp_path / "d" / "b.txt").write_bytes(b"kept as it is\n")
+    store = opened(key, tmp_path)
+    first = store.dispatch(MemoryOpResource(source=str(tmp_path / "d")))
+    assert isinstance(first, MemoryWriteResult)
+    rid = first.uri.rsplit("/", 1)[1]
+    purged = f"openrath/resources/{rid}/source/a.txt.md"
+    assert durable_backend.objects(key)[purged] == b"quartzite lighthouse notes\n"
+    MemoryStore.get_or_create(key=key).purge(purged, actor="security", reason="leaked")
+    assert purged not in durable_backend.objects(key)
+
+    again = store.dispatch(MemoryOpResource(source=str(tmp_path / "d")))  # the same OpenRath store
+    assert again == first
+    assert durable_backend.objects(key)[purged] == b"quartzite lighthouse notes\n"
+    assert MemoryStore.get_or_create(key=key).read_bytes(purged) == b"quartzite lighthouse notes\n"
