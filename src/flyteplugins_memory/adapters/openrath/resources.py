@@ -31,7 +31,7 @@ from rath.memory import MemoryOpResource, MemoryResult, MemoryWriteResult
 from .errors import fail
 from .sources import Fetched, fetch
 from .uris import join, parse_uri, path_of
-from .writes import save
+from .writes import refuse_unsaved, save
 
 if TYPE_CHECKING:
     from .ops import Bound
@@ -53,6 +53,7 @@ def resource_id(fetched: Fetched) -> str:
 
 def ingest(bound: Bound, op: MemoryOpResource) -> MemoryResult:
     target = _target(op.target_uri)  # before reading anything: a bad target reads nothing
+    refuse_unsaved(bound.store)  # nor a caller's handle with unsaved changes
     fetched = fetch(op.source, bound.policy, op.timeout_seconds)
     rid = resource_id(fetched)
     root = join(target, rid)
