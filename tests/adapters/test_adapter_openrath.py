@@ -661,3 +661,23 @@ def test_writes_over_a_callers_handle_never_commit_its_unsaved_changes(durable_b
     assert isinstance(theirs.dispatch(MemoryOpWrite(uri="memory://user/n", content="now")), MemoryWriteResult)
     assert MemoryStore.get_or_create(key=key).log(limit=1)[0].actor == "openrath"
     assert stored(durable_backend, key) == {"openrath/user/n.md": "now"}
+
+
+def test_read_only_prefixes_persist_when_the_open_creates_the_key(durable_backend, key):
+    """``read_only_prefixes`` of the open that creates the key are persisted with the store (every later
+    handle enforces them); given to an open of a key that exists, they are that handle's alone."""
+    first = opened(key, read_only_prefixes=("openrath/agent",))
+    refused = first.dispatch(MemoryOpWrite(uri="memory://agent/rule", content="x"))
+    assert isinstance(refused, MemoryExecutionFailure) and refused.kind == "unauthorized", refused
+    later = opened(key).dispatch(MemoryOpWrite(uri="memory://agent/rule", content="x"))  # opened without them
+    assert isinstance(later, MemoryExecutionFailure) and later.kind == "unauthorized", later
+    assert MemoryStore.get_or_create(key=key).persisted_read_only_prefixes() == ("openrath/agent",)
+
+    other = f"{key}-exists"
+    assert isinstance(opened(other).dispatch(MemoryOpWrite(uri="memory://user/a", content="a")), MemoryWriteResult)
+    scoped = opened(other, read_only_prefixes=("openrath/agent",))
+    refused = scoped.dispatch(MemoryOpWrite(uri="memory://agent/rule", content="x"))
+    assert isinstance(refused, MemoryExecutionFailure) and refused.kind == "unauthorized", refused
+    assert isinstance(opened(other).dispatch(MemoryOpWrite(uri="memory://agent/rule", content="x")), MemoryWriteResult)
+    assert stored(durable_backend, other) == {"openrath/user/a.md": "a", "openrath/agent/rule.md": "x"}
+    assert "openrath/agent/rule.md" not in stored(durable_backend, key)
