@@ -30,7 +30,7 @@ from rath.memory import (
     MemoryWriteResult,
 )
 
-from flyteplugins_memory import MemoryStore
+from flyteplugins_memory import ConcurrencyError, MemoryStore
 from flyteplugins_memory.adapters.openrath import FlyteMemoryBackend, path_of, store_key, uri_of
 from helpers import race_children
 from repo import SUPPORT
@@ -601,3 +601,83 @@ def test_two_processes_writing_one_key_lose_nothing(durable_backend_and_endpoint
     assert set(on_disk["openrath/agent/shared.md"].split("\n")) == expected  # every append kept
     transcript = read(opened(key), "memory://session/s/transcript")
     assert {line.removeprefix("user: ") for line in str(transcript).splitlines()} == expected
+
+
+def test_reads_over_a_callers_handle_never_drop_its_unsaved_changes(durable_backend, key):
+    """A read that would refresh (a missing entry, an empty transcript) does not while the caller's handle
+    holds unsaved changes: the caller's conflicting edit stays, and its save conflicts as without us."""
+    caller = MemoryStore.get_or_create(key=key)
+    caller.write_text("openrath/user/x.md", "mine")  # unsaved
+    other = MemoryStore.get_or_create(key=key)
+    other.write_text("openrath/user/x.md", "theirs")
+    other.save(actor="other")
+    theirs = rm.get("flyte").open(MemoryStoreSpec(options={"store": caller}))
+    missing = theirs.dispatch(MemoryOpRead(uri="memory://user/missing"))
+    assert isinstance(missing, MemoryExecutionFailure) and missing.kind == "not_found"
+    assert read(theirs, "memory://session/none/transcript") == ""
+    assert read(theirs, "memory://user/x") == "mine"  # the handle's state, as is
+    assert caller.has_unsaved_changes() and caller.read_text("openrath/user/x.md") == "mine"
+    with pytest.raises(ConcurrencyError):
+        caller.save(actor="caller")
+    assert stored(durable_backend, key) == {"openrath/user/x.md": "theirs"}
+
+
+def test_writes_over_a_callers_handle_never_commit_its_unsaved_changes(durable_backend, key, tmp_path):
+    """Every mutating op over a caller's handle holding unsaved changes is refused (``unauthorized``,
+    detail ``UnsavedChanges``) before anything runs or lands; the caller's change stays unsaved and
+    saves under the caller's actor; once saved, the adapter writes again."""
+    (tmp_path / "note.txt").write_text("a note\n")
+    caller = MemoryStore.get_or_create(key=key)
+    caller.write_text("base.md", "committed")
+    caller.save(actor="caller")
+    caller.write_text("mine/draft.md", "caller's unsaved draft")
+    extracted: list[object] = []
+    theirs = rm.get("flyte").open(
+        MemoryStoreSpec(
+            options={
+                "store": caller,
+                "extract": lambda messages: extracted.append(messages) or [],
+                "resource_import_roots": [str(tmp_path)],
+            }
+        )
+    )
+    before = durable_backend.objects(key)
+    for op in (
+        MemoryOpWrite(uri="memory://user/n", content="adapter's"),
+        MemoryOpWrite(uri="memory://user/n", content="adapter's", mode="append"),
+        MemoryOpCommit(session_id="s", messages=({"role": "user", "content": "hi"},)),
+        MemoryOpResource(source=str(tmp_path / "note.txt")),
+    ):
+        refused = theirs.dispatch(op)
+        assert isinstance(refused, MemoryExecutionFailure), refused
+        assert refused.kind == "unauthorized" and refused.detail == "UnsavedChanges", refused
+        assert "save() or revert()" in refused.message
+    assert extracted == []  # refused before extract ran
+    assert durable_backend.objects(key) == before  # nothing new in storage
+    assert caller.has_unsaved_changes() and caller.read_text("mine/draft.md") == "caller's unsaved draft"
+    assert sorted(caller.list_paths()) == ["base.md", "mine/draft.md"]  # nothing of the adapter's staged
+    caller.save(actor="caller")
+    assert caller.log(limit=1)[0].actor == "caller"
+    assert isinstance(theirs.dispatch(MemoryOpWrite(uri="memory://user/n", content="now")), MemoryWriteResult)
+    assert MemoryStore.get_or_create(key=key).log(limit=1)[0].actor == "openrath"
+    assert stored(durable_backend, key) == {"openrath/user/n.md": "now"}
+
+
+def test_read_only_prefixes_persist_when_the_open_creates_the_key(durable_backend, key):
+    """``read_only_prefixes`` of the open that creates the key are persisted with the store (every later
+    handle enforces them); given to an open of a key that exists, they are that handle's alone."""
+    first = opened(key, read_only_prefixes=("openrath/agent",))
+    refused = first.dispatch(MemoryOpWrite(uri="memory://agent/rule", content="x"))
+    assert isinstance(refused, MemoryExecutionFailure) and refused.kind == "unauthorized", refused
+    later = opened(key).dispatch(MemoryOpWrite(uri="memory://agent/rule", content="x"))  # opened without them
+    assert isinstance(later, MemoryExecutionFailure) and later.kind == "unauthorized", later
+    assert MemoryStore.get_or_create(key=key).persisted_read_only_prefixes() == ("openrath/agent",)
+
+    other = f"{key}-exists"
+    assert isinstance(opened(other).dispatch(MemoryOpWrite(uri="memory://user/a", content="a")), MemoryWriteResult)
+    scoped = opened(other, read_only_prefixes=("openrath/agent",))
+    refused = scoped.dispatch(MemoryOpWrite(uri="memory://agent/rule", content="x"))
+    assert isinstance(refused, MemoryExecutionFailure) and refused.kind == "unauthorized", refused
+    assert isinstance(opened(other).dispatch(MemoryOpWrite(uri="memory://agent/rule", content="x")), MemoryWriteResult)
+    assert stored(durable_backend, other) == {"openrath/user/a.md": "a", "openrath/agent/rule.md": "x"}
+    assert "openrath/agent/rule.md" not in stored(durable_backend, key)

@@ -36,6 +36,7 @@ from flyteplugins_memory import MemoryStore
 from flyteplugins_memory.adapters.openrath import path_of
 
 BODY = b"<html>a page about lighthouses</html>"
+CHUNKED = b"".join(b"line %06d of a long document about lighthouses\n" % i for i in range(8000))  # ~390 KB
 
 
 def opened(key: str, root: Path | None = None, **options):
@@ -197,6 +198,9 @@ class _Serve(http.server.BaseHTTPRequestHandler):
             return
         if self.path == "/slow":
             time.sleep(1.5)
+        if self.path in ("/chunked.txt", "/endless", "/trickle"):
+            self._stream()
+            return
         if self.path != "/asset.html":
             self.send_error(404)
             return
@@ -204,6 +208,29 @@ class _Serve(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(BODY)))
         self.end_headers()
         self.wfile.write(BODY)
+
+    def _stream(self) -> None:
+        """A body in many small writes: `CHUNKED` (its length announced), an endless one, or a trickle."""
+        self.send_response(200)
+        if self.path == "/chunked.txt":
+            self.send_header("Content-Length", str(len(CHUNKED)))
+        self.end_headers()
+        try:
+            if self.path == "/chunked.txt":
+                for at in range(0, len(CHUNKED), 4096):
+                    self.wfile.write(CHUNKED[at : at + 4096])
+                    self.wfile.flush()
+                    time.sleep(0.001)
+            elif self.path == "/endless":
+                for _ in range(100_000):  # ~6 GB: never reached, the client hangs up over its limit
+                    self.wfile.write(b"y" * 65536)
+            else:
+                for _ in range(100):  # one byte every 0.1 s, 10 s in all
+                    self.wfile.write(b"x")
+                    self.wfile.flush()
+                    time.sleep(0.1)
+        except OSError:
+            return  # the client hung up
 
     def log_message(self, *args, **kwargs) -> None:
         return
@@ -281,3 +308,90 @@ def test_the_same_calls_on_the_local_backend_and_ours(local_backend, key, tmp_pa
         rid = sha16(b"hello resource")
         blob = data(store.dispatch(MemoryOpRead(uri=f"memory://resources/{rid}/source.txt")))
         assert blob == "hello resource"
+
+
+def test_a_url_is_read_to_its_end_within_its_limits(durable_backend, key, http_base):
+    """A body that arrives in many small pieces lands whole; one over ``resource_max_bytes`` (an endless
+    stream) is ``transport`` and one slower than ``timeout_seconds`` (a trickle) is ``timeout``, neither
+    landing anything."""
+    http = {"resource_allowed_http_hosts": ["127.0.0.1"], "resource_allow_private_hosts": True}
+    store = opened(key, resource_max_bytes=1_000_000, **http)
+    result = store.dispatch(MemoryOpResource(source=f"{http_base}/chunked.txt"))
+    assert result == MemoryWriteResult(uri=f"memory://resources/{sha16(CHUNKED)}", bytes_written=len(CHUNKED))
+    objects = durable_backend.objects(key)
+    assert objects[f"openrath/resources/{sha16(CHUNKED)}/source.txt.md"] == CHUNKED  # every byte, not the first read
+
+    other = f"{key}-limits"
+    limited = opened(other, resource_max_bytes=1_000_000, **http)
+    endless = limited.dispatch(MemoryOpResource(source=f"{http_base}/endless"))
+    assert "resource_max_bytes" in failure(endless, "transport")
+    started = time.monotonic()
+    failure(limited.dispatch(MemoryOpResource(source=f"{http_base}/trickle", timeout_seconds=1)), "timeout")
+    assert time.monotonic() - started < 5
+    assert [n for n in durable_backend.objects(other) if n.startswith("openrath/")] == []  # nothing landed
+    assert MemoryStore.get_or_create(key=other).list_paths() == []
+
+
+@pytest.mark.parametrize("as_dir", [False, True], ids=["file", "directory"])
+def test_a_file_swapped_for_a_link_after_its_check_is_refused(durable_backend, key, tmp_path, monkeypatch, as_dir):
+    """The race of a file replaced by a symlink out of the roots between the policy check and the read,
+    made deterministic: the swap runs just before each read. The read refuses it (``unauthorized``) and
+    nothing lands; so does a file replaced by another file (not the one checked)."""
+    from flyteplugins_memory.adapters.openrath import sources
+
+    inside, outside = tmp_path / "inside", tmp_path / "outside"
+    (inside / "d").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "secret.txt").write_text("TOPSECRET outside the root\n")
+    (inside / "d" / "a.txt").write_text("safe\n")
+    (inside / "d" / "b.txt").write_text("also safe\n")
+    victim = inside / "d" / "a.txt"
+    read_file = sources._read_file
+
+    def swapped_first(*args, **kwargs):
+        link = victim.with_name("a.txt.link")
+        link.symlink_to(outside / "secret.txt")
+        link.replace(victim)  # atomically: the checked name is now a link out of the roots
+        return read_file(*args, **kwargs)
+
+    monkeypatch.setattr(sources, "_read_file", swapped_first)
+    store = opened(key, inside)
+    source = inside / "d" if as_dir else victim
+    assert "changed" in failure(store.dispatch(MemoryOpResource(source=str(source))), "unauthorized")
+    assert [n for n in durable_backend.objects(key) if n.startswith("openrath/")] == []
+    assert not any(b"TOPSECRET" in d for d in durable_backend.objects(key).values())
+    assert MemoryStore.get_or_create(key=key).list_paths() == []
+
+    victim.unlink()
+    victim.write_text("safe\n")  # a plain file again when checked
+
+    def replaced_first(*args, **kwargs):
+        other = victim.with_name("a.txt.new")  # made while the checked file exists: another inode
+        other.write_text("another file\n")
+        other.replace(victim)  # a regular file again, but not the one checked
+        return read_file(*args, **kwargs)
+
+    monkeypatch.setattr(sources, "_read_file", replaced_first)
+    assert "changed" in failure(store.dispatch(MemoryOpResource(source=str(source))), "unauthorized")
+    assert [n for n in durable_backend.objects(key) if n.startswith("openrath/")] == []
+
+
+def test_a_re_ingest_after_another_handle_purged_a_file_writes_it_again(durable_backend, key, tmp_path):
+    """The "already there" check looks at the newest committed state, not this handle's stale view: a file
+    another handle purged since is written again (bytes exactly), in storage."""
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "a.txt").write_bytes(b"quartzite lighthouse notes\n")
+    (tmp_path / "d" / "b.txt").write_bytes(b"kept as it is\n")
+    store = opened(key, tmp_path)
+    first = store.dispatch(MemoryOpResource(source=str(tmp_path / "d")))
+    assert isinstance(first, MemoryWriteResult)
+    rid = first.uri.rsplit("/", 1)[1]
+    purged = f"openrath/resources/{rid}/source/a.txt.md"
+    assert durable_backend.objects(key)[purged] == b"quartzite lighthouse notes\n"
+    MemoryStore.get_or_create(key=key).purge(purged, actor="security", reason="leaked")
+    assert purged not in durable_backend.objects(key)
+
+    again = store.dispatch(MemoryOpResource(source=str(tmp_path / "d")))  # the same OpenRath store
+    assert again == first
+    assert durable_backend.objects(key)[purged] == b"quartzite lighthouse notes\n"
+    assert MemoryStore.get_or_create(key=key).read_bytes(purged) == b"quartzite lighthouse notes\n"

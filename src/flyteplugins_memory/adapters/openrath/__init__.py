@@ -18,10 +18,19 @@ scope). ``@`` is refused in the base, so two (base, user) pairs never meet in on
 (the caller's, e.g. inside a Flyte task); with ``user_id`` set it is refused, since the caller's key cannot
 include the user. Other options: ``actor`` (the audit actor, default ``"openrath"``), ``extract`` (see
 commit), ``abstract_chars`` (200), ``overview_lines`` (20), ``read_only_prefixes`` (store paths, e.g.
-``("openrath/agent",)``, for the handle opened by key) and the local backend's resource policy
-(``resource_import_roots``, ``resource_allowed_http_hosts``, ``resource_allow_private_hosts``,
-``resource_max_bytes``; see `sources`). Reads see the handle's state (a read of a missing
-entry refreshes once first); every mutating op saves.
+``("openrath/agent",)``, for the handle opened by key; when that open creates the key, our
+``get_or_create`` persists them with the store, so every later handle of the key enforces them too,
+opened with them or not; on a key that exists they are this handle's alone) and the local backend's
+resource policy (``resource_import_roots``, ``resource_allowed_http_hosts``,
+``resource_allow_private_hosts``, ``resource_max_bytes``; see `sources`). Reads see the handle's state (a
+read of a missing entry, or of an empty transcript, refreshes once first); every mutating op saves.
+
+A caller's ``options["store"]`` (the shared-handle policy, decision 0133): while the handle you gave
+holds unsaved changes, the adapter reads it without refreshing (a refresh would drop them), and refuses
+every mutating op (write, commit, resource ingest) before anything runs or lands, as ``unauthorized``
+with ``detail="UnsavedChanges"`` (`flyteplugins_memory.UnsavedChanges`'s message: save() or revert()
+them first, or give the adapter its own handle: the key), since its save would commit them under the
+adapter's name. A handle opened by key never holds changes of a caller: unchanged.
 
 URIs (`uris`): ``memory://<scope>/<seg>/.../<name>`` with scope ``user``, ``agent``, ``session``
 or ``resources`` (legacy ``viking://`` is accepted too) names the file ``openrath/<scope>/<seg>/.../<name>.md``
@@ -65,7 +74,9 @@ nothing):
   ``extract`` that raises or returns bad pairs (or a transcript or archive URI) is ``extraction_failed``
   and nothing is committed.
 * `MemoryOpResource` (`resources`, `sources`): a file, a directory (recursively) or an ``http(s)`` URL
-  (``fsspec.open``), read under the local backend's policy options (nothing by default), lands in one
+  (``fsspec.open``, its body read to the end within ``resource_max_bytes`` and the op's
+  ``timeout_seconds``; a local file through one ``O_NOFOLLOW`` open that must be the file checked),
+  read under the local backend's policy options (nothing by default), lands in one
   commit under ``target_uri`` (``memory://resources`` or under it) as ``<target>/<id>/source<suffix>``
   (a directory: ``source/<path>`` per file) and ``<target>/<id>/meta``, bytes exactly, labelled, text
   searchable; the result is ``MemoryWriteResult(uri=<target>/<id>, bytes_written)``.
@@ -74,12 +85,13 @@ Failures the caller can expect are returned as `MemoryExecutionFailure` (`errors
 ``invalid_uri``, ``not_found``, ``unsupported`` (a write mode, a binary entry read as text, a resource
 scheme), ``store_closed`` (dispatching straight to the backend with a closed handle; the handle itself
 raises `MemoryStoreClosed`), ``unauthorized`` (a read-only prefix, a transcript, an archive, a resource
-source outside the policy), ``transport`` (storage I/O, a failed fetch, a resource over its size limit),
+source outside the policy or changed between its check and its read, a caller's handle with unsaved
+changes), ``transport`` (storage I/O, a failed fetch, a resource over its size limit),
 ``extraction_failed`` and ``internal`` (anything else, incl. a conflict that persists after the retries).
 A mutating op that fails commits nothing and stages nothing: what it staged (its files, via
 ``MemoryStore.revert``, and its session-log appends) is dropped from the handle, the backend's or a
-caller's ``options["store"]``, so no later save commits it. (On a caller's store that also drops the
-caller's own unsaved changes to those same files.)
+caller's ``options["store"]``, so no later save commits it (a caller's store holds no unsaved changes
+of the caller then: the op is refused if it does).
 """
 
 from __future__ import annotations

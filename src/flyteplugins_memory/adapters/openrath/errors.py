@@ -11,7 +11,7 @@ from __future__ import annotations
 from rath.memory import MemoryExecutionFailure
 from rath.memory.results import FailureKind
 
-from flyteplugins_memory import InvalidPath, ReadOnlyPath, ReservedPath, StorageError
+from flyteplugins_memory import InvalidPath, ReadOnlyPath, ReservedPath, StorageError, UnsavedChanges
 
 __all__ = ["OpFailure", "fail", "failure_of"]
 
@@ -36,6 +36,8 @@ def failure_of(err: Exception) -> MemoryExecutionFailure:
         return MemoryExecutionFailure(kind="invalid_uri", message=str(err))
     if isinstance(err, ReadOnlyPath):
         return MemoryExecutionFailure(kind="unauthorized", message=str(err))
+    if isinstance(err, UnsavedChanges):  # OpenRath has no conflict kind: a refusal, named in `detail`
+        return MemoryExecutionFailure(kind="unauthorized", message=str(err), detail="UnsavedChanges")
     if isinstance(err, StorageError | OSError):
         return MemoryExecutionFailure(kind="transport", message=f"{type(err).__name__}: {err}")
     return MemoryExecutionFailure(kind="internal", message=f"{type(err).__name__}: {err}")

@@ -1,5 +1,6 @@
 """The OpenRath ops that only read: `read` (the three levels, a session's transcript), `entries` (list and
-tree) and `find` (BM25 search). Reads see the handle's state; a read of a missing entry refreshes once."""
+tree) and `find` (BM25 search). Reads see the handle's state; a read of a missing entry refreshes once,
+unless the handle holds unsaved changes (a caller's ``options["store"]``): a refresh would drop them."""
 
 from __future__ import annotations
 
@@ -69,6 +70,8 @@ def _entry(store: MemoryStore, uri: str, path: str) -> tuple[bytes, Mapping[str,
     candidates = [path, *filter(None, [legacy_path_of(uri)])]
     for refresh in (False, True):
         if refresh:
+            if store.has_unsaved_changes():
+                break  # a refresh would drop a caller's unsaved changes: read the handle as it is
             store.refresh()  # another task may have written it since this handle loaded
         for candidate in candidates:
             meta = store.get_meta(candidate)
@@ -79,7 +82,7 @@ def _entry(store: MemoryStore, uri: str, path: str) -> tuple[bytes, Mapping[str,
 
 def _transcript(store: MemoryStore, session_id: str) -> str:
     messages = store.session(session_log(session_id)).messages
-    if not messages:
+    if not messages and not store.has_unsaved_changes():  # a refresh would drop a caller's unsaved changes
         store.refresh()  # another task may have committed since this handle loaded
         messages = store.session(session_log(session_id)).messages
     # no messages (a commit of none, as OpenRath's local backend archives an empty list; or no commit

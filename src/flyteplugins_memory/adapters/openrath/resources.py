@@ -14,7 +14,8 @@ Every file is an entry (our ``.md`` file of its URI, `uris.path_of`) written wit
 `LABEL_CHARS`), so `MemoryOpFind` finds the text ones (binary ones never match) and ``list_paths(where=...)``
 finds an ingest's files. An ingest is one save: it lands whole or not at all (a read-only prefix refuses it
 whole, and the handle stays usable). Ingesting bytes already there returns the same URI and commits nothing;
-a file of it deleted or purged since is written again (with ``meta``), the others left as they are.
+a file of it deleted or purged since (by any handle: the ingest refreshes first) is written again (with
+``meta``), the others left as they are.
 The result is a `MemoryWriteResult` (``uri`` the ``<target>/<id>`` directory, ``bytes_written`` the bytes
 read), as the local backend returns.
 """
@@ -30,7 +31,7 @@ from rath.memory import MemoryOpResource, MemoryResult, MemoryWriteResult
 from .errors import fail
 from .sources import Fetched, fetch
 from .uris import join, parse_uri, path_of
-from .writes import save
+from .writes import refuse_unsaved, save
 
 if TYPE_CHECKING:
     from .ops import Bound
@@ -52,12 +53,15 @@ def resource_id(fetched: Fetched) -> str:
 
 def ingest(bound: Bound, op: MemoryOpResource) -> MemoryResult:
     target = _target(op.target_uri)  # before reading anything: a bad target reads nothing
+    refuse_unsaved(bound.store)  # nor a caller's handle with unsaved changes
     fetched = fetch(op.source, bound.policy, op.timeout_seconds)
     rid = resource_id(fetched)
     root = join(target, rid)
     files = _files(root, fetched)
     meta_uri = join(root, "meta")
     store = bound.store
+    if not store.has_unsaved_changes():  # a refresh would drop a caller's unsaved changes
+        store.refresh()  # "already there" is the newest committed state's: another handle may have purged
     # what is not there as these bytes yet: all of it, the first time; a file deleted or purged since
     wanted = [(path_of(uri), data) for uri, data in files]
     missing = [(p, d) for p, d in wanted if store.current_sha(p) != hashlib.sha256(d).hexdigest()]

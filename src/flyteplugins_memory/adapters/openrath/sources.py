@@ -6,7 +6,9 @@ the local backend's options behaves the same on ours; nothing is readable by def
 
 * ``resource_import_roots``: local paths (a str or a list) under which files and directories may be read
   (after resolving symlinks, for every file of a directory too). Without it, every local path is
-  ``unauthorized``.
+  ``unauthorized``. Each file is read from one open that follows no link at its end (``O_NOFOLLOW``) and
+  must be the file checked (``st_dev``, ``st_ino``): a file swapped for a link or another file between
+  the check and the read is ``unauthorized`` and the ingest lands nothing.
 * ``resource_allowed_http_hosts``: host names an ``http(s)`` URL may name. A host that resolves to a
   loopback, private, link-local, multicast, reserved or unspecified address is refused unless
   ``resource_allow_private_hosts`` is true. Redirects are not followed (each URL is checked itself).
@@ -15,19 +17,24 @@ the local backend's options behaves the same on ours; nothing is readable by def
 
 Other schemes are ``unsupported``; a missing path, or a URL answered 404, is ``not_found``; a failed
 transfer or a source over the size limit is ``transport``; a transfer over the op's ``timeout_seconds``
-(30 s by default) is ``timeout``.
+(30 s by default) is ``timeout``. A URL's body is read to its end (however many pieces it arrives in),
+counted against ``resource_max_bytes`` as it arrives and within ``timeout_seconds`` in all; a body over
+either lands nothing.
 """
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import os
 import socket
+import time
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from stat import S_ISREG
 from typing import Any
 
 from .errors import OpFailure, fail
@@ -36,6 +43,8 @@ __all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_TIMEOUT", "Fetched", "ResourcePolicy", 
 
 DEFAULT_MAX_BYTES = 10 * 1024 * 1024
 DEFAULT_TIMEOUT = 30.0  # seconds, as the local backend's urlopen
+READ_CHUNK = 64 * 1024  # bytes asked of an http(s) stream per read
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # POSIX; elsewhere the st_dev/st_ino check alone
 
 
 @dataclass(frozen=True)
@@ -104,30 +113,43 @@ def fetch(source: object, policy: ResourcePolicy, timeout: float | None = None) 
 def _fetch_local(path: Path, policy: ResourcePolicy) -> Fetched:
     local = path.expanduser().resolve(strict=False)
     _check_inside(local, policy)
-    if local.is_file():
-        return Fetched({local.name: _read_file(local, policy.max_bytes)}, str(local), local.name, is_dir=False)
+    checked = _regular_stat(local)
+    if checked is not None:
+        data = _read_file(local, checked, policy.max_bytes)
+        return Fetched({local.name: data}, str(local), local.name, is_dir=False)
     if not local.is_dir():
         raise fail("not_found", f"resource source not found: {local}")
     files: dict[str, bytes] = {}
     budget = policy.max_bytes
-    for rel, resolved in _walk(local, policy):  # every file checked before any is read
-        files[rel] = _read_file(resolved, budget)
+    for rel, resolved, stat in _walk(local, policy):  # every file checked before any is read
+        files[rel] = _read_file(resolved, stat, budget)
         budget -= len(files[rel])
     return Fetched(files, str(local), local.name, is_dir=True)
 
 
-def _walk(local: Path, policy: ResourcePolicy) -> list[tuple[str, Path]]:
-    """``(relative POSIX path, resolved path)`` of each file under `local`, sorted; a link out of the roots
-    refuses the whole ingest; sockets, fifos and dangling links are skipped (nothing to ingest there)."""
-    found: list[tuple[str, Path]] = []
+def _walk(local: Path, policy: ResourcePolicy) -> list[tuple[str, Path, os.stat_result]]:
+    """``(relative POSIX path, resolved path, its stat as checked)`` of each file under `local`, sorted; a
+    link out of the roots refuses the whole ingest; sockets, fifos and dangling links are skipped (nothing
+    to ingest there)."""
+    found: list[tuple[str, Path, os.stat_result]] = []
     for root, dirs, names in os.walk(local):
         dirs.sort()
         for name in sorted(names):
             resolved = Path(root, name).resolve(strict=False)
             _check_inside(resolved, policy)
-            if resolved.is_file():
-                found.append((Path(root, name).relative_to(local).as_posix(), resolved))
-    return sorted(found)
+            stat = _regular_stat(resolved)
+            if stat is not None:
+                found.append((Path(root, name).relative_to(local).as_posix(), resolved, stat))
+    return sorted(found, key=lambda f: f[0])
+
+
+def _regular_stat(path: Path) -> os.stat_result | None:
+    """The stat of `path` (a resolved path) if it is a regular file, else None."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return stat if S_ISREG(stat.st_mode) else None
 
 
 def _check_inside(local: Path, policy: ResourcePolicy) -> None:
@@ -137,14 +159,27 @@ def _check_inside(local: Path, policy: ResourcePolicy) -> None:
         raise fail("unauthorized", f"resource source not allowed: {local} is outside resource_import_roots")
 
 
-def _read_file(path: Path, budget: int) -> bytes:
+def _read_file(path: Path, checked: os.stat_result, budget: int) -> bytes:
+    """The bytes of the file the policy checked at `path` (resolved, so no link), read from one open of it
+    that follows no link at its end and is that same file (``st_dev``, ``st_ino``): a file swapped for a
+    link, or for another file, between the check and the read is ``unauthorized`` and never read."""
+    changed = f"resource source not allowed: {path} changed between its check and its read"
     try:
-        with path.open("rb") as f:
-            data = f.read(max(budget, 0) + 1)
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise fail("not_found", f"resource source not found: {path}") from None
     except PermissionError as err:
         raise fail("unauthorized", f"resource source not readable: {err}") from None
+    except OSError as err:
+        if err.errno == errno.ELOOP:  # a link now, where the check saw a file
+            raise fail("unauthorized", changed) from None
+        raise fail("transport", f"failed to read resource {path}: {err}") from None
+    try:
+        with os.fdopen(fd, "rb") as f:
+            opened = os.fstat(f.fileno())
+            if (opened.st_dev, opened.st_ino) != (checked.st_dev, checked.st_ino) or not S_ISREG(opened.st_mode):
+                raise fail("unauthorized", changed)
+            data = f.read(max(budget, 0) + 1)
     except OSError as err:
         raise fail("transport", f"failed to read resource {path}: {err}") from None
     if len(data) > budget:
@@ -168,15 +203,32 @@ def _fetch_url(url: str, parsed: urllib.parse.ParseResult, policy: ResourcePolic
             status = getattr(getattr(f, "r", None), "status", 200)
             if 300 <= int(status) < 400:
                 raise fail("unauthorized", f"resource URL {url} redirects; redirects are not followed")
-            data = f.read(policy.max_bytes + 1)
+            data = _read_to_end(f, url, policy.max_bytes, time.monotonic() + timeout, timeout)
     except Exception as err:
         if isinstance(err, OpFailure):
             raise
         raise _url_failure(url, err, timeout) from None
-    if len(data) > policy.max_bytes:
-        raise fail("transport", f"resource exceeds resource_max_bytes ({policy.max_bytes}): {url}")
     name = PurePosixPath(parsed.path).name or "resource"
     return Fetched({name: data}, url, name, is_dir=False)
+
+
+def _read_to_end(f: Any, url: str, max_bytes: int, deadline: float, timeout: float) -> bytes:
+    """The body of a streamed response, read to its end: a stream's ``read(n)`` returns what has arrived
+    so far, so one call is only the first chunk. More than `max_bytes` is ``transport``; a body not read
+    by `deadline` (``time.monotonic()``) is ``timeout`` (aiohttp's total time-out also ends a read that
+    blocks)."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        if time.monotonic() > deadline:
+            raise fail("timeout", f"fetching resource {url} took over {timeout:g} s")
+        chunk = f.read(min(READ_CHUNK, max_bytes + 1 - size))
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > max_bytes:
+            raise fail("transport", f"resource exceeds resource_max_bytes ({max_bytes}): {url}")
 
 
 def _url_failure(url: str, err: BaseException, timeout: float) -> OpFailure:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from rath.memory import MemoryCommitResult, MemoryOpCommit, MemoryOpWrite, MemoryResult, MemoryWriteResult
 
-from flyteplugins_memory import ConcurrencyError, MemoryStore
+from flyteplugins_memory import ConcurrencyError, MemoryStore, UnsavedChanges
 
 from .archive import archive_json, is_archive, new_archive
 from .errors import OpFailure, fail
@@ -30,7 +30,7 @@ from .uris import (
 if TYPE_CHECKING:
     from .ops import Bound
 
-__all__ = ["ATTEMPTS", "commit_session", "entry_path", "save", "write"]
+__all__ = ["ATTEMPTS", "commit_session", "entry_path", "refuse_unsaved", "save", "write"]
 
 ATTEMPTS = 5
 Stage = Callable[[set[str] | None], None]  # stages the op; given the paths a refresh dropped, or None first
@@ -46,12 +46,26 @@ def entry_path(uri: str) -> str:
     return path
 
 
+def refuse_unsaved(store: MemoryStore) -> None:
+    """Before a mutating op stages anything: a handle holding unsaved changes is refused (`UnsavedChanges`,
+    ``unauthorized`` with detail ``UnsavedChanges``), since our save would commit them under the adapter's
+    name. Every op saves (and a failed one drops what it staged), so any unsaved change is the caller's:
+    only a caller's ``options["store"]`` (or a handle taken with `handle_store` and written) can hold one."""
+    if store.has_unsaved_changes():
+        raise UnsavedChanges(
+            "the store handle given to the OpenRath backend holds unsaved changes, which this op's save would "
+            "commit under its name: save() or revert() them first, or give the adapter its own handle: the key "
+            '(options["key"])'
+        )
+
+
 def write(bound: Bound, op: MemoryOpWrite) -> MemoryResult:
     path = entry_path(op.uri)
     if op.mode not in ("replace", "write", "append"):
         raise fail("unsupported", f"unsupported write mode: {op.mode!r} (replace, write or append)")
     if not isinstance(op.content, str):
         raise fail("internal", f"content must be a str, got {type(op.content).__name__}")
+    refuse_unsaved(bound.store)
     labels = dict(op.metadata or {})
     store = bound.store
 
@@ -75,6 +89,7 @@ def write(bound: Bound, op: MemoryOpWrite) -> MemoryResult:
 
 def commit_session(bound: Bound, op: MemoryOpCommit) -> MemoryResult:
     session_id = check_session_id(op.session_id)  # before extract runs: a bad id commits nothing
+    refuse_unsaved(bound.store)  # so is a caller's handle with unsaved changes
     messages = [text_of(m) for m in op.messages]
     archived = archive_json(op.messages)
     extracted, paths = _extract(bound, messages)
