@@ -40,19 +40,29 @@ path (user and session).
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import json
-import math
 import time
-import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any
 
-from .. import ConcurrencyError, InvalidArgument, MemoryStore, PurgeResult, UnsavedChanges
-from ._segments import encode_id
+from ... import ConcurrencyError, InvalidArgument, MemoryStore, PurgeResult, UnsavedChanges
+from .._segments import encode_id
+from .entries import (
+    ENTRY_FIELDS,
+    FORMAT,
+    DuplicateMemoryId,
+    MemoryEntry,
+    check_id,
+    check_prefix,
+    check_time,
+    default_entry_class,
+    entry_fields,
+    entry_of,
+    time_key,
+)
 
-#: the fields of Definable's protocol; the real class has more (semantic fields), kept through its to_dict
+_SAVE_ATTEMPTS = 8
+
 __all__ = [
     "ENTRY_FIELDS",
     "FORMAT",
@@ -67,135 +77,6 @@ __all__ = [
     "entry_of",
     "time_key",
 ]
-
-ENTRY_FIELDS = ("session_id", "memory_id", "user_id", "role", "content", "message_data", "created_at", "updated_at")
-FORMAT = 1
-_SAVE_ATTEMPTS = 8
-#: the store's reserved top-level names (its audit, metadata and version directories, the transcript)
-_RESERVED = frozenset({"audit", "meta", "versions", "messages.json"})
-#: created_at is a path segment of 20 digits of nanoseconds: below 1e11 seconds (the year 5138)
-_MAX_TIME = 1e11
-
-
-@dataclasses.dataclass
-class MemoryEntry:
-    """Definable's ``MemoryEntry`` fields, for callers without Definable installed."""
-
-    session_id: str
-    memory_id: str | None = None
-    user_id: str = "default"
-    role: str = "user"
-    content: str = ""
-    message_data: dict[str, Any] | None = None
-    created_at: float | None = None
-    updated_at: float | None = None
-
-    def __post_init__(self) -> None:
-        now = time.time()
-        self.memory_id = self.memory_id if self.memory_id is not None else str(uuid.uuid4())
-        self.created_at = self.created_at if self.created_at is not None else now
-        self.updated_at = self.updated_at if self.updated_at is not None else now
-
-
-class DuplicateMemoryId(InvalidArgument):
-    """`add` of an entry whose memory_id is already stored (Definable's SQLite store refuses it too)."""
-
-
-def default_entry_class() -> type:
-    """Definable's ``MemoryEntry`` when importable, else ours."""
-    try:
-        from definable.memory.types import MemoryEntry as Real  # pyright: ignore[reportMissingImports]
-    except ImportError:
-        return MemoryEntry
-    return Real
-
-
-def entry_fields(entry: Any) -> dict[str, Any]:
-    """The entry as a JSON-ready dict: the real class's ``to_dict`` (semantic fields too), else our fields.
-
-    Every field the adapter relies on is checked here, before anything is written (`InvalidArgument`):
-    an object with Definable's fields (not a dict), non-empty str ``memory_id``, ``session_id`` and
-    ``user_id``, str ``role`` and ``content``, ``message_data`` None or a dict, times as epoch seconds,
-    and the whole entry plain JSON (no sets, NaN or other objects, which would be stringified or
-    unreadable)."""
-    to_dict: Any = getattr(entry, "to_dict", None)
-    if isinstance(entry, Mapping | type) or not (callable(to_dict) or all(hasattr(entry, n) for n in ENTRY_FIELDS)):
-        raise InvalidArgument(
-            f"an entry is a Definable MemoryEntry or an object with its fields ({', '.join(ENTRY_FIELDS)}), "
-            f"got {type(entry).__name__}"
-        )
-    if callable(to_dict):
-        data: Any = to_dict()
-        if not isinstance(data, Mapping):
-            raise InvalidArgument(f"an entry's to_dict() returns a mapping, got {type(data).__name__}")
-        fields: dict[str, Any] = {str(name): value for name, value in data.items()}
-    else:
-        fields = {name: getattr(entry, name) for name in ENTRY_FIELDS}
-    for name in ("memory_id", "session_id", "user_id"):
-        value = fields.get(name)
-        if not isinstance(value, str) or not value:
-            raise InvalidArgument(f"an entry's {name} is a non-empty str, got {value!r}")
-    for name in ("role", "content"):
-        if not isinstance(fields.get(name), str):
-            raise InvalidArgument(f"an entry's {name} is a str, got {fields.get(name)!r}")
-    if fields.get("message_data") is not None and not isinstance(fields["message_data"], dict):
-        raise InvalidArgument(f"an entry's message_data is a dict or None, got {type(fields['message_data']).__name__}")
-    fields["created_at"] = check_time("created_at", fields.get("created_at"), time.time())
-    fields["updated_at"] = check_time("updated_at", fields.get("updated_at"), None)
-    try:
-        json.dumps(fields, allow_nan=False)
-    except (TypeError, ValueError) as err:
-        raise InvalidArgument(f"an entry must be plain JSON (dicts, lists, str, finite numbers): {err}") from None
-    return fields
-
-
-def check_prefix(prefix: object) -> str:
-    """`prefix` as the adapter's directory: a non-empty relative path without ``..`` outside the store's
-    reserved directories; `InvalidArgument` otherwise, when the adapter is made (not at its first write)."""
-    if not isinstance(prefix, str):
-        raise InvalidArgument(f"prefix is a str (a directory of the store), got {type(prefix).__name__}")
-    parts = [part for part in prefix.split("/") if part not in ("", ".")]  # "a//./b/" is a/b, as the store's
-    plain = all(part.isprintable() and part.encode("utf-8", "replace").decode() == part for part in parts)
-    if prefix.startswith("/") or not parts or ".." in parts or not plain:
-        raise InvalidArgument(f"prefix must be a non-empty relative directory of the store (no '..'), got {prefix!r}")
-    if parts[0] in _RESERVED:
-        raise InvalidArgument(f"prefix {prefix!r} is inside a directory the store reserves ({parts[0]})")
-    return "/".join(parts)
-
-
-def _check_str(name: str, value: object, *, optional: bool = False) -> None:
-    """A session, user or memory id argument: a non-empty str (or None where `optional`)."""
-    if optional and value is None:
-        return
-    if not isinstance(value, str) or not value:
-        raise InvalidArgument(f"{name} is a non-empty str{' or None' if optional else ''}, got {value!r}")
-
-
-def check_time(name: str, value: Any, default: float | None) -> float | None:
-    """`value` if it is epoch seconds (`default` for None); else `InvalidArgument`, before anything is
-    written: a string sorted against numbers would break `get_entries` of the whole session later."""
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidArgument(f"an entry's {name} is epoch seconds (an int or float), got {value!r}")
-    if not (0 <= value < _MAX_TIME):  # NaN fails it too; a huge int compares without overflowing
-        raise InvalidArgument(f"an entry's {name} must be finite, >= 0 and < {_MAX_TIME:.0e} seconds, got {value!r}")
-    return value
-
-
-def time_key(value: Any) -> float:
-    """A stored created_at as a sort key; one written before times were checked sorts as 0."""
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    return float(value) if ok else 0.0
-
-
-def entry_of(cls: type, fields: dict[str, Any]) -> Any:
-    """An instance of `cls` from stored fields (``from_dict`` when it has one)."""
-    from_dict = getattr(cls, "from_dict", None)
-    if callable(from_dict):
-        return from_dict(fields)
-    known = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set(ENTRY_FIELDS)
-    return cls(**{name: value for name, value in fields.items() if name in known})
 
 
 class DefinableMemoryStore:
@@ -321,7 +202,7 @@ class DefinableMemoryStore:
         await self._commit(write, "update")
 
     async def delete(self, memory_id: str) -> None:
-        _check_str("memory_id", memory_id)
+        check_id("memory_id", memory_id)
 
         async def remove() -> bool:  # every copy: a race before claims existed may have left two
             return await self._remove(await self._paths_of(memory_id))
@@ -329,8 +210,8 @@ class DefinableMemoryStore:
         await self._commit(remove, "delete")
 
     async def delete_session(self, session_id: str, user_id: str | None = None) -> None:
-        _check_str("session_id", session_id)
-        _check_str("user_id", user_id, optional=True)
+        check_id("session_id", session_id)
+        check_id("user_id", user_id, optional=True)
 
         async def remove() -> bool:
             return await self._remove(await self._session_paths(session_id, user_id))
@@ -347,7 +228,7 @@ class DefinableMemoryStore:
         path it names is purged with it). An id with neither is a no-op (``[]``). Refused with
         `UnsavedChanges` when the handle holds unsaved changes (the store's purge would save them first,
         under the adapter's name). What stays: the commit log's records of the paths (names, not content)."""
-        _check_str("memory_id", memory_id)
+        check_id("memory_id", memory_id)
         actor = self.actor if actor is None else actor
         async with self._lock:
             await self.initialize()
@@ -370,8 +251,8 @@ class DefinableMemoryStore:
     # commit has staged (a conflicting change), and the commit would then save without it.
 
     async def get_entries(self, session_id: str, user_id: str = "default", limit: int | None = None) -> list[Any]:
-        _check_str("session_id", session_id)
-        _check_str("user_id", user_id)
+        check_id("session_id", session_id)
+        check_id("user_id", user_id)
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
             raise InvalidArgument(f"limit is None or an int >= 0, got {limit!r}")
         async with self._lock:
@@ -385,7 +266,7 @@ class DefinableMemoryStore:
         return [entry_of(self.entry_class, s["entry"]) for s in chosen]
 
     async def get_entry(self, memory_id: str) -> Any | None:
-        _check_str("memory_id", memory_id)
+        check_id("memory_id", memory_id)
         async with self._lock:
             await self._refresh()
             path = await self._path_of(memory_id)
@@ -393,8 +274,8 @@ class DefinableMemoryStore:
         return None if found is None else entry_of(self.entry_class, found["entry"])
 
     async def count(self, session_id: str, user_id: str = "default") -> int:
-        _check_str("session_id", session_id)
-        _check_str("user_id", user_id)
+        check_id("session_id", session_id)
+        check_id("user_id", user_id)
         async with self._lock:
             await self._refresh()
             return len(await self._session_paths(session_id, user_id))
