@@ -36,9 +36,9 @@ from flyteplugins_memory.adapters.orbiter import (
     OrbiterMemoryStore,
     SystemMemory,
     ToolMemory,
-    item_classes,
-    path_of,
 )
+from flyteplugins_memory.adapters.orbiter.layout import path_of
+from flyteplugins_memory.adapters.orbiter.types import item_classes
 from helpers import RaceBefore, race_children, scan
 from repo import SUPPORT
 

@@ -70,8 +70,6 @@ item as before.
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import re
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -85,9 +83,19 @@ from flyteplugins_memory import (
     UnsavedChanges,
 )
 
+from .layout import (
+    CLAIMS,
+    ROOT,
+    claim_path,
+    filter_of,
+    labels_of,
+    load_item,
+    matches_extra,
+    newest_first,
+    path_of,
+)
 from .types import (
     ALLOWED,
-    SCOPE_FIELDS,
     AIMemory,
     HumanMemory,
     InvalidMemoryInput,
@@ -102,11 +110,7 @@ from .types import (
     check_id,
     check_transition,
     dump_item,
-    is_text,
-    item_classes,
     now,
-    scope_of,
-    time_of,
 )
 
 __all__ = [
@@ -124,82 +128,12 @@ __all__ = [
     "ToolMemory",
 ]
 
-ROOT = "orbiter"
-CLAIMS = "orbiter-ids"  # beside ROOT, not in it: listings and searches under ROOT never meet a claim
-_SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,39}")
 _ATTEMPTS = 5
 #: the store's refusals of input (over a limit: a search query, the 4 KiB of labels; not storable): at
 #: this seam they become `InvalidMemoryInput`, the adapter's one error for bad input, with the store's
 #: error as __cause__
 _REFUSED = (InvalidArgument, InvalidContent, InvalidPath)
 T = TypeVar("T")
-
-
-# -- pure rules: paths, labels, filters, order ----------------------------------------------------------------
-
-
-def segment(value: str | None) -> str:
-    if value is None:
-        return "_"
-    return value if _SEGMENT.fullmatch(value) else "~" + hashlib.sha256(value.encode()).hexdigest()[:32]
-
-
-def path_of(data: dict[str, Any]) -> str:
-    meta = data.get("metadata") or {}
-    return "/".join([ROOT, *(segment(meta.get(f)) for f in SCOPE_FIELDS), data["id"] + ".json"])
-
-
-def claim_path(item_path: str) -> str:
-    """The claim of the id an item file is named after (``<id>.json``)."""
-    return f"{CLAIMS}/{item_path.rsplit('/', 1)[-1]}"
-
-
-def labels_of(data: dict[str, Any]) -> dict[str, str]:
-    meta = data.get("metadata") or {}
-    scope = {f: meta[f] for f in SCOPE_FIELDS if meta.get(f) is not None}
-    fixed = {"orbiter_id": data["id"], "memory_type": data["memory_type"], "status": data["status"]}
-    return {**fixed, **scope, "created_at": data["created_at"]}
-
-
-def filter_of(metadata: object, memory_type: object, status: object) -> tuple[str, dict[str, str], dict[str, Any]]:
-    """Directory, exact `where` labels and ``extra`` pairs that a search or clear filters on."""
-    scope = scope_of(metadata, "metadata filter")
-    where = {f: scope[f] for f in SCOPE_FIELDS if scope[f] is not None}
-    if memory_type is not None:
-        if not is_text(memory_type) or not memory_type:
-            raise InvalidMemoryInput(f"memory_type must be None or a non-empty str, got {memory_type!r}")
-        where["memory_type"] = memory_type
-    if status is not None:
-        if not isinstance(status, str) or status not in ALLOWED:
-            raise InvalidMemoryInput(f"status must be None or one of {sorted(ALLOWED)}, got {status!r}")
-        where["status"] = str(status)
-    leading = []
-    for f in SCOPE_FIELDS:  # the directory of the leading scope ids that are set
-        if scope[f] is None:
-            break
-        leading.append(segment(scope[f]))
-    return "/".join([ROOT, *leading]), where, scope["extra"]
-
-
-def matches_extra(data: dict[str, Any], extra: dict[str, Any]) -> bool:
-    held = (data.get("metadata") or {}).get("extra") or {}
-    return all(k in held and held[k] == v for k, v in extra.items())
-
-
-def newest_first(created: dict[str, str]) -> list[str]:
-    """Paths by their ``created_at`` as time, newest first; stamps that are not ISO-8601 after every one
-    that is (by text among themselves), ties by path."""
-
-    def key(path: str) -> tuple[bool, float, str, str]:
-        seconds = time_of(created[path])
-        return seconds is not None, seconds or 0.0, created[path], path
-
-    return sorted(created, key=key, reverse=True)
-
-
-def load_item(data: dict[str, Any]) -> Any:
-    base, subtypes = item_classes()
-    return subtypes.get(data.get("memory_type", ""), base).model_validate(data)
 
 
 # -- the adapter ------------------------------------------------------------------------------------------
