@@ -32,7 +32,7 @@ from flyteplugins_memory.adapters.definable import (
     MemoryEntry,
     encode_id,
 )
-from helpers import RaceBefore, race_children, run_python, scan
+from helpers import RaceBefore, caller_with_a_conflicting_edit, race_children, run_python, scan
 from repo import REPO, SUPPORT
 
 HOSTILE_IDS = ["../bob", "a/b", "..", ".", "%2e%2e", "x\x00y", "ALICE", "alice\u2024", " ", "a" * 300, "~/x"]
@@ -571,19 +571,6 @@ async def test_closing_over_a_callers_handle_leaves_the_callers_unsaved_changes_
 
 
 # -- a handle the caller gave (docs/decisions/0138), purge, bad input --------------------------------------------
-
-
-async def caller_with_a_conflicting_edit(key: str) -> MemoryStore:
-    """The reviewer's shape (d2.py): the caller's handle holds an unsaved edit of a path that another
-    handle then commits."""
-    caller = await MemoryStore.get_or_create.aio(key=key)
-    await caller.write_text.aio("notes/plan.md", "v1")
-    await caller.save.aio()
-    await caller.write_text.aio("notes/plan.md", "caller's unsaved v2")
-    other = await MemoryStore.get_or_create.aio(key=key)
-    await other.write_text.aio("notes/plan.md", "other's v2")
-    await other.save.aio()
-    return caller
 
 
 DEFINABLE_READS = {

@@ -39,7 +39,7 @@ from flyteplugins_memory.adapters.orbiter import (
 )
 from flyteplugins_memory.adapters.orbiter.layout import path_of
 from flyteplugins_memory.adapters.orbiter.types import item_classes
-from helpers import RaceBefore, race_children, scan
+from helpers import RaceBefore, caller_with_a_conflicting_edit, race_children, scan
 from repo import SUPPORT
 
 TESTS = str(SUPPORT)
@@ -570,19 +570,6 @@ async def test_empty_content_is_stored_as_orbiter_allows_it(durable_backend, key
 
 
 # -- a handle the caller gave (docs/decisions/0138), refused adds, reads that refresh, purge --------------------
-
-
-async def caller_with_a_conflicting_edit(key: str) -> MemoryStore:
-    """The reviewer's shape (d2.py): the caller's handle holds an unsaved edit of a path that another
-    handle then commits."""
-    caller = await MemoryStore.get_or_create.aio(key=key)
-    await caller.write_text.aio("notes/plan.md", "v1")
-    await caller.save.aio()
-    await caller.write_text.aio("notes/plan.md", "caller's unsaved v2")
-    other = await MemoryStore.get_or_create.aio(key=key)
-    await other.write_text.aio("notes/plan.md", "other's v2")
-    await other.save.aio()
-    return caller
 
 
 @pytest.mark.parametrize("read", ["get", "search", "refresh"])

@@ -120,3 +120,16 @@ def scan(backend, key: str, secrets: list[bytes]) -> dict[bytes, list[str]]:
     objects = backend.objects(key)
     found = {s: [n for n, d in objects.items() if s in d or s in n.encode()] for s in secrets}
     return {s: names for s, names in found.items() if names}
+
+
+async def caller_with_a_conflicting_edit(key: str) -> MemoryStore:
+    """The reviewer's shape (d2.py): the caller's handle holds an unsaved edit of a path that another
+    handle then commits."""
+    caller = await MemoryStore.get_or_create.aio(key=key)
+    await caller.write_text.aio("notes/plan.md", "v1")
+    await caller.save.aio()
+    await caller.write_text.aio("notes/plan.md", "caller's unsaved v2")
+    other = await MemoryStore.get_or_create.aio(key=key)
+    await other.write_text.aio("notes/plan.md", "other's v2")
+    await other.save.aio()
+    return caller
