@@ -235,3 +235,16 @@ def storage_faults(monkeypatch):
     previous = set_retry_policy(RetryPolicy(attempts=2, initial_delay=0.0, max_delay=0.0, jitter=False))
     yield faults
     set_retry_policy(previous)
+
+
+@pytest.fixture
+def round_trips(durable_backend, monkeypatch):
+    """Every storage call of `durable_backend` counted with its wave (`Faults.measure`: requests and
+    sequential round trips, never times); each call waits 2 ms first, so calls issued together overlap."""
+    from flyteplugins_memory.storage import _fsspec as _storage
+    from flyteplugins_memory.testing.faults import Faults, FaultyFileSystem
+
+    faults = Faults(latency=0.002)
+    real = _storage.filesystem_for
+    monkeypatch.setattr(_storage, "filesystem_for", lambda uri: FaultyFileSystem(real(uri), faults))
+    return faults

@@ -6,6 +6,12 @@ awaits it like s3fs and runs its bulk paths (``read_many``, ``write_many``, ``re
 through it; blocking targets run in a worker thread, async ones are awaited on the running loop. Every
 call is numbered in the order it starts; a `Faults` plan decides, per call, whether and how it misbehaves.
 The store treats the wrapper exactly as the filesystem it wraps (`storage._registry.FORWARDING_WRAPPERS`).
+
+The same plan counts round trips: every call is logged with its "wave", the length of the longest chain of
+calls, each started after the one before it ended, that ends with it. On real object storage an operation
+costs about its number of waves times the latency of one request, however many requests each wave holds,
+so a test that asserts waves (`Faults.measure`) fails on a change that adds a sequential round trip, while
+the machine's speed cannot make it flaky: waves are counted from the order calls start and end, not timed.
 """
 
 from __future__ import annotations
@@ -13,7 +19,8 @@ from __future__ import annotations
 import asyncio
 import random
 from collections import Counter
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -23,7 +30,7 @@ from fsspec.asyn import AsyncFileSystem
 from ..storage._conditional import create_exclusive, create_exclusive_async
 from ..storage._fsio import bound_to_running_loop
 
-__all__ = ["KINDS", "Faults", "FaultyFileSystem", "Plan", "at_call", "at_random", "from_call"]
+__all__ = ["KINDS", "Call", "Faults", "FaultyFileSystem", "Measured", "Plan", "at_call", "at_random", "from_call"]
 
 #: fail:       ConnectionResetError before the call reaches storage (transient)
 #: timeout:    TimeoutError before the call reaches storage (transient)
@@ -34,6 +41,45 @@ KINDS = ("fail", "timeout", "lost_reply", "truncate", "permanent")
 
 #: Given a call's number (from 1), its kind (read, write, delete, exists, list) and its path: the fault, or None.
 Plan = Callable[[int, str, str], "str | None"]
+
+
+@dataclass(frozen=True)
+class Call:
+    """One storage call as the wrapper saw it: its kind, its path and its wave (1 = issued first)."""
+
+    op: str
+    path: str
+    wave: int
+
+
+@dataclass
+class Measured:
+    """The calls made inside one `Faults.measure` block."""
+
+    #: the highest wave answered before the block began: waves inside it are counted from there
+    base: int = 0
+    calls: list[Call] = field(default_factory=list)
+
+    @property
+    def requests(self) -> int:
+        """How many storage calls were made."""
+        return len(self.calls)
+
+    @property
+    def waves(self) -> int:
+        """How many sequential round trips they took (0 if none)."""
+        return max((call.wave for call in self.calls), default=0)
+
+    def in_wave(self, wave: int) -> list[Call]:
+        """The calls of one wave, in the order they started."""
+        return [call for call in self.calls if call.wave == wave]
+
+    def describe(self) -> str:
+        """The calls wave by wave, one line each: for an assertion's message."""
+        return "\n".join(
+            f"wave {wave}: " + ", ".join(f"{call.op} {call.path}" for call in self.in_wave(wave))
+            for wave in range(1, self.waves + 1)
+        )
 
 
 def _no_fault(number: int, op: str, path: str) -> str | None:
@@ -55,6 +101,32 @@ class Faults:
     #: calls forwarded to storage and not yet answered, and the most there ever were at once
     in_flight: int = 0
     peak: int = 0
+    #: seconds each forwarded call waits before it reaches storage (0: none), so that calls issued together
+    #: are plainly in flight together, as they are against storage with real latency
+    latency: float = 0.0
+    #: the highest wave of any call answered so far (see the module docstring), and the open measurements
+    answered_wave: int = 0
+    measuring: list[Measured] = field(default_factory=list)
+
+    def started(self, op: str, path: str) -> int:
+        """Log a call that starts now; its wave."""
+        wave = self.answered_wave + 1
+        for measured in self.measuring:
+            measured.calls.append(Call(op, path, wave - measured.base))
+        return wave
+
+    def answered(self, wave: int) -> None:
+        self.answered_wave = max(self.answered_wave, wave)
+
+    @contextmanager
+    def measure(self) -> Iterator[Measured]:
+        """Count the calls made inside the block and their waves, numbered from 1 within it."""
+        measured = Measured(base=self.answered_wave)
+        self.measuring.append(measured)
+        try:
+            yield measured
+        finally:
+            self.measuring.remove(measured)
 
     def decide(self, op: str, path: str) -> str | None:
         self.calls += 1
@@ -137,12 +209,16 @@ class FaultyFileSystem(AsyncFileSystem):
         except Exception:
             call.close()
             raise
+        wave = self.faults.started(op, path)
         self.faults.in_flight += 1
         self.faults.peak = max(self.faults.peak, self.faults.in_flight)
         try:
+            if self.faults.latency:
+                await asyncio.sleep(self.faults.latency)
             result = await call
         finally:
             self.faults.in_flight -= 1
+            self.faults.answered(wave)
         await self._after(kind)
         return kind, result
 
