@@ -20,13 +20,14 @@ demo: $(BIN)/python
 	$(BIN)/python -m pip install -q -e .
 	$(BIN)/python workflows/02_agent_chat.py
 
+# --durations: the slowest tests in every run's output, to keep the suite inside its 10 minutes
 test: lint
-	$(BIN)/python -m pytest -m "not slow"
+	$(BIN)/python -m pytest -m "not slow" --durations=25
 
 # The long walks (a fault at every storage call), multi-process and load runs; .ci/run runs these too.
 test-slow: $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[s3,gcs,test]'
-	$(BIN)/python -m pytest -m slow
+	$(BIN)/python -m pytest -m slow --durations=15
 
 lint: $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[s3,gcs,test]'
