@@ -17,6 +17,7 @@ numbers.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -101,6 +102,8 @@ class Segment:
         self.sizes: list[int] = _numbers(columns["size"])
         self._columns = columns
         self.terms: dict[str, str] = columns["terms"]
+        #: when each doc's file expires (None: never); absent from segments written before it was indexed
+        self.expires: list[float | None] | None = columns.get("exp")
         self._decoded: dict[str, tuple[list[int], list[int]]] = {}
 
     def doc(self, i: int) -> Doc | None:
@@ -110,7 +113,9 @@ class Segment:
         c = self._columns
         meta = (c["at"][i], c["by"][i], c["why"][i], self.sizes[i])
         metadata = c["md"].get(str(i), {})
-        return Doc(c["sha"][i], self.lengths[i], {}, meta, metadata if isinstance(metadata, dict) else {}, c["lead"][i])
+        metadata = metadata if isinstance(metadata, dict) else {}
+        expires, known = (self.expires[i], True) if self.expires is not None else (None, False)
+        return Doc(c["sha"][i], self.lengths[i], {}, meta, metadata, c["lead"][i], expires, known)
 
     def postings(self, term: str) -> tuple[list[int], list[int]]:
         """Docs holding `term` and how often (decoded on first use)."""
@@ -137,7 +142,7 @@ def _numbers(text: str) -> list[int]:
 
 
 def _with_counts(doc: Doc, counts: dict[str, int]) -> Doc:
-    return Doc(doc.sha256, doc.length, counts, doc.meta, doc.metadata, doc.lead)
+    return Doc(doc.sha256, doc.length, counts, doc.meta, doc.metadata, doc.lead, doc.expires, doc.expiry_known)
 
 
 def encode_segment(docs: Updates, writer: str) -> bytes:
@@ -157,10 +162,12 @@ def encode_segment(docs: Updates, writer: str) -> bytes:
         "md": {str(i): dict(d.metadata) for i, d in enumerate(rows) if d.metadata},
         "lead": [d.lead for d in rows], "terms": {t: " ".join(map(str, postings[t])) for t in sorted(postings)},
     }  # fmt: skip
+    if all(d.expiry_known for d in rows):  # a doc merged from an older segment does not know it
+        body["exp"] = [d.expires for d in rows]
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
-_GONE = Doc("", 0, {})
+_GONE = Doc("", 0, {}, expiry_known=True)
 _COLUMNS = {"paths": list, "gone": list, "sha": list, "len": str, "at": list, "by": list, "why": list}
 _COLUMNS |= {"size": str, "md": dict, "lead": list, "terms": dict}
 
@@ -185,7 +192,19 @@ def decode_segment(data: bytes) -> Segment:
         raise ValueError("malformed search segment: a value that is not a string")
     if not all(isinstance(i, int) and 0 <= i < n for i in segment.gone):
         raise ValueError("malformed search segment: tombstones out of range")
+    if segment.expires is not None and not _expiries(segment.expires, n):
+        raise ValueError("malformed search segment: expiries that are not numbers")
     return segment
+
+
+def _expiries(values: object, n: int) -> bool:
+    return (
+        isinstance(values, list)
+        and len(values) == n
+        and all(
+            v is None or (isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)) for v in values
+        )
+    )
 
 
 def merged(older: Updates, newer: Updates, *, oldest: bool) -> Updates:
