@@ -16,27 +16,22 @@ numbers.
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from .codecs import is_sha256
+from .search_forms import VERSION, Segment, Updates, decode_segment, encode_segment
 from .search_text import K1, B, Doc, idf, term_score
+
+__all__ = ["VERSION", "Segment", "Updates", "decode_segment", "encode_segment"]  # their home: `search_forms`
 
 #: The key of the store-level ``ext`` that holds the search index.
 EXT_KEY = "search"
-#: Version of the ``ext["search"]`` map and of segments (a reader ignores an index of another version;
-#: 1, with docs inline in the records, and 2, tokenized without NFKC and CJK characters, were never
-#: released). The tokenizer is part of the format: a query's tokens must be made as the index's were.
-VERSION = 3
 #: At most this many segments: a cold search reads each of them once.
 MAX_SEGMENTS = 5
 #: A newer segment is merged into the one before it while that one is less than this many times larger.
 MERGE_RATIO = 4
-
-Updates = dict[str, Doc | None]
 
 
 @dataclass(frozen=True)
@@ -89,122 +84,6 @@ def referenced_segments(ext: Mapping[str, Any]) -> list[str]:
     malformed index names none: its segments are unreadable to every reader anyway."""
     found = read_ext(ext)
     return [r.sha256 for r in found.segments] if found else []
-
-
-class Segment:
-    """One immutable segment, parsed. Columns, not one object per doc: lists of strings are not tracked by
-    Python's cycle collector, so parsing 10,000 docs does not trigger collections over the whole heap."""
-
-    def __init__(self, columns: dict[str, Any]):
-        self.paths: list[str] = columns["paths"]
-        self.gone: set[int] = set(columns["gone"])
-        self.lengths: list[int] = _numbers(columns["len"])
-        self.sizes: list[int] = _numbers(columns["size"])
-        self._columns = columns
-        self.terms: dict[str, str] = columns["terms"]
-        #: when each doc's file expires (None: never); absent from segments written before it was indexed
-        self.expires: list[float | None] | None = columns.get("exp")
-        self._decoded: dict[str, tuple[list[int], list[int]]] = {}
-
-    def doc(self, i: int) -> Doc | None:
-        """Doc `i` without its token counts (None: a tombstone)."""
-        if i in self.gone:
-            return None
-        c = self._columns
-        meta = (c["at"][i], c["by"][i], c["why"][i], self.sizes[i])
-        metadata = c["md"].get(str(i), {})
-        metadata = metadata if isinstance(metadata, dict) else {}
-        expires, known = (self.expires[i], True) if self.expires is not None else (None, False)
-        return Doc(c["sha"][i], self.lengths[i], {}, meta, metadata, c["lead"][i], expires, known)
-
-    def postings(self, term: str) -> tuple[list[int], list[int]]:
-        """Docs holding `term` and how often (decoded on first use)."""
-        if term not in self._decoded:
-            numbers = _numbers(self.terms.get(term, ""))
-            self._decoded[term] = (numbers[::2], numbers[1::2])
-        return self._decoded[term]
-
-    def full_docs(self) -> Updates:
-        """Every doc with its token counts (to merge segments)."""
-        counts: list[dict[str, int]] = [{} for _ in self.paths]
-        for term in self.terms:
-            for i, tf in zip(*self.postings(term), strict=True):
-                counts[i][term] = tf
-        out: Updates = {}
-        for i, path in enumerate(self.paths):
-            doc = self.doc(i)
-            out[path] = _with_counts(doc, counts[i]) if doc else None
-        return out
-
-
-def _numbers(text: str) -> list[int]:
-    return [int(n) for n in text.split()]
-
-
-def _with_counts(doc: Doc, counts: dict[str, int]) -> Doc:
-    return Doc(doc.sha256, doc.length, counts, doc.meta, doc.metadata, doc.lead, doc.expires, doc.expiry_known)
-
-
-def encode_segment(docs: Updates, writer: str) -> bytes:
-    """A segment's bytes (deterministic: equal docs give equal bytes, hence one object)."""
-    paths = sorted(docs)
-    rows = [docs[p] or _GONE for p in paths]
-    postings: dict[str, list[int]] = {}
-    for i, doc in enumerate(rows):
-        for term, tf in doc.counts.items():
-            postings.setdefault(term, []).extend((i, tf))
-    body = {
-        "format": 1, "v": VERSION, "writer": writer, "paths": paths,
-        "gone": [i for i, p in enumerate(paths) if docs[p] is None],
-        "sha": [d.sha256 for d in rows], "len": " ".join(str(d.length) for d in rows),
-        "at": [d.meta[0] for d in rows], "by": [d.meta[1] for d in rows], "why": [d.meta[2] for d in rows],
-        "size": " ".join(str(d.meta[3]) for d in rows),
-        "md": {str(i): dict(d.metadata) for i, d in enumerate(rows) if d.metadata},
-        "lead": [d.lead for d in rows], "terms": {t: " ".join(map(str, postings[t])) for t in sorted(postings)},
-    }  # fmt: skip
-    if all(d.expiry_known for d in rows):  # a doc merged from an older segment does not know it
-        body["exp"] = [d.expires for d in rows]
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-
-
-_GONE = Doc("", 0, {}, expiry_known=True)
-_COLUMNS = {"paths": list, "gone": list, "sha": list, "len": str, "at": list, "by": list, "why": list}
-_COLUMNS |= {"size": str, "md": dict, "lead": list, "terms": dict}
-
-
-def decode_segment(data: bytes) -> Segment:
-    """Parse a segment (untrusted: a malformed one raises ValueError)."""
-    try:
-        body = json.loads(data)
-        if body.get("v") != VERSION or not all(isinstance(body[k], t) for k, t in _COLUMNS.items()):
-            raise ValueError("unexpected columns")
-        segment = Segment(body)
-    except (KeyError, TypeError, ValueError, RecursionError, AttributeError) as exc:
-        raise ValueError(f"malformed search segment: {exc}") from exc
-    n = len(segment.paths)
-    if any(len(body[k]) != n for k in ("sha", "at", "by", "why", "lead")) or {
-        len(segment.lengths),
-        len(segment.sizes),
-    } != {n}:
-        raise ValueError("malformed search segment: columns of different lengths")
-    columns = (segment.paths, body["sha"], body["at"], body["by"], body["why"], body["lead"], body["terms"].values())
-    if not set().union(*(map(type, c) for c in columns)) <= {str}:  # map(type): C speed over 10,000s of values
-        raise ValueError("malformed search segment: a value that is not a string")
-    if not all(isinstance(i, int) and 0 <= i < n for i in segment.gone):
-        raise ValueError("malformed search segment: tombstones out of range")
-    if segment.expires is not None and not _expiries(segment.expires, n):
-        raise ValueError("malformed search segment: expiries that are not numbers")
-    return segment
-
-
-def _expiries(values: object, n: int) -> bool:
-    return (
-        isinstance(values, list)
-        and len(values) == n
-        and all(
-            v is None or (isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)) for v in values
-        )
-    )
 
 
 def merged(older: Updates, newer: Updates, *, oldest: bool) -> Updates:
