@@ -16,8 +16,11 @@ numbers.
 
 from __future__ import annotations
 
+import heapq
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import compress
 from typing import Any
 
 from .codecs import is_sha256
@@ -112,20 +115,38 @@ class Corpus:
     def __init__(self, segments: list[Segment], pending: Updates):
         self.segments = segments
         self.pending = dict(pending)
-        owner: dict[str, tuple[int, int] | Doc | None] = {}
-        for si, segment in enumerate(segments):
-            owner.update(zip(segment.paths, ((si, i) for i in range(len(segment.paths))), strict=True))
-        owner.update(pending)
-        #: where each live path's doc is: (segment, row) or a pending Doc
-        self.owner = {p: o for p, o in owner.items() if o is not None and not _tombstone(segments, o)}
-        #: per segment, whether each row is the live doc of its path
-        self.live = [[False] * len(s.paths) for s in segments]
+        #: per segment, whether each row is the live doc of its path (the newest doc of a path wins)
+        self.live: list[list[bool]] = [[] for _ in segments]
         self.docs, self.total = 0, 0
-        for own in self.owner.values():
-            length = own.length if isinstance(own, Doc) else segments[own[0]].lengths[own[1]]
-            if not isinstance(own, Doc):
-                self.live[own[0]][own[1]] = True
-            self.docs, self.total = self.docs + (length > 0), self.total + length
+        seen = set(self.pending)
+        for si in reversed(range(len(segments))):
+            segment = segments[si]
+            live = [p not in seen for p in segment.paths]  # one pass at C speed: no per-row Python code
+            for i in segment.gone:
+                live[i] = False
+            seen.update(segment.paths)
+            self.live[si] = live
+            lengths = list(compress(segment.lengths, live))
+            self.docs, self.total = self.docs + len(lengths) - lengths.count(0), self.total + sum(lengths)
+        for doc in self.pending.values():
+            if doc is not None:
+                self.docs, self.total = self.docs + (doc.length > 0), self.total + doc.length
+        #: whether every row of a segment is live (its document frequencies are its postings' lengths)
+        self._whole = [all(live) for live in self.live]
+        self._owner: dict[str, tuple[int, int] | Doc] | None = None
+
+    @property
+    def owner(self) -> dict[str, tuple[int, int] | Doc]:
+        """Where each live path's doc is: (segment, row) or a pending Doc (built on first use: a search
+        without unsaved changes needs none of it)."""
+        if self._owner is None:
+            owner: dict[str, tuple[int, int] | Doc] = {}
+            for si, segment in enumerate(self.segments):
+                rows = zip(segment.paths, self.live[si], strict=True)
+                owner.update((p, (si, i)) for i, (p, live) in enumerate(rows) if live)
+            owner.update((p, d) for p, d in self.pending.items() if d is not None)
+            self._owner = owner
+        return self._owner
 
     def doc(self, path: str) -> Doc:
         own = self.owner[path]
@@ -147,14 +168,32 @@ class Corpus:
             for path, doc in self._loose(shadow):
                 if term in doc.counts:
                     scores[path] = scores.get(path, 0.0) + term_score(doc.counts[term], doc.length, avg, weight)
-        ranked = [(s, self.segments[si].paths[i], None) for si, acc in enumerate(accumulated) for i, s in acc]
-        ranked += [(s, p, None) for p, s in scores.items()]
-        ranked.sort(key=lambda hit: (-hit[0], hit[1]))
+        # First the best few (ties included) in order; all of them only if `accept` leaves too few of those.
+        every = [s for acc in accumulated for s in acc.values()] + list(scores.values())
+        best = 2 * limit + 16
+        cut = heapq.nlargest(best, every)[-1] if len(every) > best else -math.inf
+        out = self._accepted(self._ranked(accumulated, scores, cut), shadow, accept, limit)
+        if len(out) < limit and cut > -math.inf:
+            out = self._accepted(self._ranked(accumulated, scores, -math.inf), shadow, accept, limit)
+        return out
+
+    def _ranked(self, accumulated: list[dict[int, float]], scores: dict[str, float], cut: float) -> list[_Ranked]:
+        """The candidates scoring at least `cut`, best first (ties by path)."""
+        ranked: list[_Ranked] = [(-s, p, None) for p, s in scores.items() if s >= cut]
+        for si, acc in enumerate(accumulated):
+            paths = self.segments[si].paths
+            ranked += [(-s, paths[i], (si, i)) for i, s in acc.items() if s >= cut]
+        ranked.sort()
+        return ranked
+
+    def _accepted(
+        self, ranked: list[_Ranked], shadow: Updates, accept: Callable[[str, Doc], bool], limit: int
+    ) -> list[Hit]:
         out: list[Hit] = []
-        for score, path, _ in ranked:
-            doc = self._current(path, shadow)
+        for negated, path, where in ranked:
+            doc = self._current(path, where, shadow)
             if accept(path, doc):
-                out.append((path, score, doc))
+                out.append((path, -negated, doc))
                 if len(out) == limit:
                     break
         return out
@@ -162,7 +201,7 @@ class Corpus:
     def _loose(self, shadow: Updates) -> Iterable[tuple[str, Doc]]:
         """Live docs outside the segments: pending ones not shadowed, then the shadow's."""
         for path, doc in self.pending.items():
-            if doc is not None and path not in shadow and self.owner.get(path) is doc:
+            if doc is not None and path not in shadow:
                 yield path, doc
         for path, doc in shadow.items():
             if doc is not None:
@@ -171,27 +210,32 @@ class Corpus:
     def _df(self, term: str, shadow: Updates) -> int:
         df = sum(1 for _, doc in self._loose(shadow) if term in doc.counts)
         for si, segment in enumerate(self.segments):
-            live, paths = self.live[si], segment.paths
-            df += sum(1 for i in segment.postings(term)[0] if i < len(live) and live[i] and paths[i] not in shadow)
+            rows, live, paths = segment.postings(term)[0], self.live[si], segment.paths
+            if not shadow and self._whole[si] and (not rows or (min(rows) >= 0 and max(rows) < len(live))):
+                df += len(rows)  # every row live and in range: no per-row Python code
+                continue
+            df += sum(1 for i in rows if 0 <= i < len(live) and live[i] and paths[i] not in shadow)
         return df
 
-    def _segment_scores(
-        self, si: int, weights: dict[str, float], shadow: Updates, avg: float
-    ) -> list[tuple[int, float]]:
-        """BM25 scores of segment `si`'s live rows holding any of the terms `weights` weighs (row, score)."""
+    def _segment_scores(self, si: int, weights: dict[str, float], shadow: Updates, avg: float) -> dict[int, float]:
+        """BM25 scores of segment `si`'s live rows holding any of the terms `weights` weighs, by row."""
         segment, live = self.segments[si], self.live[si]
         lengths, n = segment.lengths, len(segment.paths)
         acc: dict[int, float] = {}
-        k, b = K1 * (1.0 - B), K1 * B / avg
+        k, b, k1 = K1 * (1.0 - B), K1 * B / avg, K1 + 1.0
         for term, weight in weights.items():
             rows, tfs = segment.postings(term)
+            if not (self._whole[si] and (not rows or (min(rows) >= 0 and max(rows) < n))):
+                pairs = [(i, tf) for i, tf in zip(rows, tfs, strict=True) if 0 <= i < n and live[i]]
+                rows, tfs = [i for i, _ in pairs], [tf for _, tf in pairs]
+            if not acc:  # the first term: a comprehension (0.0 + x is x: the same sums as below)
+                acc = {i: weight * tf * k1 / (tf + k + b * lengths[i]) for i, tf in zip(rows, tfs, strict=True)}
+                continue
             for i, tf in zip(rows, tfs, strict=True):
-                if i < n and live[i]:
-                    acc[i] = acc.get(i, 0.0) + weight * tf * (K1 + 1.0) / (tf + k + b * lengths[i])
-        shadowed = [i for i in acc if segment.paths[i] in shadow] if shadow else []
-        for i in shadowed:
+                acc[i] = acc.get(i, 0.0) + weight * tf * k1 / (tf + k + b * lengths[i])
+        for i in [i for i in acc if segment.paths[i] in shadow] if shadow else []:
             del acc[i]
-        return list(acc.items())
+        return acc
 
     def _stats(self, shadow: Updates) -> tuple[int, int]:
         docs, total = self.docs, self.total
@@ -203,12 +247,15 @@ class Corpus:
                 docs, total = docs + (doc.length > 0), total + doc.length
         return docs, total
 
-    def _current(self, path: str, shadow: Updates) -> Doc:
-        return _checked(shadow[path]) if path in shadow else self.doc(path)
+    def _current(self, path: str, where: tuple[int, int] | None, shadow: Updates) -> Doc:
+        if path in shadow:
+            return _checked(shadow[path])
+        return _checked(self.segments[where[0]].doc(where[1])) if where else self.doc(path)
 
 
-def _tombstone(segments: list[Segment], own: tuple[int, int] | Doc) -> bool:
-    return not isinstance(own, Doc) and own[1] in segments[own[0]].gone
+#: A ranked candidate: its negated score (ascending order is best first, ties by path), its path, and
+#: where its doc is (segment and row; None: a doc outside the segments).
+_Ranked = tuple[float, str, "tuple[int, int] | None"]
 
 
 def _checked(doc: Doc | None) -> Doc:
