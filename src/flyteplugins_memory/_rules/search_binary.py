@@ -99,21 +99,29 @@ def encode(paths: list[str], rows: list[Doc], gone: list[int], writer: str) -> b
     return MAGIC + struct.pack("<I", len(head)) + head + b"".join(blocks[name] for name in BLOCKS)
 
 
+def read_header(data: bytes) -> tuple[dict[str, Any], int]:
+    """A binary segment's header and the offset of its first block (untrusted: raises ValueError,
+    TypeError, KeyError or struct.error when malformed)."""
+    (size,) = struct.unpack_from("<I", data, len(MAGIC))
+    start = len(MAGIC) + 4
+    header = json.loads(data[start : start + size])
+    if not isinstance(header, dict):
+        raise ValueError("malformed search segment: a header that is not an object")
+    return header, start + size
+
+
 class BinaryColumns:
     """A binary segment's columns, checked for shape; postings and docs decoded on first use."""
 
     def __init__(self, data: bytes):
         view = memoryview(data)
-        (size,) = struct.unpack_from("<I", data, len(MAGIC))
-        start = len(MAGIC) + 4
-        header = json.loads(bytes(view[start : start + size]))
+        header, at = read_header(data)
         widths, lengths = header["widths"], header["bytes"]
         if not isinstance(widths, dict) or not isinstance(lengths, list) or len(lengths) != len(BLOCKS):
             raise ValueError("malformed search segment: a header without block lengths")
-        if not all(isinstance(n, int) and n >= 0 for n in lengths) or start + size + sum(lengths) != len(data):
+        if not all(isinstance(n, int) and n >= 0 for n in lengths) or at + sum(lengths) != len(data):
             raise ValueError("malformed search segment: blocks that do not add up to its size")
         blocks: dict[str, memoryview] = {}
-        at = start + size
         for name, length in zip(BLOCKS, lengths, strict=True):
             blocks[name], at = view[at : at + length], at + length
         n = header["docs"]
