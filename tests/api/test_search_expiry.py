@@ -1,7 +1,7 @@
 """Search and ttl (docs/decisions/0156): the index's docs carry their file's expiry, so a cold search leaves
 expired files out without reading the file index; docs of segments written before (no expiry) are looked
 up in the file index as before. Stores of old and new segments answer alike; purge removes binary segments
-that hold a purged content. On local disk and moto S3."""
+that hold a purged content. On local disk (the backend does not matter here)."""
 
 from __future__ import annotations
 
@@ -65,10 +65,10 @@ def seeded(key: str) -> MemoryStore:
 
 
 def test_a_cold_search_leaves_expired_files_out_without_reading_the_file_index(
-    durable_backend, key, io_counter, monkeypatch, small_parts
+    local_backend, key, io_counter, monkeypatch, small_parts
 ):
     seeded(key)
-    assert [n for n in durable_backend.journal(key) if n.startswith(PARTS)]
+    assert [n for n in local_backend.journal(key) if n.startswith(PARTS)]
     fresh = MemoryStore.get_or_create(key=key)
     io_counter.reset()
     assert paths(fresh.search("heron")) == ["scratch.md", "kept.md"]
@@ -79,16 +79,14 @@ def test_a_cold_search_leaves_expired_files_out_without_reading_the_file_index(
     assert paths(again.search("heron")) == ["kept.md"]  # the ttl ran out: the doc says so
     reads = io_counter.names("get")
     assert reads and all(n.startswith(SEGMENTS) for n in reads), io_counter.ops
-    assert all(d.startswith(MAGIC) for n, d in durable_backend.journal(key).items() if n.startswith(SEGMENTS))
+    assert all(d.startswith(MAGIC) for n, d in local_backend.journal(key).items() if n.startswith(SEGMENTS))
 
 
-def test_docs_of_old_segments_are_looked_up_in_the_file_index(
-    durable_backend, key, io_counter, monkeypatch, small_parts
-):
+def test_docs_of_old_segments_are_looked_up_in_the_file_index(local_backend, key, io_counter, monkeypatch, small_parts):
     with monkeypatch.context() as patch:
         old_segments(patch)
         seeded(key)
-    assert not any(d.startswith(MAGIC) for n, d in durable_backend.journal(key).items() if n.startswith(SEGMENTS))
+    assert not any(d.startswith(MAGIC) for n, d in local_backend.journal(key).items() if n.startswith(SEGMENTS))
     later(monkeypatch, 2)
     fresh = MemoryStore.get_or_create(key=key)
     io_counter.reset()
@@ -96,7 +94,7 @@ def test_docs_of_old_segments_are_looked_up_in_the_file_index(
     assert [n for n in io_counter.names("get") if n.startswith(PARTS)], io_counter.ops  # no expiry in the doc
 
 
-def test_a_store_of_old_and_new_segments_searches_right_and_purge_removes_both_kinds(durable_backend, key, monkeypatch):
+def test_a_store_of_old_and_new_segments_searches_right_and_purge_removes_both_kinds(local_backend, key, monkeypatch):
     store = MemoryStore.create(key=key)
     for i in range(8):
         store.write_text(f"files/{i}.md", f"owl {i} " + "filler " * 200)
@@ -107,14 +105,14 @@ def test_a_store_of_old_and_new_segments_searches_right_and_purge_removes_both_k
     store.write_text("files/0.md", "owl owl owl kestrel")
     store.write_text("late.md", "the late quokkaburra note, owl")
     store.save()
-    kinds = {d.startswith(MAGIC) for n, d in durable_backend.journal(key).items() if n.startswith(SEGMENTS)}
+    kinds = {d.startswith(MAGIC) for n, d in local_backend.journal(key).items() if n.startswith(SEGMENTS)}
     assert kinds == {True, False}  # the new save did not merge the old segment away: both kinds in one index
     fresh = MemoryStore.get_or_create(key=key)
     assert paths(fresh.search("kestrel")) == ["files/0.md"] and paths(fresh.search("owl"))[0] == "files/0.md"
     assert set(paths(fresh.search("quokkaburra"))) == {"secret.md", "late.md"}
     fresh.purge("secret.md")
     fresh.purge("late.md")
-    assert [n for n, d in durable_backend.stored(key).items() if b"quokkaburra" in d] == []
+    assert [n for n, d in local_backend.stored(key).items() if b"quokkaburra" in d] == []
     assert MemoryStore.get_or_create(key=key).search("quokkaburra") == []
     assert paths(MemoryStore.get_or_create(key=key).search("kestrel")) == ["files/0.md"]
 
