@@ -17,6 +17,7 @@ from flyteplugins_memory._journal import search_segments
 from flyteplugins_memory._rules import parts as _parts
 from flyteplugins_memory._rules.search_binary import MAGIC
 from flyteplugins_memory._rules.search_forms import encode_json_segment
+from released import BEFORE_BINARY_SEGMENTS, released_source, run_released
 
 SEGMENTS = "meta/.journal/search/"
 PARTS = "meta/.journal/parts/"
@@ -128,3 +129,27 @@ def test_a_rewrite_that_drops_the_ttl_keeps_the_file_found(local_backend, key, m
     store.save()
     later(monkeypatch, 2)
     assert paths(MemoryStore.get_or_create(key=key).search("ibis")) == ["note.md"]
+
+
+@pytest.mark.slow
+def test_the_release_before_binary_segments_searches_a_store_of_them_and_search_stays_right(
+    local_backend, key, tmp_path
+):
+    """It cannot parse a binary segment: it indexes the files instead (no error), and its save replaces
+    the segment it could not read with one of its own JSON form, which this version reads."""
+    store = MemoryStore.create(key=key)
+    store.write_text("a.md", "an osprey over the bay")
+    store.write_text("b.md", "a kestrel on the wire")
+    store.save()
+    previous = released_source(BEFORE_BINARY_SEGMENTS, tmp_path / "previous")
+    config = {"key": key, "raw": local_backend.raw_data_path, "endpoint": None, "query": "osprey"}
+    done = run_released(previous, "search", config | {"writes": {"c.md": "osprey too"}})
+    assert done["hits"] == ["a.md"]
+    kinds = {d.startswith(MAGIC) for n, d in local_backend.journal(key).items() if n.startswith(SEGMENTS)}
+    assert False in kinds  # its own segment, in the JSON form
+    fresh = MemoryStore.get_or_create(key=key)
+    assert set(paths(fresh.search("osprey"))) == {"a.md", "c.md"} and paths(fresh.search("kestrel")) == ["b.md"]
+    fresh.write_text("d.md", "osprey again")
+    fresh.save()
+    again = MemoryStore.get_or_create(key=key)
+    assert set(paths(again.search("osprey"))) == {"a.md", "c.md", "d.md"} and paths(again.search("kestrel")) == ["b.md"]
