@@ -9,9 +9,9 @@ it). A newer entry for a path wins over an older one; ``None`` is a tombstone (t
 ``seq`` marks the commit the index describes exactly: a commit written without updating it (an older
 release, a failed update) leaves it behind, and readers then check the index against the file index.
 
-A segment holds its docs without their token counts, and per term a posting string ``"i tf i tf ..."``
-decoded only when a query asks for that term: opening a 10,000-doc index parses strings, not a million
-numbers.
+A segment holds its docs without their token counts, and per term its postings, decoded only when a query
+asks for that term (`search_forms`: the binary form new segments take, the JSON form older releases wrote).
+A `Corpus` ranks with BM25 over the postings of the query's terms only.
 """
 
 from __future__ import annotations
