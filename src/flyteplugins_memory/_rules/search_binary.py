@@ -183,11 +183,13 @@ def _doc(raw: Any, length: int) -> Doc:
         sha, updated_at, updated_by, reason, size, metadata, lead, expires = raw
     except (TypeError, ValueError) as exc:
         raise ValueError(f"malformed search segment: a doc that is not one: {exc}") from exc
-    texts = (sha, updated_at, updated_by, reason, lead)
-    known = expires is not False
-    number = isinstance(expires, int | float) and not isinstance(expires, bool) and math.isfinite(expires)
-    if not all(isinstance(t, str) for t in texts) or type(size) is not int or not (expires in (None, False) or number):
+    if not all(isinstance(t, str) for t in (sha, updated_at, updated_by, reason, lead)) or type(size) is not int:
         raise ValueError("malformed search segment: a doc of unexpected types")
+    expiry: float | None = None
+    if isinstance(expires, int | float) and not isinstance(expires, bool) and math.isfinite(expires):
+        expiry = float(expires)
+    elif expires is not None and expires is not False:
+        raise ValueError("malformed search segment: an expiry that is not a number")
     meta = (updated_at, updated_by, reason, size)
-    expiry = float(expires) if number else None
-    return Doc(sha, length, {}, meta, metadata if isinstance(metadata, dict) else {}, lead, expiry, known)
+    metadata = metadata if isinstance(metadata, dict) else {}
+    return Doc(sha, length, {}, meta, metadata, lead, expiry, expires is not False)

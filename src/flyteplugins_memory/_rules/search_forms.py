@@ -34,7 +34,7 @@ class Segment:
     def __init__(self, columns: dict[str, Any]):
         self.paths: list[str] = columns["paths"]
         self.gone: set[int] = set(columns["gone"])
-        self.lengths: list[int] = _numbers(columns["len"])
+        self.lengths: Sequence[int] = _numbers(columns["len"])
         self.sizes: list[int] = _numbers(columns["size"])
         self._columns = columns
         self.terms: dict[str, str] = columns["terms"]
