@@ -15,7 +15,11 @@ drawn from a fixed vocabulary, seeded, so every run holds the same store):
 Requests are the object operations each side asks of storage: ours counted at our storage seam
 (`JournalStorage`), upstream's (and ours, on S3) by the server.
 
-Run: python benchmarks/search_bench.py [--entries 10000] [--saves 20] [--out FILE]
+- the local reference: SQLite FTS5 over the same documents in an in-memory table (build, first and later
+  queries, `bm25()` ranking) beside our index's segment in memory (encode, parse + first search, later
+  searches).
+
+Run: python benchmarks/search_bench.py [--entries 10000] [--saves 20] [--reference-only] [--out FILE]
 """
 
 from __future__ import annotations
@@ -158,6 +162,55 @@ def naive(counter: SeamCounter, key: str) -> dict:
     return {"ms": ms, "requests": counter.requests}
 
 
+def fts_query(query: str) -> str:
+    """A query of ours as FTS5's: any of its words (ours ranks docs holding any; FTS5's default is all)."""
+    return " OR ".join(f'"{word}"' for word in query.split())
+
+
+def reference(files: dict[str, str]) -> dict:
+    """The local reference, in memory, no storage: SQLite FTS5 (bm25() ranking) beside our index over the
+    same documents: build (tokenize every file, then FTS5's inserts or our segment's encoding), a first query
+    on a fresh copy (ours: parse the segment's bytes, then search) and later queries (median)."""
+    import sqlite3
+
+    from flyteplugins_memory._rules.search_index import Corpus, decode_segment, encode_segment
+    from flyteplugins_memory._rules.search_text import make_doc, tokenize
+
+    def fts_build() -> sqlite3.Connection:
+        db = sqlite3.connect(":memory:")
+        db.execute("create virtual table docs using fts5(path unindexed, body)")
+        db.executemany("insert into docs values (?, ?)", files.items())
+        db.commit()
+        return db
+
+    def fts_search(db: sqlite3.Connection, query: str) -> list:
+        sql = "select path, bm25(docs) from docs where docs match ? order by bm25(docs) limit 10"
+        return db.execute(sql, (fts_query(query),)).fetchall()
+
+    build_ms, db = timed(fts_build)
+    first_ms, hits = timed(lambda: fts_search(db, QUERIES[0]))
+    assert hits
+    fts = {"build_ms": build_ms, "first_ms": first_ms}
+    fts["warm_ms"] = statistics.median(timed(lambda q=q: fts_search(db, q))[0] for q in QUERIES * 4)
+    pages = db.execute("pragma page_count").fetchone()[0] * db.execute("pragma page_size").fetchone()[0]
+    fts["bytes"] = pages
+
+    meta = ("", "", "", 0)
+    build_ms, data = timed(
+        lambda: encode_segment({p: make_doc("0" * 64, t.encode(), meta, {}) for p, t in files.items()}, "bench")
+    )
+
+    def first() -> tuple[Corpus, list]:
+        corpus = Corpus([decode_segment(data)], {})
+        return corpus, corpus.search(tokenize(QUERIES[0]), {}, lambda p, d: True, 10)
+
+    first_ms, (corpus, hits) = timed(first)
+    assert hits
+    warm = [timed(lambda q=q: corpus.search(tokenize(q), {}, lambda p, d: True, 10))[0] for q in QUERIES * 4]
+    ours = {"build_ms": build_ms, "first_ms": first_ms, "warm_ms": statistics.median(warm), "bytes": len(data)}
+    return {"fts5": fts, "ours": ours}
+
+
 def upstream(key: str) -> dict:
     from flyte.ai.agents import MemoryStore as Upstream
 
@@ -207,6 +260,8 @@ def table(results: dict[str, dict], entries: int, saves: int) -> str:
         "| --- | --- | ---: | ---: |",
     ]
     for backend, f in results.items():
+        if backend == "in memory":
+            continue
         o = f["ours"]
         naive, up = f["naive"], f["upstream"]
         lines += [
@@ -226,13 +281,44 @@ def table(results: dict[str, dict], entries: int, saves: int) -> str:
         ]
     lines.append("")
     for backend, f in results.items():
+        if backend == "in memory":
+            continue
         o = f["ours"]
         lines.append(
             f"- {backend}: index bytes written per one-file save, over {saves} saves on fresh handles: "
             f"{o['save_bytes']:,.0f} B on average (at most {o['save_bytes_max']:,} B, a save whose segment "
             "merges with the newest ones)."
         )
+    if "in memory" in results:
+        lines += ["", *reference_table(results["in memory"], entries)]
     return "\n".join(lines)
+
+
+def reference_table(figures: dict, entries: int) -> list[str]:
+    lines = [
+        (
+            f"The local reference: the same {entries:,} documents in memory, no storage; SQLite "
+            f"{sqlite_version()} FTS5 (`bm25()`, a query's words OR-ed as ours are) beside our index."
+        ),
+        "",
+        "| engine | build | first query | later queries (median) | index bytes |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for name, label in (
+        ("fts5", "SQLite FTS5, in-memory table"),
+        ("ours", "ours: segment bytes, parsed at the first query"),
+    ):
+        f = figures[name]
+        lines.append(
+            f"| {label} | {f['build_ms']:,.0f} ms | {f['first_ms']:,.1f} ms | {f['warm_ms']:,.2f} ms | {f['bytes']:,} |"
+        )
+    return lines
+
+
+def sqlite_version() -> str:
+    import sqlite3
+
+    return sqlite3.sqlite_version
 
 
 def main() -> None:
@@ -240,10 +326,14 @@ def main() -> None:
     parser.add_argument("--entries", type=int, default=10_000)
     parser.add_argument("--saves", type=int, default=20)
     parser.add_argument("--no-s3", action="store_true")
+    parser.add_argument("--reference-only", action="store_true", help="only the in-memory reference (FTS5 and ours)")
     parser.add_argument("--out", help="also write the table to this markdown file")
     args = parser.parse_args()
     files = corpus(args.entries)
-    results: dict[str, dict] = {}
+    results: dict[str, dict] = {"in memory": reference(files)}
+    if args.reference_only:
+        print("\n".join(reference_table(results["in memory"], args.entries)))
+        return
     # S3 first: the local context set-up below would otherwise replace the S3 configuration.
     if not args.no_s3:
         server = CountingServer()

@@ -25,6 +25,8 @@ from flyteplugins_memory import (
 from flyteplugins_memory._base.version import PACKAGE_VERSION, SOURCE_VERSION, WRITER
 from flyteplugins_memory._rules.layout import HEAD_NAME, checkpoint_name, log_name
 from flyteplugins_memory._rules.markers import CONFIG_NAME, purge_marker_name
+from flyteplugins_memory._rules.search_binary import MAGIC as SEGMENT_MAGIC
+from flyteplugins_memory._rules.search_binary import read_header
 from released import BEFORE_EVOLUTION, released_source, result_of, run_released, start_released
 from repo import REPO
 
@@ -239,8 +241,12 @@ def test_every_object_this_version_writes_names_it(local_backend, key):
     store.compact()
     store.purge("b.txt")
     objects = local_backend.journal(key)
-    documents = {n: json.loads(d) for n, d in objects.items() if n.endswith(".json")}
+    segments = {n: d for n, d in objects.items() if d.startswith(SEGMENT_MAGIC)}  # binary: docs/decisions/0155
+    documents = {n: json.loads(d) for n, d in objects.items() if n.endswith(".json") and n not in segments}
     assert documents and all(doc["writer"] == WRITER and doc["format"] == 1 for doc in documents.values())
+    assert segments and all("/search/" in n for n in segments)
+    headers = [read_header(d)[0] for d in segments.values()]
+    assert all(h["writer"] == WRITER and h["format"] == 2 for h in headers)
     (fence,) = [json.loads(d) for d in local_backend.old_journal(key).values()]
     assert fence["writer"] == WRITER and fence["format"] == 2  # what earlier versions refuse
     store.gc(window=timedelta(0))

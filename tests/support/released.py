@@ -24,6 +24,8 @@ BEFORE_EVOLUTION = "1fce8fc"
 BEFORE_PARTS = "aa5ffa8"
 #: Issue 9's release (0.4.0: partitioned checkpoints), the one deployed before issue 11's features.
 ISSUE_9_RELEASE = "370d8ce"
+#: The last commit before binary search segments and docs that carry their expiry (docs/decisions/0155).
+BEFORE_BINARY_SEGMENTS = "5fa6779"
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
@@ -109,7 +111,19 @@ def save_after(config: dict) -> dict:
     return _outcome(lambda: str(store.save()) and None)
 
 
-PROGRAMS = {"write": write, "read": read, "save_after": save_after}
+def search(config: dict) -> dict:
+    """Open the store, search for `query`, then save each of `writes` ({path: text}) as its own commit."""
+    from flyteplugins_memory import MemoryStore
+
+    store = MemoryStore.get_or_create(key=config["key"])
+    hits = [hit.path for hit in store.search(config["query"])]
+    for path, text in config.get("writes", {}).items():
+        store.write_text(path, text, actor="released")
+        store.save()
+    return {"hits": hits}
+
+
+PROGRAMS = {"write": write, "read": read, "save_after": save_after, "search": search}
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from typing import Any
 
 from .._base.syncify import syncify
 from .._handle.working_copy import WorkingCopy
+from .._journal import gc as _gc
 from .._rules.admission import Access
 from .._rules.arguments import check_flag, check_int
 from .._rules.codecs import MemoryMeta
@@ -29,6 +30,7 @@ from .._rules.metadata import Scalar, check_where, matches
 from .._rules.paths import MESSAGES_PATH
 from .._rules.search_index import Hit, Updates
 from .._rules.search_text import Doc, make_doc, searchable_text, snippet, tokenize
+from .._rules.state import State
 from ..errors import InvalidArgument
 from .core import StoreCore
 
@@ -85,6 +87,7 @@ class SearchAPI(StoreCore):
         if embed is not None and not callable(embed):
             raise InvalidArgument(f"embed must be a callable or None, got {embed!r}")
         corpus, shadow = await self._checkout.searching(self)
+        searched = self._checkout.working_copy.base  # no await since: the base the corpus is of
         if include_transcript:
             shadow = {**shadow, **_transcript_docs(self.messages)}
         lo, hi = range_under(rel)
@@ -93,17 +96,37 @@ class SearchAPI(StoreCore):
         hits = corpus.search(terms, shadow, accept, pool)
         if embed is not None:
             hits = await _fused(embed, query, hits, _fill(corpus.paths(), shadow, hits, accept, corpus, pool))
-        hits = await self._checkout.look(self, lambda view: _live(view, hits), paths=_file_paths(hits))
+        now = _gc.clock()
+        hits = await self._checkout.look(
+            self, lambda view: _live(view, hits, searched, now), paths=_looked_up(hits, searched, now)
+        )
         return [_hit(path, score, doc, terms) for path, score, doc in hits[:count]]
 
 
-def _file_paths(hits: list[Hit]) -> list[str]:
-    return [path for path, _, _ in hits if not path.startswith(MESSAGES_PATH + "#")]
+def _looked_up(hits: list[Hit], searched: State, now: float) -> list[str]:
+    """The hits whose liveness `_live` asks the file index (whose parts it must load first)."""
+    return [path for path, _, doc in hits if _known(path, doc, searched, now) is None]
 
 
-def _live(view: WorkingCopy, hits: list[Hit]) -> list[Hit]:
-    """`hits` without files whose ttl ran out since the index was written (see `_rules.ttl`)."""
-    return [hit for hit in hits if hit[0].startswith(MESSAGES_PATH + "#") or view.entry(hit[0]) is not None]
+def _live(view: WorkingCopy, hits: list[Hit], searched: State, now: float) -> list[Hit]:
+    """`hits` without files whose ttl ran out since the index was written (see `_rules.ttl`). A doc that
+    knows its file's expiry answers for the base it was searched in; others (a segment written before
+    expiries were indexed, a base refreshed meanwhile) are looked up in the file index."""
+    out = []
+    for path, score, doc in hits:
+        known = _known(path, doc, searched, now) if view.base is searched else None
+        if known if known is not None else view.entry(path) is not None:
+            out.append((path, score, doc))
+    return out
+
+
+def _known(path: str, doc: Doc, searched: State, now: float) -> bool | None:
+    """Whether hit `path` is live, as its doc knows (None: it does not)."""
+    if path.startswith(MESSAGES_PATH + "#"):
+        return True
+    if not doc.expiry_known:
+        return None
+    return doc.expires is None or doc.expires > now
 
 
 def _check_query(query: object) -> str:

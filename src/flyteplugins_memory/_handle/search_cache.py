@@ -21,7 +21,7 @@ from .._rules.metadata import EXT_KEY as METADATA_KEY
 from .._rules.search_index import Corpus, Repairs, Segment, Updates, read_ext
 from .._rules.search_text import Doc
 from .._rules.state import State
-from .._rules.ttl import is_expired
+from .._rules.ttl import expires_at, is_expired
 from ..errors import ContentPurged
 from .working_copy import WorkingCopy
 
@@ -85,7 +85,9 @@ class SearchCache:
 
 def _describes(doc: Doc, entry: FileEntry) -> bool:
     meta = (entry.updated_at, entry.updated_by, entry.reason, entry.bytes)
-    return doc.sha256 == entry.sha256 and doc.meta == meta and doc.metadata == (entry.ext.get(METADATA_KEY) or {})
+    expiry = not doc.expiry_known or doc.expires == expires_at(entry)  # unknown: a search looks it up
+    same = doc.sha256 == entry.sha256 and doc.meta == meta and expiry
+    return same and doc.metadata == (entry.ext.get(METADATA_KEY) or {})
 
 
 async def _unless_purged(read: Awaitable[bytes]) -> bytes | None:

@@ -39,6 +39,7 @@ from .._rules.search_index import (
 )
 from .._rules.search_text import Doc, make_doc
 from .._rules.state import State
+from .._rules.ttl import expires_at
 from ..errors import MemoryStoreError, StorageError
 from ..storage._contract import ObjectStorage
 
@@ -55,7 +56,7 @@ def doc_for(path: str, entry: FileEntry, data: bytes) -> Doc:
     """The index's doc for a file: its content, and what `get_meta` gives for it."""
     meta = (entry.updated_at, entry.updated_by, entry.reason, entry.bytes)
     metadata = entry.ext.get(METADATA_KEY) or {}
-    return make_doc(entry.sha256, data, meta, metadata if isinstance(metadata, dict) else {})
+    return make_doc(entry.sha256, data, meta, metadata if isinstance(metadata, dict) else {}, expires_at(entry))
 
 
 def docs_for(changes: Mapping[str, FileEntry | None], contents: Mapping[str, bytes]) -> Updates | None:

@@ -9,33 +9,32 @@ it). A newer entry for a path wins over an older one; ``None`` is a tombstone (t
 ``seq`` marks the commit the index describes exactly: a commit written without updating it (an older
 release, a failed update) leaves it behind, and readers then check the index against the file index.
 
-A segment holds its docs without their token counts, and per term a posting string ``"i tf i tf ..."``
-decoded only when a query asks for that term: opening a 10,000-doc index parses strings, not a million
-numbers.
+A segment holds its docs without their token counts, and per term its postings, decoded only when a query
+asks for that term (`search_forms`: the binary form new segments take, the JSON form older releases wrote).
+A `Corpus` ranks with BM25 over the postings of the query's terms only.
 """
 
 from __future__ import annotations
 
-import json
+import heapq
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import compress
 from typing import Any
 
 from .codecs import is_sha256
+from .search_forms import VERSION, Segment, Updates, decode_segment, encode_segment
 from .search_text import K1, B, Doc, idf, term_score
+
+__all__ = ["VERSION", "Segment", "Updates", "decode_segment", "encode_segment"]  # their home: `search_forms`
 
 #: The key of the store-level ``ext`` that holds the search index.
 EXT_KEY = "search"
-#: Version of the ``ext["search"]`` map and of segments (a reader ignores an index of another version;
-#: 1, with docs inline in the records, and 2, tokenized without NFKC and CJK characters, were never
-#: released). The tokenizer is part of the format: a query's tokens must be made as the index's were.
-VERSION = 3
 #: At most this many segments: a cold search reads each of them once.
 MAX_SEGMENTS = 5
 #: A newer segment is merged into the one before it while that one is less than this many times larger.
 MERGE_RATIO = 4
-
-Updates = dict[str, Doc | None]
 
 
 @dataclass(frozen=True)
@@ -90,104 +89,6 @@ def referenced_segments(ext: Mapping[str, Any]) -> list[str]:
     return [r.sha256 for r in found.segments] if found else []
 
 
-class Segment:
-    """One immutable segment, parsed. Columns, not one object per doc: lists of strings are not tracked by
-    Python's cycle collector, so parsing 10,000 docs does not trigger collections over the whole heap."""
-
-    def __init__(self, columns: dict[str, Any]):
-        self.paths: list[str] = columns["paths"]
-        self.gone: set[int] = set(columns["gone"])
-        self.lengths: list[int] = _numbers(columns["len"])
-        self.sizes: list[int] = _numbers(columns["size"])
-        self._columns = columns
-        self.terms: dict[str, str] = columns["terms"]
-        self._decoded: dict[str, tuple[list[int], list[int]]] = {}
-
-    def doc(self, i: int) -> Doc | None:
-        """Doc `i` without its token counts (None: a tombstone)."""
-        if i in self.gone:
-            return None
-        c = self._columns
-        meta = (c["at"][i], c["by"][i], c["why"][i], self.sizes[i])
-        metadata = c["md"].get(str(i), {})
-        return Doc(c["sha"][i], self.lengths[i], {}, meta, metadata if isinstance(metadata, dict) else {}, c["lead"][i])
-
-    def postings(self, term: str) -> tuple[list[int], list[int]]:
-        """Docs holding `term` and how often (decoded on first use)."""
-        if term not in self._decoded:
-            numbers = _numbers(self.terms.get(term, ""))
-            self._decoded[term] = (numbers[::2], numbers[1::2])
-        return self._decoded[term]
-
-    def full_docs(self) -> Updates:
-        """Every doc with its token counts (to merge segments)."""
-        counts: list[dict[str, int]] = [{} for _ in self.paths]
-        for term in self.terms:
-            for i, tf in zip(*self.postings(term), strict=True):
-                counts[i][term] = tf
-        out: Updates = {}
-        for i, path in enumerate(self.paths):
-            doc = self.doc(i)
-            out[path] = _with_counts(doc, counts[i]) if doc else None
-        return out
-
-
-def _numbers(text: str) -> list[int]:
-    return [int(n) for n in text.split()]
-
-
-def _with_counts(doc: Doc, counts: dict[str, int]) -> Doc:
-    return Doc(doc.sha256, doc.length, counts, doc.meta, doc.metadata, doc.lead)
-
-
-def encode_segment(docs: Updates, writer: str) -> bytes:
-    """A segment's bytes (deterministic: equal docs give equal bytes, hence one object)."""
-    paths = sorted(docs)
-    rows = [docs[p] or _GONE for p in paths]
-    postings: dict[str, list[int]] = {}
-    for i, doc in enumerate(rows):
-        for term, tf in doc.counts.items():
-            postings.setdefault(term, []).extend((i, tf))
-    body = {
-        "format": 1, "v": VERSION, "writer": writer, "paths": paths,
-        "gone": [i for i, p in enumerate(paths) if docs[p] is None],
-        "sha": [d.sha256 for d in rows], "len": " ".join(str(d.length) for d in rows),
-        "at": [d.meta[0] for d in rows], "by": [d.meta[1] for d in rows], "why": [d.meta[2] for d in rows],
-        "size": " ".join(str(d.meta[3]) for d in rows),
-        "md": {str(i): dict(d.metadata) for i, d in enumerate(rows) if d.metadata},
-        "lead": [d.lead for d in rows], "terms": {t: " ".join(map(str, postings[t])) for t in sorted(postings)},
-    }  # fmt: skip
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-
-
-_GONE = Doc("", 0, {})
-_COLUMNS = {"paths": list, "gone": list, "sha": list, "len": str, "at": list, "by": list, "why": list}
-_COLUMNS |= {"size": str, "md": dict, "lead": list, "terms": dict}
-
-
-def decode_segment(data: bytes) -> Segment:
-    """Parse a segment (untrusted: a malformed one raises ValueError)."""
-    try:
-        body = json.loads(data)
-        if body.get("v") != VERSION or not all(isinstance(body[k], t) for k, t in _COLUMNS.items()):
-            raise ValueError("unexpected columns")
-        segment = Segment(body)
-    except (KeyError, TypeError, ValueError, RecursionError, AttributeError) as exc:
-        raise ValueError(f"malformed search segment: {exc}") from exc
-    n = len(segment.paths)
-    if any(len(body[k]) != n for k in ("sha", "at", "by", "why", "lead")) or {
-        len(segment.lengths),
-        len(segment.sizes),
-    } != {n}:
-        raise ValueError("malformed search segment: columns of different lengths")
-    columns = (segment.paths, body["sha"], body["at"], body["by"], body["why"], body["lead"], body["terms"].values())
-    if not set().union(*(map(type, c) for c in columns)) <= {str}:  # map(type): C speed over 10,000s of values
-        raise ValueError("malformed search segment: a value that is not a string")
-    if not all(isinstance(i, int) and 0 <= i < n for i in segment.gone):
-        raise ValueError("malformed search segment: tombstones out of range")
-    return segment
-
-
 def merged(older: Updates, newer: Updates, *, oldest: bool) -> Updates:
     """Two segments' docs as one (the newer wins); tombstones go once nothing older is left to hide."""
     out = {**older, **newer}
@@ -214,20 +115,38 @@ class Corpus:
     def __init__(self, segments: list[Segment], pending: Updates):
         self.segments = segments
         self.pending = dict(pending)
-        owner: dict[str, tuple[int, int] | Doc | None] = {}
-        for si, segment in enumerate(segments):
-            owner.update(zip(segment.paths, ((si, i) for i in range(len(segment.paths))), strict=True))
-        owner.update(pending)
-        #: where each live path's doc is: (segment, row) or a pending Doc
-        self.owner = {p: o for p, o in owner.items() if o is not None and not _tombstone(segments, o)}
-        #: per segment, whether each row is the live doc of its path
-        self.live = [[False] * len(s.paths) for s in segments]
+        #: per segment, whether each row is the live doc of its path (the newest doc of a path wins)
+        self.live: list[list[bool]] = [[] for _ in segments]
         self.docs, self.total = 0, 0
-        for own in self.owner.values():
-            length = own.length if isinstance(own, Doc) else segments[own[0]].lengths[own[1]]
-            if not isinstance(own, Doc):
-                self.live[own[0]][own[1]] = True
-            self.docs, self.total = self.docs + (length > 0), self.total + length
+        seen = set(self.pending)
+        for si in reversed(range(len(segments))):
+            segment = segments[si]
+            live = [p not in seen for p in segment.paths]  # one pass at C speed: no per-row Python code
+            for i in segment.gone:
+                live[i] = False
+            seen.update(segment.paths)
+            self.live[si] = live
+            lengths = list(compress(segment.lengths, live))
+            self.docs, self.total = self.docs + len(lengths) - lengths.count(0), self.total + sum(lengths)
+        for doc in self.pending.values():
+            if doc is not None:
+                self.docs, self.total = self.docs + (doc.length > 0), self.total + doc.length
+        #: whether every row of a segment is live (its document frequencies are its postings' lengths)
+        self._whole = [all(live) for live in self.live]
+        self._owner: dict[str, tuple[int, int] | Doc] | None = None
+
+    @property
+    def owner(self) -> dict[str, tuple[int, int] | Doc]:
+        """Where each live path's doc is: (segment, row) or a pending Doc (built on first use: a search
+        without unsaved changes needs none of it)."""
+        if self._owner is None:
+            owner: dict[str, tuple[int, int] | Doc] = {}
+            for si, segment in enumerate(self.segments):
+                rows = zip(segment.paths, self.live[si], strict=True)
+                owner.update((p, (si, i)) for i, (p, live) in enumerate(rows) if live)
+            owner.update((p, d) for p, d in self.pending.items() if d is not None)
+            self._owner = owner
+        return self._owner
 
     def doc(self, path: str) -> Doc:
         own = self.owner[path]
@@ -249,14 +168,32 @@ class Corpus:
             for path, doc in self._loose(shadow):
                 if term in doc.counts:
                     scores[path] = scores.get(path, 0.0) + term_score(doc.counts[term], doc.length, avg, weight)
-        ranked = [(s, self.segments[si].paths[i], None) for si, acc in enumerate(accumulated) for i, s in acc]
-        ranked += [(s, p, None) for p, s in scores.items()]
-        ranked.sort(key=lambda hit: (-hit[0], hit[1]))
+        # First the best few (ties included) in order; all of them only if `accept` leaves too few of those.
+        every = [s for acc in accumulated for s in acc.values()] + list(scores.values())
+        best = 2 * limit + 16
+        cut = heapq.nlargest(best, every)[-1] if len(every) > best else -math.inf
+        out = self._accepted(self._ranked(accumulated, scores, cut), shadow, accept, limit)
+        if len(out) < limit and cut > -math.inf:
+            out = self._accepted(self._ranked(accumulated, scores, -math.inf), shadow, accept, limit)
+        return out
+
+    def _ranked(self, accumulated: list[dict[int, float]], scores: dict[str, float], cut: float) -> list[_Ranked]:
+        """The candidates scoring at least `cut`, best first (ties by path)."""
+        ranked: list[_Ranked] = [(-s, p, None) for p, s in scores.items() if s >= cut]
+        for si, acc in enumerate(accumulated):
+            paths = self.segments[si].paths
+            ranked += [(-s, paths[i], (si, i)) for i, s in acc.items() if s >= cut]
+        ranked.sort()
+        return ranked
+
+    def _accepted(
+        self, ranked: list[_Ranked], shadow: Updates, accept: Callable[[str, Doc], bool], limit: int
+    ) -> list[Hit]:
         out: list[Hit] = []
-        for score, path, _ in ranked:
-            doc = self._current(path, shadow)
+        for negated, path, where in ranked:
+            doc = self._current(path, where, shadow)
             if accept(path, doc):
-                out.append((path, score, doc))
+                out.append((path, -negated, doc))
                 if len(out) == limit:
                     break
         return out
@@ -264,7 +201,7 @@ class Corpus:
     def _loose(self, shadow: Updates) -> Iterable[tuple[str, Doc]]:
         """Live docs outside the segments: pending ones not shadowed, then the shadow's."""
         for path, doc in self.pending.items():
-            if doc is not None and path not in shadow and self.owner.get(path) is doc:
+            if doc is not None and path not in shadow:
                 yield path, doc
         for path, doc in shadow.items():
             if doc is not None:
@@ -273,27 +210,32 @@ class Corpus:
     def _df(self, term: str, shadow: Updates) -> int:
         df = sum(1 for _, doc in self._loose(shadow) if term in doc.counts)
         for si, segment in enumerate(self.segments):
-            live, paths = self.live[si], segment.paths
-            df += sum(1 for i in segment.postings(term)[0] if i < len(live) and live[i] and paths[i] not in shadow)
+            rows, live, paths = segment.postings(term)[0], self.live[si], segment.paths
+            if not shadow and self._whole[si] and (not rows or (min(rows) >= 0 and max(rows) < len(live))):
+                df += len(rows)  # every row live and in range: no per-row Python code
+                continue
+            df += sum(1 for i in rows if 0 <= i < len(live) and live[i] and paths[i] not in shadow)
         return df
 
-    def _segment_scores(
-        self, si: int, weights: dict[str, float], shadow: Updates, avg: float
-    ) -> list[tuple[int, float]]:
-        """BM25 scores of segment `si`'s live rows holding any of the terms `weights` weighs (row, score)."""
+    def _segment_scores(self, si: int, weights: dict[str, float], shadow: Updates, avg: float) -> dict[int, float]:
+        """BM25 scores of segment `si`'s live rows holding any of the terms `weights` weighs, by row."""
         segment, live = self.segments[si], self.live[si]
         lengths, n = segment.lengths, len(segment.paths)
         acc: dict[int, float] = {}
-        k, b = K1 * (1.0 - B), K1 * B / avg
+        k, b, k1 = K1 * (1.0 - B), K1 * B / avg, K1 + 1.0
         for term, weight in weights.items():
             rows, tfs = segment.postings(term)
+            if not (self._whole[si] and (not rows or (min(rows) >= 0 and max(rows) < n))):
+                pairs = [(i, tf) for i, tf in zip(rows, tfs, strict=True) if 0 <= i < n and live[i]]
+                rows, tfs = [i for i, _ in pairs], [tf for _, tf in pairs]
+            if not acc:  # the first term: a comprehension (0.0 + x is x: the same sums as below)
+                acc = {i: weight * tf * k1 / (tf + k + b * lengths[i]) for i, tf in zip(rows, tfs, strict=True)}
+                continue
             for i, tf in zip(rows, tfs, strict=True):
-                if i < n and live[i]:
-                    acc[i] = acc.get(i, 0.0) + weight * tf * (K1 + 1.0) / (tf + k + b * lengths[i])
-        shadowed = [i for i in acc if segment.paths[i] in shadow] if shadow else []
-        for i in shadowed:
+                acc[i] = acc.get(i, 0.0) + weight * tf * k1 / (tf + k + b * lengths[i])
+        for i in [i for i in acc if segment.paths[i] in shadow] if shadow else []:
             del acc[i]
-        return list(acc.items())
+        return acc
 
     def _stats(self, shadow: Updates) -> tuple[int, int]:
         docs, total = self.docs, self.total
@@ -305,12 +247,15 @@ class Corpus:
                 docs, total = docs + (doc.length > 0), total + doc.length
         return docs, total
 
-    def _current(self, path: str, shadow: Updates) -> Doc:
-        return _checked(shadow[path]) if path in shadow else self.doc(path)
+    def _current(self, path: str, where: tuple[int, int] | None, shadow: Updates) -> Doc:
+        if path in shadow:
+            return _checked(shadow[path])
+        return _checked(self.segments[where[0]].doc(where[1])) if where else self.doc(path)
 
 
-def _tombstone(segments: list[Segment], own: tuple[int, int] | Doc) -> bool:
-    return not isinstance(own, Doc) and own[1] in segments[own[0]].gone
+#: A ranked candidate: its negated score (ascending order is best first, ties by path), its path, and
+#: where its doc is (segment and row; None: a doc outside the segments).
+_Ranked = tuple[float, str, "tuple[int, int] | None"]
 
 
 def _checked(doc: Doc | None) -> Doc:

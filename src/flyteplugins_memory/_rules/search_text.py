@@ -61,7 +61,9 @@ def tokenize(text: str) -> list[str]:
 @dataclass(frozen=True)
 class Doc:
     """One file as the index holds it: the sha256 it describes, its token counts and length, what
-    `get_meta` gives for it (`meta`: updated_at, updated_by, reason, bytes; `metadata`), and a lead."""
+    `get_meta` gives for it (`meta`: updated_at, updated_by, reason, bytes; `metadata`), a lead, and when
+    the file expires (`expires`, seconds since the epoch, None: never) if `expiry_known` (a doc of a segment
+    written before expiries were indexed does not know it: a search then looks the file up)."""
 
     sha256: str
     length: int
@@ -69,6 +71,8 @@ class Doc:
     meta: tuple[str, str, str, int] = ("", "", "", 0)
     metadata: Mapping[str, Any] = field(default_factory=dict)
     lead: str = ""
+    expires: float | None = None
+    expiry_known: bool = False
 
     def encoded(self) -> list[Any]:
         return [self.sha256, self.length, list(self.meta), dict(self.metadata), self.lead, dict(self.counts)]
@@ -121,13 +125,20 @@ def _scalars(value: Any) -> Iterable[str]:
             yield str(item)
 
 
-def make_doc(sha256: str, data: bytes, meta: tuple[str, str, str, int], metadata: Mapping[str, Any]) -> Doc:
-    """The index's doc for content `data` (binary: an empty doc that never matches)."""
+def make_doc(
+    sha256: str,
+    data: bytes,
+    meta: tuple[str, str, str, int],
+    metadata: Mapping[str, Any],
+    expires: float | None = None,
+) -> Doc:
+    """The index's doc for content `data` (binary: an empty doc that never matches), of a file that
+    expires at `expires` (None: never)."""
     text = searchable_text(data)
     if text is None:
-        return Doc(sha256, 0, {}, meta, dict(metadata), "")
+        return Doc(sha256, 0, {}, meta, dict(metadata), "", expires, True)
     tokens = tokenize(text[:INDEXED_CHARS])
-    return Doc(sha256, len(tokens), dict(Counter(tokens)), meta, dict(metadata), text[:LEAD_CHARS])
+    return Doc(sha256, len(tokens), dict(Counter(tokens)), meta, dict(metadata), text[:LEAD_CHARS], expires, True)
 
 
 def idf(docs: int, df: int) -> float:
