@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import shutil
 import time
 
 import flyte.ai.agents as upstream
@@ -13,6 +14,7 @@ import pytest
 from flyte.ai.agents import Agent, LLMMessage
 
 from flyteplugins_memory import AccessDenied, ConcurrencyError, MemoryStore, MemoryStoreError, PathEscapesRoot
+from flyteplugins_memory._handle import mirror
 
 #: what upstream's dataclass defines that is data or plumbing, not behaviour
 _PLUMBING = {
@@ -145,6 +147,37 @@ def test_the_root_holds_what_the_handle_wrote_in_upstreams_layout(durable_backen
     assert not [p for p in tree if ".~fpm-" in p]  # atomic writes leave no temp files
     store.flush_messages()
     assert (store.root / "messages.json").read_bytes() == b"[]"
+
+
+def test_a_root_the_caller_chose_holds_each_write_when_the_call_returns(tmp_path, monkeypatch):
+    root = tmp_path / "root"
+    store = MemoryStore(key="k", root=root)
+    submitted: list[object] = []
+    real = mirror._submit
+    monkeypatch.setattr(mirror, "_submit", lambda fn, *args: submitted.append(fn) or real(fn, *args))
+    for i in range(3):
+        store.write_text(f"notes/{i}.md", f"note {i}", actor="t")
+        # the directory itself, not `store.root` (which waits for queued mirroring): the caller holds its path
+        assert (root / f"notes/{i}.md").read_text() == f"note {i}"
+        assert json.loads((root / f"meta/notes%2F{i}.md.json").read_text())["updated_by"] == "t"
+        assert len((root / "audit/log.jsonl").read_text().splitlines()) == i + 1
+    assert submitted == []  # small writes are mirrored on the loop: no trip to the writer thread
+    big = "x" * (mirror.INLINE_MAX_BYTES + 1)
+    store.write_text("big.txt", big)
+    assert (root / "big.txt").read_text() == big and len(submitted) == 1
+    assert not [p for p in _tree(root) if ".~fpm-" in p]
+
+
+def test_a_write_whose_mirroring_fails_is_refused_on_a_root_the_caller_chose(tmp_path):
+    root = tmp_path / "root"
+    store = MemoryStore(key="k", root=root)
+    store.write_text("a.txt", "one")
+    shutil.rmtree(root / "meta")
+    (root / "meta").write_text("a code tool's file where the sidecars go")
+    with pytest.raises(NotADirectoryError):
+        store.write_text("b.txt", "two")
+    assert store.list_paths() == ["a.txt"] and store.unsaved_paths() == ["a.txt"]
+    assert [e["path"] for e in store.audit_tail(0)] == ["a.txt"]
 
 
 def test_prefetch_materializes_upstreams_view_of_the_whole_store(durable_backend, key, tmp_path):

@@ -9,6 +9,7 @@ import multiprocessing
 import pathlib
 import pickle
 import queue
+import signal
 import threading
 
 import flyte
@@ -59,6 +60,11 @@ class Probe:
         except asyncio.CancelledError:
             self.cancelled.set()
             raise
+
+    @syncify
+    async def fail(self, error: BaseException) -> None:
+        await asyncio.sleep(0)
+        raise error
 
 
 class SubProbe(Probe):
@@ -136,6 +142,33 @@ def test_context_variables_travel_with_the_call():
         return await Probe().where.aio()
 
     assert asyncio.run(from_a_coroutine()) == (LOOP_THREAD_NAME, "async caller")
+
+
+def test_what_the_coroutine_raises_reaches_the_blocking_caller_and_the_loop_lives_on():
+    probe = Probe()
+    with pytest.raises(ValueError, match="bad"):
+        probe.fail(ValueError("bad"))
+    with pytest.raises(KeyboardInterrupt):  # a user's callback interrupted on our loop: the caller gets it
+        probe.fail(KeyboardInterrupt())
+    assert probe.where()[0] == LOOP_THREAD_NAME  # the loop thread did not die of it
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_kill"), reason="needs pthread_kill")
+def test_interrupting_a_blocking_call_cancels_the_coroutine_on_our_loop():
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        pytest.skip("SIGINT is not Python's KeyboardInterrupt here")
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("SIGINT interrupts the main thread only")
+    probe = Probe()
+
+    def interrupt() -> None:
+        if probe.started.wait(60):
+            signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        probe.wait_forever()
+    assert probe.cancelled.wait(60)
 
 
 async def test_cancelling_the_awaiter_cancels_the_coroutine_on_our_loop():

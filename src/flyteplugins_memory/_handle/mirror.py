@@ -55,6 +55,10 @@ _DOOMED: collections.deque[pathlib.Path] = collections.deque()
 #: Queued mirror operations a handle may have before a write waits for the oldest (the bytes they hold
 #: are the handle's unsaved contents anyway, so this bounds bookkeeping, not copies of data).
 MAX_QUEUED = 4096
+#: A change of at most this many bytes to a root the caller chose is mirrored on the calling thread when
+#: nothing of its handle is queued: a few small local writes cost less than two thread hops
+#: (docs/decisions/0159).
+INLINE_MAX_BYTES = 64 * 1024
 
 
 class RootWriter:
@@ -77,6 +81,14 @@ class RootWriter:
         future = _submit(fn, *args)
         self._queued.append(future)
         return await asyncio.wrap_future(future)
+
+    async def now_or_here(self, size: int, fn: Callable[..., Any], *args: Any) -> Any:
+        """`now`, run on the calling thread itself if nothing is queued before it and the `size` bytes it
+        writes are few (its order among this handle's operations is the same either way)."""
+        self._forget_done()
+        if self._queued or size > INLINE_MAX_BYTES:
+            return await self.now(fn, *args)
+        return fn(*args)
 
     def soon(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
         """Queue `fn(*args)` after everything queued; its outcome as a future of the running loop, which

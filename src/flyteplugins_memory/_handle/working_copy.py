@@ -183,8 +183,8 @@ class WorkingCopy:
     ) -> MemoryMeta:
         """Plan and record one write (text, or binary content as it is; `ext`: extensions of its file
         entry); callers hold `lock`. A write with an expiry takes no ``versions/`` snapshot."""
-        if not self.private:
-            await self.check_inside_root(rel)
+        if not self.private:  # here: a few lstat calls cost less than a thread hop (docs/decisions/0159)
+            self.workdir.resolve(rel)
         await self.need([rel])
         now = _gc.clock()
         in_the_way = self._check_fits_tree(rel, now)
@@ -350,7 +350,7 @@ class WorkingCopy:
             await self.mirror.make_room()
             self.mirror.later(plan.path, record_change, self.workdir, plan, self._stale_around)
         else:
-            await self.mirror.now(record_change, self.workdir, plan, self._stale_around)
+            await self.mirror.now_or_here(len(plan.data), record_change, self.workdir, plan, self._stale_around)
 
     def _holds_committed(self, path: str, sha256: str) -> bool:
         """Whether the handle still holds committed content `sha256` for `path` (a fetch may race a write, or

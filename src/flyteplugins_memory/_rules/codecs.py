@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any
@@ -70,9 +71,12 @@ def decode_meta(data: bytes, *, expected_path: str) -> MemoryMeta:
     return meta
 
 
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+
+
 def is_sha256(value: str) -> bool:
     """Whether `value` is a sha256 hex digest as the store writes it (64 lowercase hex digits)."""
-    return len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+    return _SHA256_HEX.fullmatch(value) is not None  # every write and every loaded entry checks one
 
 
 def encode_messages(messages: list[dict[str, Any]]) -> bytes:

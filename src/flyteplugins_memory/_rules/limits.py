@@ -19,7 +19,8 @@ later handle with ``keep_versions=True`` must be able to write the same path.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import functools
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from fsspec.core import split_protocol
@@ -73,15 +74,16 @@ def stored_names(rel: str) -> dict[str, str]:
 def check_path_fits(rel: str, remote_uri: str | None) -> None:
     """Raise `InvalidPath` if a name of `rel` is too long locally, or (if known) in the store at `remote_uri`."""
     names = stored_names(rel)
+    size = len if rel.isascii() else _size  # every name of an ASCII path is ASCII: a byte per character
     for what, name in names.items():
-        longest = max(name.split("/"), key=_size)
-        if _size(longest) > NAME_MAX:
+        longest = max(name.split("/"), key=size)
+        if size(longest) > NAME_MAX:
             raise InvalidPath(
                 f"Path {_short(rel)} is too long to store: its {what} name {_short(longest)} has "
                 f"{_size(longest)} bytes, over the {NAME_MAX}-byte limit of a file name"
             )
     if remote_uri is not None:
-        _check_keys(rel, names, remote_uri)
+        _check_keys(rel, names, remote_uri, size)
 
 
 def check_paths_fit(paths: Iterable[str], remote_uri: str) -> None:
@@ -95,27 +97,38 @@ def written_paths(changes: Mapping[str, object | None]) -> list[str]:
     return [path for path, record in changes.items() if record is not None]
 
 
-def _check_keys(rel: str, names: dict[str, str], remote_uri: str) -> None:
+@functools.lru_cache(maxsize=64)
+def _key_space(remote_uri: str) -> tuple[KeyLimit | None, str]:
+    """The name limit of the store at `remote_uri` and the prefix its names are keyed under (a handle
+    checks every write against one store: parsed once)."""
     protocol, path = split_protocol(remote_uri.rstrip("/"))
     limit = KEY_LIMITS.get(protocol, KeyLimit(OBJECT_KEY_MAX))
     if limit is None:
+        return None, ""
+    return limit, path.partition("/")[2] if limit.bucket_first else path
+
+
+def _check_keys(rel: str, names: dict[str, str], remote_uri: str, size: Callable[[str], int]) -> None:
+    limit, prefix = _key_space(remote_uri)
+    if limit is None:
         return
-    prefix = path.partition("/")[2] if limit.bucket_first else path
+    if not prefix.isascii():
+        size = _size
     for what, name in names.items():
         key = f"{prefix}/{name}" if prefix else name
-        size = _size(key)
+        key_size = size(key)
         if limit.temp_beside:
             directory, _, base = key.rpartition("/")
-            size = _size(directory) + 1 + max(_size(base), TEMP_NAME_BYTES)
-        if size > limit.max_bytes:
+            key_size = size(directory) + 1 + max(size(base), TEMP_NAME_BYTES)
+        if key_size > limit.max_bytes:
             raise InvalidPath(
                 f"Path {_short(rel)} is too long to store at {_short(remote_uri)}: its {what} would be a "
-                f"{size}-byte name, over the backend's limit of {limit.max_bytes} bytes"
+                f"{key_size}-byte name, over the backend's limit of {limit.max_bytes} bytes"
             )
 
 
 def _size(text: str) -> int:
-    return len(text.encode("utf-8"))
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
 
 
 def _short(text: str, keep: int = 60) -> str:
