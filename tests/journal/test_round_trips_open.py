@@ -16,7 +16,6 @@ import json
 import pytest
 
 from flyteplugins_memory import MemoryStore
-from flyteplugins_memory._rules import open_hint as _open_hint
 from flyteplugins_memory._rules import parts as _parts
 from flyteplugins_memory._rules.layout import HEAD_NAME, checkpoint_name, log_name, part_name
 
@@ -27,13 +26,12 @@ local_only = pytest.mark.parametrize("durable_backend", ["local_backend"], indir
 
 @pytest.fixture
 def small_parts(monkeypatch):
-    """Parts of a few KiB, and no index named in the head: a few hundred files make the many-part index
-    of a store a hundred times larger."""
+    """Parts of a few KiB (and so no index of several parts named in the head): a few hundred files make the
+    many-part index of a store a hundred times larger."""
     monkeypatch.setattr(_parts, "PART_TARGET_BYTES", 2048)
     monkeypatch.setattr(_parts, "PART_MAX_BYTES", 4096)
     monkeypatch.setattr(_parts, "PART_MIN_BYTES", 512)
     monkeypatch.setattr(_parts, "INLINE_MAX_BYTES", 2048)
-    monkeypatch.setattr(_open_hint, "PREFETCH_PARTS_BYTES", 4096)
 
 
 @contextlib.contextmanager

@@ -22,16 +22,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from . import parts as _parts
 from .codecs import is_sha256
 from .journal_objects import EMPTY_CHECKPOINT, Checkpoint, Head
-from .parts import PART_MAX_BYTES
 
-__all__ = ["EXT_KEY", "PREFETCH_PARTS_BYTES", "OpenHint", "head_for", "read_hint"]
+__all__ = ["EXT_KEY", "OpenHint", "head_for", "read_hint"]
 
 EXT_KEY = "open"
-#: The head names its checkpoint's parts when together they are at most this big (one part's worth: a
-#: store of about 4,000 files); a larger index is read when something looks at its files, as before.
-PREFETCH_PARTS_BYTES = PART_MAX_BYTES
 #: A hostile head cannot make an open read more than this many parts ahead.
 MAX_NAMED_PARTS = 64
 
@@ -49,7 +46,10 @@ def head_for(seq: int, checkpoint: Checkpoint) -> Head:
     """The head hint of committed state `seq` on `checkpoint`, naming what an open of it reads."""
     stored = checkpoint.seq > 0 or checkpoint != EMPTY_CHECKPOINT  # an import's checkpoint 0 is stored
     refs = checkpoint.parts
-    parts = [ref.sha256 for ref in refs] if sum(ref.bytes for ref in refs) <= PREFETCH_PARTS_BYTES else []
+    # named when together they are at most one part's worth (`_rules.parts.PART_MAX_BYTES`, read at call
+    # time: tests lower it; 1 MiB, a store of about 4,000 files); a larger index is read when something
+    # looks at its files, as before
+    parts = [ref.sha256 for ref in refs] if sum(ref.bytes for ref in refs) <= _parts.PART_MAX_BYTES else []
     hint: dict[str, Any] = {"stored": stored}
     if parts:
         hint["parts"] = parts
