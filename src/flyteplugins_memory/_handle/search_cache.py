@@ -11,6 +11,8 @@ also drops from the index the segments found unreadable (purge() removes segment
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Awaitable
 
 from .._journal import gc as _gc
@@ -18,11 +20,11 @@ from .._journal.journal_storage import JournalStorage
 from .._journal.search_segments import doc_for, read_contents, read_segments
 from .._rules.journal_objects import FileEntry
 from .._rules.metadata import EXT_KEY as METADATA_KEY
-from .._rules.search_index import Corpus, Repairs, Segment, Updates, read_ext
+from .._rules.search_index import Corpus, Repairs, Segment, SegmentRef, Updates, read_ext
 from .._rules.search_text import Doc
 from .._rules.state import State
 from .._rules.ttl import expires_at, is_expired
-from ..errors import ContentPurged
+from ..errors import ContentPurged, MemoryStoreError
 from .working_copy import WorkingCopy
 
 
@@ -58,7 +60,9 @@ class SearchCache:
     async def _load(self, remote: JournalStorage | None, view: WorkingCopy) -> tuple[Corpus, Repairs]:
         base = view.base
         refs = sx.segments if (sx := read_ext(base.ext)) else []
-        found = await read_segments(remote, refs, self.segments) if remote else {}
+        # segments behind the base are brought up to date from the file index: read it beside them
+        behind = sx is None or sx.seq != base.seq
+        found = await _segments_and_index(remote, base, refs, self.segments, behind) if remote else {}
         segments = [found[r.sha256] for r in refs if r.sha256 in found]
         for sha in set(self.segments) - set(found):  # segments merged away since: not needed again
             del self.segments[sha]
@@ -81,6 +85,35 @@ class SearchCache:
             out[path] = kept[key] = doc
         self._unsaved = kept
         return out
+
+
+async def _segments_and_index(
+    remote: JournalStorage, base: State, refs: list[SegmentRef], cache: dict[str, Segment], behind: bool
+) -> dict[str, Segment]:
+    """The segments `refs` names (`read_segments`), and, when they are `behind` the base, in the same round
+    trip the base's file index if it is no larger than the segments to read: bringing them up to date reads
+    it all, so this saves the round trip after the segments for at most twice the bytes (decision 0148).
+    Segments up to date need no index: their docs carry what a hit needs, expiry included (decision 0156;
+    a segment too old to carry it looks its hits up after). Loading the index here is best effort:
+    whatever needs a part that failed to load reads it again and reports it."""
+    base_files = base.files.base
+    missing = [r for r in refs if r.sha256 not in cache]
+    unloaded = sum(base_files.refs[i].bytes for i in base_files.missing(range(len(base_files.refs))))
+    index_too = behind and missing and unloaded
+    if not index_too or not _index_with_segments(unloaded, sum(r.bytes for r in missing)):
+        return await read_segments(remote, refs, cache)
+    found, _ = await asyncio.gather(read_segments(remote, refs, cache), _quietly(base.files.need_all()))
+    return found
+
+
+def _index_with_segments(index_bytes: int, segment_bytes: int) -> bool:
+    """Whether to read `index_bytes` of index parts beside `segment_bytes` of segments: at most as much."""
+    return index_bytes <= segment_bytes
+
+
+async def _quietly(loading: Awaitable[None]) -> None:
+    with contextlib.suppress(MemoryStoreError):
+        await loading
 
 
 def _describes(doc: Doc, entry: FileEntry) -> bool:

@@ -23,7 +23,7 @@ import time
 from collections.abc import Awaitable
 
 from .._rules.codecs import encode_audit_event, lines_holding
-from .._rules.journal_objects import RECENT_COMMITS, Checkpoint, Head, encode
+from .._rules.journal_objects import RECENT_COMMITS, Checkpoint, encode
 from .._rules.layout import (
     AUDIT_LOG_PATH,
     HEAD_NAME,
@@ -34,6 +34,7 @@ from .._rules.layout import (
     search_segment_name,
 )
 from .._rules.merge import rebase
+from .._rules.open_hint import head_for
 from .._rules.paths import parent_dirs
 from .._rules.purge_count import purged_since
 from .._rules.read_only import refuse_read_only
@@ -288,7 +289,7 @@ async def checkpoint(remote: JournalStorage, state: State) -> State:
         # names it yet (only the state this returns would): it goes, and the state keeps its checkpoint.
         await remote.remove_all([checkpoint_name(state.seq)])
         return state
-    await remote.write_many({HEAD_NAME: encode(Head(seq=state.seq, checkpoint=state.seq))})
+    await remote.write_many({HEAD_NAME: encode(head_for(state.seq, checkpoint))})
     folded = state.on_checkpoint(checkpoint, index)
     folded.head_hint = state.seq
     await collect_quietly(remote, folded)

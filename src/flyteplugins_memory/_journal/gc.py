@@ -23,10 +23,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import timedelta
 
-from .._rules.journal_objects import CommitRecord, Head, Origin, encode
+from .._rules.journal_objects import CommitRecord, Origin, encode
 from .._rules.layout import HEAD_NAME, JOURNAL_DIR, blob_name, log_name, search_segment_name, sidecar_name
 from .._rules.markers import CONFIG_NAME, TOMBSTONE, TOMBSTONE_MAX_BYTES, encode_marker, parse_config
 from .._rules.offload import parse_off_loop
+from .._rules.open_hint import head_for
 from .._rules.retention_policy import journal_span, persisted_policy
 from .._rules.state import State
 from .._rules.ttl import EXPIRED_REASON, is_expired
@@ -221,7 +222,7 @@ async def _remove(remote: JournalStorage, newest: State, plan: Removal, versions
     """Journal objects first (head hint, then tombstones, then deletions in `_deletion_steps` order), then
     snapshots: a crash anywhere leaves what a live state needs, and a second gc finishes the job."""
     if not plan.empty:
-        await remote.write_many({HEAD_NAME: encode(Head(seq=newest.seq, checkpoint=newest.checkpoint.seq))})
+        await remote.write_many({HEAD_NAME: encode(head_for(newest.seq, newest.checkpoint))})
         await remote.write_many({log_name(s): TOMBSTONE for s in plan.tombstone})
         for step in _deletion_steps(plan.delete):
             await remote.remove_all(step)

@@ -13,13 +13,16 @@ from .._rules.purge_count import purged_since
 from .._rules.state import State
 from ..errors import CorruptStore, StateCollected, StoreDeleted
 from ..storage._contract import ObjectStorage
+from .prefetch import Fetched
 
 LOG_DIR = f"{JOURNAL_DIR}/log"
 
 
-async def read_entry(remote: ObjectStorage, seq: int) -> CommitRecord | Tombstone | Fence | None:
-    """What log slot `seq` holds: a commit record, a marker, or nothing."""
-    data = await remote.read(log_name(seq))
+async def read_entry(
+    remote: ObjectStorage, seq: int, fetched: Fetched | None = None
+) -> CommitRecord | Tombstone | Fence | None:
+    """What log slot `seq` holds: a commit record, a marker, or nothing (read ahead, if `fetched` was)."""
+    data = await _read(remote, log_name(seq), fetched)
     if data is None:
         return None
     if len(data) <= MARKER_MAX_BYTES:  # markers are small; most records are not
@@ -34,9 +37,17 @@ async def read_entry(remote: ObjectStorage, seq: int) -> CommitRecord | Tombston
     return record
 
 
-async def read_record(remote: ObjectStorage, seq: int) -> CommitRecord | None:
+async def _read(remote: ObjectStorage, name: str, fetched: Fetched | None) -> bytes | None:
+    if fetched is not None:
+        asked, data = fetched.answer(name)
+        if asked:
+            return data
+    return await remote.read(name)
+
+
+async def read_record(remote: ObjectStorage, seq: int, fetched: Fetched | None = None) -> CommitRecord | None:
     """Commit record `seq` of this journal; raises `StateCollected` if gc() removed it."""
-    entry = await read_entry(remote, seq)
+    entry = await read_entry(remote, seq, fetched)
     if isinstance(entry, Tombstone):
         raise StateCollected(f"Commit {seq} of {remote.uri} was removed by gc(); open the store again")
     if isinstance(entry, Fence):
@@ -44,9 +55,9 @@ async def read_record(remote: ObjectStorage, seq: int) -> CommitRecord | None:
     return entry
 
 
-async def read_checkpoint(remote: ObjectStorage, seq: int) -> Checkpoint:
+async def read_checkpoint(remote: ObjectStorage, seq: int, fetched: Fetched | None = None) -> Checkpoint:
     """Checkpoint `seq`; checkpoint 0 of a store created by us is the empty state and has no object."""
-    data = await remote.read(checkpoint_name(seq))
+    data = await _read(remote, checkpoint_name(seq), fetched)
     if data is None:
         if seq == 0:
             return EMPTY_CHECKPOINT
@@ -71,22 +82,32 @@ def log_seqs(listing: dict[str, int] | dict) -> list[int]:
     return out
 
 
-def at_checkpoint(checkpoint: Checkpoint, remote: ObjectStorage, known: State | None) -> State:
-    """The state a checkpoint holds, keeping the parts `known` had loaded that it shares (same sha256)."""
+def at_checkpoint(
+    checkpoint: Checkpoint, remote: ObjectStorage, known: State | None, fetched: Fetched | None = None
+) -> State:
+    """The state a checkpoint holds, keeping the parts `known` had loaded that it shares (same sha256),
+    and those an open read ahead (`fetched`)."""
     state = State.at_checkpoint(checkpoint, remote)
     state.files.base.adopt_loaded(known.files.base if known is not None else None)
+    if fetched is not None:
+        fetched.feed_parts(state.files.base)
     return state
 
 
-async def state_from(remote: ObjectStorage, record: CommitRecord, known: State | None) -> State:
+async def state_from(
+    remote: ObjectStorage, record: CommitRecord, known: State | None, fetched: Fetched | None = None
+) -> State:
     """The state a record makes of its checkpoint (whose file index `known` may already hold, unless a purge
-    committed since `known`: it rewrote that checkpoint in storage, `_rules.purge_count`)."""
+    committed since `known`: it rewrote that checkpoint in storage, `_rules.purge_count`); the checkpoint
+    and its parts are taken from `fetched` where an open read them ahead."""
     if known is not None and known.checkpoint.seq == record.checkpoint and not purged_since(known.ext, record.ext):
         checkpoint, index = known.checkpoint, known.files.base
     elif not record.checkpoint_stored:
         checkpoint, index = EMPTY_CHECKPOINT, CheckpointFiles(EMPTY_CHECKPOINT, remote)
     else:
-        checkpoint = await read_checkpoint(remote, record.checkpoint)
+        checkpoint = await read_checkpoint(remote, record.checkpoint, fetched)
         index = CheckpointFiles(checkpoint, remote)
         index.adopt_loaded(known.files.base if known is not None else None)
+        if fetched is not None:
+            fetched.feed_parts(index)
     return State.from_record(checkpoint, index, record)

@@ -1,10 +1,12 @@
 """Reading committed states from the journal: the newest one, or exactly the one a task was handed.
 
-Opening costs O(1) requests however many files the store holds: the head hint, one probe past it, the
-newest commit record, and the checkpoint that record is relative to. The probe comes first: a save may
-leave the hint one commit behind (`_journal.commit.write_head`), and then the probe is what reads the
-newest record, at no extra request. Only when the hint names a commit or checkpoint that gc() removed does
-it list the log (small after gc) to find the newest record.
+Opening costs O(1) requests however many files the store holds, in two round trips: the head hint, then
+at once everything it names (`_journal.prefetch`): two probes past it, the hinted record, the checkpoint that
+record is relative to and, for a small index, its parts. The probes matter: a save may leave the hint one
+commit behind (`_journal.projection.write_head`), and then the first probe is the newest record, read in the
+same round trip. Only a hint more than one commit behind costs a round trip per further commit, and only
+when the hint names a commit or checkpoint that gc() removed does it list the log (small after gc) to find
+the newest record.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from .journal_storage import JournalStorage
 from .legacy import import_remote
 from .log_reads import LOG_DIR, at_checkpoint, log_seqs, parse_checkpoint, read_entry, read_record, state_from
 from .old_journal import old_latest_state, old_state_at
+from .prefetch import Fetched, for_open
 
 #: A hostile store could claim an endless log; no real store gets near this between two opens.
 MAX_PROBES = 1_000_000
@@ -46,12 +49,13 @@ async def latest_state(remote: JournalStorage, known: State | None = None) -> St
         return await _from_listing(remote, known, gone.checkpoint)
 
 
-async def _follow(remote: JournalStorage, seq: int) -> tuple[int, CommitRecord | None]:
-    """The newest commit after `seq` and its record, probing one slot after the other (None: none)."""
+async def _follow(remote: JournalStorage, seq: int, fetched: Fetched | None = None) -> tuple[int, CommitRecord | None]:
+    """The newest commit after `seq` and its record, probing one slot after the other (None: none); the
+    slots an open read ahead (`fetched`) cost nothing."""
     record = None
     for _ in range(MAX_PROBES):
         try:
-            following = await read_record(remote, seq + 1)
+            following = await read_record(remote, seq + 1, fetched)
         except StateCollected:
             raise _Collected from None
         if following is None:
@@ -77,9 +81,9 @@ def _hinted(state: State, head_seq: int) -> State:
 
 async def _from_head(remote: JournalStorage, known: State | None) -> State | None:
     """The newest state, found from the head hint if it names a commit newer than `known` (None: it does
-    not; probe from `known`). The slots past the hint are probed first, so a hint one commit behind costs
-    nothing; when nothing follows it, the state it names is read: a checkpoint alone when the hint says the
-    newest commit was checkpointed (one small read instead of a large cumulative record)."""
+    not; probe from `known`). What the hint names is read at once (`_journal.prefetch`); the slots past it
+    decide: when nothing follows it, the state it names is built: from its checkpoint alone when the hint
+    says the newest commit was checkpointed (no large cumulative record to parse)."""
     data = await remote.read(HEAD_NAME)
     if data is None:
         return None
@@ -90,26 +94,28 @@ async def _from_head(remote: JournalStorage, known: State | None) -> State | Non
         if known is not None and head.seq == known.seq:
             known.head_hint = max(known.head_hint, head.seq)
         return None
-    _, newer = await _follow(remote, head.seq)
+    fetched = await for_open(remote, head, known)
+    _, newer = await _follow(remote, head.seq, fetched)
     if newer is not None:
-        return _hinted(await state_from(remote, newer, known), head.seq)
-    return _hinted(await _named_by(remote, head, known), head.seq)
+        return _hinted(await state_from(remote, newer, known, fetched), head.seq)
+    return _hinted(await _named_by(remote, head, known, fetched), head.seq)
 
 
-async def _named_by(remote: JournalStorage, head: Head, known: State | None) -> State:
+async def _named_by(remote: JournalStorage, head: Head, known: State | None, fetched: Fetched) -> State:
     """The state the head hint names (nothing follows it: verified newest now)."""
     if head.checkpoint == head.seq:
-        data = await remote.read(checkpoint_name(head.seq))
+        asked, data = fetched.answer(checkpoint_name(head.seq))
+        data = data if asked else await remote.read(checkpoint_name(head.seq))
         if data is None:  # gc() removed it (then a newer state exists), or it is damage: the listing decides
             raise _Collected(checkpoint=head.seq)
-        return at_checkpoint(await parse_checkpoint(data, head.seq), remote, known)
+        return at_checkpoint(await parse_checkpoint(data, head.seq), remote, known, fetched)
     try:
-        record = await read_record(remote, head.seq)
+        record = await read_record(remote, head.seq, fetched)
     except StateCollected:
         raise _Collected from None
     if record is None:
         raise _Collected  # a hint ahead of the log, or a commit gc() removed
-    return await state_from(remote, record, known)
+    return await state_from(remote, record, known, fetched)
 
 
 async def _from_listing(remote: JournalStorage, known: State | None, hinted_checkpoint: int | None) -> State | None:

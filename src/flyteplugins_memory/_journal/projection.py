@@ -6,8 +6,9 @@ a projection that fails leaves the commit standing and is owed until the next sa
 from __future__ import annotations
 
 from .._rules.codecs import encode_messages, encode_meta
-from .._rules.journal_objects import Head, encode
+from .._rules.journal_objects import encode
 from .._rules.layout import HEAD_NAME, sidecar_name
+from .._rules.open_hint import head_for
 from .._rules.paths import MESSAGES_PATH
 from .._rules.state import State
 from .journal_storage import JournalStorage
@@ -49,7 +50,7 @@ async def write_head(remote: JournalStorage, committed: State, small: bool = Fal
     six), and the next save brings it up to date. The hint never lags by more than one commit this way."""
     if small and committed.head_hint == committed.seq - 1 and committed.checkpoint.seq < committed.seq:
         return
-    await remote.write_many({HEAD_NAME: encode(Head(seq=committed.seq, checkpoint=committed.checkpoint.seq))})
+    await remote.write_many({HEAD_NAME: encode(head_for(committed.seq, committed.checkpoint))})
     committed.head_hint = committed.seq
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import time
 
-from .._rules.journal_objects import Checkpoint, CommitRecord, Head, encode
+from .._rules.journal_objects import Checkpoint, CommitRecord, encode
 from .._rules.layout import HEAD_NAME, JOURNAL_DIR, checkpoint_name, log_name
 from .._rules.markers import (
     TOMBSTONE,
@@ -38,6 +38,7 @@ from .._rules.markers import (
     parse_moved_head,
 )
 from .._rules.offload import parse_off_loop
+from .._rules.open_hint import head_for
 from .._rules.state import State
 from ..errors import CorruptStore, StorageError, StoreAlreadyExists
 from .checkpoints import read_all_parts
@@ -85,7 +86,7 @@ async def copy_to_new(remote: JournalStorage, state: State, window: float) -> No
     first = log_name(1)
     await _copy(view, remote, [n for n in names if n != first])
     await _copy(view, remote, [n for n in names if n == first])  # last: it makes the new log visible
-    await remote.write_many({HEAD_NAME: encode(Head(seq=state.seq, checkpoint=state.checkpoint.seq))})
+    await remote.write_many({HEAD_NAME: encode(head_for(state.seq, state.checkpoint))})
 
 
 async def _codecs(view: JournalStorage, seqs: list[int]) -> dict[int, CommitRecord]:

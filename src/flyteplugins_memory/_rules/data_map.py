@@ -257,7 +257,7 @@ OBJECTS: tuple[ObjectKind, ...] = (
         Area.JOURNAL,
         "head.json",
         Carries.NOTHING,
-        "none (a hint: the newest commit and checkpoint)",
+        "none (a hint: the newest commit and checkpoint, and sha256s of what an open reads with them)",
         purge="n/a",
         expiry="n/a",
         gc="pointed at the newest state before gc deletes",
