@@ -64,6 +64,7 @@ from .errors import (
     NotText,
     NotTrusted,
     PathEscapesRoot,
+    PathNotFound,
     ProposalConflict,
     ProposalNotFound,
     ReadOnlyPath,
@@ -84,6 +85,7 @@ from .errors import (
     VersionNotFound,
 )
 from .storage import UNVERIFIED_BACKENDS_ENV, Capabilities, ObjectStorage, allow_unverified_backend, set_storage_options
+from .storage._byte_stream import ByteStream
 
 __all__ = [
     "AccessDenied",
@@ -91,6 +93,7 @@ __all__ = [
     "ArchiveNotFound",
     "AssistantMessage",
     "BlockingCallOnLoop",
+    "ByteStream",
     "Capabilities",
     "Commit",
     "CommitNotFound",
@@ -127,6 +130,7 @@ __all__ = [
     "NotTrusted",
     "ObjectStorage",
     "PathEscapesRoot",
+    "PathNotFound",
     "ProgressCallback",
     "Proposal",
     "ProposalConflict",

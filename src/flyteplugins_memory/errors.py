@@ -31,6 +31,7 @@ work as well::
     ├── UnsavedChanges                              a store that cannot be saved for you has unsaved changes
     ├── BlockingCallOnLoop (RuntimeError)           a sync call made on the package's own event loop
     ├── UnsupportedBackend (ValueError)             a backend whose create-only writes are not known atomic
+    ├── PathNotFound (FileNotFoundError)            open_bytes of a path that is no file of the store
     ├── StoreNotFound (FileNotFoundError)           no store at the key's remote path
     │   └── StoreDeleted                            delete_store removed it (a save after that, a re-create)
     ├── VersionNotFound (FileNotFoundError)         no such version snapshot, or version id of a path
@@ -78,6 +79,7 @@ __all__ = [
     "NotText",
     "NotTrusted",
     "PathEscapesRoot",
+    "PathNotFound",
     "ProposalConflict",
     "ProposalNotFound",
     "ReadOnlyPath",
@@ -244,6 +246,11 @@ class StateCollected(MemoryStoreError, FileNotFoundError):
 
 class ContentPurged(StateCollected):
     """Content that ``purge(path)`` removed from every stored copy."""
+
+
+class PathNotFound(MemoryStoreError, FileNotFoundError):
+    """``open_bytes`` of a path that is no file of the store (missing, deleted, expired, or a directory):
+    a stream has no ``default`` to return, as ``read_bytes`` does."""
 
 
 class StoreNotFound(MemoryStoreError, FileNotFoundError):
