@@ -15,7 +15,8 @@ work as well::
     │   ├── NotTrusted                              needs a handle opened with trusted=True
     │   └── ReadOnlySnapshot                        a write to a view of the past (`store.at(commit)`)
     ├── ConcurrencyError                            upstream name; stale expected_sha or conflicting save
-    │   └── ProposalConflict                        a proposal decided concurrently (accept/discard lost)
+    │   ├── ProposalConflict                        a proposal decided concurrently (accept/discard lost)
+    │   └── ContentChanged                          a file replaced in place while open_bytes read it
     ├── ProposalNotFound (KeyError)                 no proposal with that id
     ├── MessageNotFound (IndexError)                no transcript message at that index (purge_message)
     ├── RecordNotFound (IndexError)                 no record of a log at that index (RecordLog.purge)
@@ -62,6 +63,7 @@ __all__ = [
     "BlockingCallOnLoop",
     "CommitNotFound",
     "ConcurrencyError",
+    "ContentChanged",
     "ContentPurged",
     "ContextError",
     "CorruptStore",
@@ -157,6 +159,16 @@ class ConcurrencyError(MemoryStoreError, _upstream.ConcurrencyError):
 class ProposalConflict(ConcurrencyError):
     """Another handle decided the same proposal (accepted or discarded it) after this one looked at it;
     this decision committed nothing. ``path`` names the proposal (``/proposals/<id>``)."""
+
+
+class ContentChanged(ConcurrencyError):
+    """A stream (``open_bytes``) over a file stored in place at its path found other bytes there than the
+    ones it opened (another writer replaced the file meanwhile): nothing read is to be trusted. Opening
+    it again reads the state as it is now."""
+
+    def __init__(self, path: str, expected_sha: str):
+        super().__init__(path, expected_sha, "")
+        Exception.__init__(self, f"{path!r} changed in storage while open_bytes read it; open it again")
 
 
 class ProposalNotFound(MemoryStoreError, KeyError):

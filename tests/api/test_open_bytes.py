@@ -15,6 +15,8 @@ import pytest
 
 from flyteplugins_memory import (
     ByteStream,
+    ConcurrencyError,
+    ContentChanged,
     ContentPurged,
     CorruptStore,
     MemoryStore,
@@ -114,19 +116,29 @@ def test_content_purged_by_another_writer_mid_stream_is_a_typed_error(durable_ba
         reader.open_bytes("big.bin")
 
 
-def test_damaged_or_replaced_content_fails_at_the_end_never_silently(durable_backend, key, small_parts):
-    saved(key, {"big.bin": DATA})
+def test_a_file_replaced_in_place_under_a_stream_fails_never_silently(durable_backend, key, small_parts):
+    saved(key, {"big.bin": DATA})  # a new file: stored in place at its path (decision 0041)
     reader = MemoryStore.open(key=key)
-    stream = reader.open_bytes("big.bin")
-    remote = JournalStorage.at(durable_backend.store_uri(key))
+    stream, skipping = reader.open_bytes("big.bin"), reader.open_bytes("big.bin")
     other = bytes(reversed(DATA))  # same length, other bytes: a part-wise mix would look whole
-    run_sync(remote.write_many, {blob_name(hashlib.sha256(DATA).hexdigest()): other})
+    durable_backend.fs.pipe_file(durable_backend.prefix(key) + "/big.bin", other)  # upstream rewrites in place
+    with pytest.raises(ContentChanged) as raised:
+        stream.read()
+    assert isinstance(raised.value, ConcurrencyError)
+    skipping.seek(len(DATA) - 10)  # a reader that skips to the end: the skipped parts are hashed first
+    with pytest.raises(ContentChanged):
+        skipping.read()
+
+
+def test_a_damaged_blob_fails_at_the_end(durable_backend, key, small_parts):
+    store = saved(key, {"big.bin": b"first"})
+    store.write_bytes("big.bin", DATA)  # a changed path: its content goes to a blob
+    store.save()
+    stream = MemoryStore.open(key=key).open_bytes("big.bin")
+    remote = JournalStorage.at(durable_backend.store_uri(key))
+    run_sync(remote.write_many, {blob_name(hashlib.sha256(DATA).hexdigest()): bytes(reversed(DATA))})
     with pytest.raises(CorruptStore):
         stream.read()
-    skipping = reader.open_bytes("big.bin")
-    skipping.seek(len(DATA) - 10)  # a reader that skips to the end: the skipped parts are hashed first
-    with pytest.raises(CorruptStore):
-        skipping.read()
 
 
 def test_a_large_read_takes_its_parts_in_one_wave(durable_backend, key, round_trips, monkeypatch):
@@ -141,7 +153,8 @@ def test_a_large_read_takes_its_parts_in_one_wave(durable_backend, key, round_tr
     assert read.requests == 16 and read.waves == 1, read.describe()
     with round_trips.measure() as streamed:
         assert handle.open_bytes("big.bin").read() == data
-    assert streamed.requests == 16 and streamed.waves == 1, streamed.describe()
+    # the 16 parts (the 32 read ahead reach past the end) and whether the file has a blob copy to read instead
+    assert streamed.requests == 17 and streamed.waves == 1, streamed.describe()
 
 
 def test_a_stream_holds_a_few_parts_not_the_file(local_backend, key, monkeypatch):

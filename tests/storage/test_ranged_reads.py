@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import os
 
-import pytest
-
 from flyteplugins_memory._base.syncify import run_sync
 from flyteplugins_memory.storage import _ranges
 from flyteplugins_memory.storage._fsspec import FsspecStorage, filesystem_for

@@ -65,10 +65,11 @@ async def _fetch_from(
 
 
 async def _read(source: JournalStorage, names: dict[str, str], records: Mapping[str, FileEntry]) -> dict[str, bytes]:
-    """The objects `names` (by path) that exist: small ones in one `read_many`, large blobs (more than a
-    part, `storage._ranges`) each as parallel ranged GETs, all at once. A legacy file at its path keeps
-    one GET: its size comes from upstream's sidecar, which nothing checked, while a blob's is ours."""
-    large = {p: n for p, n in names.items() if n != p and _ranges.is_large(records[p].bytes)}
+    """The objects `names` (by path) that exist: small ones in one `read_many`, large ones (more than a
+    part, `storage._ranges`) each as parallel ranged GETs, all at once. The size asked for is the record's
+    (for a file imported from upstream, its sidecar's exact byte count): an object of another size fails
+    the hash check as a whole GET of it would."""
+    large = {p: n for p, n in names.items() if _ranges.is_large(records[p].bytes)}
     small = [n for p, n in names.items() if p not in large]
     if not large:
         return await source.read_many(small)
