@@ -18,6 +18,7 @@ Sync methods (``read``, ``readinto``) block the calling thread while the package
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import io
 from collections.abc import Awaitable, Callable
@@ -95,7 +96,8 @@ class ByteStream(io.BufferedIOBase):
     def close(self) -> None:
         if not self.closed:
             for part in self._parts.values():  # from any thread: the parts live on the package's loop
-                part.get_loop().call_soon_threadsafe(part.cancel)
+                with contextlib.suppress(RuntimeError):  # that loop already closed (at exit)
+                    part.get_loop().call_soon_threadsafe(part.cancel)
             self._parts.clear()
         super().close()
 
