@@ -3,7 +3,8 @@
 Why: one GET of a 100 MB object is one TCP stream, bounded by one connection's throughput and, through
 botocore, buffered whole before the first byte is handed over. Object stores serve byte ranges of one
 object in parallel at full speed each, so a large read costs one round trip of `PART_SIZE` parts instead
-of one long stream (`read_in_parts`), and a streaming reader (`storage._byte_stream`) holds only the
+of one long stream (`read_in_parts`: at most `MAX_PARTS` parts, so they fit the client's connection
+pool), and a streaming reader (`storage._byte_stream`) holds only the
 parts it reads ahead. Objects of at most `PART_SIZE` bytes keep their single GET: splitting them buys
 nothing and costs requests.
 
@@ -16,13 +17,15 @@ from typing import Protocol
 
 from ._fsio import gather_all
 
-__all__ = ["MAX_PARTS_IN_FLIGHT", "PART_SIZE", "RangedReader", "is_large", "part_bounds", "read_in_parts"]
+__all__ = ["MAX_PARTS", "PART_SIZE", "RangedReader", "is_large", "part_bounds", "read_in_parts"]
 
 #: Bytes per ranged GET. 8 MiB: S3's and GCS's own guidance for parallel range reads (8-16 MiB), and
 #: small enough that a streaming read holding a few parts stays far below a 100 MB file.
 PART_SIZE = 8 * 1024 * 1024
-#: Ranged GETs of one object in flight at once (a 100 MB object is 13 parts: one wave).
-MAX_PARTS_IN_FLIGHT = 64
+#: Parts of one whole-object read at most: larger objects take larger parts. s3fs's client holds 10
+#: connections (botocore's ``max_pool_connections``), and parts beyond them wait for one: a second round
+#: trip (a 100 MB object in 13 parts of 8 MiB took two; in 8 parts of 12.5 MiB it takes one).
+MAX_PARTS = 8
 
 
 class RangedReader(Protocol):
@@ -44,16 +47,13 @@ def part_bounds(size: int, part: int | None = None) -> list[tuple[int, int]]:
 
 
 async def read_in_parts(storage: RangedReader, name: str, size: int) -> bytes | None:
-    """Object `name`, expected to be `size` bytes, fetched as parallel ranged GETs (`MAX_PARTS_IN_FLIGHT`
-    at a time) and joined; None if it does not exist. An object of another size comes back with its
-    own length (short), or cut at `size`: callers verify the content's hash, which then fails.
+    """Object `name`, expected to be `size` bytes, fetched as at most `MAX_PARTS` parallel ranged GETs of
+    at least `PART_SIZE` each, and joined; None if it does not exist. An object of another size comes back
+    with its own length (short), or cut at `size`: callers verify the content's hash, which then fails.
 
     Peak memory is the parts plus the joined copy: twice the object, as one GET's buffer and its copy."""
-    bounds = part_bounds(size)
-    parts: list[bytes | None] = []
-    for first in range(0, len(bounds), MAX_PARTS_IN_FLIGHT):
-        batch = bounds[first : first + MAX_PARTS_IN_FLIGHT]
-        parts += await gather_all(storage.read_range(name, start, end) for start, end in batch)
+    step = max(PART_SIZE, -(-size // MAX_PARTS))
+    parts = await gather_all(storage.read_range(name, start, end) for start, end in part_bounds(size, step))
     if any(part is None for part in parts):
         return None
     return b"".join(part for part in parts if part is not None)
