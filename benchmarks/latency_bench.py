@@ -18,10 +18,12 @@ plain parallel object requests (s3fs, all at once) that move the same bytes: a r
 (ours' ranged reads split one object where the floor makes one GET). Stores are built with no delay;
 only the measured operation runs at the delay.
 
-Each large-file operation runs in a child process of its own, set up before the clock starts, so its cell
-also gives its peak memory as a multiple of the file: the child's RSS high-water (``VmHWM``, reset just
-before the operation through ``/proc/self/clear_refs``) above its resident size at that moment (Linux).
-A write's input string is made inside the operation and counts.
+Each large-file operation runs in a worker process (one per implementation, set up before the clock
+starts), so its cell also gives its peak memory as a multiple of the file: the worker's RSS high-water
+(``VmHWM``, reset just before the operation through ``/proc/self/clear_refs``) above its resident size at
+that moment (Linux). Workers run with a fixed 128 KiB ``mmap`` threshold, so every large buffer is mapped
+and unmapped on its own and one operation's freed memory never hides the next one's. A write's input
+string is made inside the operation and counts.
 
 Run: python benchmarks/latency_bench.py [--delays 0,20] [--files 1000] [--entries 10000] [--megabytes 100]
      [--only save,open,search,bulk,large] [--trace] [--out FILE]
@@ -354,41 +356,69 @@ def _big_op(impl: type, key: str, how: str, size: int) -> int:
     return len(getattr(store, how)("big.txt"))
 
 
-def _child(conn, endpoint: str, bucket: str, impl_name: str, key: str, how: str, size: int) -> None:
+def _worker(conn, endpoint: str, bucket: str, impl_name: str) -> None:
+    """A child process that runs `_big_op`s on request, each set up before the parent starts the clock."""
     setup(endpoint, bucket)
     impl = implementations()[impl_name]
     warm = impl.get_or_create(key=f"warm-{uuid.uuid4().hex[:8]}")  # clients and imports, off the clock
     warm.write_text("w.txt", "w")
     warm.save()
     assert impl.get_or_create(key=warm.key).read_text("w.txt") == "w"
-    conn.send("ready")
-    conn.recv()
-    _reset_high_water()
-    before = _resident()
-    start = time.perf_counter()
-    moved = _big_op(impl, key, how, size)
-    seconds = time.perf_counter() - start
-    conn.send((seconds, max(0, _high_water() - before), moved))
+    while (request := conn.recv()) is not None:
+        key, how, size = request
+        conn.send("ready")
+        conn.recv()
+        _reset_high_water()
+        before = _resident()
+        start = time.perf_counter()
+        moved = _big_op(impl, key, how, size)
+        seconds = time.perf_counter() - start
+        conn.send((seconds, max(0, _high_water() - before), moved))
+
+
+#: one worker process per implementation, for the whole run (spawning one per operation cost seconds each)
+_WORKERS: dict[str, tuple] = {}
+
+
+def _worker_for(impl: str, endpoint: str, bucket: str):
+    if impl not in _WORKERS:
+        ctx = multiprocessing.get_context("spawn")
+        mine, theirs = ctx.Pipe()
+        child = ctx.Process(target=_worker, args=(theirs, endpoint, bucket, impl), daemon=True)
+        saved = os.environ.get("MALLOC_MMAP_THRESHOLD_")
+        os.environ["MALLOC_MMAP_THRESHOLD_"] = str(128 * 1024)  # glibc: fixed, not raised after frees
+        try:
+            child.start()
+        finally:
+            os.environ.pop("MALLOC_MMAP_THRESHOLD_")
+            if saved is not None:
+                os.environ["MALLOC_MMAP_THRESHOLD_"] = saved
+        _WORKERS[impl] = (mine, child)
+    return _WORKERS[impl][0]
+
+
+def stop_workers() -> None:
+    for conn, child in _WORKERS.values():
+        conn.send(None)
+        child.join(timeout=30)
+    _WORKERS.clear()
 
 
 def in_child(
     proxy: LatencyProxy, delay: float, endpoint: str, bucket: str, size: int, impl: str, key: str, how: str
 ) -> Run:
-    """`_big_op` in a fresh process (set up, its clients made by a small save and read, before the clock
-    starts), timed there; requests from the proxy."""
-    ctx = multiprocessing.get_context("spawn")
-    mine, theirs = ctx.Pipe()
-    child = ctx.Process(target=_child, args=(theirs, endpoint, bucket, impl, key, how, size), daemon=True)
-    child.start()
+    """`_big_op` in the implementation's worker process (its clients made by a small save and read before
+    the first), timed there; requests from the proxy."""
+    conn = _worker_for(impl, endpoint, bucket)
+    conn.send((key, how, size))
     try:
-        assert mine.recv() == "ready"
+        assert conn.recv() == "ready"
         proxy.delay(delay)
         proxy.reset()
-        mine.send("go")
-        seconds, peak, moved = mine.recv()
+        conn.send("go")
+        seconds, peak, moved = conn.recv()
     finally:
         proxy.delay(0)
-        child.join(timeout=60)
     assert moved == size, (how, moved, size)
     log = proxy.log()
     waves, in_flight = waves_and_peak([(start, end) for start, end, _, _ in log])
@@ -455,6 +485,7 @@ def main() -> None:
             results[delay] = operations(args, proxy, proxy.endpoint, bucket, delay)
             print(f"done: {delay:g} ms", file=sys.stderr)
     finally:
+        stop_workers()
         proxy.stop()
         server.stop()
     text = table(results)
