@@ -12,12 +12,21 @@ count each, and a fixed-width pool of N counts about requests/N) and the peak nu
 
 Operations (1 KiB files): a one-file change and save on a ``--files`` store; open, ``list_paths()`` and
 the transcript of it; a cold open and first ``search`` over ``--entries`` files (ours only: upstream has no
-search); the first save of ``--files`` new files; writing and reading one ``--megabytes`` file. The floor
-is plain parallel object requests (s3fs, all at once) that move the same bytes: what no implementation
-can beat. Stores are built with no delay; only the measured operation runs at the delay.
+search); the first save of ``--files`` new files; writing and reading one ``--megabytes`` file
+(``read_text`` on both, and ours' ``read_bytes`` and ``open_bytes`` read in 1 MiB chunks). The floor is
+plain parallel object requests (s3fs, all at once) that move the same bytes: a reference, not a bound
+(ours' ranged reads split one object where the floor makes one GET). Stores are built with no delay;
+only the measured operation runs at the delay.
+
+Each large-file operation runs in a worker process (one per implementation, set up before the clock
+starts), so its cell also gives its peak memory as a multiple of the file: the worker's RSS high-water
+(``VmHWM``, reset just before the operation through ``/proc/self/clear_refs``) above its resident size at
+that moment (Linux). Workers run with a fixed 128 KiB ``mmap`` threshold, so every large buffer is mapped
+and unmapped on its own and one operation's freed memory never hides the next one's. A write's input
+string is made inside the operation and counts.
 
 Run: python benchmarks/latency_bench.py [--delays 0,20] [--files 1000] [--entries 10000] [--megabytes 100]
-     [--trace] [--out FILE]
+     [--only save,open,search,bulk,large] [--trace] [--out FILE]
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ import argparse
 import asyncio
 import json
 import multiprocessing
+import os
 import sys
 import time
 import urllib.request
@@ -144,6 +154,8 @@ class Run:
     requests: int
     waves: int
     peak: int
+    #: peak memory of the operation as a multiple of the file (large-file rows only)
+    memory: float | None = None
 
 
 def waves_and_peak(intervals: list[tuple[float, float]]) -> tuple[int, int]:
@@ -187,6 +199,9 @@ def timed(proxy: LatencyProxy, delay_ms: float, action: Callable[[], object]) ->
 
 # -- the operations ----------------------------------------------------------------------------------------
 
+#: what ``--only`` selects: the rows of the table, by workload
+WORKLOADS = ("save", "open", "search", "bulk", "large")
+
 
 def bulk(impl: type, files: int, text: Callable[[int], str] = lambda i: PAYLOAD):
     key = f"l-{uuid.uuid4().hex[:8]}"
@@ -228,77 +243,186 @@ def operations(args, proxy: LatencyProxy, endpoint: str, bucket: str, delay: flo
     impls = implementations()
     out: dict[str, dict[str, Run]] = {}
     floor = Floor(endpoint, bucket)
-    files, big = args.files, "y" * (args.megabytes * 1024 * 1024)
+    files = args.files
 
-    row = out.setdefault(f"one-file change + save ({files:,} files)", {})
-    for name, impl in impls.items():
-        key, store = bulk(impl, files)
-        store.save()
-        handle = impl.get_or_create(key=key)
-
-        def one_file_save(handle=handle) -> None:
-            handle.write_text("files/00007.txt", PAYLOAD[:-7] + "changed")
-            handle.save()
-
-        row[name] = timed(proxy, delay, one_file_save)
-    floor.put({"one.txt": PAYLOAD.encode()})
-    row["floor"] = timed(proxy, delay, lambda: floor.put({"one.txt": PAYLOAD.encode()}))
-
-    row = out.setdefault(f"open + list_paths() + transcript ({files:,} files)", {})
-    for name, impl in impls.items():
-        key, store = bulk(impl, files)
-        store.save()
-
-        def open_and_list(impl=impl, key=key) -> None:
-            opened = impl.get_or_create(key=key)
-            assert len(opened.list_paths()) == files and opened.messages
-
-        row[name] = timed(proxy, delay, open_and_list)
-    floor.put({f"files/{i:05d}.txt": PAYLOAD.encode() for i in range(files)})
-    row["floor"] = timed(proxy, delay, floor.list_and_get)
-
-    row = out.setdefault(f"cold open + first search ({args.entries:,} files)", {})
-    ours = impls["ours"]
-    key, store = bulk(ours, args.entries, entry_text)
-    store.save()
-
-    def search(key=key) -> None:
-        assert ours.get_or_create(key=key).search("lantern tag7")
-
-    row["ours"] = timed(proxy, delay, search)
-
-    row = out.setdefault(f"bulk first save, {files:,} new files", {})
-    for name, impl in impls.items():
-        _, store = bulk(impl, files)
-        row[name] = timed(proxy, delay, store.save)
-    row["floor"] = timed(proxy, delay, lambda: floor.put({f"bulk/{i:05d}.txt": PAYLOAD.encode() for i in range(files)}))
-
-    for reading in (False, True):
-        row = out.setdefault(f"{args.megabytes} MB file: " + ("read" if reading else "write + save"), {})
+    if "save" in args.only:
+        row = out.setdefault(f"one-file change + save ({files:,} files)", {})
         for name, impl in impls.items():
-            key = f"big-{uuid.uuid4().hex[:8]}"
-            store = impl.get_or_create(key=key)
+            key, store = bulk(impl, files)
+            store.save()
+            handle = impl.get_or_create(key=key)
 
-            def write(store=store) -> None:
-                store.write_text("big.txt", big)
-                store.save()
+            def one_file_save(handle=handle) -> None:
+                handle.write_text("files/00007.txt", PAYLOAD[:-7] + "changed")
+                handle.save()
 
-            if not reading:
-                row[name] = timed(proxy, delay, write)
-                continue
-            write()
+            row[name] = timed(proxy, delay, one_file_save)
+        floor.put({"one.txt": PAYLOAD.encode()})
+        row["floor"] = timed(proxy, delay, lambda: floor.put({"one.txt": PAYLOAD.encode()}))
 
-            def read(impl=impl, key=key) -> None:
-                assert len(impl.get_or_create(key=key).read_text("big.txt")) == len(big)
+    if "open" in args.only:
+        row = out.setdefault(f"open + list_paths() + transcript ({files:,} files)", {})
+        for name, impl in impls.items():
+            key, store = bulk(impl, files)
+            store.save()
 
-            row[name] = timed(proxy, delay, read)
-        payload = big.encode()
-        floor.put({"big.txt": payload})
-        if reading:
-            row["floor"] = timed(proxy, delay, lambda: floor.get(["big.txt"]))
-        else:
-            row["floor"] = timed(proxy, delay, lambda payload=payload: floor.put({"big.txt": payload}))
+            def open_and_list(impl=impl, key=key) -> None:
+                opened = impl.get_or_create(key=key)
+                assert len(opened.list_paths()) == files and opened.messages
+
+            row[name] = timed(proxy, delay, open_and_list)
+        floor.put({f"files/{i:05d}.txt": PAYLOAD.encode() for i in range(files)})
+        row["floor"] = timed(proxy, delay, floor.list_and_get)
+
+    if "search" in args.only:
+        row = out.setdefault(f"cold open + first search ({args.entries:,} files)", {})
+        ours = impls["ours"]
+        key, store = bulk(ours, args.entries, entry_text)
+        store.save()
+
+        def search(key=key) -> None:
+            assert ours.get_or_create(key=key).search("lantern tag7")
+
+        row["ours"] = timed(proxy, delay, search)
+
+    if "bulk" in args.only:
+        row = out.setdefault(f"bulk first save, {files:,} new files", {})
+        for name, impl in impls.items():
+            _, store = bulk(impl, files)
+            row[name] = timed(proxy, delay, store.save)
+        row["floor"] = timed(
+            proxy, delay, lambda: floor.put({f"bulk/{i:05d}.txt": PAYLOAD.encode() for i in range(files)})
+        )
+
+    if "large" in args.only:
+        big_file_rows(out, args, proxy, endpoint, bucket, delay, floor)
     return out
+
+
+def big_file_rows(out, args, proxy: LatencyProxy, endpoint: str, bucket: str, delay: float, floor: Floor) -> None:
+    """The ``--megabytes`` file written and read, each measured in a child process of its own, which also
+    gives its peak memory (RSS high-water above the child's resident size just before the operation)."""
+    size = args.megabytes * 1024 * 1024
+    measure = {"proxy": proxy, "delay": delay, "endpoint": endpoint, "bucket": bucket, "size": size}
+    row = out.setdefault(f"{args.megabytes} MB file: write + save", {})
+    for name in ("upstream", "ours"):
+        row[name] = in_child(**measure, impl=name, key=f"big-{uuid.uuid4().hex[:8]}", how="write")
+    payload = b"y" * size
+    floor.put({"big.txt": payload})
+    row["floor"] = timed(proxy, delay, lambda: floor.put({"big.txt": payload}))
+    keys = {name: f"big-{uuid.uuid4().hex[:8]}" for name in ("upstream", "ours")}
+    for name, key in keys.items():
+        in_child(**{**measure, "delay": 0}, impl=name, key=key, how="write")
+    reads = {
+        "read_text": {"upstream": "read_text", "ours": "read_text"},
+        "read_bytes": {"ours": "read_bytes"},
+        "open_bytes, 1 MiB reads": {"ours": "open_bytes"},
+    }
+    for label, hows in reads.items():
+        row = out.setdefault(f"{args.megabytes} MB file: {label}", {})
+        for name, how in hows.items():
+            row[name] = in_child(**measure, impl=name, key=keys[name], how=how)
+        row["floor"] = timed(proxy, delay, lambda: floor.get(["big.txt"]))
+
+
+def _resident() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _reset_high_water() -> None:
+    """Start the RSS high-water mark (``VmHWM``) from now: imports and set-up peaked higher than what stays."""
+    with open("/proc/self/clear_refs", "w") as refs:
+        refs.write("5")
+
+
+def _high_water() -> int:
+    with open("/proc/self/status") as status:
+        line = next(line for line in status if line.startswith("VmHWM:"))
+    return int(line.split()[1]) * 1024  # kB
+
+
+def _big_op(impl: type, key: str, how: str, size: int) -> int:
+    """One large-file operation; the bytes it moved."""
+    if how == "write":
+        store = impl.get_or_create(key=key)
+        store.write_text("big.txt", "y" * size)
+        store.save()
+        return size
+    store = impl.get_or_create(key=key)
+    if how == "open_bytes":
+        with store.open_bytes("big.txt") as stream:
+            return sum(len(chunk) for chunk in iter(lambda: stream.read(1 << 20), b""))
+    return len(getattr(store, how)("big.txt"))
+
+
+def _worker(conn, endpoint: str, bucket: str, impl_name: str) -> None:
+    """A child process that runs `_big_op`s on request, each set up before the parent starts the clock."""
+    setup(endpoint, bucket)
+    impl = implementations()[impl_name]
+    warm = impl.get_or_create(key=f"warm-{uuid.uuid4().hex[:8]}")  # clients and imports, off the clock
+    warm.write_text("w.txt", "w")
+    warm.save()
+    assert impl.get_or_create(key=warm.key).read_text("w.txt") == "w"
+    while (request := conn.recv()) is not None:
+        key, how, size = request
+        conn.send("ready")
+        conn.recv()
+        _reset_high_water()
+        before = _resident()
+        start = time.perf_counter()
+        moved = _big_op(impl, key, how, size)
+        seconds = time.perf_counter() - start
+        conn.send((seconds, max(0, _high_water() - before), moved))
+
+
+#: one worker process per implementation, for the whole run (spawning one per operation cost seconds each)
+_WORKERS: dict[str, tuple] = {}
+
+
+def _worker_for(impl: str, endpoint: str, bucket: str):
+    if impl not in _WORKERS:
+        ctx = multiprocessing.get_context("spawn")
+        mine, theirs = ctx.Pipe()
+        child = ctx.Process(target=_worker, args=(theirs, endpoint, bucket, impl), daemon=True)
+        saved = os.environ.get("MALLOC_MMAP_THRESHOLD_")
+        os.environ["MALLOC_MMAP_THRESHOLD_"] = str(128 * 1024)  # glibc: fixed, not raised after frees
+        try:
+            child.start()
+        finally:
+            os.environ.pop("MALLOC_MMAP_THRESHOLD_")
+            if saved is not None:
+                os.environ["MALLOC_MMAP_THRESHOLD_"] = saved
+        _WORKERS[impl] = (mine, child)
+    return _WORKERS[impl][0]
+
+
+def stop_workers() -> None:
+    for conn, child in _WORKERS.values():
+        conn.send(None)
+        child.join(timeout=30)
+    _WORKERS.clear()
+
+
+def in_child(
+    proxy: LatencyProxy, delay: float, endpoint: str, bucket: str, size: int, impl: str, key: str, how: str
+) -> Run:
+    """`_big_op` in the implementation's worker process (its clients made by a small save and read before
+    the first), timed there; requests from the proxy."""
+    conn = _worker_for(impl, endpoint, bucket)
+    conn.send((key, how, size))
+    try:
+        assert conn.recv() == "ready"
+        proxy.delay(delay)
+        proxy.reset()
+        conn.send("go")
+        seconds, peak, moved = conn.recv()
+    finally:
+        proxy.delay(0)
+    assert moved == size, (how, moved, size)
+    log = proxy.log()
+    waves, in_flight = waves_and_peak([(start, end) for start, end, _, _ in log])
+    return Run(seconds, len(log), waves, in_flight, memory=peak / size)
 
 
 # -- report ------------------------------------------------------------------------------------------------
@@ -307,7 +431,8 @@ def operations(args, proxy: LatencyProxy, endpoint: str, bucket: str, delay: flo
 def _cell(run: Run | None) -> str:
     if run is None:
         return "n/a"
-    return f"{run.seconds * 1000:,.0f} ms, {run.requests:,} req, {run.waves:,} waves, peak {run.peak:,}"
+    cell = f"{run.seconds * 1000:,.0f} ms, {run.requests:,} req, {run.waves:,} waves, peak {run.peak:,}"
+    return cell if run.memory is None else f"{cell}, memory {run.memory:.2f}x"
 
 
 def table(results: dict[float, dict[str, dict[str, Run]]]) -> str:
@@ -335,9 +460,17 @@ def main() -> None:
     parser.add_argument("--entries", type=int, default=10_000)
     parser.add_argument("--megabytes", type=int, default=100)
     parser.add_argument("--trace", action="store_true", help="print every measured request to stderr")
+    parser.add_argument(
+        "--only",
+        default=",".join(WORKLOADS),
+        help=f"comma-separated workloads to run, of {', '.join(WORKLOADS)} (default: all)",
+    )
     parser.add_argument("--out", help="also write the table to this markdown file")
     args = parser.parse_args()
     OPTIONS["trace"] = args.trace
+    args.only = set(args.only.split(","))
+    if args.only - set(WORKLOADS):
+        parser.error(f"unknown workloads: {', '.join(sorted(args.only - set(WORKLOADS)))}")
 
     server = CountingServer()
     proxy = LatencyProxy(server.endpoint)
@@ -352,6 +485,7 @@ def main() -> None:
             results[delay] = operations(args, proxy, proxy.endpoint, bucket, delay)
             print(f"done: {delay:g} ms", file=sys.stderr)
     finally:
+        stop_workers()
         proxy.stop()
         server.stop()
     text = table(results)

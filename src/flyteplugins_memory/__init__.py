@@ -47,6 +47,7 @@ from .errors import (
     BlockingCallOnLoop,
     CommitNotFound,
     ConcurrencyError,
+    ContentChanged,
     ContentPurged,
     ContextError,
     CorruptStore,
@@ -64,6 +65,7 @@ from .errors import (
     NotText,
     NotTrusted,
     PathEscapesRoot,
+    PathNotFound,
     ProposalConflict,
     ProposalNotFound,
     ReadOnlyPath,
@@ -84,6 +86,7 @@ from .errors import (
     VersionNotFound,
 )
 from .storage import UNVERIFIED_BACKENDS_ENV, Capabilities, ObjectStorage, allow_unverified_backend, set_storage_options
+from .storage._byte_stream import ByteStream
 
 __all__ = [
     "AccessDenied",
@@ -91,11 +94,13 @@ __all__ = [
     "ArchiveNotFound",
     "AssistantMessage",
     "BlockingCallOnLoop",
+    "ByteStream",
     "Capabilities",
     "Commit",
     "CommitNotFound",
     "CompactionResult",
     "ConcurrencyError",
+    "ContentChanged",
     "ContentPurged",
     "ContextError",
     "Conversation",
@@ -127,6 +132,7 @@ __all__ = [
     "NotTrusted",
     "ObjectStorage",
     "PathEscapesRoot",
+    "PathNotFound",
     "ProgressCallback",
     "Proposal",
     "ProposalConflict",

@@ -15,7 +15,8 @@ work as well::
     │   ├── NotTrusted                              needs a handle opened with trusted=True
     │   └── ReadOnlySnapshot                        a write to a view of the past (`store.at(commit)`)
     ├── ConcurrencyError                            upstream name; stale expected_sha or conflicting save
-    │   └── ProposalConflict                        a proposal decided concurrently (accept/discard lost)
+    │   ├── ProposalConflict                        a proposal decided concurrently (accept/discard lost)
+    │   └── ContentChanged                          a file replaced in place while open_bytes read it
     ├── ProposalNotFound (KeyError)                 no proposal with that id
     ├── MessageNotFound (IndexError)                no transcript message at that index (purge_message)
     ├── RecordNotFound (IndexError)                 no record of a log at that index (RecordLog.purge)
@@ -31,6 +32,7 @@ work as well::
     ├── UnsavedChanges                              a store that cannot be saved for you has unsaved changes
     ├── BlockingCallOnLoop (RuntimeError)           a sync call made on the package's own event loop
     ├── UnsupportedBackend (ValueError)             a backend whose create-only writes are not known atomic
+    ├── PathNotFound (FileNotFoundError)            open_bytes of a path that is no file of the store
     ├── StoreNotFound (FileNotFoundError)           no store at the key's remote path
     │   └── StoreDeleted                            delete_store removed it (a save after that, a re-create)
     ├── VersionNotFound (FileNotFoundError)         no such version snapshot, or version id of a path
@@ -61,6 +63,7 @@ __all__ = [
     "BlockingCallOnLoop",
     "CommitNotFound",
     "ConcurrencyError",
+    "ContentChanged",
     "ContentPurged",
     "ContextError",
     "CorruptStore",
@@ -78,6 +81,7 @@ __all__ = [
     "NotText",
     "NotTrusted",
     "PathEscapesRoot",
+    "PathNotFound",
     "ProposalConflict",
     "ProposalNotFound",
     "ReadOnlyPath",
@@ -155,6 +159,16 @@ class ConcurrencyError(MemoryStoreError, _upstream.ConcurrencyError):
 class ProposalConflict(ConcurrencyError):
     """Another handle decided the same proposal (accepted or discarded it) after this one looked at it;
     this decision committed nothing. ``path`` names the proposal (``/proposals/<id>``)."""
+
+
+class ContentChanged(ConcurrencyError):
+    """A stream (``open_bytes``) over a file stored in place at its path found other bytes there than the
+    ones it opened (another writer replaced the file meanwhile): nothing read is to be trusted. Opening
+    it again reads the state as it is now."""
+
+    def __init__(self, path: str, expected_sha: str):
+        super().__init__(path, expected_sha, "")
+        Exception.__init__(self, f"{path!r} changed in storage while open_bytes read it; open it again")
 
 
 class ProposalNotFound(MemoryStoreError, KeyError):
@@ -244,6 +258,11 @@ class StateCollected(MemoryStoreError, FileNotFoundError):
 
 class ContentPurged(StateCollected):
     """Content that ``purge(path)`` removed from every stored copy."""
+
+
+class PathNotFound(MemoryStoreError, FileNotFoundError):
+    """``open_bytes`` of a path that is no file of the store (missing, deleted, expired, or a directory):
+    a stream has no ``default`` to return, as ``read_bytes`` does."""
 
 
 class StoreNotFound(MemoryStoreError, FileNotFoundError):

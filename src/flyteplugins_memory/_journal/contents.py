@@ -18,6 +18,8 @@ from .._rules.offload import sha256_off_loop
 from .._rules.purge_count import is_purged_entry
 from .._rules.state import State
 from ..errors import ContentPurged, CorruptStore, StateCollected, StorageError
+from ..storage import _ranges
+from ..storage._fsio import gather_all
 from .journal_storage import JournalStorage
 from .old_journal import old_view
 from .opening import raise_if_collected
@@ -53,13 +55,27 @@ async def _fetch_from(
 ) -> dict[str, bytes]:
     """What `source` holds of `records`: a legacy file at its path, else (or then) its blob."""
     first = {p: (p if r.legacy and legacy_at_path else blob_name(r.sha256)) for p, r in records.items()}
-    found = await source.read_many(list(first.values()))
+    found = await _read(source, first, records)
     contents = {p: found[first[p]] for p, r in records.items() if await _matches(found.get(first[p]), r)}
     fallback = {p: blob_name(r.sha256) for p, r in records.items() if p not in contents and first[p] == p}
     if fallback:
-        copies = await source.read_many(list(fallback.values()))
+        copies = await _read(source, fallback, records)
         contents.update({p: copies[n] for p, n in fallback.items() if await _matches(copies.get(n), records[p])})
     return contents
+
+
+async def _read(source: JournalStorage, names: dict[str, str], records: Mapping[str, FileEntry]) -> dict[str, bytes]:
+    """The objects `names` (by path) that exist: small ones in one `read_many`, large ones (more than a
+    part, `storage._ranges`) each as parallel ranged GETs, all at once. The size asked for is the record's
+    (for a file imported from upstream, its sidecar's exact byte count): an object of another size fails
+    the hash check as a whole GET of it would."""
+    large = {p: n for p, n in names.items() if _ranges.is_large(records[p].bytes)}
+    small = [n for p, n in names.items() if p not in large]
+    if not large:
+        return await source.read_many(small)
+    calls = [source.read_many(small), *(_ranges.read_in_parts(source, n, records[p].bytes) for p, n in large.items())]
+    found, *whole = await gather_all(calls)
+    return {**found, **{n: data for n, data in zip(large.values(), whole, strict=True) if data is not None}}
 
 
 async def _matches(data: bytes | None, record: FileEntry) -> bool:

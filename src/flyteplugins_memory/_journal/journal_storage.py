@@ -108,6 +108,11 @@ class JournalStorage:
         side, local = self._side(name)
         return await side.read(local)
 
+    async def read_range(self, name: str, start: int, end: int) -> bytes | None:
+        """Bytes ``[start, end)`` of object `name` (fewer where it is shorter), or None if it does not exist."""
+        side, local = self._side(name)
+        return await side.read_range(local, start, end)
+
     async def read_many(self, names: list[str]) -> dict[str, bytes]:
         """Contents of the named objects that exist (missing ones are left out), in the order of `names`."""
         runs = self._runs(names)

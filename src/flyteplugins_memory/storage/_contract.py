@@ -80,6 +80,12 @@ class ObjectStorage(Protocol):
         """Contents of the named objects that exist (missing ones are left out)."""
         ...
 
+    async def read_range(self, name: str, start: int, end: int) -> bytes | None:
+        """Bytes ``[start, end)`` of object `name` (fewer where the object is shorter, ``b""`` past its
+        end), or None if it does not exist: one ranged GET, so the parts of a large object can be
+        fetched side by side (`storage._ranges`)."""
+        ...
+
     async def write_many(self, objects: dict[str, bytes]) -> None:
         """Write (create or overwrite) every object; each one is whole or absent to readers."""
         ...

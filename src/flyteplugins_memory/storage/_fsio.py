@@ -115,6 +115,17 @@ class AsyncIO:
         except MISSING:
             return None
 
+    async def cat_range(self, path: str, root: str, start: int, end: int) -> bytes | None:
+        """One ranged GET; a range past the object's end (S3 answers 416) is empty, not an error."""
+        try:
+            return await self._now()._cat_file(path, start=start, end=end)
+        except MISSING:
+            return None
+        except OSError as exc:
+            if _past_end(exc):
+                return b""
+            raise
+
     async def cat_many(self, paths: list[tuple[str, str]]) -> list[bytes | None]:
         """One after the other (`FsspecStorage` fans out itself where the backend takes concurrency)."""
         return [await self.cat(path, root) for path, root in paths]
@@ -162,6 +173,9 @@ class BlockingIO:
     async def cat(self, path: str, root: str) -> bytes | None:
         return await asyncio.to_thread(self._cat, path, root)
 
+    async def cat_range(self, path: str, root: str, start: int, end: int) -> bytes | None:
+        return await asyncio.to_thread(self._cat, path, root, start, end)
+
     async def cat_many(self, paths: list[tuple[str, str]]) -> list[bytes | None]:
         return await asyncio.to_thread(lambda: [self._cat(path, root) for path, root in paths])
 
@@ -196,11 +210,11 @@ class BlockingIO:
         self.fs.invalidate_cache()
         return cast(list, await asyncio.to_thread(self.fs.ls, path, detail=True))
 
-    def _cat(self, path: str, root: str) -> bytes | None:
+    def _cat(self, path: str, root: str, start: int | None = None, end: int | None = None) -> bytes | None:
         if self.local and os.path.lexists(path):
             refuse_local_escape(path, root)
         try:
-            return cast(bytes, self.fs.cat_file(path))
+            return cast(bytes, self.fs.cat_file(path, start=start, end=end))
         except MISSING:
             return None
 
@@ -219,6 +233,12 @@ class BlockingIO:
     def _find(self, root: str, withdirs: bool) -> dict[str, dict[str, Any]]:
         self.fs.invalidate_cache()
         return cast(dict, self.fs.find(root, withdirs=withdirs, detail=True))
+
+
+def _past_end(exc: OSError) -> bool:
+    """Whether `exc` is a backend's answer to a range that starts past the object's end (HTTP 416)."""
+    text = str(exc).lower()  # s3fs: "[Errno 22] The requested range is not satisfiable"
+    return "invalidrange" in text or "range not satisfiable" in text or "range is not satisfiable" in text
 
 
 def refuse_local_escape(path: str, root: str) -> None:

@@ -132,6 +132,10 @@ class FsspecStorage:
             found = await self._call("read_many", self._io.cat_many, where)
         return {name: data for name, data in zip(names, found, strict=True) if data is not None}
 
+    async def read_range(self, name: str, start: int, end: int) -> bytes | None:
+        """Bytes ``[start, end)`` of object `name` (fewer where it is shorter), or None if it does not exist."""
+        return await self._call("read", self._io.cat_range, self.full_path(name), self.prefix, start, end)
+
     async def write_many(self, objects: dict[str, bytes]) -> None:
         """Write every object (each one atomically on local disk), concurrently where the backend can."""
         paths = {self.full_path(n): d for n, d in objects.items()}

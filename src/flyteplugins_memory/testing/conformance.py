@@ -22,6 +22,7 @@ import pytest
 
 from .._api.store import MemoryStore
 from .._base.retry import RetryPolicy, set_retry_policy
+from .._base.syncify import run_sync
 from .._rules.journal_location import journal_root
 from ..errors import (
     AccessDenied,
@@ -35,6 +36,7 @@ from ..errors import (
     UnsafeStoreContent,
 )
 from ..storage import _fsspec as _storage
+from ..storage import _ranges
 from ._kit import Kit, StoreRoot, at_once, bound
 from .faults import Faults, FaultyFileSystem, at_call
 
@@ -103,6 +105,23 @@ class BackendConformance:
         assert reopened.read_text("notes/a.md") == "# hi" and reopened.messages == store.messages
         assert reopened.get_meta("notes/a.md") == meta
         assert [e["op"] for e in reopened.audit_tail()] == ["create", "create"]
+
+    def test_ranged_reads_and_streams_read_what_the_backend_holds(self, kit: Kit, monkeypatch) -> None:
+        monkeypatch.setattr(_ranges, "PART_SIZE", 1024)  # "large" made small: 6 parts
+        data = os.urandom(1024 * 5 + 3)
+        store = kit.create("ranges")
+        store.write_bytes("big.bin", data)
+        store.save()
+        assert kit.objects("ranges")["big.bin"] == data
+        storage, end = _storage.FsspecStorage(kit.uri("ranges")), len(data)
+        assert run_sync(storage.read_range, "big.bin", 1000, 2100) == data[1000:2100]
+        assert run_sync(storage.read_range, "big.bin", end - 3, end + 50) == data[-3:]  # short at the end
+        assert run_sync(storage.read_range, "big.bin", end + 10, end + 50) == b""  # past it: empty
+        assert run_sync(storage.read_range, "absent.bin", 0, 10) is None
+        reopened = kit.open("ranges")
+        assert reopened.read_bytes("big.bin") == data
+        with reopened.open_bytes("big.bin") as stream:
+            assert stream.read(7) == data[:7] and stream.read() == data[7:]
 
     def test_deletes_propagate(self, kit: Kit) -> None:
         store = kit.create("deletes")

@@ -180,7 +180,7 @@ class FaultyFileSystem(AsyncFileSystem):
         self.target.invalidate_cache(path)
 
     async def _cat_file(self, path: str, start: Any = None, end: Any = None, **kwargs: Any) -> bytes:
-        kind, data = await self._through("read", path, self._forward("cat_file", path))
+        kind, data = await self._through("read", path, self._forward("cat_file", path, start=start, end=end))
         return data[: len(data) // 2] if kind == "truncate" else data
 
     async def _pipe_file(self, path: str, value: bytes, mode: str = "overwrite", **kwargs: Any) -> None:

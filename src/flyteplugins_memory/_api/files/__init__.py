@@ -1,4 +1,4 @@
-"""Files: writing, reading, metadata, binary content, deleting, and a handle's unsaved changes
+"""Files: writing, reading, metadata, binary content, streaming reads, deleting, and a handle's unsaved changes
 (guide: docs/guide/files.md; CLI: `cli/_files.py`)."""
 
 from __future__ import annotations
@@ -7,10 +7,11 @@ from .binary import BinaryAPI
 from .bulk_delete import BulkDeleteAPI
 from .changes import ChangesAPI
 from .reads import ReadAPI
+from .streaming import StreamingAPI
 from .writes import WritesAPI
 
 __all__ = ["FilesAPI"]
 
 
-class FilesAPI(ReadAPI, WritesAPI, BinaryAPI, BulkDeleteAPI, ChangesAPI):
+class FilesAPI(ReadAPI, WritesAPI, BinaryAPI, StreamingAPI, BulkDeleteAPI, ChangesAPI):
     """The files family of `MemoryStore`."""

@@ -28,6 +28,7 @@ from ..._rules.layout import Kind, classify
 from ..._rules.metadata import Scalar
 from ..._rules.scope_paths import is_inside, joined, relative, scope_path
 from ...errors import InvalidArgument, InvalidPath, UnsafeStoreContent, VersionNotFound
+from ...storage._byte_stream import ByteStream
 from ..conversations import Conversation, conversation_log
 from ..records import RecordLog
 from ..search import Embed, SearchHit
@@ -77,6 +78,11 @@ class ScopedStore(ScopedStagedAPI):
     async def read_bytes(self, rel_path: str, default: bytes | None = None) -> bytes | None:
         """`MemoryStore.read_bytes` of the file at `rel_path` in this scope."""
         return await self._store.read_bytes.aio(await self._full(rel_path), default)
+
+    @syncify
+    async def open_bytes(self, rel_path: str) -> ByteStream:
+        """`MemoryStore.open_bytes` of the file at `rel_path` in this scope."""
+        return await self._store.open_bytes.aio(await self._full(rel_path))
 
     @syncify
     async def list_paths(self, prefix: str = "", *, where: Mapping[str, Scalar] | None = None) -> list[str]:
