@@ -21,6 +21,7 @@ import logging
 import random
 import time
 from collections.abc import Awaitable
+from typing import Any, TypeVar, cast
 
 from .._rules.codecs import encode_audit_event, lines_holding
 from .._rules.journal_objects import RECENT_COMMITS, Checkpoint, Head, encode
@@ -37,6 +38,7 @@ from .._rules.merge import rebase
 from .._rules.paths import parent_dirs
 from .._rules.purge_count import purged_since
 from .._rules.read_only import refuse_read_only
+from .._rules.search_index import Updates
 from .._rules.state import State
 from ..errors import (
     ConcurrencyError,
@@ -48,23 +50,24 @@ from ..errors import (
     StoreDeleted,
 )
 from .checkpoints import checkpoint_of
-from .gc import collect_quietly, configured_window
+from .gc import collect_quietly, collection_due, configured_window
 from .inplace import committed_changes, upload_in_place
 from .journal_storage import JournalStorage
 from .log_reads import read_record
 from .opening import landed_state, latest_state, state_at
 from .preserve import preserve_legacy, unneeded_copies
-from .projection import update_upstream_layout
+from .projection import update_upstream_layout, write_head
 from .purge_aftermath import after_losing, cache_for, drop_purged_copies, written_segments
 from .relocate import adopt, clean_after_move, persist_import
 from .retention import STALE_BASE_AFTER
 from .save_job import SaveJob
-from .search_segments import extend, updates_of
+from .search_segments import Prepared, apply, extend, prepare, updates_of
 from .store_deletion import remove_empty_prefix
 
 __all__ = ["SaveJob", "checkpoint", "run_save", "update_upstream_layout"]
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: Checkpoint once the newest record exceeds this many bytes (records carry every change since the last
 #: checkpoint, so this bounds the bytes a save writes; a checkpoint costs O(files), amortized over the
@@ -84,20 +87,36 @@ async def run_save(remote: JournalStorage, job: SaveJob) -> State:
     if not job.trusted:  # a handle that wrote before it loaded the setting
         refuse_read_only(job.changes.files, job.base.ext)
     await job.base.files.need(job.changes.files)  # what the upload, the merge and the checks look at
-    job.placed = await upload_in_place(  # a create's loser, a failed decision or purge: no file left behind
-        remote, job.base, job.changes, job.contents, exclusive=job.leaves_no_strays, imported=job.imported
-    )
-    blobs = {
-        blob_name(r.sha256): job.contents[p]
-        for p, r in job.changes.files.items()
-        if r and not r.legacy and p not in job.placed
-    }
-    copies = await preserve_legacy(remote, job.base.files, job.changes.files, job.held)
-    job.preserved, job.created = copies.shas, copies.created
-    await remote.write_many(blobs)
+    docs = await updates_of(job.changes.files, job.contents)  # the search index's share of this save
+    # Wave 1: everything that does not depend on the commit record, at once: the new content (in place or
+    # as blobs), the copies of in-place bytes it replaces, and its search segment (made on the base: the
+    # first attempt commits on it unless the base is stale or the store moves, `_starting_point`)
+    blobs: dict[str, bytes] = {}
+
+    async def content() -> None:
+        job.placed = await upload_in_place(  # a create's loser, a failed decision or purge: no file left behind
+            remote, job.base, job.changes, job.contents, exclusive=job.leaves_no_strays, imported=job.imported
+        )
+        blobs.update(
+            (blob_name(r.sha256), job.contents[p])
+            for p, r in job.changes.files.items()
+            if r and not r.legacy and p not in job.placed
+        )
+        await remote.write_many(blobs)
+
+    async def copies() -> None:
+        made = await preserve_legacy(remote, job.base.files, job.changes.files, job.held)
+        job.preserved, job.created = made.shas, made.created
+
+    async def segment() -> Prepared | None:
+        if job.imported or job.base.needs_save:  # `_starting_point` may commit on another state
+            return None
+        return await prepare(remote, job.base, docs, job.search_repairs)
+
+    prepared = (await settled(content(), copies(), segment()))[2]
     try:
         latest, moved = await _starting_point(remote, job)
-        committed, record_size = await _commit(remote, job, latest)
+        committed, record_size = await _commit(remote, job, latest, docs, prepared)
     except StoreDeleted:  # what this save uploaded must not outlive the store (`_journal.store_deletion`)
         # its search segments too: the handle's cached ones, written or read, all belong to the gone store;
         # and the copies of in-place bytes it preserved (a purge or the deletion had removed them)
@@ -119,20 +138,40 @@ async def run_save(remote: JournalStorage, job: SaveJob) -> State:
     # Committed: from here on nothing may fail the save (a save that raises must not be visible).
     await _quietly(drop_purged_copies(remote, job.base, committed, job.preserved))  # `_journal.purge_aftermath`
     await _quietly(_drop_unneeded_copies(remote, job, job.newest))
-    try:
-        await update_upstream_layout(remote, job, committed)
-    except StorageError as exc:
-        logger.warning("Committed, but upstream's layout lags until the next save: %s", exc)
-        job.projection_failed = True
-    if moved:
+    # found our commit after a lost reply: newer ones may exist, so leave folding to them
+    due = bool(record_size) and _checkpoint_due(committed, record_size)
+    if moved:  # rare (a store's first save into this journal): one step after the other, as it always was
+        await _project(remote, job, committed, head=True)
         try:
             await clean_after_move(remote)
         except StorageError as exc:  # the move stands; the old journal's objects go on a later save
             logger.warning("Committed, but could not remove the old journal yet: %s", exc)
-    if not record_size:  # found our commit after a lost reply; newer ones may exist, so leave folding to them
+        return await _checkpoint_quietly(remote, committed) if due else committed
+    # the projection and a checkpoint depend on the commit only: at once (the checkpoint writes the head)
+    _, folded = await settled(
+        _project(remote, job, committed, head=not due), _checkpoint_quietly(remote, committed, due)
+    )
+    if due and folded.head_hint != folded.seq:  # no checkpoint after all: the head names the commit
+        try:
+            await write_head(remote, committed)
+        except StorageError as exc:
+            logger.warning("Committed, but could not update the head hint: %s", exc)
+    return folded
+
+
+async def _project(remote: JournalStorage, job: SaveJob, committed: State, *, head: bool) -> None:
+    try:
+        await update_upstream_layout(remote, job, committed, head=head)
+    except StorageError as exc:
+        logger.warning("Committed, but upstream's layout lags until the next save: %s", exc)
+        job.projection_failed = True
+
+
+async def _checkpoint_quietly(remote: JournalStorage, committed: State, due: bool = True) -> State:
+    if not due:
         return committed
     try:
-        return await _maybe_checkpoint(remote, committed, record_size)
+        return await checkpoint(remote, committed)
     except StorageError as exc:  # a later save checkpoints instead
         logger.warning("Committed, but could not write a checkpoint: %s", exc)
         return committed
@@ -178,9 +217,12 @@ async def _starting_point(remote: JournalStorage, job: SaveJob) -> tuple[State, 
     return job.base, False
 
 
-async def _commit(remote: JournalStorage, job: SaveJob, latest: State) -> tuple[State, int]:
+async def _commit(
+    remote: JournalStorage, job: SaveJob, latest: State, docs: Updates | None, prepared: Prepared | None = None
+) -> tuple[State, int]:
+    """Create the next log slot holding `job`'s commit on `latest`, rebasing onto whatever won a slot first;
+    `prepared`: its search segment, uploaded already for a commit on ``prepared.latest``."""
     changes = committed_changes(job.changes, job.placed)
-    docs = await updates_of(job.changes.files, job.contents)  # the search index's share of this save
     for attempt in range(MAX_ATTEMPTS):
         await latest.files.need(changes.files)
         job.newest = latest
@@ -194,7 +236,10 @@ async def _commit(remote: JournalStorage, job: SaveJob, latest: State) -> tuple[
             await _quietly(_drop_unneeded_copies(remote, job, latest))
             raise
         cache_for(job.base, latest, job.search_repairs)
-        await extend(remote, latest, new, docs, job.search_repairs)
+        if prepared is not None and prepared.latest is latest:
+            apply(prepared, new)  # its segment went up with the save's content
+        else:
+            await extend(remote, latest, new, docs, job.search_repairs)
         record = encode(new.record())
         job.attempted.append(new.seq)
         if await _create_or_find_landed(remote, job, new.seq, record):
@@ -209,6 +254,15 @@ async def _commit(remote: JournalStorage, job: SaveJob, latest: State) -> tuple[
             raise StoreAlreadyExists(f"MemoryStore already exists at {remote.uri}")
         await asyncio.sleep(random.uniform(0, min(0.002 * 2**attempt, 0.25)))
     raise StorageError(f"Could not commit to {remote.uri} after {MAX_ATTEMPTS} attempts")
+
+
+async def settled(*calls: Awaitable[T]) -> list[T]:
+    """Await `calls` concurrently; their results in order, or the first failure once every call has
+    settled (nothing of a failed step is still running when the save goes on to clean up after it)."""
+    results = await asyncio.gather(*calls, return_exceptions=True)
+    if (error := next((r for r in results if isinstance(r, BaseException)), None)) is not None:
+        raise error
+    return cast(list[T], results)
 
 
 async def _quietly(cleanup: Awaitable[None]) -> None:
@@ -261,11 +315,9 @@ async def _own_commit(remote: JournalStorage, job: SaveJob, seq: int, latest: St
     return None
 
 
-async def _maybe_checkpoint(remote: JournalStorage, state: State, record_size: int) -> State:
-    """Fold the state into a checkpoint when its records have grown; returns the state re-based on it."""
-    if record_size < CHECKPOINT_BYTES and state.seq - state.checkpoint.seq < CHECKPOINT_COMMITS:
-        return state
-    return await checkpoint(remote, state)
+def _checkpoint_due(state: State, record_size: int) -> bool:
+    """Whether to fold the state into a checkpoint: its records have grown (in bytes or in number)."""
+    return record_size >= CHECKPOINT_BYTES or state.seq - state.checkpoint.seq >= CHECKPOINT_COMMITS
 
 
 async def checkpoint(remote: JournalStorage, state: State) -> State:
@@ -275,23 +327,35 @@ async def checkpoint(remote: JournalStorage, state: State) -> State:
     if state.seq == state.checkpoint.seq:
         return state
     segments = list(state.checkpoint.audit_segments)
+    named: list[Awaitable[None]] = []  # what the checkpoint names: its audit segment (its parts: `checkpoint_of`)
+    rewrite: list[Awaitable[None]] = []  # upstream's audit/log.jsonl (read, then rewritten): nothing names it
     if state.recent_audit:
         segment = b"".join(encode_audit_event(e) for e in state.recent_audit)
-        await remote.write_many({audit_segment_name(state.seq): segment})
-        await _append_audit_log(remote, state.checkpoint, segment)
+        named.append(remote.write_many({audit_segment_name(state.seq): segment}))
+        rewrite.append(_append_audit_log(remote, state.checkpoint, segment))
         segments.append(state.seq)
-    checkpoint, index = await checkpoint_of(remote, state, segments)  # its parts first, then it
-    await remote.write_many({checkpoint_name(state.seq): encode(checkpoint)})
+
+    async def written() -> tuple[Checkpoint, Any]:
+        checkpoint, index = (await settled(checkpoint_of(remote, state, segments), *named))[0]  # its parts, then it
+        await remote.write_many({checkpoint_name(state.seq): encode(checkpoint)})
+        return checkpoint, index
+
+    checkpoint, index = (await settled(written(), *rewrite))[0]
     if await _purged_after(remote, state):
         # a purge committed after this state while its checkpoint was written: the purge's rewrite may have
         # listed the journal before it landed, so it may hold what the purge redacted. No record and no head
         # names it yet (only the state this returns would): it goes, and the state keeps its checkpoint.
         await remote.remove_all([checkpoint_name(state.seq)])
         return state
-    await remote.write_many({HEAD_NAME: encode(Head(seq=state.seq, checkpoint=state.seq))})
     folded = state.on_checkpoint(checkpoint, index)
+    # the head, and gc()'s look at whether anything is old enough to go (reads only), at once; gc() itself after
+    _, due = await settled(
+        remote.write_many({HEAD_NAME: encode(Head(seq=state.seq, checkpoint=state.seq))}),
+        collection_due(remote, folded),
+    )
     folded.head_hint = state.seq
-    await collect_quietly(remote, folded)
+    if due is not None:
+        await collect_quietly(remote, folded, due)
     return folded
 
 

@@ -17,6 +17,7 @@ import hashlib
 import logging
 from collections import OrderedDict
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from .._base.version import WRITER
@@ -116,18 +117,46 @@ def _report(store: str, sha256: str, message: str) -> None:
     logger.warning(message, sha256)
 
 
+#: `Prepared.index`'s ``seq`` while the commit it goes into has no slot yet (commit seqs are never negative)
+_THIS_COMMIT = -1
+
+
+@dataclass
+class Prepared:
+    """This save's share of the search index, written before its commit slot is known: its segment is
+    uploaded with the save's other content (the first wave of a save, `_journal.commit`), and `apply` names it
+    in whichever commit attempt is built on `latest`. None in `index`: the update failed (commit without it)."""
+
+    latest: State
+    index: SearchExt | None
+
+
+async def prepare(remote: ObjectStorage, latest: State, updates: Updates | None, repairs: Repairs) -> Prepared | None:
+    """Write the segment of `updates` (and `repairs`' docs made against `latest`) for a commit built on `latest`.
+    Best effort, as `extend`; None when the save carries no docs (deletions with unknown contents)."""
+    if updates is None:
+        return None
+    try:
+        return Prepared(latest, await _extended(remote, latest, _THIS_COMMIT, updates, repairs))
+    except Exception as exc:
+        logger.warning("Committing without updating the search index: %s", exc)
+        return Prepared(latest, None)
+
+
+def apply(prepared: Prepared | None, new: State) -> None:
+    """Set `new`'s ``ext["search"]`` from `prepared` (made on the state `new` is built on)."""
+    if prepared is None or prepared.index is None:
+        return
+    index = prepared.index
+    sx = SearchExt(new.seq if index.seq == _THIS_COMMIT else index.seq, list(index.segments))
+    new.ext = {**new.ext, EXT_KEY: sx.encoded()}
+
+
 async def extend(remote: ObjectStorage, latest: State, new: State, updates: Updates | None, repairs: Repairs) -> None:
     """Set `new`'s ``ext["search"]``: `latest`'s index plus a segment of `updates` (this commit's docs)
     and, when they were made against `latest`, `repairs`' docs. Best effort: on any failure `new` keeps
     `latest`'s index, which then no longer claims to be exact."""
-    if updates is None:
-        return
-    try:
-        sx = await _extended(remote, latest, new.seq, updates, repairs)
-    except Exception as exc:
-        logger.warning("Committing without updating the search index: %s", exc)
-        return
-    new.ext = {**new.ext, EXT_KEY: sx.encoded()}
+    apply(await prepare(remote, latest, updates, repairs), new)
 
 
 async def _extended(remote: ObjectStorage, latest: State, seq: int, updates: Updates, repairs: Repairs) -> SearchExt:
