@@ -38,7 +38,6 @@ from .._rules.merge import rebase
 from .._rules.paths import parent_dirs
 from .._rules.purge_count import purged_since
 from .._rules.read_only import refuse_read_only
-from .._rules.search_index import Updates
 from .._rules.state import State
 from ..errors import (
     ConcurrencyError,
@@ -87,7 +86,7 @@ async def run_save(remote: JournalStorage, job: SaveJob) -> State:
     if not job.trusted:  # a handle that wrote before it loaded the setting
         refuse_read_only(job.changes.files, job.base.ext)
     await job.base.files.need(job.changes.files)  # what the upload, the merge and the checks look at
-    docs = await updates_of(job.changes.files, job.contents)  # the search index's share of this save
+    job.docs = await updates_of(job.changes.files, job.contents)  # the search index's share of this save
     # Wave 1: everything that does not depend on the commit record, at once: the new content (in place or
     # as blobs), the copies of in-place bytes it replaces, and its search segment (made on the base: the
     # first attempt commits on it unless the base is stale or the store moves, `_starting_point`)
@@ -111,12 +110,12 @@ async def run_save(remote: JournalStorage, job: SaveJob) -> State:
     async def segment() -> Prepared | None:
         if job.imported or job.base.needs_save:  # `_starting_point` may commit on another state
             return None
-        return await prepare(remote, job.base, docs, job.search_repairs)
+        return await prepare(remote, job.base, job.docs, job.search_repairs)
 
-    prepared = (await settled(content(), copies(), segment()))[2]
+    job.prepared = (await settled(content(), copies(), segment()))[2]
     try:
         latest, moved = await _starting_point(remote, job)
-        committed, record_size = await _commit(remote, job, latest, docs, prepared)
+        committed, record_size = await _commit(remote, job, latest)
     except StoreDeleted:  # what this save uploaded must not outlive the store (`_journal.store_deletion`)
         # its search segments too: the handle's cached ones, written or read, all belong to the gone store;
         # and the copies of in-place bytes it preserved (a purge or the deletion had removed them)
@@ -141,16 +140,15 @@ async def run_save(remote: JournalStorage, job: SaveJob) -> State:
     # found our commit after a lost reply: newer ones may exist, so leave folding to them
     due = bool(record_size) and _checkpoint_due(committed, record_size)
     if moved:  # rare (a store's first save into this journal): one step after the other, as it always was
-        await _project(remote, job, committed, head=True)
+        await _project(remote, job, committed)
         try:
             await clean_after_move(remote)
         except StorageError as exc:  # the move stands; the old journal's objects go on a later save
             logger.warning("Committed, but could not remove the old journal yet: %s", exc)
         return await _checkpoint_quietly(remote, committed) if due else committed
     # the projection and a checkpoint depend on the commit only: at once (the checkpoint writes the head)
-    _, folded = await settled(
-        _project(remote, job, committed, head=not due), _checkpoint_quietly(remote, committed, due)
-    )
+    job.checkpointing = due
+    _, folded = await settled(_project(remote, job, committed), _checkpoint_quietly(remote, committed, due))
     if due and folded.head_hint != folded.seq:  # no checkpoint after all: the head names the commit
         try:
             await write_head(remote, committed)
@@ -159,9 +157,9 @@ async def run_save(remote: JournalStorage, job: SaveJob) -> State:
     return folded
 
 
-async def _project(remote: JournalStorage, job: SaveJob, committed: State, *, head: bool) -> None:
+async def _project(remote: JournalStorage, job: SaveJob, committed: State) -> None:
     try:
-        await update_upstream_layout(remote, job, committed, head=head)
+        await update_upstream_layout(remote, job, committed)
     except StorageError as exc:
         logger.warning("Committed, but upstream's layout lags until the next save: %s", exc)
         job.projection_failed = True
@@ -217,11 +215,9 @@ async def _starting_point(remote: JournalStorage, job: SaveJob) -> tuple[State, 
     return job.base, False
 
 
-async def _commit(
-    remote: JournalStorage, job: SaveJob, latest: State, docs: Updates | None, prepared: Prepared | None = None
-) -> tuple[State, int]:
-    """Create the next log slot holding `job`'s commit on `latest`, rebasing onto whatever won a slot first;
-    `prepared`: its search segment, uploaded already for a commit on ``prepared.latest``."""
+async def _commit(remote: JournalStorage, job: SaveJob, latest: State) -> tuple[State, int]:
+    """Create the next log slot holding `job`'s commit on `latest`, rebasing onto whatever won a slot first
+    (``job.prepared``: its search segment, uploaded already for a commit on ``prepared.latest``)."""
     changes = committed_changes(job.changes, job.placed)
     for attempt in range(MAX_ATTEMPTS):
         await latest.files.need(changes.files)
@@ -236,10 +232,10 @@ async def _commit(
             await _quietly(_drop_unneeded_copies(remote, job, latest))
             raise
         cache_for(job.base, latest, job.search_repairs)
-        if prepared is not None and prepared.latest is latest:
-            apply(prepared, new)  # its segment went up with the save's content
+        if job.prepared is not None and job.prepared.latest is latest:
+            apply(job.prepared, new)  # its segment went up with the save's content
         else:
-            await extend(remote, latest, new, docs, job.search_repairs)
+            await extend(remote, latest, new, job.docs, job.search_repairs)
         record = encode(new.record())
         job.attempted.append(new.seq)
         if await _create_or_find_landed(remote, job, new.seq, record):

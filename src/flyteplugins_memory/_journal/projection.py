@@ -5,6 +5,8 @@ a projection that fails leaves the commit standing and is owed until the next sa
 
 from __future__ import annotations
 
+import asyncio
+
 from .._rules.codecs import encode_messages, encode_meta
 from .._rules.journal_objects import Head, encode
 from .._rules.layout import HEAD_NAME, sidecar_name
@@ -21,10 +23,10 @@ __all__ = ["head_object", "update_upstream_layout", "write_head"]
 SMALL_SAVE_FILES = 4
 
 
-async def update_upstream_layout(remote: JournalStorage, job: SaveJob, committed: State, *, head: bool = True) -> None:
+async def update_upstream_layout(remote: JournalStorage, job: SaveJob, committed: State) -> None:
     """Bring upstream's layout up to date with what this save changed, and the head hint with it (one wave:
-    neither depends on the other, both on the commit only) unless not `head` (a checkpoint follows, which
-    writes it)."""
+    neither depends on the other, both on the commit only), unless a checkpoint follows (``job.checkpointing``),
+    which writes the hint itself."""
     objects: dict[str, bytes] = dict(job.versions)
     removed: list[str] = []
     for path, record in job.changes.files.items():
@@ -38,8 +40,11 @@ async def update_upstream_layout(remote: JournalStorage, job: SaveJob, committed
     if job.messages != job.base.messages or job.base.seq == 0:  # messages.json marks the store as existing
         objects[MESSAGES_PATH] = encode_messages(committed.messages)
     await remote.remove_many(removed)  # first: a deleted `x` may be where `x/y` now goes, and vice versa
-    hint = head_object(committed, small=len(job.changes.files) <= SMALL_SAVE_FILES) if head else {}
-    await remote.write_many({**objects, **hint})
+    small = len(job.changes.files) <= SMALL_SAVE_FILES
+    hint = {} if job.checkpointing else head_object(committed, small)
+    # upstream's objects and the journal's hint live under two prefixes (`JournalStorage` writes one after the
+    # other within one batch): two batches, at once
+    await asyncio.gather(remote.write_many(objects), remote.write_many(hint))
     if hint:
         committed.head_hint = committed.seq
     if MESSAGES_PATH in objects:

@@ -22,7 +22,8 @@ from fsspec.utils import get_protocol
 from .._base.retry import get_retry_policy, is_transient
 from ..errors import StorageError, UnsafeStoreContent, UnsupportedBackend
 from ._contract import Capabilities, Listed, ObjectStorage
-from ._fsio import AsyncIO, BlockingIO, gather_all
+from ._copy import Copied, checked_copier
+from ._fsio import AsyncIO, BlockingIO, bound_to_running_loop, gather_all
 from ._options import storage_options_for
 from ._registry import (
     UNVERIFIED_BACKENDS_ENV,
@@ -152,6 +153,14 @@ class FsspecStorage:
         if not self.capabilities.atomic_create and await self.exists(name):
             return False
         return await self._call("create_exclusive", self._io.create, self.full_path(name), data)
+
+    async def copy_checked(self, name: str, target: str, sha256: str) -> Copied | None:
+        """Copy object `name` to full path `target` (on this filesystem) in the backend, create-only and only
+        if its bytes hash to `sha256` (`storage._copy`); None where the backend has no such copy."""
+        copier = checked_copier(self.fs, bound_to_running_loop)
+        if copier is None:
+            return None
+        return await self._call("copy", copier, self.full_path(name), target, sha256, self.prefix)
 
     async def remove_all(self, names: list[str]) -> None:
         """`remove_many`, but concurrently where the backend can (gc() may remove thousands of objects);
