@@ -177,6 +177,7 @@ def io_counter(monkeypatch) -> IOCounter:
     wrap("create_exclusive", "put", lambda name, data: [name])
     wrap("create_many", "put", list, bulk=True)  # one create per object (`_journal.preserve`'s copies)
     wrap("exists", "head", lambda name: [name])
+    wrap("copy_checked", "copy", lambda name, target, sha256: [name])
     wrap("stat", "list", lambda under="": [under])
     wrap("remove_many", "delete", list)
     wrap("remove_all", "delete", list)

@@ -21,6 +21,7 @@ from fsspec.utils import get_protocol
 
 from .._base.retry import get_retry_policy, is_transient
 from ..errors import StorageError, UnsafeStoreContent, UnsupportedBackend
+from ._adaptive import is_throttling, limit_for
 from ._contract import Capabilities, Listed, ObjectStorage
 from ._copy import Copied, checked_copier
 from ._fsio import AsyncIO, BlockingIO, bound_to_running_loop, gather_all
@@ -236,19 +237,26 @@ class FsspecStorage:
 
     async def _call(self, op: str, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
         """Await `fn`, retrying transient failures under the process's `RetryPolicy`; any other failure,
-        or the last attempt's, becomes `StorageError` (the backend's exception is its cause)."""
+        or the last attempt's, becomes `StorageError` (the backend's exception is its cause). Where the
+        backend takes concurrent requests, each attempt holds a slot of its adaptive limit (`storage._adaptive`)."""
         policy = get_retry_policy()
+        limit = limit_for(self.fs) if self._io.parallel else None
         for attempt in range(1, policy.attempts + 1):
+            started = await limit.acquire() if limit is not None else 0
+            throttled = False
             try:
                 return await fn(*args, **kwargs)
             except (StorageError, UnsafeStoreContent):
                 raise
             except Exception as exc:
-                if attempt < policy.attempts and is_transient(exc):
-                    await asyncio.sleep(policy.delay(attempt))
-                    continue
-                tries = f" (after {attempt} attempts)" if attempt > 1 else ""
-                raise StorageError(f"Storage operation {op} failed under {self.uri}{tries}: {exc}") from exc
+                throttled = is_throttling(exc)
+                if attempt == policy.attempts or not is_transient(exc):
+                    tries = f" (after {attempt} attempts)" if attempt > 1 else ""
+                    raise StorageError(f"Storage operation {op} failed under {self.uri}{tries}: {exc}") from exc
+            finally:
+                if limit is not None:
+                    limit.release(started, throttled=throttled)  # the backoff waits outside the slot
+            await asyncio.sleep(policy.delay(attempt))
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     async def create_many(self, objects: dict[str, bytes]) -> set[str]:
