@@ -1,13 +1,18 @@
 """Saving: upload new content, commit with one create-only write, then update upstream's view.
 
     1. upload     files at paths the base does not hold, in place, create-only (`_journal.inplace`); other
-                  new contents as blobs, content-addressed and immutable   (before the commit point), and
-                  the bytes of in-place or upstream-written files this save changes (`_journal.preserve`)
+                  new contents as blobs, content-addressed and immutable   (before the commit point), the
+                  bytes of in-place or upstream-written files this save changes (`_journal.preserve`), and
+                  its search segment (`_journal.search_segments.prepare`): all at once, one round trip
        adopt      on a store's first save into this journal: fence and move the old one (`_journal.relocate`)
     2. commit     create-only ``log/<n+1>``; if taken, read what won, rebase and try ``n+2``
     3. upstream   files (but those placed in place), sidecars, versions, deletions, messages.json,
                   head hint (after it; a small save may leave it one commit behind, see `_journal.projection`)
-    4. checkpoint now and then: full state, audit segment, audit/log.jsonl, and gc() (`_journal.gc`)
+    4. checkpoint now and then, beside step 3: full state, audit segment, audit/log.jsonl, head, and gc()
+                  (`_journal.checkpoint_writes`)
+
+On real object storage a save costs its sequential round trips: content, then the commit record, then the
+projection with the head (docs/decisions/0144-a-save-is-three-round-trips.md).
 
 A save that dies before step 2 leaves nothing any reader of ours sees; one that dies after it is
 committed, and only upstream's view (step 3) lags until those paths are written again. What a save carries
@@ -21,38 +26,29 @@ import logging
 import random
 import time
 from collections.abc import Awaitable
-from typing import Any, TypeVar, cast
 
-from .._rules.codecs import encode_audit_event, lines_holding
-from .._rules.journal_objects import RECENT_COMMITS, Checkpoint, Head, encode
+from .._rules.journal_objects import RECENT_COMMITS, encode
 from .._rules.layout import (
-    AUDIT_LOG_PATH,
-    HEAD_NAME,
-    audit_segment_name,
     blob_name,
-    checkpoint_name,
     log_name,
     search_segment_name,
 )
 from .._rules.merge import rebase
 from .._rules.paths import parent_dirs
-from .._rules.purge_count import purged_since
 from .._rules.read_only import refuse_read_only
 from .._rules.state import State
 from ..errors import (
     ConcurrencyError,
     MemoryStoreError,
     ReadOnlyPath,
-    StateCollected,
     StorageError,
     StoreAlreadyExists,
     StoreDeleted,
 )
-from .checkpoints import checkpoint_of
-from .gc import collect_quietly, collection_due, configured_window
+from .checkpoint_writes import checkpoint
+from .gc import configured_window
 from .inplace import committed_changes, upload_in_place
 from .journal_storage import JournalStorage
-from .log_reads import read_record
 from .opening import landed_state, latest_state, state_at
 from .preserve import preserve_legacy, unneeded_copies
 from .projection import update_upstream_layout, write_head
@@ -61,12 +57,12 @@ from .relocate import adopt, clean_after_move, persist_import
 from .retention import STALE_BASE_AFTER
 from .save_job import SaveJob
 from .search_segments import Prepared, apply, extend, prepare, updates_of
+from .settle import settled
 from .store_deletion import remove_empty_prefix
 
 __all__ = ["SaveJob", "checkpoint", "run_save", "update_upstream_layout"]
 
 logger = logging.getLogger(__name__)
-T = TypeVar("T")
 
 #: Checkpoint once the newest record exceeds this many bytes (records carry every change since the last
 #: checkpoint, so this bounds the bytes a save writes; a checkpoint costs O(files), amortized over the
@@ -74,8 +70,6 @@ T = TypeVar("T")
 CHECKPOINT_BYTES = 32 * 1024
 #: ... or this many commits have piled up since the last checkpoint.
 CHECKPOINT_COMMITS = 500
-#: Commits after a new checkpoint's state read to see whether a purge landed meanwhile (`_purged_after`).
-PURGE_PROBES = 64
 #: Commit attempts before a save gives up under extreme contention.
 MAX_ATTEMPTS = 200
 
@@ -252,15 +246,6 @@ async def _commit(remote: JournalStorage, job: SaveJob, latest: State) -> tuple[
     raise StorageError(f"Could not commit to {remote.uri} after {MAX_ATTEMPTS} attempts")
 
 
-async def settled(*calls: Awaitable[T]) -> list[T]:
-    """Await `calls` concurrently; their results in order, or the first failure once every call has
-    settled (nothing of a failed step is still running when the save goes on to clean up after it)."""
-    results = await asyncio.gather(*calls, return_exceptions=True)
-    if (error := next((r for r in results if isinstance(r, BaseException)), None)) is not None:
-        raise error
-    return cast(list[T], results)
-
-
 async def _quietly(cleanup: Awaitable[None]) -> None:
     """Run a cleanup that must not fail the save (`_journal.purge_aftermath`): a storage error is logged."""
     try:
@@ -314,80 +299,3 @@ async def _own_commit(remote: JournalStorage, job: SaveJob, seq: int, latest: St
 def _checkpoint_due(state: State, record_size: int) -> bool:
     """Whether to fold the state into a checkpoint: its records have grown (in bytes or in number)."""
     return record_size >= CHECKPOINT_BYTES or state.seq - state.checkpoint.seq >= CHECKPOINT_COMMITS
-
-
-async def checkpoint(remote: JournalStorage, state: State) -> State:
-    """Write committed `state` as a checkpoint (and bring ``audit/log.jsonl`` up to date); returns the
-    state re-based on it. Writing one twice is harmless: the content is fully determined by the state."""
-    state.check_can_write("compact", remote.uri)
-    if state.seq == state.checkpoint.seq:
-        return state
-    segments = list(state.checkpoint.audit_segments)
-    named: list[Awaitable[None]] = []  # what the checkpoint names: its audit segment (its parts: `checkpoint_of`)
-    rewrite: list[Awaitable[None]] = []  # upstream's audit/log.jsonl (read, then rewritten): nothing names it
-    if state.recent_audit:
-        segment = b"".join(encode_audit_event(e) for e in state.recent_audit)
-        named.append(remote.write_many({audit_segment_name(state.seq): segment}))
-        rewrite.append(_append_audit_log(remote, state.checkpoint, segment))
-        segments.append(state.seq)
-
-    async def written() -> tuple[Checkpoint, Any]:
-        checkpoint, index = (await settled(checkpoint_of(remote, state, segments), *named))[0]  # its parts, then it
-        await remote.write_many({checkpoint_name(state.seq): encode(checkpoint)})
-        return checkpoint, index
-
-    checkpoint, index = (await settled(written(), *rewrite))[0]
-    if await _purged_after(remote, state):
-        # a purge committed after this state while its checkpoint was written: the purge's rewrite may have
-        # listed the journal before it landed, so it may hold what the purge redacted. No record and no head
-        # names it yet (only the state this returns would): it goes, and the state keeps its checkpoint.
-        await remote.remove_all([checkpoint_name(state.seq)])
-        return state
-    folded = state.on_checkpoint(checkpoint, index)
-    # the head, and gc()'s look at whether anything is old enough to go (reads only), at once; gc() itself after
-    _, due = await settled(
-        remote.write_many({HEAD_NAME: encode(Head(seq=state.seq, checkpoint=state.seq))}),
-        collection_due(remote, folded),
-    )
-    folded.head_hint = state.seq
-    if due is not None:
-        await collect_quietly(remote, folded, due)
-    return folded
-
-
-async def _purged_after(remote: JournalStorage, state: State) -> bool:
-    """Whether a commit after `state` counts a purge it did not see (`_rules.purge_count`): one probe when no
-    commit followed it (a gc()-collected one, which only a newer state explains, counts as one)."""
-    seq = state.seq
-    for _ in range(PURGE_PROBES):
-        try:
-            record = await read_record(remote, seq + 1)
-        except StateCollected:
-            return True
-        if record is None:
-            return False
-        if purged_since(state.ext, record.ext):
-            return True
-        seq += 1
-    return True  # a long run of commits since: be safe, the next checkpoint folds them
-
-
-async def _append_audit_log(remote: JournalStorage, before: Checkpoint, segment: bytes) -> None:
-    """Rewrite upstream's ``audit/log.jsonl`` as the events up to checkpoint `before` plus `segment`."""
-    current = [line for line in (await remote.read(AUDIT_LOG_PATH) or b"").splitlines(keepends=True) if line.strip()]
-    kept = _whole(lines_holding(current, before.audit_total))
-    if kept is None:
-        # Fewer events than recorded (a short read, an outside edit, or an earlier rewrite that failed):
-        # rebuild from our segments, below the imported store's events, which exist only in this object.
-        legacy = _whole(lines_holding(current, before.legacy_audit_lines))
-        segments = await remote.read_many([audit_segment_name(s) for s in before.audit_segments])
-        if legacy is None or len(segments) < len(before.audit_segments):
-            logger.warning("Not rewriting %s: it or our audit segments lost events", AUDIT_LOG_PATH)
-            return
-        kept = legacy + [segments[audit_segment_name(s)] for s in before.audit_segments]
-    await remote.write_many({AUDIT_LOG_PATH: b"".join(kept) + segment})
-
-
-def _whole(lines: list[bytes] | None) -> list[bytes] | None:
-    """`lines` if the last one is complete (a short read can cut one in half), else None."""
-    return lines if lines is not None and (not lines or lines[-1].endswith(b"\n")) else None

@@ -23,7 +23,7 @@ import enum
 import hashlib
 import os
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
@@ -77,7 +77,7 @@ def _local_copy(fs: fsspec.AbstractFileSystem, source: str, target: str, sha256:
     if os.path.lexists(source):
         refuse_local_escape(source, root)
     try:
-        data = fs.cat_file(source)
+        data = cast(bytes, fs.cat_file(source))
     except _MISSING:
         return Copied.MISMATCH
     if hashlib.sha256(data).hexdigest() != sha256:
