@@ -30,7 +30,13 @@ os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 def moto_endpoint() -> Iterator[str]:
     from moto.server import ThreadedMotoServer
 
+    from werkzeug.serving import ThreadedWSGIServer
+
     atomic_conditional_puts()  # as S3 decides them; see flyteplugins_memory.testing.moto
+    # werkzeug listens with a backlog of 128: a bulk save's burst of new connections (one per upload in
+    # flight, `storage._adaptive`) overflowed it, and each lost SYN came back after the kernel's 1 s. S3 has
+    # no such queue to overflow.
+    ThreadedWSGIServer.request_queue_size = 4096
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()

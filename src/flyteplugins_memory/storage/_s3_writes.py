@@ -28,6 +28,7 @@ from typing import Any
 
 import fsspec
 
+from ._adaptive import get_max_in_flight
 from ._backend import class_path
 
 #: s3fs constructor options that change nothing about the requests (or that this module maps itself).
@@ -151,7 +152,7 @@ class S3Writes:
         loop = asyncio.get_running_loop()
         slots = self._slots.get(loop)
         if slots is None:
-            slots = self._slots[loop] = asyncio.Semaphore(MAX_IN_FLIGHT)
+            slots = self._slots[loop] = asyncio.Semaphore(max(MAX_IN_FLIGHT, get_max_in_flight()))
         return slots
 
     def _store(self, bucket: str) -> Any:
