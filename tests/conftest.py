@@ -29,7 +29,6 @@ os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 @pytest.fixture(scope="session")
 def moto_endpoint() -> Iterator[str]:
     from moto.server import ThreadedMotoServer
-
     from werkzeug.serving import ThreadedWSGIServer
 
     atomic_conditional_puts()  # as S3 decides them; see flyteplugins_memory.testing.moto

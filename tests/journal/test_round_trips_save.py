@@ -38,6 +38,7 @@ def test_probe_bulk(durable_backend, key, round_trips):
     with round_trips.measure() as m:
         store.save()
     from collections import Counter
+
     print("BULK", m.requests, m.waves, round_trips.peak)
     for w in range(1, m.waves + 1):
         calls = m.in_wave(w)
