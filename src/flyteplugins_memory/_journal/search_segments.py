@@ -27,6 +27,7 @@ from .._rules.metadata import EXT_KEY as METADATA_KEY
 from .._rules.offload import off_loop
 from .._rules.search_index import (
     EXT_KEY,
+    MAX_SEGMENTS,
     Repairs,
     SearchExt,
     Segment,
@@ -178,6 +179,14 @@ def _empty(state: State) -> bool:
     return state.seq == 0 and state.checkpoint == EMPTY_CHECKPOINT and not state.files.changes
 
 
+def _merge_waits(sx: SearchExt, merging: list[SegmentRef], cache: dict[str, Segment]) -> bool:
+    """Whether to write this save's docs as a segment of their own instead of merging: the merge would read
+    segments the handle does not hold (a round trip more before the commit, which waits for the segment),
+    and the index stays within `MAX_SEGMENTS` without it. A save whose handle holds them (it wrote or read
+    them), or the save that would pass the bound, merges (docs/decisions/0146)."""
+    return any(r.sha256 not in cache for r in merging) and len(sx.segments) + 1 <= MAX_SEGMENTS
+
+
 async def _fold(remote: ObjectStorage, sx: SearchExt, docs: Updates, cache: dict[str, Segment]) -> bool:
     """Write `docs` as a new segment, merged with the newest segments as `merge_plan` says (those
     `cache` lacks are read; the new one is cached: the handle's next search needs it). A segment to merge
@@ -187,7 +196,8 @@ async def _fold(remote: ObjectStorage, sx: SearchExt, docs: Updates, cache: dict
     while True:  # each round merges, or drops at least one segment: bounded by their number
         count = merge_plan([r.bytes for r in sx.segments] + [len(encode_segment(docs, WRITER))])
         merging = sx.segments[len(sx.segments) + 1 - count :] if count else []
-        if not merging:
+        if not merging or _merge_waits(sx, merging, cache):
+            merging = []
             break
         found = await read_segments(remote, merging, cache)
         if len(found) == len(merging):
