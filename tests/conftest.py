@@ -7,6 +7,7 @@ with an OS-assigned port; nothing leaves the machine. What the fixtures build li
 
 from __future__ import annotations
 
+import contextvars
 import os
 import uuid
 from collections.abc import Iterator
@@ -141,7 +142,6 @@ class IOCounter:
 
     def __init__(self) -> None:
         self.ops: list[tuple[str, str]] = []
-        self.in_bulk = False
 
     def reset(self) -> None:
         self.ops.clear()
@@ -151,6 +151,10 @@ class IOCounter:
 
     def names(self, kind: str) -> list[str]:
         return [n for k, n in self.ops if k == kind]
+
+
+#: inside a bulk call of `io_counter` (which counts its objects once, however it makes them)
+_in_bulk: contextvars.ContextVar[bool] = contextvars.ContextVar("in_bulk", default=False)
 
 
 @pytest.fixture
@@ -164,15 +168,15 @@ def io_counter(monkeypatch) -> IOCounter:
         original = getattr(FsspecStorage, method)
 
         async def counted(self, *args, **kwargs):
-            if not counter.in_bulk:  # a bulk call counts its objects once, however it makes them
+            if not _in_bulk.get():  # per task: a save runs a bulk call beside single ones (`_journal.commit`)
                 counter.ops.extend((kind, n) for n in logical_names(self, names_of(*args, **kwargs)))
             if not bulk:
                 return await original(self, *args, **kwargs)
-            counter.in_bulk = True
+            token = _in_bulk.set(True)
             try:
                 return await original(self, *args, **kwargs)
             finally:
-                counter.in_bulk = False
+                _in_bulk.reset(token)
 
         monkeypatch.setattr(FsspecStorage, method, counted)
 

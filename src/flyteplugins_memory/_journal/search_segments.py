@@ -25,6 +25,7 @@ from .._rules.journal_objects import EMPTY_CHECKPOINT, FileEntry
 from .._rules.layout import search_segment_name
 from .._rules.metadata import EXT_KEY as METADATA_KEY
 from .._rules.offload import off_loop
+from .._rules.purge_count import purges
 from .._rules.search_index import (
     EXT_KEY,
     MAX_SEGMENTS,
@@ -169,7 +170,9 @@ async def _extended(remote: ObjectStorage, latest: State, seq: int, updates: Upd
     if repaired:  # their docs were read from the files: the index no longer needs the unreadable segments
         sx.segments = [r for r in sx.segments if r.sha256 not in repairs.dropped]
     docs.update(updates)
-    if docs and await _fold(remote, sx, docs, repairs.cache):
+    # a merge may wait only where the index names no segment a purge removed: exact, and no purge ever
+    may_wait = exact and purges(latest.ext) == 0
+    if docs and await _fold(remote, sx, docs, repairs.cache, may_wait=may_wait):
         sx.seq = old.seq  # older than this commit (or unknown): it lacks the dropped segments' docs, inexact
     return sx
 
@@ -183,20 +186,25 @@ def _merge_waits(sx: SearchExt, merging: list[SegmentRef], cache: dict[str, Segm
     """Whether to write this save's docs as a segment of their own instead of merging: the merge would read
     segments the handle does not hold (a round trip more before the commit, which waits for the segment),
     and the index stays within `MAX_SEGMENTS` without it. A save whose handle holds them (it wrote or read
-    them), or the save that would pass the bound, merges (docs/decisions/0146)."""
+    them), the save that would pass the bound, and any save of a store that was ever purged or whose index
+    is inexact merge as before: a purge removes segments the index may still name, and only the merge's read
+    finds them gone and drops them (docs/decisions/0146)."""
     return any(r.sha256 not in cache for r in merging) and len(sx.segments) + 1 <= MAX_SEGMENTS
 
 
-async def _fold(remote: ObjectStorage, sx: SearchExt, docs: Updates, cache: dict[str, Segment]) -> bool:
+async def _fold(
+    remote: ObjectStorage, sx: SearchExt, docs: Updates, cache: dict[str, Segment], *, may_wait: bool = False
+) -> bool:
     """Write `docs` as a new segment, merged with the newest segments as `merge_plan` says (those
-    `cache` lacks are read; the new one is cached: the handle's next search needs it). A segment to merge
+    `cache` lacks are read, unless the merge `may_wait`, `_merge_waits`; the new one is cached:
+    the handle's next search needs it). A segment to merge
     that is gone (a purge removes those holding a purged doc) leaves the index, which then misses its docs:
     True if that happened (the caller marks the index inexact, and readers index those files again)."""
     dropped = False
     while True:  # each round merges, or drops at least one segment: bounded by their number
         count = merge_plan([r.bytes for r in sx.segments] + [len(encode_segment(docs, WRITER))])
         merging = sx.segments[len(sx.segments) + 1 - count :] if count else []
-        if not merging or _merge_waits(sx, merging, cache):
+        if not merging or (may_wait and _merge_waits(sx, merging, cache)):
             merging = []
             break
         found = await read_segments(remote, merging, cache)
