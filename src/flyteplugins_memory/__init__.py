@@ -83,7 +83,15 @@ from .errors import (
     VersionExpired,
     VersionNotFound,
 )
-from .storage import UNVERIFIED_BACKENDS_ENV, Capabilities, ObjectStorage, allow_unverified_backend, set_storage_options
+from .storage import (
+    UNVERIFIED_BACKENDS_ENV,
+    Capabilities,
+    ObjectStorage,
+    allow_unverified_backend,
+    get_max_in_flight,
+    set_max_in_flight,
+    set_storage_options,
+)
 
 __all__ = [
     "AccessDenied",
@@ -162,9 +170,11 @@ __all__ = [
     "VersionExpired",
     "VersionNotFound",
     "allow_unverified_backend",
+    "get_max_in_flight",
     "get_retry_policy",
     "install",
     "register_memory_store_type",
+    "set_max_in_flight",
     "set_retry_policy",
     "set_storage_options",
     "uninstall",
