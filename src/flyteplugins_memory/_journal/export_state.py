@@ -25,8 +25,9 @@ from dataclasses import dataclass
 
 from .._rules.archive_format import journal_member, store_member
 from .._rules.codecs import decode_messages, decode_meta, encode_messages, encode_meta, sha256_bytes
-from .._rules.journal_objects import Head, Origin, encode
+from .._rules.journal_objects import Origin, encode
 from .._rules.layout import HEAD_NAME, JOURNAL_DIR, Kind, classify, sidecar_name
+from .._rules.open_hint import head_for
 from .._rules.paths import MESSAGES_PATH
 from .._rules.state import State
 from ..errors import CorruptStore
@@ -125,7 +126,8 @@ class Pinned:
         return member, source, contents[source[1]], self.state.files[source[1]].sha256
 
     def _head(self) -> bytes:
-        return encode(Head(seq=self.state.seq, checkpoint=self.state.checkpoint.seq))
+        # the head a save of this state writes (its open hint too): the stored one, when it is current
+        return encode(head_for(self.state.seq, self.state.checkpoint))
 
     def _sidecar(self, path: str, data: bytes | None) -> bytes | None:
         """The sidecar as read if it names this state's content of `path`, else as this state writes it."""
