@@ -201,6 +201,9 @@ SLOW_TESTS = {
 }
 #: single parametrizations whose walk over S3 costs minutes on a busy 2-core machine (their local runs stay)
 SLOW_ITEMS = {
+    # 1,000-file stores on S3, counted (their local runs stay)
+    "test_open_list_and_transcript_of_1000_files_take_2_round_trips[s3_backend]",
+    "test_open_and_full_listing_of_a_1000_file_store_is_5_requests[s3_backend]",
     "test_a_bulk_save_costs_at_most_two_requests_per_file[s3_backend]",
     "test_a_move_that_dies_at_any_step_leaves_an_openable_store[s3_backend]",
     "test_benchmark_prints_a_side_by_side_table",
