@@ -201,6 +201,15 @@ SLOW_TESTS = {
 }
 #: single parametrizations whose walk over S3 costs minutes on a busy 2-core machine (their local runs stay)
 SLOW_ITEMS = {
+    # make test's 10 minutes: the S3, GCS and memory runs of its longest tests (their local runs stay)
+    "test_the_whole_store_matches_the_model[s3_backend]",
+    "test_the_store_window_is_used_by_saves_at_checkpoints[gcs]",
+    "test_gc_with_an_empty_window_keeps_only_the_newest_state[gcs]",
+    "test_hostile_store_gives_a_typed_error_or_a_safe_result[s3-huge-transcript]",
+    "test_hostile_store_gives_a_typed_error_or_a_safe_result[memory-huge-transcript]",
+    "test_quickstart[s3]",
+    "test_purge_removes_labels_from_index_parts_and_recuts_them[s3_backend]",
+    "test_purge_removes_an_accepted_proposals_text_and_discards_the_paths_drafts[s3_backend]",
     # 1,000-file stores on S3, counted (their local runs stay)
     "test_open_list_and_transcript_of_1000_files_take_2_round_trips[s3_backend]",
     "test_open_and_full_listing_of_a_1000_file_store_is_5_requests[s3_backend]",
