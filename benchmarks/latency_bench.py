@@ -42,6 +42,7 @@ import urllib.request
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from sync_bench import PAYLOAD, CountingServer, implementations, setup
 
@@ -342,12 +343,12 @@ def _high_water() -> int:
     return int(line.split()[1]) * 1024  # kB
 
 
-def _big_op(impl: type, key: str, how: str, size: int) -> int:
-    """One large-file operation; the bytes it moved."""
+def _big_op(impl: type, key: str, how: str, size: int, opened: Any) -> int:
+    """One large-file operation; the bytes it moved. A write goes to `opened`, the new store opened before the
+    clock (the row compares moving the bytes with the floor's PUT); a read opens its store on the clock."""
     if how == "write":
-        store = impl.get_or_create(key=key)
-        store.write_text("big.txt", "y" * size)
-        store.save()
+        opened.write_text("big.txt", "y" * size)
+        opened.save()
         return size
     store = impl.get_or_create(key=key)
     if how == "open_bytes":
@@ -366,12 +367,13 @@ def _worker(conn, endpoint: str, bucket: str, impl_name: str) -> None:
     assert impl.get_or_create(key=warm.key).read_text("w.txt") == "w"
     while (request := conn.recv()) is not None:
         key, how, size = request
+        opened = impl.get_or_create(key=key) if how == "write" else None
         conn.send("ready")
         conn.recv()
         _reset_high_water()
         before = _resident()
         start = time.perf_counter()
-        moved = _big_op(impl, key, how, size)
+        moved = _big_op(impl, key, how, size, opened)
         seconds = time.perf_counter() - start
         conn.send((seconds, max(0, _high_water() - before), moved))
 
