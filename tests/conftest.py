@@ -260,3 +260,15 @@ def round_trips(durable_backend, monkeypatch):
     real = _storage.filesystem_for
     monkeypatch.setattr(_storage, "filesystem_for", lambda uri: FaultyFileSystem(real(uri), faults))
     return faults
+
+
+@pytest.fixture
+def small_index_parts(monkeypatch):
+    """Index parts of a few KiB (so none is named in the head's open hint): a checkpoint of a few dozen files
+    names several, and a few hundred files make the many-part index of a store a hundred times larger."""
+    from flyteplugins_memory._rules import parts as _parts
+
+    monkeypatch.setattr(_parts, "PART_TARGET_BYTES", 2048)
+    monkeypatch.setattr(_parts, "PART_MAX_BYTES", 4096)
+    monkeypatch.setattr(_parts, "PART_MIN_BYTES", 512)
+    monkeypatch.setattr(_parts, "INLINE_MAX_BYTES", 2048)

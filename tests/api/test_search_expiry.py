@@ -14,7 +14,6 @@ import pytest
 from flyteplugins_memory import MemoryStore, SearchHit
 from flyteplugins_memory._journal import gc as _gc
 from flyteplugins_memory._journal import search_segments
-from flyteplugins_memory._rules import parts as _parts
 from flyteplugins_memory._rules.search_binary import MAGIC
 from flyteplugins_memory._rules.search_forms import encode_json_segment
 from released import BEFORE_BINARY_SEGMENTS, released_source, run_released
@@ -43,18 +42,9 @@ def old_segments(monkeypatch) -> None:
     monkeypatch.setattr(search_segments, "encode_segment", encode)
 
 
-@pytest.fixture
-def small_parts(monkeypatch):
-    """Index parts of a few files each: a checkpoint of a few dozen files names several."""
-    monkeypatch.setattr(_parts, "PART_TARGET_BYTES", 2048)
-    monkeypatch.setattr(_parts, "PART_MAX_BYTES", 4096)
-    monkeypatch.setattr(_parts, "PART_MIN_BYTES", 512)
-    monkeypatch.setattr(_parts, "INLINE_MAX_BYTES", 2048)
-
-
 def seeded(key: str) -> MemoryStore:
     """kept.md and scratch.md (a ttl of one hour) both say heron; a checkpoint holds their entries in index
-    parts (with `small_parts`)."""
+    parts (with `small_index_parts`)."""
     store = MemoryStore.create(key=key)
     store.write_text("kept.md", "a grey heron by the pond")
     store.write_text("scratch.md", "heron notes, for an hour", ttl=timedelta(hours=1))
@@ -66,7 +56,7 @@ def seeded(key: str) -> MemoryStore:
 
 
 def test_a_cold_search_leaves_expired_files_out_without_reading_the_file_index(
-    local_backend, key, io_counter, monkeypatch, small_parts
+    local_backend, key, io_counter, monkeypatch, small_index_parts
 ):
     seeded(key)
     assert [n for n in local_backend.journal(key) if n.startswith(PARTS)]
@@ -83,7 +73,9 @@ def test_a_cold_search_leaves_expired_files_out_without_reading_the_file_index(
     assert all(d.startswith(MAGIC) for n, d in local_backend.journal(key).items() if n.startswith(SEGMENTS))
 
 
-def test_docs_of_old_segments_are_looked_up_in_the_file_index(local_backend, key, io_counter, monkeypatch, small_parts):
+def test_docs_of_old_segments_are_looked_up_in_the_file_index(
+    local_backend, key, io_counter, monkeypatch, small_index_parts
+):
     with monkeypatch.context() as patch:
         old_segments(patch)
         seeded(key)

@@ -16,22 +16,11 @@ import json
 import pytest
 
 from flyteplugins_memory import MemoryStore
-from flyteplugins_memory._rules import parts as _parts
 from flyteplugins_memory._rules.layout import HEAD_NAME, checkpoint_name, log_name, part_name
 
 HELLO = {"role": "user", "content": "hello"}
 #: the tests that need one backend only (what they check is the journal's, not the backend's) run on local disk
 local_only = pytest.mark.parametrize("durable_backend", ["local_backend"], indirect=True)
-
-
-@pytest.fixture
-def small_parts(monkeypatch):
-    """Parts of a few KiB (and so no index of several parts named in the head): a few hundred files make the
-    many-part index of a store a hundred times larger."""
-    monkeypatch.setattr(_parts, "PART_TARGET_BYTES", 2048)
-    monkeypatch.setattr(_parts, "PART_MAX_BYTES", 4096)
-    monkeypatch.setattr(_parts, "PART_MIN_BYTES", 512)
-    monkeypatch.setattr(_parts, "INLINE_MAX_BYTES", 2048)
 
 
 @contextlib.contextmanager
@@ -141,7 +130,7 @@ def test_a_head_without_the_open_hint_opens_as_before(durable_backend, key, roun
 
 
 @local_only
-def test_a_large_index_is_listed_in_one_more_round_trip(durable_backend, key, round_trips, small_parts):
+def test_a_large_index_is_listed_in_one_more_round_trip(durable_backend, key, round_trips, small_index_parts):
     bulk_saved(round_trips, key, 300, compact=True)
     head = head_of(durable_backend, key)
     refs = json.loads(durable_backend.journal(key)[checkpoint_name(head["checkpoint"])])["parts"]
@@ -154,7 +143,7 @@ def test_a_large_index_is_listed_in_one_more_round_trip(durable_backend, key, ro
 
 @local_only
 def test_a_cold_search_of_an_up_to_date_store_reads_its_segments_and_no_index(
-    durable_backend, key, round_trips, small_parts
+    durable_backend, key, round_trips, small_index_parts
 ):
     """Its segments' docs carry what a hit needs, expiry included (decisions 0148, 0156)."""
     bulk_saved(round_trips, key, 300)

@@ -1,7 +1,7 @@
 """Partitioned checkpoints: a large store opens without reading its file index, a save reads only the
 parts it needs, and a checkpoint rewrites only the parts that changed (checked in storage).
 
-Part sizes are lowered (`small_parts`) so that a store of a thousand files has about a hundred parts.
+Part sizes are lowered (`small_index_parts`) so that a store of a thousand files has about a hundred parts.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import pytest
 
 from flyteplugins_memory import CorruptStore, MemoryStore, StateCollected, StoreFormatTooNew, UnsafeStoreContent
 from flyteplugins_memory._base.version import WRITER
-from flyteplugins_memory._rules import parts as _parts
 from flyteplugins_memory._rules.entries import PartRef
 from flyteplugins_memory._rules.index import CheckpointFiles, Files, PartNotLoaded
 from flyteplugins_memory._rules.journal_objects import Checkpoint
@@ -24,14 +23,6 @@ from flyteplugins_memory._rules.layout import HEAD_NAME, checkpoint_name, log_na
 from released import BEFORE_PARTS, released_source, run_released
 
 FILES = 1000
-
-
-@pytest.fixture
-def small_parts(monkeypatch):
-    monkeypatch.setattr(_parts, "PART_TARGET_BYTES", 2048)
-    monkeypatch.setattr(_parts, "PART_MAX_BYTES", 4096)
-    monkeypatch.setattr(_parts, "PART_MIN_BYTES", 512)
-    monkeypatch.setattr(_parts, "INLINE_MAX_BYTES", 2048)
 
 
 def path_of(i: int) -> str:
@@ -69,7 +60,7 @@ def part_reads(io_counter) -> list[str]:
 # -- opening and reading ------------------------------------------------------------------------------------
 
 
-def test_a_large_checkpoint_names_parts_instead_of_files(local_backend, key, small_parts):
+def test_a_large_checkpoint_names_parts_instead_of_files(local_backend, key, small_index_parts):
     seeded(key)
     checkpoint = load(local_backend, key, checkpoint_name(2))
     assert checkpoint["format"] == 2 and "files" not in checkpoint and checkpoint["writer"] == WRITER
@@ -85,7 +76,7 @@ def test_a_large_checkpoint_names_parts_instead_of_files(local_backend, key, sma
         assert paths == sorted(paths) and (paths[0], paths[-1], len(paths)) == (ref["first"], ref["last"], ref["count"])
 
 
-def test_opening_reads_no_part_and_lookups_read_only_theirs(local_backend, key, small_parts, io_counter):
+def test_opening_reads_no_part_and_lookups_read_only_theirs(local_backend, key, small_index_parts, io_counter):
     seeded(key)
     io_counter.reset()
     store = MemoryStore.get_or_create(key=key)
@@ -109,7 +100,7 @@ def test_opening_reads_no_part_and_lookups_read_only_theirs(local_backend, key, 
     assert store.exists("d07") and store.get_meta(path_of(1)).sha256 == hashlib.sha256(b"content 1").hexdigest()
 
 
-def test_a_one_file_save_reads_at_most_the_parts_it_needs(local_backend, key, small_parts, io_counter):
+def test_a_one_file_save_reads_at_most_the_parts_it_needs(local_backend, key, small_index_parts, io_counter):
     seeded(key)
     store = MemoryStore.get_or_create(key=key)
     io_counter.reset()
@@ -124,7 +115,7 @@ def test_a_one_file_save_reads_at_most_the_parts_it_needs(local_backend, key, sm
 # -- writing checkpoints ---------------------------------------------------------------------------------
 
 
-def test_a_checkpoint_after_a_one_file_change_rewrites_one_part(local_backend, key, small_parts, io_counter):
+def test_a_checkpoint_after_a_one_file_change_rewrites_one_part(local_backend, key, small_index_parts, io_counter):
     seeded(key)
     before = stored_parts(local_backend, key)
     mtimes = {n: local_backend.fs.modified(local_backend.location(key, n)) for n in before}
@@ -149,7 +140,7 @@ def test_a_checkpoint_after_a_one_file_change_rewrites_one_part(local_backend, k
     assert MemoryStore.get_or_create(key=key).read_text(path_of(500)) == "changed"
 
 
-def test_parts_split_when_they_grow_and_merge_when_they_shrink(local_backend, key, small_parts):
+def test_parts_split_when_they_grow_and_merge_when_they_shrink(local_backend, key, small_index_parts):
     seeded(key)
     store = MemoryStore.get_or_create(key=key)
     for i in range(60):
@@ -184,7 +175,7 @@ def test_a_small_store_keeps_its_files_inline_for_older_readers(local_backend, k
 # -- gc and purge ----------------------------------------------------------------------------------------
 
 
-def test_gc_keeps_the_parts_kept_checkpoints_name_and_removes_the_rest(local_backend, key, small_parts):
+def test_gc_keeps_the_parts_kept_checkpoints_name_and_removes_the_rest(local_backend, key, small_index_parts):
     seeded(key)
     store = MemoryStore.get_or_create(key=key)
     store.write_text(path_of(10), "changed")
@@ -201,7 +192,7 @@ def test_gc_keeps_the_parts_kept_checkpoints_name_and_removes_the_rest(local_bac
     assert fresh.read_text(path_of(999)) == "content 999"  # its blob or in-place copy is still there
 
 
-def test_purge_finds_content_named_only_in_a_part(local_backend, key, small_parts):
+def test_purge_finds_content_named_only_in_a_part(local_backend, key, small_index_parts):
     seeded(key)
     store = MemoryStore.get_or_create(key=key)
     store.write_text(path_of(20), "second")
@@ -276,7 +267,7 @@ def _tamper(backend, key: str, how: str) -> str:
         ("clash across parts", UnsafeStoreContent),
     ],
 )
-def test_a_hostile_part_is_refused_and_nothing_is_written(local_backend, key, small_parts, how, error):
+def test_a_hostile_part_is_refused_and_nothing_is_written(local_backend, key, small_index_parts, how, error):
     seeded(key)
     path = _tamper(local_backend, key, how)
     before = {**local_backend.objects(key), **local_backend.journal(key)}
@@ -292,7 +283,9 @@ def test_a_hostile_part_is_refused_and_nothing_is_written(local_backend, key, sm
     assert {**local_backend.objects(key), **local_backend.journal(key)} == before
 
 
-def test_a_path_under_a_file_that_a_hostile_part_also_holds_as_a_directory_is_refused(local_backend, key, small_parts):
+def test_a_path_under_a_file_that_a_hostile_part_also_holds_as_a_directory_is_refused(
+    local_backend, key, small_index_parts
+):
     """A new path under the file `f` of a store whose next part holds `f/...`: the store is damaged, which
     is said as such (not as the caller's mistake of writing under a file), and nothing is written."""
     seeded(key)
@@ -322,7 +315,7 @@ def main_release(tmp_path_factory):
     return released_source(BEFORE_PARTS, tmp_path_factory.mktemp("before-parts"))
 
 
-def test_a_store_the_previous_version_wrote_opens_and_saves_here(local_backend, key, main_release, small_parts):
+def test_a_store_the_previous_version_wrote_opens_and_saves_here(local_backend, key, main_release, small_index_parts):
     writes = {f"r{i:03d}.txt": str(i) for i in range(30)}
     run_released(main_release, "write", {"key": key, "raw": local_backend.raw_data_path, "writes": writes})
     store = MemoryStore.get_or_create(key=key)
@@ -334,7 +327,9 @@ def test_a_store_the_previous_version_wrote_opens_and_saves_here(local_backend, 
     assert MemoryStore.get_or_create(key=key).list_paths() == sorted([*writes, "ours.txt"])
 
 
-def test_the_previous_version_refuses_a_partitioned_store_as_too_new(local_backend, key, main_release, small_parts):
+def test_the_previous_version_refuses_a_partitioned_store_as_too_new(
+    local_backend, key, main_release, small_index_parts
+):
     seeded(key, 100)
     before = local_backend.journal(key)
     seen = run_released(main_release, "read", {"key": key, "raw": local_backend.raw_data_path})
@@ -368,7 +363,9 @@ def test_extensions_only_the_checkpoint_holds_survive_the_next_save_and_checkpoi
     assert load(local_backend, key, checkpoint_name(4))["ext"].get("future") == 1
 
 
-def test_a_handle_whose_checkpoint_gc_collected_gets_state_collected_for_its_parts(local_backend, key, small_parts):
+def test_a_handle_whose_checkpoint_gc_collected_gets_state_collected_for_its_parts(
+    local_backend, key, small_index_parts
+):
     seeded(key)
     stale = MemoryStore.get_or_create(key=key)  # on checkpoint 2, no part loaded
     writer = MemoryStore.get_or_create(key=key)
@@ -385,7 +382,7 @@ def test_a_handle_whose_checkpoint_gc_collected_gets_state_collected_for_its_par
     assert stale.read_text(path_of(500)) == "changed"
 
 
-def test_a_refresh_racing_a_lookup_never_meets_an_unloaded_part(local_backend, key, small_parts):
+def test_a_refresh_racing_a_lookup_never_meets_an_unloaded_part(local_backend, key, small_index_parts):
     """A lookup loads its parts and looks under the handle's lock: a refresh that moves the handle to a newer
     checkpoint while the parts load cannot leave it looking at a base whose parts are not loaded."""
     seeded(key)
