@@ -111,3 +111,27 @@ def test_segments_of_both_forms_are_segments():
     assert (
         decode_segment(encode_segment({}, "w")).paths == [] and decode_segment(encode_json_segment({}, "w")).paths == []
     )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="review: a binary segment is checked for shape at decode, its docs and postings only at query time; "
+    "a bad doc row or posting range passes decode_segment and escapes search as a bare ValueError",
+)
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda b: b.replace(b'["' + b"f" * 64, b'{"' + b"f" * 64, 1),  # a doc row that is not JSON
+        lambda b: b.replace(b'["' + b"f" * 64 + b'"', b'["' + b"f" * 64 + b"1", 1),  # one whose sha is no string
+    ],
+)
+def test_a_binary_segment_with_a_damaged_doc_is_refused_at_decode_not_at_search(damage):
+    good = encode_segment(docs(20), "w")
+    bad = damage(good)
+    assert bad != good and len(bad) == len(good)
+    try:
+        segment = decode_segment(bad)
+    except ValueError:
+        return  # refused where `_journal.search_segments` degrades to indexing files
+    Corpus([segment], {}).search(tokenize("w1 w2 w3 w4 w5 w6 w7 w8 w9"), {}, lambda p, d: True, 500)
+    [segment.doc(i) for i in range(len(segment.paths))]  # every doc, as a hit or a merge reads it
