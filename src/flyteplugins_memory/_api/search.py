@@ -28,6 +28,7 @@ from .._rules.codecs import MemoryMeta
 from .._rules.index import inside, range_under
 from .._rules.metadata import Scalar, check_where, matches
 from .._rules.paths import MESSAGES_PATH
+from .._rules.search_forms import DamagedSegment
 from .._rules.search_index import Hit, Updates
 from .._rules.search_text import Doc, make_doc, searchable_text, snippet, tokenize
 from .._rules.state import State
@@ -86,16 +87,22 @@ class SearchAPI(StoreCore):
             raise InvalidArgument("include_transcript searches the whole transcript: give no prefix and no where")
         if embed is not None and not callable(embed):
             raise InvalidArgument(f"embed must be a callable or None, got {embed!r}")
-        corpus, shadow = await self._checkout.searching(self)
-        searched = self._checkout.working_copy.base  # no await since: the base the corpus is of
-        if include_transcript:
-            shadow = {**shadow, **_transcript_docs(self.messages)}
         lo, hi = range_under(rel)
         accept = lambda path, doc: _accepted(path, doc, lo, hi, wanted)  # noqa: E731
         pool = max(count, EMBED_POOL) if embed is not None else count
-        hits = corpus.search(terms, shadow, accept, pool)
+        while True:  # again only after a segment turned out malformed: each time one segment fewer
+            corpus, shadow = await self._checkout.searching(self)
+            searched = self._checkout.working_copy.base  # no await since: the base the corpus is of
+            if include_transcript:
+                shadow = {**shadow, **_transcript_docs(self.messages)}
+            try:
+                hits = corpus.search(terms, shadow, accept, pool)
+                extra = _fill(corpus.paths(), shadow, hits, accept, corpus, pool) if embed is not None else []
+                break
+            except DamagedSegment as damage:  # its files are read instead (docs/decisions/0161)
+                self._checkout.search.unreadable(damage)
         if embed is not None:
-            hits = await _fused(embed, query, hits, _fill(corpus.paths(), shadow, hits, accept, corpus, pool))
+            hits = await _fused(embed, query, hits, extra)
         now = _gc.clock()
         hits = await self._checkout.look(
             self, lambda view: _live(view, hits, searched, now), paths=_looked_up(hits, searched, now)

@@ -7,6 +7,9 @@ a missing or corrupt segment), the corpus is checked against the whole file inde
 missing or describes other content are read (64 at a time) and indexed, docs of deleted paths dropped.
 Those repairs are kept here and persisted by the handle's next save (`SaveJob.search_repairs`), which
 also drops from the index the segments found unreadable (purge() removes segments; so may an operator).
+A segment whose postings or docs turn out malformed only when a query decodes them (`DamagedSegment`) is
+unreadable too: the search that met it calls `unreadable`, and loads the corpus again without it
+(docs/decisions/0161).
 """
 
 from __future__ import annotations
@@ -17,9 +20,10 @@ from collections.abc import Awaitable
 
 from .._journal import gc as _gc
 from .._journal.journal_storage import JournalStorage
-from .._journal.search_segments import doc_for, read_contents, read_segments
+from .._journal.search_segments import doc_for, read_contents, read_segments, report_damaged
 from .._rules.journal_objects import FileEntry
 from .._rules.metadata import EXT_KEY as METADATA_KEY
+from .._rules.search_forms import DamagedSegment
 from .._rules.search_index import Corpus, Repairs, Segment, SegmentRef, Updates, read_ext
 from .._rules.search_text import Doc
 from .._rules.state import State
@@ -37,6 +41,10 @@ class SearchCache:
         self._corpus = Corpus([], {})
         self._repairs = Repairs(cache=self.segments)
         self._unsaved: dict[tuple[str, str], Doc] = {}
+        #: segments (by sha256) found malformed when decoded: unreadable for good (their bytes never change)
+        self._damaged: set[str] = set()
+        self._loaded_without: frozenset[str] = frozenset()
+        self._store = ""
 
     def repairs_for(self, base: State) -> Repairs:
         """What a check against the file index of `base` found (nothing, unless checked at `base`), and
@@ -50,27 +58,51 @@ class SearchCache:
         self._repairs = Repairs(cache=self.segments)
 
     async def corpus(self, remote: JournalStorage | None, view: WorkingCopy) -> Corpus:
-        """The corpus of the view's base (call under the session's lock)."""
-        if self._base is not view.base:
-            base = view.base
-            self._corpus, self._repairs = await self._load(remote, view)
-            self._base = base
+        """The corpus of the view's base (call under the session's lock); loaded again when a segment of
+        it was found malformed since."""
+        if self._base is not view.base or not self._damaged <= self._loaded_without:
+            base, without = view.base, set(self._damaged)
+            self._store = remote.uri if remote else ""
+            self._corpus, self._repairs = await self._load(remote, view, without)
+            self._base, self._loaded_without = base, frozenset(without)
         return self._corpus
 
-    async def _load(self, remote: JournalStorage | None, view: WorkingCopy) -> tuple[Corpus, Repairs]:
+    def unreadable(self, damage: DamagedSegment) -> None:
+        """A query found `damage` in a segment of the corpus: the next `corpus` call loads the corpus
+        again without that segment, reading its files instead, and the next save drops it from the index."""
+        sha = damage.segment.sha256
+        if sha is None:  # not read from storage (every segment of a corpus is): forget all, read all again
+            self.reset()
+            return
+        report_damaged(self._store, damage)
+        self._damaged.add(sha)
+
+    async def _load(self, remote: JournalStorage | None, view: WorkingCopy, without: set[str]) -> tuple[Corpus, Repairs]:
+        """The corpus of the view's base without the segments `without` (to which it adds those it finds
+        malformed itself)."""
         base = view.base
         refs = sx.segments if (sx := read_ext(base.ext)) else []
         # segments behind the base are brought up to date from the file index: read it beside them
         behind = sx is None or sx.seq != base.seq
-        found = await _segments_and_index(remote, base, refs, self.segments, behind) if remote else {}
-        segments = [found[r.sha256] for r in refs if r.sha256 in found]
+        readable = [r for r in refs if r.sha256 not in without]
+        found = await _segments_and_index(remote, base, readable, self.segments, behind) if remote else {}
         for sha in set(self.segments) - set(found):  # segments merged away since: not needed again
             del self.segments[sha]
-        if sx is not None and len(found) == len(refs) and sx.seq == base.seq:
-            return Corpus(segments, {}), Repairs(cache=self.segments)
-        docs = await _reconcile(remote, view, Corpus(segments, {}))
-        dropped = frozenset(r.sha256 for r in refs if r.sha256 not in found)
-        return Corpus(segments, docs), Repairs(base.seq, docs, dropped, self.segments)
+        while True:  # each round reconciles, or leaves out one more segment: bounded by their number
+            segments = [found[r.sha256] for r in refs if r.sha256 in found]
+            if sx is not None and len(found) == len(refs) and sx.seq == base.seq:
+                return Corpus(segments, {}), Repairs(cache=self.segments)
+            try:
+                docs = await _reconcile(remote, view, Corpus(segments, {}))
+            except DamagedSegment as damage:
+                if damage.segment.sha256 not in found:
+                    raise AssertionError("a damaged segment that is not the corpus's") from damage
+                self.unreadable(damage)
+                without.add(damage.segment.sha256)
+                del found[damage.segment.sha256], self.segments[damage.segment.sha256]
+                continue
+            dropped = frozenset(r.sha256 for r in refs if r.sha256 not in found)
+            return Corpus(segments, docs), Repairs(base.seq, docs, dropped, self.segments)
 
     def shadow(self, view: WorkingCopy) -> Updates:
         """Docs for the handle's unsaved changes (None: deleted), cached by content."""

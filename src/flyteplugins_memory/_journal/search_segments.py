@@ -7,7 +7,9 @@ those that hold a purged content (`purge_segments`). The
 index is a derived cache, never the truth: a save whose index update fails for any reason commits
 without it (the record then carries the previous index, whose ``seq`` no longer matches, and readers
 check it against the file index), and a reader that meets a missing or corrupt segment indexes files
-instead. Nothing here raises into a save.
+instead; so does one that meets a segment whose postings or docs turn out malformed when decoded
+(`DamagedSegment`: bytes a hostile or buggy writer made, matching their sha256), and a merge drops it
+(docs/decisions/0161). Nothing here raises into a save.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from .._rules.journal_objects import EMPTY_CHECKPOINT, FileEntry
 from .._rules.layout import search_segment_name
 from .._rules.metadata import EXT_KEY as METADATA_KEY
 from .._rules.offload import off_loop
+from .._rules.search_forms import DamagedSegment
 from .._rules.search_index import (
     EXT_KEY,
     Repairs,
@@ -101,20 +104,27 @@ def _checked(store: str, ref: SegmentRef, data: bytes | None) -> Segment | None:
         _report(store, ref.sha256, "Search segment %s is corrupt, indexing files instead")
         return None
     try:
-        return decode_segment(data)
+        segment = decode_segment(data)
     except ValueError as exc:
         logger.warning("Search segment %s is malformed, indexing files instead: %s", ref.sha256, exc)
         return None
+    segment.sha256 = ref.sha256
+    return segment
 
 
-def _report(store: str, sha256: str, message: str) -> None:
+def report_damaged(store: str, damage: DamagedSegment) -> None:
+    """Warn (once per process) that a segment turned out malformed where it was decoded."""
+    _report(store, damage.segment.sha256 or "", "Search segment %s is malformed, indexing files instead: %s", damage)
+
+
+def _report(store: str, sha256: str, message: str, *details: object) -> None:
     """Warn of an unusable segment once per process (a long-lived handle meets it again and again)."""
     if (store, sha256) in _REPORTED:
         return
     _REPORTED[store, sha256] = None
     if len(_REPORTED) > _REPORTED_MAX:
         _REPORTED.popitem(last=False)
-    logger.warning(message, sha256)
+    logger.warning(message, sha256, *details)
 
 
 async def extend(remote: ObjectStorage, latest: State, new: State, updates: Updates | None, repairs: Repairs) -> None:
@@ -162,11 +172,8 @@ async def _fold(remote: ObjectStorage, sx: SearchExt, docs: Updates, cache: dict
         if not merging:
             break
         found = await read_segments(remote, merging, cache)
-        if len(found) == len(merging):
-            older: Updates = {}
-            for ref in merging:
-                older = merged(older, found[ref.sha256].full_docs(), oldest=False)
-            docs = merged(older, docs, oldest=len(merging) == len(sx.segments))
+        if len(found) == len(merging) and (merging_docs := _full_docs(remote.uri, merging, found, cache)) is not None:
+            docs = merged(merging_docs, docs, oldest=len(merging) == len(sx.segments))
             break
         sx.segments = [r for r in sx.segments if r.sha256 in found or r not in merging]
         dropped = True
@@ -174,8 +181,24 @@ async def _fold(remote: ObjectStorage, sx: SearchExt, docs: Updates, cache: dict
     sha = hashlib.sha256(data).hexdigest()
     await remote.write_many({search_segment_name(sha): data})
     cache[sha] = decode_segment(data)
+    cache[sha].sha256 = sha
     sx.segments = [*sx.segments[: len(sx.segments) - len(merging)], SegmentRef(sha, len(data))]
     return dropped
+
+
+def _full_docs(store: str, refs: list[SegmentRef], found: dict[str, Segment], cache: dict[str, Segment]) -> Updates | None:
+    """The docs of segments `refs` merged (newest wins), or None when one turns out malformed: it then
+    leaves `found` and `cache`, as a missing one would (the caller drops it from the index)."""
+    older: Updates = {}
+    for ref in refs:
+        try:
+            older = merged(older, found[ref.sha256].full_docs(), oldest=False)
+        except DamagedSegment as exc:
+            report_damaged(store, exc)
+            del found[ref.sha256]
+            cache.pop(ref.sha256, None)
+            return None
+    return older
 
 
 async def read_contents(read: Any, paths: list[str], batch: int = 64) -> dict[str, bytes]:

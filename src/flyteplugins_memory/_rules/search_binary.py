@@ -150,20 +150,26 @@ class BinaryColumns:
             raise ValueError("malformed search segment: rows or tombstones out of range")
 
     def postings(self, term: str) -> tuple[array, array]:
-        """Rows holding `term` and how often (rows out of range are the caller's to skip)."""
+        """Rows holding `term` and how often, checked: raises ValueError if they run out of the columns or
+        name a row the segment does not hold (the slice's own max, at C speed: only the queried terms pay)."""
         t = self.terms.get(term)
         if t is None:
             return array("I"), array("I")
         lo, hi = self._starts[t], self._starts[t + 1]
-        if not 0 <= lo <= hi:
-            raise ValueError("malformed search segment: postings out of order")
+        if not 0 <= lo <= hi <= self._starts[-1]:
+            raise ValueError(f"malformed search segment: postings of term {term!r} out of order")
         ids = _unpacked(_slice(self._ids, self._id_code, lo, hi), self._id_code)
+        if ids and max(ids) >= len(self.paths):
+            raise ValueError(f"malformed search segment: postings of term {term!r} name a row it does not hold")
         return ids, _unpacked(_slice(self._tfs, self._tf_code, lo, hi), self._tf_code)
 
     def doc(self, i: int) -> Doc:
-        """Doc `i` without its token counts."""
-        raw = json.loads(self._docs[self._offsets[i] : self._offsets[i + 1]])
-        return _doc(raw, self.lengths[i])
+        """Doc `i` without its token counts (its row parsed and checked here, not at open: raises ValueError
+        or RecursionError when malformed)."""
+        lo, hi = self._offsets[i], self._offsets[i + 1]
+        if lo >= hi:
+            raise ValueError(f"malformed search segment: doc {i} has no row")
+        return _doc(json.loads(self._docs[lo:hi]), self.lengths[i])
 
 
 def _slice(block: memoryview, code: str, lo: int, hi: int) -> memoryview:

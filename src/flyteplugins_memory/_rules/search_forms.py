@@ -4,6 +4,10 @@ Segments written before docs/decisions/0155 are JSON: per-doc columns, and per t
 ``"i tf i tf ..."`` decoded only when a query asks for that term. New segments are binary (`search_binary`):
 postings and docs are raw columns decoded per queried term and per hit. Both are read; only the binary form
 is written (`encode_json_segment` stays to test that the JSON form is still read).
+
+Opening a segment checks its shape; what is decoded later (a term's postings, a hit's doc) is checked when
+decoded, and damage found then raises `DamagedSegment` naming the segment: its caller treats the segment as
+unreadable, as one missing or corrupt (docs/decisions/0161).
 """
 
 from __future__ import annotations
@@ -25,11 +29,26 @@ from .search_text import Doc
 VERSION = 3
 
 Updates = dict[str, Doc | None]
+#: What decoding a malformed part of a segment raises (a hostile or buggy writer's bytes still match their sha256).
+_MALFORMED = (KeyError, TypeError, ValueError, IndexError, RecursionError, AttributeError, struct.error)
+
+
+class DamagedSegment(ValueError):
+    """A segment that opened but whose postings or a doc turned out malformed when a query or a merge
+    decoded them. Never for a user: a search reads the segment's files instead (`_handle.search_cache`),
+    a save's merge drops the segment from the index (`_journal.search_segments`)."""
+
+    def __init__(self, segment: Segment, detail: str):
+        super().__init__(f"search segment {segment.sha256 or '(unnamed)'} is malformed: {detail}")
+        self.segment = segment
 
 
 class Segment:
     """One immutable segment, parsed. Columns, not one object per doc: lists of strings are not tracked by
     Python's cycle collector, so parsing 10,000 docs does not trigger collections over the whole heap."""
+
+    #: the sha256 the index names it by (set by whoever read it from storage; None: not read from there)
+    sha256: str | None = None
 
     def __init__(self, columns: dict[str, Any]):
         self.paths: list[str] = columns["paths"]
@@ -43,9 +62,15 @@ class Segment:
         self._decoded: dict[str, tuple[Sequence[int], Sequence[int]]] = {}
 
     def doc(self, i: int) -> Doc | None:
-        """Doc `i` without its token counts (None: a tombstone)."""
+        """Doc `i` without its token counts (None: a tombstone); `DamagedSegment` if its row is malformed."""
         if i in self.gone:
             return None
+        try:
+            return self._doc(i)
+        except _MALFORMED as exc:
+            raise DamagedSegment(self, f"doc {i}: {exc}") from exc
+
+    def _doc(self, i: int) -> Doc:
         c = self._columns
         meta = (c["at"][i], c["by"][i], c["why"][i], self.sizes[i])
         metadata = c["md"].get(str(i), {})
@@ -54,17 +79,24 @@ class Segment:
         return Doc(c["sha"][i], self.lengths[i], {}, meta, metadata, c["lead"][i], expires, known)
 
     def postings(self, term: str) -> tuple[Sequence[int], Sequence[int]]:
-        """Docs holding `term` and how often (decoded on first use)."""
+        """Docs holding `term` and how often (decoded and checked on first use: every row one the segment
+        holds, as many frequencies as rows; else `DamagedSegment`)."""
         if term not in self._decoded:
-            self._decoded[term] = self._postings(term)
+            try:
+                self._decoded[term] = self._postings(term)
+            except _MALFORMED as exc:
+                raise DamagedSegment(self, f"postings of {term!r}: {exc}") from exc
         return self._decoded[term]
 
     def _postings(self, term: str) -> tuple[Sequence[int], Sequence[int]]:
         numbers = _numbers(self.terms.get(term, ""))
-        return numbers[::2], numbers[1::2]
+        rows, tfs = numbers[::2], numbers[1::2]
+        if len(rows) != len(tfs) or (rows and not 0 <= min(rows) <= max(rows) < len(self.paths)):
+            raise ValueError("rows out of range, or a row without its frequency")
+        return rows, tfs
 
     def full_docs(self) -> Updates:
-        """Every doc with its token counts (to merge segments)."""
+        """Every doc with its token counts (to merge segments; `DamagedSegment` if any part is malformed)."""
         counts: list[dict[str, int]] = [{} for _ in self.paths]
         for term in self.terms:
             for i, tf in zip(*self.postings(term), strict=True):
@@ -85,8 +117,8 @@ class BinarySegment(Segment):
         self.terms = self._binary.terms  # type: ignore[assignment]  # term -> its index, not a posting string
         self._decoded = {}
 
-    def doc(self, i: int) -> Doc | None:
-        return None if i in self.gone else self._binary.doc(i)
+    def _doc(self, i: int) -> Doc:
+        return self._binary.doc(i)
 
     def _postings(self, term: str) -> tuple[Sequence[int], Sequence[int]]:
         return self._binary.postings(term)
@@ -140,7 +172,7 @@ def decode_segment(data: bytes) -> Segment:
     if data.startswith(MAGIC):
         try:
             return BinarySegment(data)
-        except (KeyError, TypeError, ValueError, RecursionError, AttributeError, struct.error) as exc:
+        except _MALFORMED as exc:
             raise ValueError(f"malformed search segment: {exc}") from exc
     try:
         body = json.loads(data)
