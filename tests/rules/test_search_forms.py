@@ -202,7 +202,8 @@ def _raised(read: Callable[[], object]) -> Exception | None:
 
 def test_a_damaged_json_segment_is_named_where_its_postings_are_decoded():
     written = docs(20)
-    for damage in ('"w1":"0 1 2"', '"w1":"0 1 99 1"', '"w1":"0 x"'):  # a row without a frequency, out of range, no number
+    # a row without its frequency, a row out of range, no number
+    for damage in ('"w1":"0 1 2"', '"w1":"0 1 99 1"', '"w1":"0 x"'):
         bad = re.sub(rb'"w1":"[0-9 ]*"', damage.encode(), encode_json_segment(written, "w"))
         segment = decode_segment(bad)
         with pytest.raises(DamagedSegment):

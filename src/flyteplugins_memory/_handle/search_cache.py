@@ -77,7 +77,9 @@ class SearchCache:
         report_damaged(self._store, damage)
         self._damaged.add(sha)
 
-    async def _load(self, remote: JournalStorage | None, view: WorkingCopy, without: set[str]) -> tuple[Corpus, Repairs]:
+    async def _load(
+        self, remote: JournalStorage | None, view: WorkingCopy, without: set[str]
+    ) -> tuple[Corpus, Repairs]:
         """The corpus of the view's base without the segments `without` (to which it adds those it finds
         malformed itself)."""
         base = view.base

@@ -186,7 +186,9 @@ async def _fold(remote: ObjectStorage, sx: SearchExt, docs: Updates, cache: dict
     return dropped
 
 
-def _full_docs(store: str, refs: list[SegmentRef], found: dict[str, Segment], cache: dict[str, Segment]) -> Updates | None:
+def _full_docs(
+    store: str, refs: list[SegmentRef], found: dict[str, Segment], cache: dict[str, Segment]
+) -> Updates | None:
     """The docs of segments `refs` merged (newest wins), or None when one turns out malformed: it then
     leaves `found` and `cache`, as a missing one would (the caller drops it from the index)."""
     older: Updates = {}
