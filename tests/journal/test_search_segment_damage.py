@@ -85,7 +85,8 @@ def indexed(store: MemoryStore, backend) -> dict[str, str]:
 
 
 def file_shas(store: MemoryStore) -> dict[str, str]:
-    return {p: store.get_meta(p).sha256 for p in store.list_paths()}
+    metas = {p: store.get_meta(p) for p in store.list_paths()}
+    return {p: meta.sha256 for p, meta in metas.items() if meta is not None}
 
 
 def buggy_save(store: MemoryStore, backend, monkeypatch, damage) -> str:
