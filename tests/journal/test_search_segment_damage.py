@@ -156,3 +156,16 @@ def test_a_save_that_merges_a_damaged_segment_commits_and_readers_read_its_files
     again = MemoryStore.get_or_create(key=key)
     assert exact(again) and indexed(again, local_backend) == file_shas(again)
     assert paths(again.search("crane")) == ["birds/0.md"] and len(again.search("heron", limit=20)) == 8
+
+
+def test_a_search_with_embed_and_a_filter_over_a_damaged_doc_row_reads_the_files(
+    bird_store, local_backend, key, monkeypatch
+):
+    bird_store.write_text("birds/4.md", "a stork")  # a doc with no query term: `embed=` reads it as a candidate
+    damaged = buggy_save(bird_store, local_backend, monkeypatch, DAMAGE["first doc row not JSON"])
+    fresh = MemoryStore.get_or_create(key=key)
+    hits = fresh.search("stork", prefix="birds", embed=lambda texts: [[1.0, float(len(t))] for t in texts])
+    assert paths(hits) == [f"birds/{i}.md" for i in range(5)] and hits[0].path == "birds/4.md"
+    fresh.write_text("birds/5.md", "an ibis")
+    fresh.save()
+    assert damaged not in named(MemoryStore.get_or_create(key=key), local_backend)
