@@ -66,7 +66,7 @@ def test_both_forms_hold_the_same_docs_and_answer_alike():
     assert isinstance(new_segment, BinarySegment) and not isinstance(old_segment, BinarySegment)
     full = {p: _fields(d) if d else None for p, d in new_segment.full_docs().items()}
     assert full == {p: _fields(d) if d else None for p, d in old_segment.full_docs().items()}
-    assert full == {p: _fields(d) if d else None for p, d in written.items()}  # counts, meta, labels, lead, expiry: all kept
+    assert full == {p: _fields(d) if d else None for p, d in written.items()}  # counts, meta, labels, lead, expiry
     assert answers(Corpus([new_segment], {})) == answers(Corpus([old_segment], {}))
     assert encode_segment(written, "w") == binary  # deterministic: one content-addressed object
 

@@ -9,6 +9,10 @@ search parse every posting string and every doc's lead; this form is columns of 
 - per queried term, on first use: its rows and term frequencies, two slices of the postings columns;
 - per hit, on first use: its doc (sha256, meta, metadata, lead, expiry), one small JSON array of its own.
 
+Opening checks the columns' shape only; a term's postings and a doc's row are checked when decoded (a
+row number the segment does not hold, offsets out of order, a row that is not the doc it should be raise
+ValueError then: docs/decisions/0161). Checking every row at open would cost a cold search ~60x its parse.
+
 Layout: ``MAGIC``, a little-endian u32 header length, the header (JSON: the writer, the counts, the byte
 width of each column and the byte length of each block), then the blocks in `BLOCKS` order. The bytes are
 deterministic (equal docs give equal bytes, hence one content-addressed object).

@@ -173,7 +173,8 @@ def decode_segment(data: bytes) -> Segment:
         try:
             return BinarySegment(data)
         except _MALFORMED as exc:
-            raise ValueError(f"malformed search segment: {exc}") from exc
+            detail = str(exc).removeprefix("malformed search segment: ")
+            raise ValueError(f"malformed search segment: {detail}") from exc
     try:
         body = json.loads(data)
         if body.get("v") != VERSION or not all(isinstance(body[k], t) for k, t in _COLUMNS.items()):
