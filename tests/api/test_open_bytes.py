@@ -1,5 +1,6 @@
-"""Streaming reads (`MemoryStore.open_bytes`, decision 0151) and large reads in ranged parts, on local disk
-and S3: what a stream sees, its typed errors, its round trips and its memory. "Large" is made small by
+"""Streaming reads (`MemoryStore.open_bytes`, decision 0151; a past state's, `store.at(commit).open_bytes`,
+decision 0162) and large reads in ranged parts, on local disk and S3: what a stream sees, its typed errors,
+its round trips and its memory. "Large" is made small by
 patching the part size (`storage._ranges.PART_SIZE`)."""
 
 from __future__ import annotations
