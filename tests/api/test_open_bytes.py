@@ -16,6 +16,7 @@ import pytest
 
 from flyteplugins_memory import (
     ByteStream,
+    CommitNotFound,
     ConcurrencyError,
     ContentChanged,
     ContentPurged,
@@ -23,6 +24,7 @@ from flyteplugins_memory import (
     MemoryReader,
     MemoryStore,
     PathNotFound,
+    StateCollected,
 )
 from flyteplugins_memory._base.syncify import run_sync
 from flyteplugins_memory._journal.journal_storage import JournalStorage
@@ -293,3 +295,24 @@ def test_a_past_state_s_stream_of_a_rewritten_in_place_file_costs_two_waves(dura
         assert past.open_bytes("a.bin").read() == b"first version"
     # the path and whether it has a blob copy, side by side; then the blob copy the save made
     assert opened.requests == 3 and opened.waves == 2, opened.describe()
+
+
+def test_a_past_state_collected_by_gc_under_its_view_and_its_stream(durable_backend, key, small_parts):
+    store = saved(key, {"big.bin": b"first"})
+    store.write_bytes("big.bin", DATA)  # a changed path: DATA is in a blob
+    store.save()
+    seq = store.log(limit=1)[0].seq
+    past = MemoryStore.open(key=key).at(seq)
+    stream = past.open_bytes("big.bin")
+    assert stream.read(100) == DATA[:100]
+    store.write_bytes("big.bin", b"later")
+    store.save()
+    store.gc(window=timedelta(0))  # every state but the newest, and DATA's blob with them
+    assert blob(durable_backend, key, DATA) is None
+    stream.seek(PART * 11)  # beyond what was read ahead: fetched now, and gone
+    for read in (lambda: stream.read(10), lambda: past.open_bytes("big.bin"), lambda: past.read_bytes("big.bin")):
+        with pytest.raises(StateCollected) as raised:
+            read()
+        assert not isinstance(raised.value, ContentPurged)  # collected, not purged
+    with pytest.raises(CommitNotFound):
+        store.at(seq)
