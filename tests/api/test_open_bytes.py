@@ -25,6 +25,7 @@ from flyteplugins_memory import (
     MemoryStore,
     PathNotFound,
     StateCollected,
+    StoreDeleted,
 )
 from flyteplugins_memory._base.syncify import run_sync
 from flyteplugins_memory._journal.journal_storage import JournalStorage
@@ -316,3 +317,17 @@ def test_a_past_state_collected_by_gc_under_its_view_and_its_stream(durable_back
         assert not isinstance(raised.value, ContentPurged)  # collected, not purged
     with pytest.raises(CommitNotFound):
         store.at(seq)
+
+
+def test_a_past_state_s_stream_after_delete_store(durable_backend, key, small_parts):
+    store = saved(key, {"big.bin": b"first"})
+    store.write_bytes("big.bin", DATA)
+    store.save()
+    past = store.at(store.log(limit=1)[0])
+    stream = past.open_bytes("big.bin")
+    assert stream.read(100) == DATA[:100]
+    MemoryStore.delete_store(key=key, actor="ops", reason="forget")
+    stream.seek(PART * 11)  # beyond what was read ahead: the store is gone, and says so
+    for read in (lambda: stream.read(10), lambda: past.open_bytes("big.bin"), lambda: past.read_bytes("big.bin")):
+        with pytest.raises(StoreDeleted):
+            read()
