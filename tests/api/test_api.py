@@ -131,7 +131,7 @@ def test_the_storage_package_says_what_a_backend_can_do(tmp_path):
     assert set(storage.__all__) <= set(dir(storage))
 
 
-READER_MEMBERS = ("read_text", "read_bytes", "read_json", "list_paths", "get_meta", "current_sha")
+READER_MEMBERS = ("read_text", "read_bytes", "open_bytes", "read_json", "list_paths", "get_meta", "current_sha")
 
 
 def test_a_handle_a_scope_and_a_past_commit_are_each_a_memory_reader(local_backend, key):

@@ -1,5 +1,6 @@
-"""Streaming reads (`MemoryStore.open_bytes`, decision 0151) and large reads in ranged parts, on local disk
-and S3: what a stream sees, its typed errors, its round trips and its memory. "Large" is made small by
+"""Streaming reads (`MemoryStore.open_bytes`, decision 0151; a past state's, `store.at(commit).open_bytes`,
+decision 0162) and large reads in ranged parts, on local disk and S3: what a stream sees, its typed errors,
+its round trips and its memory. "Large" is made small by
 patching the part size (`storage._ranges.PART_SIZE`)."""
 
 from __future__ import annotations
@@ -15,12 +16,16 @@ import pytest
 
 from flyteplugins_memory import (
     ByteStream,
+    CommitNotFound,
     ConcurrencyError,
     ContentChanged,
     ContentPurged,
     CorruptStore,
+    MemoryReader,
     MemoryStore,
     PathNotFound,
+    StateCollected,
+    StoreDeleted,
 )
 from flyteplugins_memory._base.syncify import run_sync
 from flyteplugins_memory._journal.journal_storage import JournalStorage
@@ -177,3 +182,152 @@ def test_a_stream_holds_a_few_parts_not_the_file(local_backend, key, monkeypatch
         tracemalloc.stop()
     assert digest.hexdigest() == hashlib.sha256(data).hexdigest()
     assert peak < (_byte_stream.READ_AHEAD + 4) * part, peak  # the window and a chunk, never the 40 parts
+
+
+# -- the store as of a commit (`store.at(commit).open_bytes`, decision 0162) -------------------------------------
+
+
+def stored(backend, key: str, name: str) -> bytes | None:
+    """The file `name` of store `key` as storage holds it at its path, or None."""
+    full = f"{backend.prefix(key)}/{name}"
+    return backend.fs.cat_file(full) if backend.fs.exists(full) else None
+
+
+def blob(backend, key: str, data: bytes) -> bytes | None:
+    """The content-addressed blob of `data` in store `key`'s journal, as storage holds it, or None."""
+    remote = JournalStorage.at(backend.store_uri(key))
+    return run_sync(remote.read, blob_name(hashlib.sha256(data).hexdigest()))
+
+
+def test_a_past_state_streams_what_its_read_bytes_returns(durable_backend, key, small_parts, clock):
+    other = bytes(reversed(DATA))
+    store = saved(key, {"big.bin": DATA, "gone.bin": DATA[:5000]})  # new files: stored in place at their paths
+    store.write_bytes("tmp.bin", b"scratch", ttl=timedelta(hours=1))
+    store.save()
+    first = store.log(limit=1)[0]
+    store.write_bytes("big.bin", other)  # the save keeps the old bytes in a blob before it rewrites the path
+    store.delete("gone.bin")
+    store.save()
+    # storage: the paths hold the new state, the old bytes only their blobs
+    assert stored(durable_backend, key, "big.bin") == other and stored(durable_backend, key, "gone.bin") is None
+    assert blob(durable_backend, key, DATA) == DATA
+    reopened = MemoryStore.open(key=key)
+    past, now = reopened.at(first), reopened.at(reopened.log(limit=1)[0])
+    readers: list[MemoryReader] = [past, now, reopened]
+    for reader in readers:
+        assert isinstance(reader, MemoryReader)
+    with past.open_bytes("big.bin") as stream:  # the blob copy, not the path, and checked to its end
+        assert stream.size == len(DATA) and stream.name == "big.bin"
+        assert b"".join(iter(lambda: stream.read(1000), b"")) == DATA == past.read_bytes("big.bin")
+    assert past.open_bytes("gone.bin").read() == DATA[:5000] == past.read_bytes("gone.bin")
+    assert now.open_bytes("big.bin").read() == other == reopened.open_bytes("big.bin").read()
+    assert past.open_bytes("tmp.bin").read() == b"scratch"
+    for gone in ("gone.bin", "missing.bin", "dir"):  # deleted at that commit, never there, no file
+        with pytest.raises(PathNotFound):
+            now.open_bytes(gone)
+        assert now.read_bytes(gone) is None
+    clock.offset += 2 * 3600  # an expired file does not come back through time travel
+    with pytest.raises(PathNotFound):
+        past.open_bytes("tmp.bin")
+    assert past.read_bytes("tmp.bin") is None
+
+    async def read_async() -> bytes:
+        async with await past.open_bytes.aio("big.bin") as stream:
+            return await stream.aread(10) + await stream.aread()
+
+    assert asyncio.run(read_async()) == DATA
+
+
+def test_a_past_state_of_a_purged_path_raises_content_purged(durable_backend, key, small_parts):
+    store = saved(key, {"secret.bin": DATA, "keep.bin": b"keep"})
+    first = store.log(limit=1)[0]
+    store.write_bytes("secret.bin", b"rotated")
+    store.save()
+    pinned = MemoryStore.open(key=key).at(first)  # a view taken before the purge
+    store.purge("secret.bin")
+    assert stored(durable_backend, key, "secret.bin") is None and blob(durable_backend, key, DATA) is None
+    for past in (pinned, MemoryStore.open(key=key).at(first)):
+        with pytest.raises(ContentPurged):
+            past.open_bytes("secret.bin")
+        with pytest.raises(ContentPurged):
+            past.read_bytes("secret.bin")
+        assert past.open_bytes("keep.bin").read() == b"keep"
+
+
+def test_a_stream_on_a_past_state_while_a_save_rewrites_its_path(durable_backend, key, small_parts):
+    saved(key, {"big.bin": DATA})  # in place at its path, no blob copy yet
+    writer = MemoryStore.open(key=key)
+    past = MemoryStore.open(key=key).at(writer.log(limit=1)[0])
+    stream = past.open_bytes("big.bin")
+    assert stream.read(100) == DATA[:100]  # parts 0-4 requested or in hand: the rest comes from the path
+    writer.write_bytes("big.bin", bytes(reversed(DATA)))  # same length: a part-wise mix would look whole
+    writer.save()
+    with pytest.raises(ContentChanged):
+        stream.read()  # never a silent mix of the two versions
+    assert blob(durable_backend, key, DATA) == DATA
+    assert past.open_bytes("big.bin").read() == DATA  # opened again: the blob copy the save kept
+
+
+def test_a_stream_on_a_past_state_while_a_purge_removes_its_content(durable_backend, key, small_parts):
+    store = saved(key, {"big.bin": b"first"})
+    store.write_bytes("big.bin", DATA)  # a changed path: DATA is in a blob
+    store.save()
+    past = MemoryStore.open(key=key).at(store.log(limit=1)[0])
+    stream = past.open_bytes("big.bin")
+    assert stream.read(100) == DATA[:100]
+    store.write_bytes("big.bin", b"later")
+    store.save()  # a later save leaves the blob where it is: the stream stays good ...
+    stream.seek(PART * 6)
+    assert stream.read(PART) == DATA[PART * 6 : PART * 7]
+    MemoryStore.open(key=key).purge("big.bin")  # ... until a purge removes the content from every state
+    stream.seek(PART * 11)  # beyond what was read ahead: fetched now, and gone
+    with pytest.raises(ContentPurged):
+        stream.read(10)
+
+
+def test_a_past_state_s_stream_of_a_rewritten_in_place_file_costs_two_waves(durable_backend, key, round_trips):
+    store = saved(key, {"a.bin": b"first version"})
+    first = store.log(limit=1)[0]
+    store.write_bytes("a.bin", b"second version")
+    store.save()
+    past = MemoryStore.open(key=key).at(first)
+    past.list_paths()
+    with round_trips.measure() as opened:
+        assert past.open_bytes("a.bin").read() == b"first version"
+    # the path and whether it has a blob copy, side by side; then the blob copy the save made
+    assert opened.requests == 3 and opened.waves == 2, opened.describe()
+
+
+def test_a_past_state_collected_by_gc_under_its_view_and_its_stream(durable_backend, key, small_parts):
+    store = saved(key, {"big.bin": b"first"})
+    store.write_bytes("big.bin", DATA)  # a changed path: DATA is in a blob
+    store.save()
+    seq = store.log(limit=1)[0].seq
+    past = MemoryStore.open(key=key).at(seq)
+    stream = past.open_bytes("big.bin")
+    assert stream.read(100) == DATA[:100]
+    store.write_bytes("big.bin", b"later")
+    store.save()
+    store.gc(window=timedelta(0))  # every state but the newest, and DATA's blob with them
+    assert blob(durable_backend, key, DATA) is None
+    stream.seek(PART * 11)  # beyond what was read ahead: fetched now, and gone
+    for read in (lambda: stream.read(10), lambda: past.open_bytes("big.bin"), lambda: past.read_bytes("big.bin")):
+        with pytest.raises(StateCollected) as raised:
+            read()
+        assert not isinstance(raised.value, ContentPurged)  # collected, not purged
+    with pytest.raises(CommitNotFound):
+        store.at(seq)
+
+
+def test_a_past_state_s_stream_after_delete_store(durable_backend, key, small_parts):
+    store = saved(key, {"big.bin": b"first"})
+    store.write_bytes("big.bin", DATA)
+    store.save()
+    past = store.at(store.log(limit=1)[0])
+    stream = past.open_bytes("big.bin")
+    assert stream.read(100) == DATA[:100]
+    MemoryStore.delete_store(key=key, actor="ops", reason="forget")
+    stream.seek(PART * 11)  # beyond what was read ahead: the store is gone, and says so
+    for read in (lambda: stream.read(10), lambda: past.open_bytes("big.bin"), lambda: past.read_bytes("big.bin")):
+        with pytest.raises(StoreDeleted):
+            read()

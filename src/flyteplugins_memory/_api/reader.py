@@ -17,6 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from .._base.syncify import SyncMethod
 from .._rules.codecs import MemoryMeta
+from ..storage._byte_stream import ByteStream
 
 __all__ = ["MemoryReader"]
 
@@ -29,6 +30,8 @@ class MemoryReader(Protocol):
     read_text: SyncMethod[Any, ..., str]
     #: contents of a file, or the default (None)
     read_bytes: SyncMethod[Any, ..., bytes | None]
+    #: a file as a binary file object read in parts, never held whole (`PathNotFound` when there is none)
+    open_bytes: SyncMethod[Any, ..., ByteStream]
     #: JSON-decoded contents of a file, or the default (None) when it is missing or empty
     read_json: SyncMethod[Any, ..., Any]
     #: sorted paths of the files under a directory (``where=``: only those whose metadata matches)

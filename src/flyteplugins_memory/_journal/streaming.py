@@ -1,5 +1,5 @@
-"""Opening committed content as a stream (`MemoryStore.open_bytes`): which stored object to read, and the
-typed error when it is gone or changed.
+"""Opening committed content as a stream (`MemoryStore.open_bytes`, and `StoreAt.open_bytes` for a past state):
+which stored object to read, and the typed error when it is gone or changed.
 
 `_journal.contents` fetches content whole; this module picks the same objects for a `ByteStream`, which
 reads them in parts. A record's bytes are in its content-addressed blob, which is never rewritten, or,
@@ -10,7 +10,9 @@ A file at its path can be replaced while a stream reads it (a save of ours copie
 blob first; upstream overwrites). So for a legacy record the first wave asks for the path's first parts
 and, beside them, whether the blob copy exists: if it does, the stream reads the blob (stable); if not,
 the path, and a replacement in the middle is caught by the stream's hash check and raised as
-`ContentChanged` (open again: the blob copy is then there). Decision 0151.
+`ContentChanged` (open again: the blob copy is then there). Decision 0151. A past state (`store.at(commit)`,
+decision 0162) needs nothing more: a file stored in place whose path a later save rewrote has its copy, which
+the same probe finds.
 """
 
 from __future__ import annotations

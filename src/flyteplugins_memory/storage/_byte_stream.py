@@ -1,9 +1,9 @@
 """`ByteStream`: a binary file object over one stored object, read in ranged parts, verified at the end.
 
-What `MemoryStore.open_bytes` returns. It holds at most `READ_AHEAD` parts (`storage._ranges.PART_SIZE`
-each) plus the one being read, never the whole object: parts ahead of the reader are fetched side by side
-while it consumes the current one, and parts behind it are dropped. It is seekable (a seek moves a
-position; nothing is fetched until the next read).
+What `MemoryStore.open_bytes` (and a scope's, and a past state's: `StoreAt.open_bytes`) returns. It holds
+at most `READ_AHEAD` parts (`storage._ranges.PART_SIZE` each) plus the one being read, never the whole
+object: parts ahead of the reader are fetched side by side while it consumes the current one, and parts
+behind it are dropped. It is seekable (a seek moves a position; nothing is fetched until the next read).
 
 Integrity: the bytes are hashed in order as the reader gets them, and when the reader reaches the end
 the hash must be the file's sha256 (a gap left by a forward seek is fetched and hashed then), else the

@@ -59,6 +59,7 @@ async def one_read_protocol(store: MemoryStore, scope: ScopedStore, past: StoreA
     reader = readers[0]
     reveal_type(reader.read_text("a.md"))  # expect: str
     reveal_type(reader.read_bytes("a.bin"))  # expect: bytes | None
+    reveal_type(reader.open_bytes("a.bin"))  # expect: ByteStream
     reveal_type(reader.list_paths())  # expect: list[str]
     reveal_type(reader.get_meta("a.md"))  # expect: MemoryMeta | None
     reveal_type(reader.current_sha("a.md"))  # expect: str

@@ -10,6 +10,10 @@ view is in use raises `StateCollected` on read, as for any handle pinned to coll
 A file whose ttl has run out reads as missing here too, judged at now (`_journal.gc.clock`) as a handle judges it,
 not at the commit's time: an expired file (scratch, a secret) never comes back through time travel, and
 the view of the newest commit agrees with the handle.
+
+`open_bytes` streams a file of the commit as the handle's does (`_journal.streaming`, decision 0162): the same
+stored object `read_bytes` here verifies, read in parts. For a file stored in place whose path a later save
+rewrote or deleted, that is the blob copy the save made of its old bytes, not the path.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from ..._journal.contents import fetch_contents
 from ..._journal.journal_storage import JournalStorage
 from ..._journal.log_reads import read_checkpoint
 from ..._journal.opening import latest_state, state_at
+from ..._journal.streaming import open_committed
 from ..._journal.versions import decode_text
 from ..._rules.admission import Access, PathAdmission
 from ..._rules.arguments import check_int
@@ -34,13 +39,14 @@ from ..._rules.journal_objects import EMPTY_CHECKPOINT, FileEntry
 from ..._rules.metadata import Scalar, check_where, from_ext, matches
 from ..._rules.state import State
 from ..._rules.ttl import is_expired
-from ...errors import CommitNotFound, CorruptStore, InvalidArgument, ReadOnlySnapshot, StateCollected
+from ...errors import CommitNotFound, CorruptStore, InvalidArgument, PathNotFound, ReadOnlySnapshot, StateCollected
+from ...storage._byte_stream import ByteStream
 from ..core import StoreCore
 
 
 class StoreAt:
     """The store as of commit `seq` (from ``store.at(commit)``): read it like a handle (`read_text`,
-    `read_bytes`, `read_json`, `list_paths`, `exists`, `get_meta`, `current_sha`, `messages`); every
+    `read_bytes`, `read_json`, `open_bytes`, `list_paths`, `exists`, `get_meta`, `current_sha`, `messages`); every
     write (`write_text`, `write_bytes`, `write_json`, `delete`, `set_metadata`, `restore`, `append`,
     `extend`, `save`) raises `ReadOnlySnapshot`. Paths pass the handle's rules (`InvalidPath`, ...)."""
 
@@ -68,6 +74,19 @@ class StoreAt:
         if entry is None:
             return default
         return (await fetch_contents(self._remote, {rel: entry}, self._state))[rel]
+
+    @syncify
+    async def open_bytes(self, rel_path: str) -> ByteStream:
+        """`rel_path` as of the commit, as a binary file object read in parts (`ByteStream`, as
+        `MemoryStore.open_bytes`): the bytes `read_bytes` returns, checked against their sha256 when the
+        reader reaches the end. `PathNotFound` if it was no file then (or its ttl has run out by now),
+        `ContentPurged` for purged content, `ContentChanged` for a file stored in place that a save
+        replaced while the stream read it (open it again: the save kept the old bytes in a blob)."""
+        rel = self._admission.admit(rel_path, Access.READ)
+        entry = await self._entry(rel)
+        if entry is None:
+            raise PathNotFound(f"No file {rel!r} in the store as of commit {self.seq}")
+        return await open_committed(self._remote, rel, entry, self._state)
 
     @syncify
     async def read_text(self, rel_path: str, default: str = "") -> str:
