@@ -1,13 +1,18 @@
 """Saving: upload new content, commit with one create-only write, then update upstream's view.
 
     1. upload     files at paths the base does not hold, in place, create-only (`_journal.inplace`); other
-                  new contents as blobs, content-addressed and immutable   (before the commit point), and
-                  the bytes of in-place or upstream-written files this save changes (`_journal.preserve`)
+                  new contents as blobs, content-addressed and immutable   (before the commit point), the
+                  bytes of in-place or upstream-written files this save changes (`_journal.preserve`), and
+                  its search segment (`_journal.search_segments.prepare`): all at once, one round trip
        adopt      on a store's first save into this journal: fence and move the old one (`_journal.relocate`)
     2. commit     create-only ``log/<n+1>``; if taken, read what won, rebase and try ``n+2``
     3. upstream   files (but those placed in place), sidecars, versions, deletions, messages.json,
                   head hint (after it; a small save may leave it one commit behind, see `_journal.projection`)
-    4. checkpoint now and then: full state, audit segment, audit/log.jsonl, and gc() (`_journal.gc`)
+    4. checkpoint now and then, beside step 3: full state, audit segment, audit/log.jsonl, head, and gc()
+                  (`_journal.checkpoint_writes`)
+
+On real object storage a save costs its sequential round trips: content, then the commit record, then the
+projection with the head (docs/decisions/0144-a-save-is-three-round-trips.md).
 
 A save that dies before step 2 leaves nothing any reader of ours sees; one that dies after it is
 committed, and only upstream's view (step 3) lags until those paths are written again. What a save carries
@@ -22,45 +27,37 @@ import random
 import time
 from collections.abc import Awaitable
 
-from .._rules.codecs import encode_audit_event, lines_holding
-from .._rules.journal_objects import RECENT_COMMITS, Checkpoint, encode
+from .._rules.journal_objects import RECENT_COMMITS, encode
 from .._rules.layout import (
-    AUDIT_LOG_PATH,
-    HEAD_NAME,
-    audit_segment_name,
     blob_name,
-    checkpoint_name,
     log_name,
     search_segment_name,
 )
 from .._rules.merge import rebase
-from .._rules.open_hint import head_for
 from .._rules.paths import parent_dirs
-from .._rules.purge_count import purged_since
 from .._rules.read_only import refuse_read_only
 from .._rules.state import State
 from ..errors import (
     ConcurrencyError,
     MemoryStoreError,
     ReadOnlyPath,
-    StateCollected,
     StorageError,
     StoreAlreadyExists,
     StoreDeleted,
 )
-from .checkpoints import checkpoint_of
-from .gc import collect_quietly, configured_window
+from .checkpoint_writes import checkpoint
+from .gc import configured_window
 from .inplace import committed_changes, upload_in_place
 from .journal_storage import JournalStorage
-from .log_reads import read_record
 from .opening import landed_state, latest_state, state_at
 from .preserve import preserve_legacy, unneeded_copies
-from .projection import update_upstream_layout
+from .projection import update_upstream_layout, write_head
 from .purge_aftermath import after_losing, cache_for, drop_purged_copies, written_segments
 from .relocate import adopt, clean_after_move, persist_import
 from .retention import STALE_BASE_AFTER
 from .save_job import SaveJob
-from .search_segments import extend, updates_of
+from .search_segments import Prepared, apply, extend, prepare, updates_of
+from .settle import settled
 from .store_deletion import remove_empty_prefix
 
 __all__ = ["SaveJob", "checkpoint", "run_save", "update_upstream_layout"]
@@ -73,8 +70,6 @@ logger = logging.getLogger(__name__)
 CHECKPOINT_BYTES = 32 * 1024
 #: ... or this many commits have piled up since the last checkpoint.
 CHECKPOINT_COMMITS = 500
-#: Commits after a new checkpoint's state read to see whether a purge landed meanwhile (`_purged_after`).
-PURGE_PROBES = 64
 #: Commit attempts before a save gives up under extreme contention.
 MAX_ATTEMPTS = 200
 
@@ -85,17 +80,33 @@ async def run_save(remote: JournalStorage, job: SaveJob) -> State:
     if not job.trusted:  # a handle that wrote before it loaded the setting
         refuse_read_only(job.changes.files, job.base.ext)
     await job.base.files.need(job.changes.files)  # what the upload, the merge and the checks look at
-    job.placed = await upload_in_place(  # a create's loser, a failed decision or purge: no file left behind
-        remote, job.base, job.changes, job.contents, exclusive=job.leaves_no_strays, imported=job.imported
-    )
-    blobs = {
-        blob_name(r.sha256): job.contents[p]
-        for p, r in job.changes.files.items()
-        if r and not r.legacy and p not in job.placed
-    }
-    copies = await preserve_legacy(remote, job.base.files, job.changes.files, job.held)
-    job.preserved, job.created = copies.shas, copies.created
-    await remote.write_many(blobs)
+    job.docs = await updates_of(job.changes.files, job.contents)  # the search index's share of this save
+    # Wave 1: everything that does not depend on the commit record, at once: the new content (in place or
+    # as blobs), the copies of in-place bytes it replaces, and its search segment (made on the base: the
+    # first attempt commits on it unless the base is stale or the store moves, `_starting_point`)
+    blobs: dict[str, bytes] = {}
+
+    async def content() -> None:
+        job.placed = await upload_in_place(  # a create's loser, a failed decision or purge: no file left behind
+            remote, job.base, job.changes, job.contents, exclusive=job.leaves_no_strays, imported=job.imported
+        )
+        blobs.update(
+            (blob_name(r.sha256), job.contents[p])
+            for p, r in job.changes.files.items()
+            if r and not r.legacy and p not in job.placed
+        )
+        await remote.write_many(blobs)
+
+    async def copies() -> None:
+        made = await preserve_legacy(remote, job.base.files, job.changes.files, job.held)
+        job.preserved, job.created = made.shas, made.created
+
+    async def segment() -> Prepared | None:
+        if job.imported or job.base.needs_save:  # `_starting_point` may commit on another state
+            return None
+        return await prepare(remote, job.base, job.docs, job.search_repairs)
+
+    job.prepared = (await settled(content(), copies(), segment()))[2]
     try:
         latest, moved = await _starting_point(remote, job)
         committed, record_size = await _commit(remote, job, latest)
@@ -120,20 +131,39 @@ async def run_save(remote: JournalStorage, job: SaveJob) -> State:
     # Committed: from here on nothing may fail the save (a save that raises must not be visible).
     await _quietly(drop_purged_copies(remote, job.base, committed, job.preserved))  # `_journal.purge_aftermath`
     await _quietly(_drop_unneeded_copies(remote, job, job.newest))
+    # found our commit after a lost reply: newer ones may exist, so leave folding to them
+    due = bool(record_size) and _checkpoint_due(committed, record_size)
+    if moved:  # rare (a store's first save into this journal): one step after the other, as it always was
+        await _project(remote, job, committed)
+        try:
+            await clean_after_move(remote)
+        except StorageError as exc:  # the move stands; the old journal's objects go on a later save
+            logger.warning("Committed, but could not remove the old journal yet: %s", exc)
+        return await _checkpoint_quietly(remote, committed) if due else committed
+    # the projection and a checkpoint depend on the commit only: at once (the checkpoint writes the head)
+    job.checkpointing = due
+    _, folded = await settled(_project(remote, job, committed), _checkpoint_quietly(remote, committed, due))
+    if due and folded.head_hint != folded.seq:  # no checkpoint after all: the head names the commit
+        try:
+            await write_head(remote, committed)
+        except StorageError as exc:
+            logger.warning("Committed, but could not update the head hint: %s", exc)
+    return folded
+
+
+async def _project(remote: JournalStorage, job: SaveJob, committed: State) -> None:
     try:
         await update_upstream_layout(remote, job, committed)
     except StorageError as exc:
         logger.warning("Committed, but upstream's layout lags until the next save: %s", exc)
         job.projection_failed = True
-    if moved:
-        try:
-            await clean_after_move(remote)
-        except StorageError as exc:  # the move stands; the old journal's objects go on a later save
-            logger.warning("Committed, but could not remove the old journal yet: %s", exc)
-    if not record_size:  # found our commit after a lost reply; newer ones may exist, so leave folding to them
+
+
+async def _checkpoint_quietly(remote: JournalStorage, committed: State, due: bool = True) -> State:
+    if not due:
         return committed
     try:
-        return await _maybe_checkpoint(remote, committed, record_size)
+        return await checkpoint(remote, committed)
     except StorageError as exc:  # a later save checkpoints instead
         logger.warning("Committed, but could not write a checkpoint: %s", exc)
         return committed
@@ -180,8 +210,9 @@ async def _starting_point(remote: JournalStorage, job: SaveJob) -> tuple[State, 
 
 
 async def _commit(remote: JournalStorage, job: SaveJob, latest: State) -> tuple[State, int]:
+    """Create the next log slot holding `job`'s commit on `latest`, rebasing onto whatever won a slot first
+    (``job.prepared``: its search segment, uploaded already for a commit on ``prepared.latest``)."""
     changes = committed_changes(job.changes, job.placed)
-    docs = await updates_of(job.changes.files, job.contents)  # the search index's share of this save
     for attempt in range(MAX_ATTEMPTS):
         await latest.files.need(changes.files)
         job.newest = latest
@@ -195,7 +226,10 @@ async def _commit(remote: JournalStorage, job: SaveJob, latest: State) -> tuple[
             await _quietly(_drop_unneeded_copies(remote, job, latest))
             raise
         cache_for(job.base, latest, job.search_repairs)
-        await extend(remote, latest, new, docs, job.search_repairs)
+        if job.prepared is not None and job.prepared.latest is latest:
+            apply(job.prepared, new)  # its segment went up with the save's content
+        else:
+            await extend(remote, latest, new, job.docs, job.search_repairs)
         record = encode(new.record())
         job.attempted.append(new.seq)
         if await _create_or_find_landed(remote, job, new.seq, record):
@@ -262,73 +296,6 @@ async def _own_commit(remote: JournalStorage, job: SaveJob, seq: int, latest: St
     return None
 
 
-async def _maybe_checkpoint(remote: JournalStorage, state: State, record_size: int) -> State:
-    """Fold the state into a checkpoint when its records have grown; returns the state re-based on it."""
-    if record_size < CHECKPOINT_BYTES and state.seq - state.checkpoint.seq < CHECKPOINT_COMMITS:
-        return state
-    return await checkpoint(remote, state)
-
-
-async def checkpoint(remote: JournalStorage, state: State) -> State:
-    """Write committed `state` as a checkpoint (and bring ``audit/log.jsonl`` up to date); returns the
-    state re-based on it. Writing one twice is harmless: the content is fully determined by the state."""
-    state.check_can_write("compact", remote.uri)
-    if state.seq == state.checkpoint.seq:
-        return state
-    segments = list(state.checkpoint.audit_segments)
-    if state.recent_audit:
-        segment = b"".join(encode_audit_event(e) for e in state.recent_audit)
-        await remote.write_many({audit_segment_name(state.seq): segment})
-        await _append_audit_log(remote, state.checkpoint, segment)
-        segments.append(state.seq)
-    checkpoint, index = await checkpoint_of(remote, state, segments)  # its parts first, then it
-    await remote.write_many({checkpoint_name(state.seq): encode(checkpoint)})
-    if await _purged_after(remote, state):
-        # a purge committed after this state while its checkpoint was written: the purge's rewrite may have
-        # listed the journal before it landed, so it may hold what the purge redacted. No record and no head
-        # names it yet (only the state this returns would): it goes, and the state keeps its checkpoint.
-        await remote.remove_all([checkpoint_name(state.seq)])
-        return state
-    await remote.write_many({HEAD_NAME: encode(head_for(state.seq, checkpoint))})
-    folded = state.on_checkpoint(checkpoint, index)
-    folded.head_hint = state.seq
-    await collect_quietly(remote, folded)
-    return folded
-
-
-async def _purged_after(remote: JournalStorage, state: State) -> bool:
-    """Whether a commit after `state` counts a purge it did not see (`_rules.purge_count`): one probe when no
-    commit followed it (a gc()-collected one, which only a newer state explains, counts as one)."""
-    seq = state.seq
-    for _ in range(PURGE_PROBES):
-        try:
-            record = await read_record(remote, seq + 1)
-        except StateCollected:
-            return True
-        if record is None:
-            return False
-        if purged_since(state.ext, record.ext):
-            return True
-        seq += 1
-    return True  # a long run of commits since: be safe, the next checkpoint folds them
-
-
-async def _append_audit_log(remote: JournalStorage, before: Checkpoint, segment: bytes) -> None:
-    """Rewrite upstream's ``audit/log.jsonl`` as the events up to checkpoint `before` plus `segment`."""
-    current = [line for line in (await remote.read(AUDIT_LOG_PATH) or b"").splitlines(keepends=True) if line.strip()]
-    kept = _whole(lines_holding(current, before.audit_total))
-    if kept is None:
-        # Fewer events than recorded (a short read, an outside edit, or an earlier rewrite that failed):
-        # rebuild from our segments, below the imported store's events, which exist only in this object.
-        legacy = _whole(lines_holding(current, before.legacy_audit_lines))
-        segments = await remote.read_many([audit_segment_name(s) for s in before.audit_segments])
-        if legacy is None or len(segments) < len(before.audit_segments):
-            logger.warning("Not rewriting %s: it or our audit segments lost events", AUDIT_LOG_PATH)
-            return
-        kept = legacy + [segments[audit_segment_name(s)] for s in before.audit_segments]
-    await remote.write_many({AUDIT_LOG_PATH: b"".join(kept) + segment})
-
-
-def _whole(lines: list[bytes] | None) -> list[bytes] | None:
-    """`lines` if the last one is complete (a short read can cut one in half), else None."""
-    return lines if lines is not None and (not lines or lines[-1].endswith(b"\n")) else None
+def _checkpoint_due(state: State, record_size: int) -> bool:
+    """Whether to fold the state into a checkpoint: its records have grown (in bytes or in number)."""
+    return record_size >= CHECKPOINT_BYTES or state.seq - state.checkpoint.seq >= CHECKPOINT_COMMITS

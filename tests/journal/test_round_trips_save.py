@@ -1,0 +1,138 @@
+"""Sequential round trips ("waves") and requests of saves, counted by `Faults.measure` (counts, never times), on
+local disk and moto S3: a save is its content, then its commit record, then the projection with the head
+(docs/decisions/0144); a bulk first save fans out twice (content, sidecars) plus the commit and a
+checkpoint; the old bytes of an in-place file are copied by the backend (0143); bulk calls back off when
+the backend throttles (0145).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from flyteplugins_memory import MemoryStore, RetryPolicy, set_retry_policy
+from flyteplugins_memory._rules.layout import HEAD_NAME
+from flyteplugins_memory.storage import _adaptive
+from flyteplugins_memory.storage._adaptive import AdaptiveLimit
+
+#: Files of the bulk save (1,000 in the benchmark; the counts do not depend on it, only the time).
+FILES = 150
+
+
+def _text(i: int) -> str:
+    return f"content {i} " * 80
+
+
+def _names(calls) -> list[str]:
+    return [call.path.rsplit("/", 1)[-1] for call in calls]
+
+
+def test_saves_are_their_dependency_chain(durable_backend, key, round_trips):
+    store = MemoryStore.create(key=key)
+    for i in range(FILES):
+        store.write_text(f"files/{i:05d}.txt", _text(i))
+    with round_trips.measure() as bulk:
+        store.save()
+    # content and search segment | commit | sidecars, checkpoint parts, audit | checkpoint, audit log |
+    # the purge probe | the head, gc()'s look at the log
+    assert bulk.waves <= 6, bulk.describe()
+    assert bulk.requests <= 2 * FILES + 12, bulk.requests
+    assert len(bulk.in_wave(1)) >= FILES and len(bulk.in_wave(3)) >= FILES  # each fan-out in one round trip
+
+    old = durable_backend.upstream_view(key)["files/00007.txt"]
+    fresh = MemoryStore.get_or_create(key=key)  # has not read the file: the backend copies its old bytes
+    fresh.write_text("files/00007.txt", "changed")
+    with round_trips.measure() as one:
+        fresh.save()
+    assert one.waves <= 3 and one.requests <= 6, one.describe()
+    first = _names(one.in_wave(1))
+    assert len(first) == 3 and all(c.op == "write" for c in one.in_wave(1)), one.describe()  # copy, blob, segment
+    assert _names(one.in_wave(2)) == ["00000000000000000003.json"], one.describe()  # the commit record
+    assert set(_names(one.in_wave(3))) == {"00007.txt", "files%2F00007.txt.json"}, one.describe()
+    assert old in durable_backend.journal(key).values()  # older states still read the replaced bytes
+    reopened = MemoryStore.get_or_create(key=key)
+    assert reopened.read_text("files/00007.txt") == "changed"
+    assert reopened.at(2).read_text("files/00007.txt") == old.decode()
+
+    fresh.append({"role": "user", "content": "hi"})
+    with round_trips.measure() as transcript:
+        fresh.save()
+    # the record | messages.json and the head | the probe past the record (the newest transcript last)
+    assert transcript.waves <= 3 and transcript.requests <= 4, transcript.describe()
+    assert {"head.json", "messages.json"} <= set(_names(transcript.in_wave(2))), transcript.describe()
+    assert HEAD_NAME.endswith("/head.json")
+
+    fresh.write_text("files/00008.txt", "changed too")
+    fresh.append({"role": "assistant", "content": "done"})
+    with round_trips.measure() as both:
+        fresh.save()
+    assert both.waves <= 4 and both.requests <= 8, both.describe()
+
+    versioned = MemoryStore.get_or_create(key=key, keep_versions=True)
+    versioned.write_text("files/00009.txt", "versioned")
+    with round_trips.measure() as kept:
+        versioned.save()
+    assert kept.waves <= 3, kept.describe()  # the version snapshot goes with the projection
+    assert "/versions/" in " ".join(c.path for c in kept.in_wave(3)), kept.describe()
+    assert MemoryStore.get_or_create(key=key).messages[-1]["content"] == "done"
+
+
+def test_a_throttled_bulk_save_backs_off_and_lands_whole(durable_backend, key, round_trips, monkeypatch):
+    """The backend answers a burst of the save's uploads with "slow down" (what s3fs raises once its own
+    retries of S3's SlowDown are spent): the width in flight halves, the throttled uploads are retried,
+    and every file lands."""
+    previous = set_retry_policy(RetryPolicy(attempts=6, initial_delay=0.0, max_delay=0.0, jitter=False))
+    try:
+        monkeypatch.setattr(_adaptive, "_ceiling", 64)  # a small ceiling: the cut shows at 120 files
+        store = MemoryStore.create(key=key)
+        for i in range(120):
+            store.write_text(f"files/{i:05d}.txt", _text(i))
+        round_trips.arm(lambda n, op, path: "throttle" if 3 <= n <= 30 and op == "write" else None)
+        store.save()
+        round_trips.clear()
+    finally:
+        set_retry_policy(previous)
+    assert round_trips.totals["throttle"] == 28
+    limits = [limit for loops in list(_adaptive._LIMITS.values()) for limit in loops.values() if limit.cuts]
+    assert limits and min(limit.lowest for limit in limits) <= 32, [(x.cuts, x.lowest) for x in limits]
+    view = durable_backend.upstream_view(key)
+    assert all(view[f"files/{i:05d}.txt"] == _text(i).encode() for i in range(120))
+    assert len(MemoryStore.get_or_create(key=key).list_paths()) == 120
+
+
+def test_the_adaptive_limit_halves_once_per_round_and_grows_back_by_one_per_window():
+    async def run() -> AdaptiveLimit:
+        limit = AdaptiveLimit(8)
+        rounds = [await limit.acquire() for _ in range(8)]
+        assert limit.in_flight == 8
+        waiting = asyncio.ensure_future(limit.acquire())
+        await asyncio.sleep(0)
+        assert not waiting.done()  # the ninth waits for a slot
+        for started in rounds[:3]:  # three replies of one round say "slow down": one halving
+            limit.release(started, throttled=True)
+        assert (limit.limit, limit.cuts) == (4, 1)
+        await asyncio.sleep(0)
+        assert not waiting.done()  # 5 still in flight, 4 allowed
+        for started in rounds[3:]:
+            limit.release(started, throttled=False)
+        await asyncio.sleep(0)
+        assert waiting.done() and limit.in_flight == 1
+        limit.release(await waiting, throttled=True)  # a reply of the new round halves again
+        assert (limit.limit, limit.cuts, limit.lowest) == (2, 2, 2)
+        for _ in range(2 + 3):  # 2 answers grow it to 3, 3 more to 4
+            limit.release(await limit.acquire(), throttled=False)
+        assert limit.limit == 4
+        return limit
+
+    assert asyncio.run(run()).ceiling == 8
+
+
+def test_the_ceiling_is_a_process_setting():
+    previous = _adaptive.set_max_in_flight(100)
+    try:
+        assert _adaptive.get_max_in_flight() == 100
+        with pytest.raises(ValueError):
+            _adaptive.set_max_in_flight(0)
+    finally:
+        _adaptive.set_max_in_flight(previous)
