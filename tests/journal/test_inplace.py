@@ -272,3 +272,31 @@ def test_a_stale_saves_checked_copy_never_removes_a_blob_another_save_created(s3
         pass
     assert b"first a" in _blobs(s3_backend, key).values()
     assert MemoryStore._deserialize(pinned).read_text("a.txt") == "first a"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="review: the S3 checked copy writes the path's current bytes under the blob's name before checking "
+    "them; a failure (or a crash) before its DELETE leaves a content-addressed blob holding other bytes, which "
+    "later create-only copies of that content take as theirs",
+)
+def test_a_checked_copy_dying_before_it_removes_a_mismatch_leaves_no_blob_of_other_bytes(s3_backend, key, monkeypatch):
+    import s3fs
+
+    from flyteplugins_memory import StorageError
+
+    store = saved(key, {"a.txt": "first a", "b.txt": "b"})
+    s3_backend.fs.pipe_file(s3_backend.prefix(key) + "/a.txt", b"changed behind our back")  # upstream, in place
+    writer = MemoryStore.get_or_create(key=key)
+    writer.write_text("a.txt", "second a")  # never read a.txt: its save copies from the path
+
+    async def delete_fails(self, path, **kwargs):
+        raise OSError("the DELETE of the mismatching copy failed (or the process died here)")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(s3fs.core.S3FileSystem, "_rm_file", delete_fails)
+        with pytest.raises((StorageError, OSError)):
+            writer.save()
+    for name, data in _blobs(s3_backend, key).items():
+        assert sha256_bytes(data) == name.rsplit("/", 1)[-1], f"{name} holds {data!r}"
+    assert store.read_text("b.txt") == "b"
