@@ -231,6 +231,7 @@ def test_a_process_forked_after_obstore_started_uploads_through_s3fs(s3_backend,
 )
 def test_a_checked_copy_meeting_a_conflicting_write_is_retried_not_a_failed_save(s3_backend, key, monkeypatch):
     from botocore.exceptions import ClientError
+    from s3fs.errors import translate_boto_error
 
     from flyteplugins_memory._rules.codecs import sha256_bytes
     from flyteplugins_memory.storage._copy import Copied
@@ -243,7 +244,7 @@ def test_a_checked_copy_meeting_a_conflicting_write_is_retried_not_a_failed_save
         if method == "copy_object" and conflicts:
             conflicts.pop()
             error = {"Code": "ConditionalRequestConflict", "Message": "A conflicting operation is in progress"}
-            raise s3fs.errors.translate_boto_error(
+            raise translate_boto_error(
                 ClientError({"Error": error, "ResponseMetadata": {"HTTPStatusCode": 409}}, "CopyObject")
             )
         return await real(self, method, *args, **kwargs)
