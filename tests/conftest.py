@@ -186,10 +186,18 @@ def io_counter(monkeypatch) -> IOCounter:
     wrap("create_exclusive", "put", lambda name, data: [name])
     wrap("create_many", "put", list, bulk=True)  # one create per object (`_journal.preserve`'s copies)
     wrap("exists", "head", lambda name: [name])
-    wrap("copy_checked", "copy", lambda name, target, sha256: [name])
     wrap("stat", "list", lambda under="": [under])
     wrap("remove_many", "delete", list)
     wrap("remove_all", "delete", list)
+    copy_checked = FsspecStorage.copy_checked
+
+    async def copied(self, name, target, sha256):  # counted only where the backend copies (local disk)
+        result = await copy_checked(self, name, target, sha256)
+        if result is not None and not _in_bulk.get():
+            counter.ops.extend(("copy", n) for n in logical_names(self, [name]))
+        return result
+
+    monkeypatch.setattr(FsspecStorage, "copy_checked", copied)
     return counter
 
 

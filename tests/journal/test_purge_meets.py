@@ -420,11 +420,6 @@ def test_a_stale_handles_save_leaves_no_search_segment_of_purged_content(durable
     assert [h.path for h in MemoryStore.get_or_create(key=key).search("bravo")] == ["notes/b.md"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review: a save that fails in its first wave (search segment upload) after copying purged bytes "
-    "into a blob skips the cleanup of failed saves (settled() is outside the try in run_save)",
-)
 def test_a_stale_save_failing_beside_its_copy_leaves_no_purged_bytes(durable_backend, key, monkeypatch):
     from flyteplugins_memory import StorageError
     from flyteplugins_memory._journal import commit as _commit

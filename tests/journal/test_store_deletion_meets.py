@@ -282,11 +282,6 @@ def test_a_commit_of_the_deleted_generation_is_not_found_in_the_new_one(local_ba
     assert new.at(new.log()[0]).read_text("p.md") == "new generation"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review: a save that fails in its first wave (here its search segment's PUT) runs no cleanup: what "
-    "its siblings uploaded in place and as blobs outlives delete_store, and list_keys lists the deleted key",
-)
 def test_a_stale_handles_save_failing_in_its_first_wave_leaves_nothing_behind(durable_backend, key, monkeypatch):
     from flyteplugins_memory import StorageError
     from flyteplugins_memory._journal import commit as _commit

@@ -221,35 +221,3 @@ def test_a_process_forked_after_obstore_started_uploads_through_s3fs(s3_backend,
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0 and said == b"s3fs"
     assert s3_backend.objects(key) == {"parent.txt": b"parent", "child.txt": b"child"}
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="review: S3 answers a conditional CopyObject that races another write of the key with 409 "
-    "ConditionalRequestConflict ('retry'); s3fs makes it OSError(EIO), neither transient nor a precondition "
-    "failure, so the checked copy fails its save",
-)
-def test_a_checked_copy_meeting_a_conflicting_write_is_retried_not_a_failed_save(s3_backend, key, monkeypatch):
-    from botocore.exceptions import ClientError
-    from s3fs.errors import translate_boto_error
-
-    from flyteplugins_memory._rules.codecs import sha256_bytes
-    from flyteplugins_memory.storage._copy import Copied
-
-    remote = _remote(s3_backend, key)
-    _run(remote.write_many({"a.txt": b"old bytes"}))
-    real, conflicts = s3fs.S3FileSystem._call_s3, [1]
-
-    async def call_s3(self, method, *args, **kwargs):
-        if method == "copy_object" and conflicts:
-            conflicts.pop()
-            error = {"Code": "ConditionalRequestConflict", "Message": "A conflicting operation is in progress"}
-            raise translate_boto_error(
-                ClientError({"Error": error, "ResponseMetadata": {"HTTPStatusCode": 409}}, "CopyObject")
-            )
-        return await real(self, method, *args, **kwargs)
-
-    monkeypatch.setattr(s3fs.S3FileSystem, "_call_s3", call_s3)
-    sha = sha256_bytes(b"old bytes")
-    target = remote.full_path(f"blobs/{sha}")
-    assert _run(remote.copy_checked("a.txt", target, sha)) in (Copied.CREATED, Copied.TAKEN)

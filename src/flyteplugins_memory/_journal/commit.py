@@ -36,6 +36,7 @@ from .._rules.layout import (
 from .._rules.merge import rebase
 from .._rules.paths import parent_dirs
 from .._rules.read_only import refuse_read_only
+from .._rules.search_index import referenced_segments
 from .._rules.state import State
 from ..errors import (
     ConcurrencyError,
@@ -106,17 +107,16 @@ async def run_save(remote: JournalStorage, job: SaveJob) -> State:
             return None
         return await prepare(remote, job.base, job.docs, job.search_repairs)
 
-    job.prepared = (await settled(content(), copies(), segment()))[2]
+    try:
+        job.prepared = (await settled(content(), copies(), segment()))[2]
+    except Exception:
+        await _undo_first_wave(remote, job, blobs)
+        raise
     try:
         latest, moved = await _starting_point(remote, job)
         committed, record_size = await _commit(remote, job, latest)
-    except StoreDeleted:  # what this save uploaded must not outlive the store (`_journal.store_deletion`)
-        # its search segments too: the handle's cached ones, written or read, all belong to the gone store;
-        # and the copies of in-place bytes it preserved (a purge or the deletion had removed them)
-        segments = {search_segment_name(sha) for sha in job.search_repairs.cache}
-        preserved = {blob_name(sha) for sha in job.preserved}
-        await remote.remove_all(sorted(job.placed | set(blobs) | segments | preserved))
-        await remove_empty_prefix(remote)  # nor the directory they made (`list_keys` would list the key)
+    except StoreDeleted:
+        await _forget_deleted_store(remote, job, blobs)
         raise
     except ReadOnlyPath:  # made read-only meanwhile: nothing may show up there (blobs are gc()'s)
         await remote.remove_all(sorted(job.placed))
@@ -167,6 +167,34 @@ async def _checkpoint_quietly(remote: JournalStorage, committed: State, due: boo
     except StorageError as exc:  # a later save checkpoints instead
         logger.warning("Committed, but could not write a checkpoint: %s", exc)
         return committed
+
+
+async def _undo_first_wave(remote: JournalStorage, job: SaveJob, blobs: dict[str, bytes]) -> None:
+    """A step of the first wave failed, so no commit was tried: the files its siblings created in place go
+    (no commit names them, and upstream's view would show them), the copies of in-place bytes as after any
+    failed save, and if the store was deleted meanwhile everything the wave uploaded. The wave's own
+    failure is what the caller sees: a cleanup that fails too is only logged (gc() removes what is left)."""
+    try:
+        await remote.remove_all(sorted(job.placed))
+        try:
+            await latest_state(remote, job.base)
+        except StoreDeleted:
+            await _forget_deleted_store(remote, job, blobs)
+            return
+    except MemoryStoreError as exc:
+        logger.warning("Could not clean up after this failed save: %s", exc)
+        return
+    await _drop_failed_copies(remote, job)
+
+
+async def _forget_deleted_store(remote: JournalStorage, job: SaveJob, blobs: dict[str, bytes]) -> None:
+    """What a save uploaded must not outlive its deleted store (`_journal.store_deletion`): its files in
+    place and blobs, its search segments (the handle's cached ones, written or read, all belong to the gone
+    store) and the copies of in-place bytes it preserved (a purge or the deletion had removed them)."""
+    segments = {search_segment_name(sha) for sha in job.search_repairs.cache}
+    preserved = {blob_name(sha) for sha in job.preserved}
+    await remote.remove_all(sorted(job.placed | set(blobs) | segments | preserved))
+    await remove_empty_prefix(remote)  # nor the directory they made (`list_keys` would list the key)
 
 
 async def _drop_failed_copies(remote: JournalStorage, job: SaveJob) -> None:
@@ -229,6 +257,7 @@ async def _commit(remote: JournalStorage, job: SaveJob, latest: State) -> tuple[
         if job.prepared is not None and job.prepared.latest is latest:
             apply(job.prepared, new)  # its segment went up with the save's content
         else:
+            await _forget_prepared(remote, job, latest)
             await extend(remote, latest, new, job.docs, job.search_repairs)
         record = encode(new.record())
         job.attempted.append(new.seq)
@@ -244,6 +273,17 @@ async def _commit(remote: JournalStorage, job: SaveJob, latest: State) -> tuple[
             raise StoreAlreadyExists(f"MemoryStore already exists at {remote.uri}")
         await asyncio.sleep(random.uniform(0, min(0.002 * 2**attempt, 0.25)))
     raise StorageError(f"Could not commit to {remote.uri} after {MAX_ATTEMPTS} attempts")
+
+
+async def _forget_prepared(remote: JournalStorage, job: SaveJob, latest: State) -> None:
+    """The first wave's search segment was made for a commit on another state than `latest`: no commit will
+    name it. If a purge landed in between, it may hold purged text that no purge can find (they look only at
+    the segments states name): it goes, as a lost attempt's do (`_journal.purge_aftermath.after_losing`)."""
+    prepared, job.prepared = job.prepared, None
+    if prepared is None or prepared.index is None:
+        return
+    written = {ref.sha256 for ref in prepared.index.segments} - set(referenced_segments(prepared.latest.ext))
+    await after_losing(remote, prepared.latest, written, latest, job.search_repairs)
 
 
 async def _quietly(cleanup: Awaitable[None]) -> None:

@@ -171,8 +171,9 @@ async def _extended(remote: ObjectStorage, latest: State, seq: int, updates: Upd
     if repaired:  # their docs were read from the files: the index no longer needs the unreadable segments
         sx.segments = [r for r in sx.segments if r.sha256 not in repairs.dropped]
     docs.update(updates)
-    # a merge may wait only where the index names no segment a purge removed: exact, and no purge ever
-    may_wait = exact and purges(latest.ext) == 0
+    # a merge may wait only where the index names no segment a purge removed (exact, and no purge ever) and
+    # the save hides no doc whose text must go with its file
+    may_wait = exact and purges(latest.ext) == 0 and _forgets_nothing(latest, updates)
     if docs and await _fold(remote, sx, docs, repairs.cache, may_wait=may_wait):
         sx.seq = old.seq  # older than this commit (or unknown): it lacks the dropped segments' docs, inexact
     return sx
@@ -181,6 +182,19 @@ async def _extended(remote: ObjectStorage, latest: State, seq: int, updates: Upd
 def _empty(state: State) -> bool:
     """A store's empty start (a new store: no file, so nothing the index could miss)."""
     return state.seq == 0 and state.checkpoint == EMPTY_CHECKPOINT and not state.files.changes
+
+
+def _forgets_nothing(latest: State, updates: Updates) -> bool:
+    """Whether no doc of `updates` hides one whose text must leave storage once its file does: a removed doc
+    (a deletion, an expiry) or the replaced doc of a file with a ttl. gc() keeps every segment a state
+    names, and only a merge drops a hidden doc's text, so those saves merge (docs/decisions/0146)."""
+    for path, doc in updates.items():
+        if doc is None:
+            return False
+        entry = latest.files.get(path)
+        if entry is not None and expires_at(entry) is not None:
+            return False
+    return True
 
 
 def _merge_waits(sx: SearchExt, merging: list[SegmentRef], cache: dict[str, Segment]) -> bool:

@@ -114,10 +114,10 @@ class AdaptiveLimit:
         try:
             await granted  # `_grant` counted it in flight
         except asyncio.CancelledError:
-            if granted.done() and not granted.cancelled():
+            if granted.done() and not granted.cancelled():  # granted just before the cancel: give it back
                 self.in_flight -= 1
                 self._grant()
-            else:
+            elif granted in self._waiting:  # `_grant` may have popped it (cancelled, so skipped) already
                 self._waiting.remove(granted)
             raise
         return self._round

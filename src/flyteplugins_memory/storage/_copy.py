@@ -2,14 +2,12 @@
 
 A save that replaces an in-place file first keeps its old bytes in a content-addressed blob
 (`_journal.preserve`). Read and written again by the client, that is two sequential round trips before the
-commit; done by the backend, one (docs/decisions/0143-in-place-bytes-are-copied-by-the-backend.md):
+commit; done where the bytes are, one (docs/decisions/0143-in-place-bytes-are-copied-by-the-backend.md):
 
-- S3: ``CopyObject`` with ``If-None-Match: *`` (create-only, like every blob write that claims a copy) and
-  ``ChecksumAlgorithm=SHA256``, whose answer carries the new object's SHA-256. Bytes that do not hash to the
-  expected sha256 (the path was rewritten behind our back) are removed again at once and count as not copied;
-  an answer without a checksum (an S3 lookalike that ignores it) is checked by reading the copy back.
 - Local disk: read, hash and create-only link in one worker thread (no network: one call).
-- Anything else (GCS, memory): no checked copy; the caller reads and writes as before.
+- Anything else (S3, GCS, memory): no checked copy; the caller reads, checks and writes
+  (docs/decisions/0160-no-server-side-copy-on-object-storage.md: a server-side copy checks the bytes only after
+  they sit under the blob's name, and a failure before its cleanup leaves a blob of other bytes).
 
 Under a forwarding wrapper (`flyteplugins_memory.testing`'s fault injector) the copy passes its hook as one
 write of the target, so it is counted and can fail like any other call.
@@ -18,18 +16,17 @@ write of the target, so it is counted and can fail like any other call.
 from __future__ import annotations
 
 import asyncio
-import base64
 import enum
 import hashlib
 import os
 from collections.abc import Awaitable, Callable
-from typing import Any, cast
+from typing import cast
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 from ._backend import class_path
-from ._conditional import _is_precondition_failure, create_exclusive
+from ._conditional import create_exclusive
 from ._fsio import refuse_local_escape
 from ._registry import underlying
 
@@ -53,16 +50,12 @@ Copier = Callable[[str, str, str, str], Awaitable[Copied]]
 _MISSING = (FileNotFoundError, IsADirectoryError, NotADirectoryError)
 
 
-def checked_copier(fs: fsspec.AbstractFileSystem, bind: Callable[[Any], Any]) -> Copier | None:
-    """How to copy with a check on `fs` (`bind` rebinds an async filesystem to the running loop), or None
-    where the backend has no such copy."""
+def checked_copier(fs: fsspec.AbstractFileSystem) -> Copier | None:
+    """How to copy with a check on `fs`, or None where the backend has no such copy."""
     target = underlying(fs)
-    if isinstance(target, LocalFileSystem) and class_path(target) == "fsspec.implementations.local.LocalFileSystem":
-        copier: Copier = lambda s, t, sha, root: asyncio.to_thread(_local_copy, target, s, t, sha, root)  # noqa: E731
-    elif class_path(target) == "s3fs.core.S3FileSystem":
-        copier = lambda s, t, sha, root: _s3_copy(bind(target), s, t, sha)  # noqa: E731
-    else:
+    if not isinstance(target, LocalFileSystem) or class_path(target) != "fsspec.implementations.local.LocalFileSystem":
         return None
+    copier: Copier = lambda s, t, sha, root: asyncio.to_thread(_local_copy, target, s, t, sha, root)  # noqa: E731
     if target is fs:
         return copier
     hook = fs._through  # type: ignore[attr-defined]
@@ -83,32 +76,3 @@ def _local_copy(fs: fsspec.AbstractFileSystem, source: str, target: str, sha256:
     if hashlib.sha256(data).hexdigest() != sha256:
         return Copied.MISMATCH
     return Copied.CREATED if create_exclusive(fs, target, data) else Copied.TAKEN
-
-
-async def _s3_copy(fs: Any, source: str, target: str, sha256: str) -> Copied:
-    source_bucket, _, source_key = source.partition("/")
-    bucket, _, key = target.partition("/")
-    try:
-        answer = await fs._call_s3(
-            "copy_object",
-            Bucket=bucket,
-            Key=key,
-            CopySource={"Bucket": source_bucket, "Key": source_key},
-            ChecksumAlgorithm="SHA256",
-            IfNoneMatch="*",
-        )
-    except _MISSING:
-        return Copied.MISMATCH
-    except Exception as exc:
-        if _is_precondition_failure(exc):
-            return Copied.TAKEN
-        raise
-    checksum = (answer.get("CopyObjectResult") or {}).get("ChecksumSHA256")
-    if checksum is not None:
-        matches = checksum == base64.b64encode(bytes.fromhex(sha256)).decode()
-    else:  # not told: read the copy back
-        matches = hashlib.sha256(await fs._cat_file(target)).hexdigest() == sha256
-    if matches:
-        return Copied.CREATED
-    await fs._rm_file(target)  # ours (create-only), and wrong: no reader may meet it under that name
-    return Copied.MISMATCH

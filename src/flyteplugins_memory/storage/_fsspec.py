@@ -24,7 +24,7 @@ from ..errors import StorageError, UnsafeStoreContent, UnsupportedBackend
 from ._adaptive import is_throttling, limit_for
 from ._contract import Capabilities, Listed, ObjectStorage
 from ._copy import Copied, checked_copier
-from ._fsio import AsyncIO, BlockingIO, bound_to_running_loop, gather_all
+from ._fsio import AsyncIO, BlockingIO, gather_all
 from ._options import storage_options_for
 from ._registry import (
     UNVERIFIED_BACKENDS_ENV,
@@ -162,7 +162,7 @@ class FsspecStorage:
     async def copy_checked(self, name: str, target: str, sha256: str) -> Copied | None:
         """Copy object `name` to full path `target` (on this filesystem) in the backend, create-only and only
         if its bytes hash to `sha256` (`storage._copy`); None where the backend has no such copy."""
-        copier = checked_copier(self.fs, bound_to_running_loop)
+        copier = checked_copier(self.fs)
         if copier is None:
             return None
         return await self._call("copy", copier, self.full_path(name), target, sha256, self.prefix)
