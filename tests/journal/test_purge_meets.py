@@ -522,3 +522,30 @@ def test_a_stale_save_whose_copies_fail_half_way_leaves_no_purged_bytes(durable_
         writer.save()  # the copy of c.bin's bytes is created, the one of d.bin's fails
     storage_faults.clear()
     assert holding(durable_backend, SECRET) == []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="review: a save whose old base is refreshed past a purge and then conflicts raises ConcurrencyError "
+    "before _forget_prepared: its first-wave segment (folded from cached segments: purged text) stays",
+)
+def test_a_conflicting_save_on_an_old_base_leaves_no_search_segment_of_purged_content(durable_backend, key):
+    from flyteplugins_memory import ConcurrencyError
+    from flyteplugins_memory._journal.retention import STALE_BASE_AFTER
+
+    store = MemoryStore.get_or_create(key=key)
+    store.write_text("a.txt", f"alpha {SECRET}", metadata={"ssn": SSN})
+    store.write_text("notes/b.md", "bravo")
+    store.save()
+    stale = MemoryStore.get_or_create(key=key)
+    assert stale.search("alpha")  # it holds the index's segments, a.txt's doc among them
+    MemoryStore.get_or_create(key=key).purge("a.txt")
+    assert holding(durable_backend, SECRET, SSN) == []
+    stale._checkout.working_copy.base.observed_at -= STALE_BASE_AFTER + 1  # a base last known newest long ago
+    theirs = MemoryStore.get_or_create(key=key)
+    theirs.write_text("notes/b.md", "bravo, theirs")
+    theirs.save()
+    stale.write_text("notes/b.md", "bravo, mine")  # both rewrote notes/b.md: this save conflicts
+    with pytest.raises(ConcurrencyError):
+        stale.save()  # its first wave folded its cached segments (a.txt's doc) into a new one
+    assert holding(durable_backend, SECRET, SSN) == []
