@@ -170,7 +170,8 @@ def test_a_waiter_cancelled_as_a_slot_frees_is_cancelled_and_leaks_no_slot():
 @pytest.mark.xfail(
     strict=True,
     reason="review: is_throttling matches words anywhere in the error's text, and object names are in that text: "
-    "a missing file named SlowDown.md halves the limit (storage._conditional's rule for 412: never a bare code in a message)",
+    "a missing file named SlowDown.md halves the limit (storage._conditional's rule for 412: never a bare code "
+    "in a message)",
 )
 def test_an_error_naming_an_object_called_slowdown_is_not_throttling():
     missing = FileNotFoundError(2, "No such file or directory", "bucket/agents/notes/SlowDown.md")
