@@ -292,11 +292,6 @@ def test_a_save_over_in_place_bytes_changed_behind_its_back_leaves_no_blob_of_ot
     assert store.read_text("b.txt") == "b"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review: a save's copy of held in-place bytes is dropped as unneeded although its own commit "
-    "writes that content as a blob at another path (unneeded_copies ignores the committed state): data loss",
-)
 def test_a_copy_dropped_as_unneeded_never_takes_the_blob_of_a_file_the_same_save_wrote(local_backend, key, monkeypatch):
     import asyncio
 
@@ -329,11 +324,6 @@ def test_a_copy_dropped_as_unneeded_never_takes_the_blob_of_a_file_the_same_save
     assert b"shared bytes" in _blobs(local_backend, key).values()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review: a failed first wave removes the files it created in place without looking at them: an "
-    "upstream writer's save of that path since (upstream overwrites) is deleted from upstream's view",
-)
 def test_a_failed_first_wave_never_removes_an_upstream_writers_file(durable_backend, key, storage_faults, monkeypatch):
     from flyteplugins_memory import StorageError
 

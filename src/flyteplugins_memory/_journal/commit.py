@@ -51,13 +51,13 @@ from .gc import configured_window
 from .inplace import committed_changes, upload_in_place
 from .journal_storage import JournalStorage
 from .opening import landed_state, latest_state, state_at
-from .preserve import preserve_legacy, unneeded_copies
+from .preserve import copies_wanted, preserve_legacy, unneeded_copies
 from .projection import update_upstream_layout, write_head
 from .purge_aftermath import after_losing, cache_for, drop_purged_copies, written_segments
 from .relocate import adopt, clean_after_move, persist_import
 from .retention import STALE_BASE_AFTER
 from .save_job import SaveJob
-from .search_segments import Prepared, apply, extend, prepare, updates_of
+from .search_segments import apply, extend, prepare, updates_of
 from .settle import settled
 from .store_deletion import remove_empty_prefix
 
@@ -99,18 +99,21 @@ async def run_save(remote: JournalStorage, job: SaveJob) -> State:
         await remote.write_many(blobs)
 
     async def copies() -> None:
-        made = await preserve_legacy(remote, job.base.files, job.changes.files, job.held)
+        try:
+            made = await preserve_legacy(remote, job.base.files, job.changes.files, job.held)
+        except BaseException:  # any of them may have landed: the cleanup checks them all against purges
+            job.preserved = [r.sha256 for r in copies_wanted(job.base.files, job.changes.files).values()]
+            raise
         job.preserved, job.created = made.shas, made.created
 
-    async def segment() -> Prepared | None:
-        if job.imported or job.base.needs_save:  # `_starting_point` may commit on another state
-            return None
-        return await prepare(remote, job.base, job.docs, job.search_repairs)
+    async def segment() -> None:
+        if not (job.imported or job.base.needs_save):  # else `_starting_point` may commit on another state
+            job.prepared = await prepare(remote, job.base, job.docs, job.search_repairs)
 
     try:
-        job.prepared = (await settled(content(), copies(), segment()))[2]
+        await settled(content(), copies(), segment())
     except Exception:
-        await _undo_first_wave(remote, job, blobs)
+        await _clean_failed_save(remote, job, blobs)
         raise
     try:
         latest, moved = await _starting_point(remote, job)
@@ -120,12 +123,13 @@ async def run_save(remote: JournalStorage, job: SaveJob) -> State:
         raise
     except ReadOnlyPath:  # made read-only meanwhile: nothing may show up there (blobs are gc()'s)
         await remote.remove_all(sorted(job.placed))
-        await _drop_failed_copies(remote, job)
+        await _clean_failed_save(remote, job, blobs)
         raise
-    except ConcurrencyError:  # `_journal.commit` dropped the copies against the state it lost to
+    except ConcurrencyError:  # `_commit` dropped the copies against the state it lost to
+        await _clean_failed_save(remote, job, blobs, copies=False)
         raise
     except Exception:
-        await _drop_failed_copies(remote, job)
+        await _clean_failed_save(remote, job, blobs)
         raise
     job.changes = committed_changes(job.changes, job.placed)  # as landed: a later repair compares these
     # Committed: from here on nothing may fail the save (a save that raises must not be visible).
@@ -169,24 +173,6 @@ async def _checkpoint_quietly(remote: JournalStorage, committed: State, due: boo
         return committed
 
 
-async def _undo_first_wave(remote: JournalStorage, job: SaveJob, blobs: dict[str, bytes]) -> None:
-    """A step of the first wave failed, so no commit was tried: the files its siblings created in place go
-    (no commit names them, and upstream's view would show them), the copies of in-place bytes as after any
-    failed save, and if the store was deleted meanwhile everything the wave uploaded. The wave's own
-    failure is what the caller sees: a cleanup that fails too is only logged (gc() removes what is left)."""
-    try:
-        await remote.remove_all(sorted(job.placed))
-        try:
-            await latest_state(remote, job.base)
-        except StoreDeleted:
-            await _forget_deleted_store(remote, job, blobs)
-            return
-    except MemoryStoreError as exc:
-        logger.warning("Could not clean up after this failed save: %s", exc)
-        return
-    await _drop_failed_copies(remote, job)
-
-
 async def _forget_deleted_store(remote: JournalStorage, job: SaveJob, blobs: dict[str, bytes]) -> None:
     """What a save uploaded must not outlive its deleted store (`_journal.store_deletion`): its files in
     place and blobs, its search segments (the handle's cached ones, written or read, all belong to the gone
@@ -197,18 +183,28 @@ async def _forget_deleted_store(remote: JournalStorage, job: SaveJob, blobs: dic
     await remove_empty_prefix(remote)  # nor the directory they made (`list_keys` would list the key)
 
 
-async def _drop_failed_copies(remote: JournalStorage, job: SaveJob) -> None:
-    """A save that failed after copying in-place bytes into blobs (`_journal.preserve`): if a purge removed that
-    content meanwhile, the copies go (another save may share a copy of content still held: those stay), and
-    so do the copies it created that no stored commit names (`_journal.preserve.unneeded_copies`)."""
-    if not job.preserved:
-        return
+async def _clean_failed_save(
+    remote: JournalStorage, job: SaveJob, blobs: dict[str, bytes], *, copies: bool = True
+) -> None:
+    """After a save that did not commit (or cannot tell): the copies of in-place bytes it made go if a purge
+    removed that content meanwhile (another save may share a copy of content still held: those stay), and
+    so do those it created that no stored commit names (`_journal.preserve.unneeded_copies`); its first
+    wave's search segment goes if a purge landed since it was made (`_forget_prepared`); and if the store
+    was deleted meanwhile, everything it uploaded. Files it created in place stay, as after a crash
+    (decision 0041: an upstream writer may own that path by now). The save's own failure is what the
+    caller sees: a cleanup that fails too is only logged (gc() removes what is left)."""
     try:
-        latest = await latest_state(remote, job.base) or job.base
-        await drop_purged_copies(remote, job.base, latest, job.preserved)
-        await _drop_unneeded_copies(remote, job, latest)
-    except MemoryStoreError as exc:  # the save's own failure is what the caller must see
-        logger.warning("Could not check this failed save's copies against purges: %s", exc)
+        try:
+            latest = await latest_state(remote, job.base) or job.base
+        except StoreDeleted:
+            await _forget_deleted_store(remote, job, blobs)
+            return
+        if copies and job.preserved:
+            await drop_purged_copies(remote, job.base, latest, job.preserved)
+            await _drop_unneeded_copies(remote, job, latest)
+        await _forget_prepared(remote, job, latest)
+    except MemoryStoreError as exc:
+        logger.warning("Could not clean up after this failed save: %s", exc)
 
 
 async def _drop_unneeded_copies(remote: JournalStorage, job: SaveJob, newest: State | None) -> None:
@@ -216,7 +212,10 @@ async def _drop_unneeded_copies(remote: JournalStorage, job: SaveJob, newest: St
     refused it) nor any state still stored holds: gc() had collected that content (`_journal.preserve`)."""
     if not job.created or newest is None:
         return
-    if unneeded := await unneeded_copies(remote, job.base, job.created, newest):
+    unneeded = await unneeded_copies(remote, job.base, job.created, newest)
+    # a copy whose content the save also wrote for another path is that path's blob now (or would be)
+    written = {blob_name(r.sha256) for r in job.changes.files.values() if r is not None}
+    if unneeded := [name for name in unneeded if name not in written]:
         await remote.remove_all(unneeded)
 
 

@@ -22,7 +22,6 @@ the path.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -40,6 +39,7 @@ from . import gc as _gc
 from .journal_storage import JournalStorage
 from .log_reads import LOG_DIR
 from .opening import state_at
+from .settle import settled
 
 logger = logging.getLogger(__name__)
 
@@ -69,16 +69,11 @@ async def preserve_legacy(
     write); only those are this save's own (`Copies.created`): a blob already there holds that content for
     whoever wrote it (it is written again, which changes nothing). A file whose ttl ran out is not copied:
     no read shows it (`_rules.ttl`), and gc() removes such content at once."""
-    now = _gc.clock()
-    wanted = {
-        p: r
-        for p in changes
-        if (r := base.get(p)) is not None and r.legacy and changes[p] != r and not is_expired(r, now)
-    }
+    wanted = copies_wanted(base, changes)
     if not wanted:
         return Copies()
     local = {p: d for p, d in (held or {}).items() if p in wanted and sha256_bytes(d) == wanted[p].sha256}
-    (blobs, created), copied = await asyncio.gather(
+    (blobs, created), copied = await settled(
         _written(remote, wanted, local), _copied(remote, {p: r for p, r in wanted.items() if p not in local})
     )
     names = set(blobs) | {blob_name(wanted[p].sha256) for p, how in copied.items() if how is not Copied.MISMATCH}
@@ -89,12 +84,23 @@ async def preserve_legacy(
     )
 
 
+def copies_wanted(base: Mapping[str, FileEntry], changes: Mapping[str, FileEntry | None]) -> dict[str, FileEntry]:
+    """The base records whose in-place bytes a save of `changes` copies (`preserve_legacy`); a save whose copy
+    step failed half way treats every one of them as maybe copied (its cleanup checks them against purges)."""
+    now = _gc.clock()
+    return {
+        p: r
+        for p in changes
+        if (r := base.get(p)) is not None and r.legacy and changes[p] != r and not is_expired(r, now)
+    }
+
+
 async def _copied(remote: JournalStorage, wanted: Mapping[str, FileEntry]) -> dict[str, Copied]:
     """Copy each wanted path's bytes into its blob in the backend, checked against the record's sha256
     (`storage._copy`: one round trip, no bytes through the client); where the backend cannot, read the
     bytes, check them and write the blob. What became of each path's copy."""
     paths = list(wanted)
-    how = await asyncio.gather(*(remote.copy_checked(p, blob_name(wanted[p].sha256), wanted[p].sha256) for p in paths))
+    how = await settled(*(remote.copy_checked(p, blob_name(wanted[p].sha256), wanted[p].sha256) for p in paths))
     out = {p: h for p, h in zip(paths, how, strict=True) if h is not None}
     if rest := [p for p in paths if p not in out]:
         found = await remote.read_many(rest)

@@ -5,8 +5,6 @@ a projection that fails leaves the commit standing and is owed until the next sa
 
 from __future__ import annotations
 
-import asyncio
-
 from .._rules.codecs import encode_messages, encode_meta
 from .._rules.journal_objects import encode
 from .._rules.layout import HEAD_NAME, sidecar_name
@@ -17,6 +15,7 @@ from .journal_storage import JournalStorage
 from .log_reads import read_record
 from .opening import latest_state
 from .save_job import SaveJob
+from .settle import settled
 
 __all__ = ["head_object", "update_upstream_layout", "write_head"]
 
@@ -45,7 +44,7 @@ async def update_upstream_layout(remote: JournalStorage, job: SaveJob, committed
     hint = {} if job.checkpointing else head_object(committed, small)
     # upstream's objects and the journal's hint live under two prefixes (`JournalStorage` writes one after the
     # other within one batch): two batches, at once
-    await asyncio.gather(remote.write_many(objects), remote.write_many(hint))
+    await settled(remote.write_many(objects), remote.write_many(hint))  # neither outlives the save
     if hint:
         committed.head_hint = committed.seq
     if MESSAGES_PATH in objects:

@@ -44,6 +44,8 @@ _THROTTLING_WORDS = (
     "status code: 503",
 )
 _THROTTLING_STATUS = frozenset({429, 503})
+#: Errors about one object, whose text names it: never read for throttling words.
+_NAMING_ERRORS = (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError, PermissionError)
 
 
 def get_max_in_flight() -> int:
@@ -82,7 +84,8 @@ def is_throttling(exc: BaseException) -> bool:
         metadata = response.get("ResponseMetadata") or {} if isinstance(response, dict) else {}
         if metadata.get("HTTPStatusCode") in _THROTTLING_STATUS:
             return True
-        text = str(current)
+        # a backend's words, not a missing or refused object's name (``SlowDown.md`` is no throttling)
+        text = "" if isinstance(current, _NAMING_ERRORS) else str(current)
         if any(word in text for word in _THROTTLING_WORDS):
             return True
         current = current.__cause__
