@@ -78,6 +78,9 @@ def _serve(port_pipe) -> None:
                 counts["bytes"] += len(chunk)
             yield chunk
 
+    from werkzeug.serving import ThreadedWSGIServer
+
+    ThreadedWSGIServer.request_queue_size = 4096  # werkzeug's 128 overflows on a bulk save's burst of connections
     server = make_server("127.0.0.1", 0, app, threaded=True)
     port_pipe.send(server.server_address[1])
     server.serve_forever()

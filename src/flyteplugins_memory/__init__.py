@@ -85,7 +85,15 @@ from .errors import (
     VersionExpired,
     VersionNotFound,
 )
-from .storage import UNVERIFIED_BACKENDS_ENV, Capabilities, ObjectStorage, allow_unverified_backend, set_storage_options
+from .storage import (
+    UNVERIFIED_BACKENDS_ENV,
+    Capabilities,
+    ObjectStorage,
+    allow_unverified_backend,
+    get_max_in_flight,
+    set_max_in_flight,
+    set_storage_options,
+)
 from .storage._byte_stream import ByteStream
 
 __all__ = [
@@ -168,9 +176,11 @@ __all__ = [
     "VersionExpired",
     "VersionNotFound",
     "allow_unverified_backend",
+    "get_max_in_flight",
     "get_retry_policy",
     "install",
     "register_memory_store_type",
+    "set_max_in_flight",
     "set_retry_policy",
     "set_storage_options",
     "uninstall",

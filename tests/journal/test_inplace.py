@@ -4,6 +4,7 @@ Every check looks at what landed in storage through the backend's own filesystem
 
 from __future__ import annotations
 
+import contextlib
 from datetime import timedelta
 from types import SimpleNamespace
 
@@ -252,3 +253,94 @@ def test_the_first_save_of_a_store_upstream_wrote_uploads_no_file_in_place(durab
         b"second" not in _blobs(durable_backend, key).values()
         and durable_backend.upstream_view(key)["second.txt"] == b"second"
     )
+
+
+def test_a_stale_saves_copy_of_old_bytes_never_removes_a_blob_another_save_created(s3_backend, key):
+    store = saved(key, {"a.txt": "first a", "b.txt": "b"})
+    pinned = store._serialize()
+    first, stale = MemoryStore.get_or_create(key=key), MemoryStore.get_or_create(key=key)
+    commit(first, {"a.txt": "second a"})  # copies "first a" into its blob, then rewrites a.txt in place
+    assert b"first a" in _blobs(s3_backend, key).values()
+    stale.write_text("a.txt", "third a")  # never read a.txt: its save copies from the path, which moved on
+    with contextlib.suppress(ConcurrencyError):  # both rewrote a.txt from one base: it may conflict
+        stale.save()
+    assert b"first a" in _blobs(s3_backend, key).values()
+    assert MemoryStore._deserialize(pinned).read_text("a.txt") == "first a"
+
+
+def test_a_save_over_in_place_bytes_changed_behind_its_back_leaves_no_blob_of_other_bytes(s3_backend, key, monkeypatch):
+    """A server-side copy would put the path's current bytes under the blob's name before checking them, and a
+    failure before its cleanup would leave them there (decision 0160): the save reads and checks instead."""
+    import s3fs
+
+    from flyteplugins_memory import StorageError
+
+    store = saved(key, {"a.txt": "first a", "b.txt": "b"})
+    s3_backend.fs.pipe_file(s3_backend.prefix(key) + "/a.txt", b"changed behind our back")  # upstream, in place
+    writer = MemoryStore.get_or_create(key=key)
+    writer.write_text("a.txt", "second a")  # never read a.txt: its save copies from the path
+
+    async def delete_fails(self, path, **kwargs):
+        raise OSError("the DELETE of the mismatching copy failed (or the process died here)")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(s3fs.core.S3FileSystem, "_rm_file", delete_fails)
+        with contextlib.suppress(StorageError, OSError):
+            writer.save()
+    for name, data in _blobs(s3_backend, key).items():
+        assert sha256_bytes(data) == name.rsplit("/", 1)[-1], f"{name} holds {data!r}"
+    assert store.read_text("b.txt") == "b"
+
+
+def test_a_copy_dropped_as_unneeded_never_takes_the_blob_of_a_file_the_same_save_wrote(local_backend, key, monkeypatch):
+    import asyncio
+
+    saved(key, {"q.txt": "shared bytes", "p.txt": "old p"})  # both placed in place
+    writer = MemoryStore.get_or_create(key=key)
+    assert writer.read_text("q.txt") == "shared bytes"  # held: its save copies these bytes itself
+    commit(MemoryStore.get_or_create(key=key), {}, deleted=["q.txt"])  # another deletes it too
+    MemoryStore.get_or_create(key=key).gc(window=timedelta(0))  # the writer's base commit and q's blob go
+    writer.write_text("p.txt", "shared bytes")  # p.txt exists: this content goes to its blob
+    writer.delete("q.txt")  # a delete both sides made: no conflict, the save rebases onto the other's
+    # the first wave runs the copy beside the blob's upload; here the copy creates the blob first (as the
+    # sequential save before issue 26 always did): whichever wins, the committed p.txt needs that blob
+    copied = asyncio.Event()
+    preserve, upload = _commit.preserve_legacy, _commit.upload_in_place
+
+    async def copy_first(*args, **kwargs):
+        try:
+            return await preserve(*args, **kwargs)
+        finally:
+            copied.set()
+
+    async def upload_after(*args, **kwargs):
+        await copied.wait()
+        return await upload(*args, **kwargs)
+
+    monkeypatch.setattr(_commit, "preserve_legacy", copy_first)
+    monkeypatch.setattr(_commit, "upload_in_place", upload_after)
+    writer.save()
+    assert MemoryStore.get_or_create(key=key).read_text("p.txt") == "shared bytes"
+    assert b"shared bytes" in _blobs(local_backend, key).values()
+
+
+def test_a_failed_first_wave_never_removes_an_upstream_writers_file(durable_backend, key, storage_faults, monkeypatch):
+    from flyteplugins_memory import StorageError
+
+    saved(key, {"e.txt": "existing"})
+    writer = MemoryStore.get_or_create(key=key)
+    writer.write_text("p.txt", "ours")  # new: created in place
+    writer.write_text("e.txt", "changed")  # its content goes to a blob, whose upload fails
+    upload = _commit.upload_in_place
+
+    async def upstream_saves_meanwhile(*args, **kwargs):
+        placed = await upload(*args, **kwargs)
+        durable_backend.fs.pipe_file(durable_backend.prefix(key) + "/p.txt", b"upstream's p")  # overwrites
+        return placed
+
+    monkeypatch.setattr(_commit, "upload_in_place", upstream_saves_meanwhile)
+    storage_faults.arm(lambda n, op, path: "permanent" if op == "write" and "/blobs/" in path else None)
+    with pytest.raises(StorageError):
+        writer.save()
+    storage_faults.clear()
+    assert durable_backend.upstream_view(key).get("p.txt") == b"upstream's p"

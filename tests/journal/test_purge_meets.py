@@ -418,3 +418,152 @@ def test_a_stale_handles_save_leaves_no_search_segment_of_purged_content(durable
     stale.save()  # its first attempt, on its stale base, folds its cached segments into a new one
     assert holding(durable_backend, SECRET, SSN) == []
     assert [h.path for h in MemoryStore.get_or_create(key=key).search("bravo")] == ["notes/b.md"]
+
+
+def test_a_stale_save_failing_beside_its_copy_leaves_no_purged_bytes(durable_backend, key, monkeypatch):
+    from flyteplugins_memory import StorageError
+    from flyteplugins_memory._journal import commit as _commit
+
+    writer = MemoryStore.get_or_create(key=key)
+    writer.write_bytes("notes/c.bin", SECRET.encode())  # a new file: written in place, at its path
+    writer.save()
+    writer.read_bytes("notes/c.bin")  # held in its working root: its save copies these bytes into a blob
+    MemoryStore.get_or_create(key=key).purge("notes/c.bin")
+    assert holding(durable_backend, SECRET) == []
+    writer.write_text("notes/c.bin", "new content")
+
+    async def segment_upload_fails(*args, **kwargs):
+        raise StorageError("the search segment's PUT failed")
+
+    monkeypatch.setattr(_commit, "prepare", segment_upload_fails)  # the copy beside it succeeds
+    with pytest.raises(StorageError):
+        writer.save()
+    assert holding(durable_backend, SECRET) == []
+
+
+def test_a_stale_save_failing_in_its_first_wave_leaves_no_search_segment_of_purged_content(
+    durable_backend, key, monkeypatch
+):
+    from flyteplugins_memory import StorageError
+    from flyteplugins_memory._journal import commit as _commit
+
+    store = MemoryStore.get_or_create(key=key)
+    store.write_text("a.txt", f"alpha {SECRET}", metadata={"ssn": SSN})
+    store.save()
+    stale = MemoryStore.get_or_create(key=key)
+    assert stale.search("alpha")  # it holds the index's segments, a.txt's doc among them
+    MemoryStore.get_or_create(key=key).purge("a.txt")
+    assert holding(durable_backend, SECRET, SSN) == []
+    stale.write_text("notes/b.md", "bravo")
+
+    async def upload_fails(*args, **kwargs):
+        raise StorageError("the new file's PUT failed")
+
+    monkeypatch.setattr(_commit, "upload_in_place", upload_fails)  # the segment beside it is written
+    with pytest.raises(StorageError):
+        stale.save()  # its first wave folded its cached segments (a.txt's doc) into a new one
+    assert holding(durable_backend, SECRET, SSN) == []
+
+
+def test_a_stale_save_whose_commit_write_fails_leaves_no_search_segment_of_purged_content(
+    durable_backend, key, monkeypatch
+):
+    from flyteplugins_memory import StorageError
+    from flyteplugins_memory._journal import commit as _commit
+
+    store = MemoryStore.get_or_create(key=key)
+    store.write_text("a.txt", f"alpha {SECRET}", metadata={"ssn": SSN})
+    store.save()
+    stale = MemoryStore.get_or_create(key=key)
+    assert stale.search("alpha")
+    MemoryStore.get_or_create(key=key).purge("a.txt")
+    stale.write_text("notes/b.md", "bravo")
+
+    async def commit_write_fails(*args, **kwargs):
+        raise StorageError("the commit record's PUT failed")
+
+    monkeypatch.setattr(_commit, "_claim", commit_write_fails)  # the slot holds the purge: not ours
+    with pytest.raises(StorageError):
+        stale.save()
+    assert holding(durable_backend, SECRET, SSN) == []
+
+
+def test_a_stale_save_whose_copies_fail_half_way_leaves_no_purged_bytes(durable_backend, key, storage_faults):
+    from flyteplugins_memory import StorageError
+    from flyteplugins_memory._rules.codecs import sha256_bytes
+
+    writer = MemoryStore.get_or_create(key=key)
+    writer.write_bytes("notes/c.bin", SECRET.encode())  # new files: written in place, at their paths
+    writer.write_bytes("notes/d.bin", b"other bytes")
+    writer.save()
+    writer.read_bytes("notes/c.bin"), writer.read_bytes("notes/d.bin")  # held: its save copies these
+    MemoryStore.get_or_create(key=key).purge("notes/c.bin")
+    assert holding(durable_backend, SECRET) == []
+    writer.write_text("notes/c.bin", "new c")
+    writer.write_text("notes/d.bin", "new d")
+    other = sha256_bytes(b"other bytes")
+    storage_faults.arm(lambda n, op, path: "permanent" if op == "write" and other in path else None)
+    with pytest.raises(StorageError):
+        writer.save()  # the copy of c.bin's bytes is created, the one of d.bin's fails
+    storage_faults.clear()
+    assert holding(durable_backend, SECRET) == []
+
+
+def test_a_conflicting_save_on_an_old_base_leaves_no_search_segment_of_purged_content(durable_backend, key):
+    from flyteplugins_memory import ConcurrencyError
+    from flyteplugins_memory._journal.retention import STALE_BASE_AFTER
+
+    store = MemoryStore.get_or_create(key=key)
+    store.write_text("a.txt", f"alpha {SECRET}", metadata={"ssn": SSN})
+    store.write_text("notes/b.md", "bravo")
+    store.save()
+    stale = MemoryStore.get_or_create(key=key)
+    assert stale.search("alpha")  # it holds the index's segments, a.txt's doc among them
+    MemoryStore.get_or_create(key=key).purge("a.txt")
+    assert holding(durable_backend, SECRET, SSN) == []
+    stale._checkout.working_copy.base.observed_at -= STALE_BASE_AFTER + 1  # a base last known newest long ago
+    theirs = MemoryStore.get_or_create(key=key)
+    theirs.write_text("notes/b.md", "bravo, theirs")
+    theirs.save()
+    stale.write_text("notes/b.md", "bravo, mine")  # both rewrote notes/b.md: this save conflicts
+    with pytest.raises(ConcurrencyError):
+        stale.save()  # its first wave folded its cached segments (a.txt's doc) into a new one
+    assert holding(durable_backend, SECRET, SSN) == []
+
+
+def test_no_copy_of_a_failed_save_lands_after_it_raised(local_backend, key, storage_faults, monkeypatch):
+    import asyncio
+    import threading
+
+    from flyteplugins_memory import StorageError
+    from flyteplugins_memory._journal.journal_storage import JournalStorage
+    from flyteplugins_memory._rules.codecs import sha256_bytes
+    from helpers import saved
+
+    saved(key, {"notes/d.bin": "other bytes"})  # new files: written in place, at their paths
+    writer = MemoryStore.get_or_create(key=key)
+    writer.write_bytes("notes/c.bin", SECRET.encode())
+    writer.save()  # c.bin is held (its copy is written from the working root), d.bin is not (copied)
+    MemoryStore.get_or_create(key=key).purge("notes/c.bin")
+    writer.write_text("notes/c.bin", "new c")
+    writer.write_text("notes/d.bin", "new d")
+    secret, other = sha256_bytes(SECRET.encode()), sha256_bytes(b"other bytes")
+    storage_faults.arm(lambda n, op, path: "permanent" if op == "write" and other in path else None)
+    landed = threading.Event()
+    create_many = JournalStorage.create_many
+
+    async def slow_create(self, objects):  # the held copy's upload is slower than the failing one
+        if not any(secret in name for name in objects):
+            return await create_many(self, objects)
+        await asyncio.sleep(0.2)
+        try:
+            return await create_many(self, objects)
+        finally:
+            landed.set()
+
+    monkeypatch.setattr(JournalStorage, "create_many", slow_create)
+    with pytest.raises(StorageError):
+        writer.save()  # d.bin's copy fails; the save cleans up and raises
+    assert landed.is_set()  # ... only once c.bin's copy had ended: its cleanup saw it
+    storage_faults.clear()
+    assert holding(local_backend, SECRET) == []

@@ -280,3 +280,44 @@ def test_a_commit_of_the_deleted_generation_is_not_found_in_the_new_one(local_ba
     with pytest.raises(CommitNotFound):
         new.at(made)
     assert new.at(new.log()[0]).read_text("p.md") == "new generation"
+
+
+def test_a_stale_handles_save_failing_in_its_first_wave_leaves_nothing_behind(durable_backend, key, monkeypatch):
+    from flyteplugins_memory import StorageError
+    from flyteplugins_memory._journal import commit as _commit
+
+    stale = filled(key)
+    assert MemoryStore.delete_store(key=key, actor="ops", reason="asked")
+    stale.write_text("brand/new/late.md", LATE)  # placed in the prefix in place
+    stale.write_text("notes/a.md", LATE)  # a blob in the journal
+
+    async def segment_upload_fails(*args, **kwargs):
+        raise StorageError("the search segment's PUT failed")
+
+    monkeypatch.setattr(_commit, "prepare", segment_upload_fails)  # its siblings in the wave succeed
+    with pytest.raises((StorageError, StoreDeleted)):
+        stale.save()
+    assert holding(durable_backend, LATE) == []
+    assert not MemoryStore.exists(key=key) and key not in MemoryStore.list_keys()
+
+
+def test_a_stale_handles_save_whose_copies_fail_half_way_leaves_nothing_behind(durable_backend, key, storage_faults):
+    from flyteplugins_memory import StorageError
+    from flyteplugins_memory._rules.codecs import sha256_bytes
+
+    stale = MemoryStore.get_or_create(key=key)
+    stale.write_text("c.md", LATE)  # new files: written in place, at their paths
+    stale.write_text("d.md", "other bytes")
+    stale.save()
+    stale.read_text("c.md"), stale.read_text("d.md")  # held: its save copies these itself
+    assert MemoryStore.delete_store(key=key, actor="ops", reason="asked")
+    stale.write_text("c.md", "new c")
+    stale.write_text("d.md", "new d")
+    other = sha256_bytes(b"other bytes")
+    storage_faults.arm(lambda n, op, path: "permanent" if op == "write" and other in path else None)
+    with pytest.raises((StorageError, StoreDeleted)):
+        stale.save()  # the copy of c.md's bytes is created, the one of d.md's fails
+    storage_faults.clear()
+    assert holding(durable_backend, LATE) == []
+    # (list_keys would list through the fault injector, which cannot list: storage itself is asked)
+    assert not MemoryStore.exists(key=key) and durable_backend.upstream_view(key) == {}

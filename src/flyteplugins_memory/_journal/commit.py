@@ -1,13 +1,18 @@
 """Saving: upload new content, commit with one create-only write, then update upstream's view.
 
     1. upload     files at paths the base does not hold, in place, create-only (`_journal.inplace`); other
-                  new contents as blobs, content-addressed and immutable   (before the commit point), and
-                  the bytes of in-place or upstream-written files this save changes (`_journal.preserve`)
+                  new contents as blobs, content-addressed and immutable   (before the commit point), the
+                  bytes of in-place or upstream-written files this save changes (`_journal.preserve`), and
+                  its search segment (`_journal.search_segments.prepare`): all at once, one round trip
        adopt      on a store's first save into this journal: fence and move the old one (`_journal.relocate`)
     2. commit     create-only ``log/<n+1>``; if taken, read what won, rebase and try ``n+2``
     3. upstream   files (but those placed in place), sidecars, versions, deletions, messages.json,
                   head hint (after it; a small save may leave it one commit behind, see `_journal.projection`)
-    4. checkpoint now and then: full state, audit segment, audit/log.jsonl, and gc() (`_journal.gc`)
+    4. checkpoint now and then, beside step 3: full state, audit segment, audit/log.jsonl, head, and gc()
+                  (`_journal.checkpoint_writes`)
+
+On real object storage a save costs its sequential round trips: content, then the commit record, then the
+projection with the head (docs/decisions/0144-a-save-is-three-round-trips.md).
 
 A save that dies before step 2 leaves nothing any reader of ours sees; one that dies after it is
 committed, and only upstream's view (step 3) lags until those paths are written again. What a save carries
@@ -22,45 +27,38 @@ import random
 import time
 from collections.abc import Awaitable
 
-from .._rules.codecs import encode_audit_event, lines_holding
-from .._rules.journal_objects import RECENT_COMMITS, Checkpoint, encode
+from .._rules.journal_objects import RECENT_COMMITS, encode
 from .._rules.layout import (
-    AUDIT_LOG_PATH,
-    HEAD_NAME,
-    audit_segment_name,
     blob_name,
-    checkpoint_name,
     log_name,
     search_segment_name,
 )
 from .._rules.merge import rebase
-from .._rules.open_hint import head_for
 from .._rules.paths import parent_dirs
-from .._rules.purge_count import purged_since
 from .._rules.read_only import refuse_read_only
+from .._rules.search_index import referenced_segments
 from .._rules.state import State
 from ..errors import (
     ConcurrencyError,
     MemoryStoreError,
     ReadOnlyPath,
-    StateCollected,
     StorageError,
     StoreAlreadyExists,
     StoreDeleted,
 )
-from .checkpoints import checkpoint_of
-from .gc import collect_quietly, configured_window
+from .checkpoint_writes import checkpoint
+from .gc import configured_window
 from .inplace import committed_changes, upload_in_place
 from .journal_storage import JournalStorage
-from .log_reads import read_record
 from .opening import landed_state, latest_state, state_at
-from .preserve import preserve_legacy, unneeded_copies
-from .projection import update_upstream_layout
+from .preserve import copies_wanted, preserve_legacy, unneeded_copies
+from .projection import update_upstream_layout, write_head
 from .purge_aftermath import after_losing, cache_for, drop_purged_copies, written_segments
 from .relocate import adopt, clean_after_move, persist_import
 from .retention import STALE_BASE_AFTER
 from .save_job import SaveJob
-from .search_segments import extend, updates_of
+from .search_segments import apply, extend, prepare, updates_of
+from .settle import settled
 from .store_deletion import remove_empty_prefix
 
 __all__ = ["SaveJob", "checkpoint", "run_save", "update_upstream_layout"]
@@ -73,8 +71,6 @@ logger = logging.getLogger(__name__)
 CHECKPOINT_BYTES = 32 * 1024
 #: ... or this many commits have piled up since the last checkpoint.
 CHECKPOINT_COMMITS = 500
-#: Commits after a new checkpoint's state read to see whether a purge landed meanwhile (`_purged_after`).
-PURGE_PROBES = 64
 #: Commit attempts before a save gives up under extreme contention.
 MAX_ATTEMPTS = 200
 
@@ -85,72 +81,130 @@ async def run_save(remote: JournalStorage, job: SaveJob) -> State:
     if not job.trusted:  # a handle that wrote before it loaded the setting
         refuse_read_only(job.changes.files, job.base.ext)
     await job.base.files.need(job.changes.files)  # what the upload, the merge and the checks look at
-    job.placed = await upload_in_place(  # a create's loser, a failed decision or purge: no file left behind
-        remote, job.base, job.changes, job.contents, exclusive=job.leaves_no_strays, imported=job.imported
-    )
-    blobs = {
-        blob_name(r.sha256): job.contents[p]
-        for p, r in job.changes.files.items()
-        if r and not r.legacy and p not in job.placed
-    }
-    copies = await preserve_legacy(remote, job.base.files, job.changes.files, job.held)
-    job.preserved, job.created = copies.shas, copies.created
-    await remote.write_many(blobs)
+    job.docs = await updates_of(job.changes.files, job.contents)  # the search index's share of this save
+    # Wave 1: everything that does not depend on the commit record, at once: the new content (in place or
+    # as blobs), the copies of in-place bytes it replaces, and its search segment (made on the base: the
+    # first attempt commits on it unless the base is stale or the store moves, `_starting_point`)
+    blobs: dict[str, bytes] = {}
+
+    async def content() -> None:
+        job.placed = await upload_in_place(  # a create's loser, a failed decision or purge: no file left behind
+            remote, job.base, job.changes, job.contents, exclusive=job.leaves_no_strays, imported=job.imported
+        )
+        blobs.update(
+            (blob_name(r.sha256), job.contents[p])
+            for p, r in job.changes.files.items()
+            if r and not r.legacy and p not in job.placed
+        )
+        await remote.write_many(blobs)
+
+    async def copies() -> None:
+        try:
+            made = await preserve_legacy(remote, job.base.files, job.changes.files, job.held)
+        except BaseException:  # any of them may have landed: the cleanup checks them all against purges
+            job.preserved = [r.sha256 for r in copies_wanted(job.base.files, job.changes.files).values()]
+            raise
+        job.preserved, job.created = made.shas, made.created
+
+    async def segment() -> None:
+        if not (job.imported or job.base.needs_save):  # else `_starting_point` may commit on another state
+            job.prepared = await prepare(remote, job.base, job.docs, job.search_repairs)
+
+    try:
+        await settled(content(), copies(), segment())
+    except Exception:
+        await _clean_failed_save(remote, job, blobs)
+        raise
     try:
         latest, moved = await _starting_point(remote, job)
         committed, record_size = await _commit(remote, job, latest)
-    except StoreDeleted:  # what this save uploaded must not outlive the store (`_journal.store_deletion`)
-        # its search segments too: the handle's cached ones, written or read, all belong to the gone store;
-        # and the copies of in-place bytes it preserved (a purge or the deletion had removed them)
-        segments = {search_segment_name(sha) for sha in job.search_repairs.cache}
-        preserved = {blob_name(sha) for sha in job.preserved}
-        await remote.remove_all(sorted(job.placed | set(blobs) | segments | preserved))
-        await remove_empty_prefix(remote)  # nor the directory they made (`list_keys` would list the key)
+    except StoreDeleted:
+        await _forget_deleted_store(remote, job, blobs)
         raise
     except ReadOnlyPath:  # made read-only meanwhile: nothing may show up there (blobs are gc()'s)
         await remote.remove_all(sorted(job.placed))
-        await _drop_failed_copies(remote, job)
+        await _clean_failed_save(remote, job, blobs)
         raise
-    except ConcurrencyError:  # `_journal.commit` dropped the copies against the state it lost to
+    except ConcurrencyError:  # `_commit` dropped the copies against the state it lost to
+        await _clean_failed_save(remote, job, blobs, copies=False)
         raise
     except Exception:
-        await _drop_failed_copies(remote, job)
+        await _clean_failed_save(remote, job, blobs)
         raise
     job.changes = committed_changes(job.changes, job.placed)  # as landed: a later repair compares these
     # Committed: from here on nothing may fail the save (a save that raises must not be visible).
     await _quietly(drop_purged_copies(remote, job.base, committed, job.preserved))  # `_journal.purge_aftermath`
     await _quietly(_drop_unneeded_copies(remote, job, job.newest))
+    # found our commit after a lost reply: newer ones may exist, so leave folding to them
+    due = bool(record_size) and _checkpoint_due(committed, record_size)
+    if moved:  # rare (a store's first save into this journal): one step after the other, as it always was
+        await _project(remote, job, committed)
+        try:
+            await clean_after_move(remote)
+        except StorageError as exc:  # the move stands; the old journal's objects go on a later save
+            logger.warning("Committed, but could not remove the old journal yet: %s", exc)
+        return await _checkpoint_quietly(remote, committed) if due else committed
+    # the projection and a checkpoint depend on the commit only: at once (the checkpoint writes the head)
+    job.checkpointing = due
+    _, folded = await settled(_project(remote, job, committed), _checkpoint_quietly(remote, committed, due))
+    if due and folded.head_hint != folded.seq:  # no checkpoint after all: the head names the commit
+        try:
+            await write_head(remote, committed)
+        except StorageError as exc:
+            logger.warning("Committed, but could not update the head hint: %s", exc)
+    return folded
+
+
+async def _project(remote: JournalStorage, job: SaveJob, committed: State) -> None:
     try:
         await update_upstream_layout(remote, job, committed)
     except StorageError as exc:
         logger.warning("Committed, but upstream's layout lags until the next save: %s", exc)
         job.projection_failed = True
-    if moved:
-        try:
-            await clean_after_move(remote)
-        except StorageError as exc:  # the move stands; the old journal's objects go on a later save
-            logger.warning("Committed, but could not remove the old journal yet: %s", exc)
-    if not record_size:  # found our commit after a lost reply; newer ones may exist, so leave folding to them
+
+
+async def _checkpoint_quietly(remote: JournalStorage, committed: State, due: bool = True) -> State:
+    if not due:
         return committed
     try:
-        return await _maybe_checkpoint(remote, committed, record_size)
+        return await checkpoint(remote, committed)
     except StorageError as exc:  # a later save checkpoints instead
         logger.warning("Committed, but could not write a checkpoint: %s", exc)
         return committed
 
 
-async def _drop_failed_copies(remote: JournalStorage, job: SaveJob) -> None:
-    """A save that failed after copying in-place bytes into blobs (`_journal.preserve`): if a purge removed that
-    content meanwhile, the copies go (another save may share a copy of content still held: those stay), and
-    so do the copies it created that no stored commit names (`_journal.preserve.unneeded_copies`)."""
-    if not job.preserved:
-        return
+async def _forget_deleted_store(remote: JournalStorage, job: SaveJob, blobs: dict[str, bytes]) -> None:
+    """What a save uploaded must not outlive its deleted store (`_journal.store_deletion`): its files in
+    place and blobs, its search segments (the handle's cached ones, written or read, all belong to the gone
+    store) and the copies of in-place bytes it preserved (a purge or the deletion had removed them)."""
+    segments = {search_segment_name(sha) for sha in job.search_repairs.cache}
+    preserved = {blob_name(sha) for sha in job.preserved}
+    await remote.remove_all(sorted(job.placed | set(blobs) | segments | preserved))
+    await remove_empty_prefix(remote)  # nor the directory they made (`list_keys` would list the key)
+
+
+async def _clean_failed_save(
+    remote: JournalStorage, job: SaveJob, blobs: dict[str, bytes], *, copies: bool = True
+) -> None:
+    """After a save that did not commit (or cannot tell): the copies of in-place bytes it made go if a purge
+    removed that content meanwhile (another save may share a copy of content still held: those stay), and
+    so do those it created that no stored commit names (`_journal.preserve.unneeded_copies`); its first
+    wave's search segment goes if a purge landed since it was made (`_forget_prepared`); and if the store
+    was deleted meanwhile, everything it uploaded. Files it created in place stay, as after a crash
+    (decision 0041: an upstream writer may own that path by now). The save's own failure is what the
+    caller sees: a cleanup that fails too is only logged (gc() removes what is left)."""
     try:
-        latest = await latest_state(remote, job.base) or job.base
-        await drop_purged_copies(remote, job.base, latest, job.preserved)
-        await _drop_unneeded_copies(remote, job, latest)
-    except MemoryStoreError as exc:  # the save's own failure is what the caller must see
-        logger.warning("Could not check this failed save's copies against purges: %s", exc)
+        try:
+            latest = await latest_state(remote, job.base) or job.base
+        except StoreDeleted:
+            await _forget_deleted_store(remote, job, blobs)
+            return
+        if copies and job.preserved:
+            await drop_purged_copies(remote, job.base, latest, job.preserved)
+            await _drop_unneeded_copies(remote, job, latest)
+        await _forget_prepared(remote, job, latest)
+    except MemoryStoreError as exc:
+        logger.warning("Could not clean up after this failed save: %s", exc)
 
 
 async def _drop_unneeded_copies(remote: JournalStorage, job: SaveJob, newest: State | None) -> None:
@@ -158,7 +212,10 @@ async def _drop_unneeded_copies(remote: JournalStorage, job: SaveJob, newest: St
     refused it) nor any state still stored holds: gc() had collected that content (`_journal.preserve`)."""
     if not job.created or newest is None:
         return
-    if unneeded := await unneeded_copies(remote, job.base, job.created, newest):
+    unneeded = await unneeded_copies(remote, job.base, job.created, newest)
+    # a copy whose content the save also wrote for another path is that path's blob now (or would be)
+    written = {blob_name(r.sha256) for r in job.changes.files.values() if r is not None}
+    if unneeded := [name for name in unneeded if name not in written]:
         await remote.remove_all(unneeded)
 
 
@@ -180,8 +237,9 @@ async def _starting_point(remote: JournalStorage, job: SaveJob) -> tuple[State, 
 
 
 async def _commit(remote: JournalStorage, job: SaveJob, latest: State) -> tuple[State, int]:
+    """Create the next log slot holding `job`'s commit on `latest`, rebasing onto whatever won a slot first
+    (``job.prepared``: its search segment, uploaded already for a commit on ``prepared.latest``)."""
     changes = committed_changes(job.changes, job.placed)
-    docs = await updates_of(job.changes.files, job.contents)  # the search index's share of this save
     for attempt in range(MAX_ATTEMPTS):
         await latest.files.need(changes.files)
         job.newest = latest
@@ -195,7 +253,11 @@ async def _commit(remote: JournalStorage, job: SaveJob, latest: State) -> tuple[
             await _quietly(_drop_unneeded_copies(remote, job, latest))
             raise
         cache_for(job.base, latest, job.search_repairs)
-        await extend(remote, latest, new, docs, job.search_repairs)
+        if job.prepared is not None and job.prepared.latest is latest:
+            apply(job.prepared, new)  # its segment went up with the save's content
+        else:
+            await _forget_prepared(remote, job, latest)
+            await extend(remote, latest, new, job.docs, job.search_repairs)
         record = encode(new.record())
         job.attempted.append(new.seq)
         if await _create_or_find_landed(remote, job, new.seq, record):
@@ -210,6 +272,17 @@ async def _commit(remote: JournalStorage, job: SaveJob, latest: State) -> tuple[
             raise StoreAlreadyExists(f"MemoryStore already exists at {remote.uri}")
         await asyncio.sleep(random.uniform(0, min(0.002 * 2**attempt, 0.25)))
     raise StorageError(f"Could not commit to {remote.uri} after {MAX_ATTEMPTS} attempts")
+
+
+async def _forget_prepared(remote: JournalStorage, job: SaveJob, latest: State) -> None:
+    """The first wave's search segment was made for a commit on another state than `latest`: no commit will
+    name it. If a purge landed in between, it may hold purged text that no purge can find (they look only at
+    the segments states name): it goes, as a lost attempt's do (`_journal.purge_aftermath.after_losing`)."""
+    prepared, job.prepared = job.prepared, None
+    if prepared is None or prepared.index is None:
+        return
+    written = {ref.sha256 for ref in prepared.index.segments} - set(referenced_segments(prepared.latest.ext))
+    await after_losing(remote, prepared.latest, written, latest, job.search_repairs)
 
 
 async def _quietly(cleanup: Awaitable[None]) -> None:
@@ -262,73 +335,6 @@ async def _own_commit(remote: JournalStorage, job: SaveJob, seq: int, latest: St
     return None
 
 
-async def _maybe_checkpoint(remote: JournalStorage, state: State, record_size: int) -> State:
-    """Fold the state into a checkpoint when its records have grown; returns the state re-based on it."""
-    if record_size < CHECKPOINT_BYTES and state.seq - state.checkpoint.seq < CHECKPOINT_COMMITS:
-        return state
-    return await checkpoint(remote, state)
-
-
-async def checkpoint(remote: JournalStorage, state: State) -> State:
-    """Write committed `state` as a checkpoint (and bring ``audit/log.jsonl`` up to date); returns the
-    state re-based on it. Writing one twice is harmless: the content is fully determined by the state."""
-    state.check_can_write("compact", remote.uri)
-    if state.seq == state.checkpoint.seq:
-        return state
-    segments = list(state.checkpoint.audit_segments)
-    if state.recent_audit:
-        segment = b"".join(encode_audit_event(e) for e in state.recent_audit)
-        await remote.write_many({audit_segment_name(state.seq): segment})
-        await _append_audit_log(remote, state.checkpoint, segment)
-        segments.append(state.seq)
-    checkpoint, index = await checkpoint_of(remote, state, segments)  # its parts first, then it
-    await remote.write_many({checkpoint_name(state.seq): encode(checkpoint)})
-    if await _purged_after(remote, state):
-        # a purge committed after this state while its checkpoint was written: the purge's rewrite may have
-        # listed the journal before it landed, so it may hold what the purge redacted. No record and no head
-        # names it yet (only the state this returns would): it goes, and the state keeps its checkpoint.
-        await remote.remove_all([checkpoint_name(state.seq)])
-        return state
-    await remote.write_many({HEAD_NAME: encode(head_for(state.seq, checkpoint))})
-    folded = state.on_checkpoint(checkpoint, index)
-    folded.head_hint = state.seq
-    await collect_quietly(remote, folded)
-    return folded
-
-
-async def _purged_after(remote: JournalStorage, state: State) -> bool:
-    """Whether a commit after `state` counts a purge it did not see (`_rules.purge_count`): one probe when no
-    commit followed it (a gc()-collected one, which only a newer state explains, counts as one)."""
-    seq = state.seq
-    for _ in range(PURGE_PROBES):
-        try:
-            record = await read_record(remote, seq + 1)
-        except StateCollected:
-            return True
-        if record is None:
-            return False
-        if purged_since(state.ext, record.ext):
-            return True
-        seq += 1
-    return True  # a long run of commits since: be safe, the next checkpoint folds them
-
-
-async def _append_audit_log(remote: JournalStorage, before: Checkpoint, segment: bytes) -> None:
-    """Rewrite upstream's ``audit/log.jsonl`` as the events up to checkpoint `before` plus `segment`."""
-    current = [line for line in (await remote.read(AUDIT_LOG_PATH) or b"").splitlines(keepends=True) if line.strip()]
-    kept = _whole(lines_holding(current, before.audit_total))
-    if kept is None:
-        # Fewer events than recorded (a short read, an outside edit, or an earlier rewrite that failed):
-        # rebuild from our segments, below the imported store's events, which exist only in this object.
-        legacy = _whole(lines_holding(current, before.legacy_audit_lines))
-        segments = await remote.read_many([audit_segment_name(s) for s in before.audit_segments])
-        if legacy is None or len(segments) < len(before.audit_segments):
-            logger.warning("Not rewriting %s: it or our audit segments lost events", AUDIT_LOG_PATH)
-            return
-        kept = legacy + [segments[audit_segment_name(s)] for s in before.audit_segments]
-    await remote.write_many({AUDIT_LOG_PATH: b"".join(kept) + segment})
-
-
-def _whole(lines: list[bytes] | None) -> list[bytes] | None:
-    """`lines` if the last one is complete (a short read can cut one in half), else None."""
-    return lines if lines is not None and (not lines or lines[-1].endswith(b"\n")) else None
+def _checkpoint_due(state: State, record_size: int) -> bool:
+    """Whether to fold the state into a checkpoint: its records have grown (in bytes or in number)."""
+    return record_size >= CHECKPOINT_BYTES or state.seq - state.checkpoint.seq >= CHECKPOINT_COMMITS

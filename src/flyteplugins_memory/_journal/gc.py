@@ -16,6 +16,7 @@ effort, and only when the log shows something old enough to remove.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -264,11 +265,13 @@ async def _with_old(remote: JournalStorage, result: GcResult, dry_run: bool = Fa
     return replace(result, objects=result.objects + objects, bytes=result.bytes + size)
 
 
-async def collect_quietly(remote: JournalStorage, newest: State) -> None:
-    """gc() after a checkpoint, best effort: only if the log holds a commit old enough to go."""
+async def collection_due(remote: JournalStorage, newest: State) -> float | None:
+    """The retention window (seconds) if the log holds a commit old enough for gc() to remove after a
+    checkpoint of `newest`, else None; reads only (the setting and the log's listing, at once), so it may
+    run beside the head's write. None too if it cannot tell (logged: the next checkpoint asks again)."""
     try:
-        span = await configured_window(remote)
-        log = Inventory.of(await remote.stat(LOG_DIR))
+        span, listed = await asyncio.gather(configured_window(remote), remote.stat(LOG_DIR))
+        log = Inventory.of(listed)
         now = clock()
         oldest_kept = kept_commits(log, newest.seq, now - span)[0]
         removable = [
@@ -276,7 +279,18 @@ async def collect_quietly(remote: JournalStorage, newest: State) -> None:
             for s, found in log.records.items()
             if s < oldest_kept and (found.size >= TOMBSTONE_MAX_BYTES or found.modified < now - SLOT_GRACE)
         ]
-        if removable:
-            await collect(remote, timedelta(seconds=span), newest=newest, snapshots=False)
+    except (MemoryStoreError, OSError) as exc:
+        logger.warning("gc() after a checkpoint of %s failed (the next one retries): %s", remote.uri, exc)
+        return None
+    return span if removable else None
+
+
+async def collect_quietly(remote: JournalStorage, newest: State, span: float | None = None) -> None:
+    """gc() after a checkpoint, best effort: only if the log holds a commit old enough to go (`span`: what
+    `collection_due` said, else it is asked here)."""
+    if span is None and (span := await collection_due(remote, newest)) is None:
+        return
+    try:
+        await collect(remote, timedelta(seconds=span), newest=newest, snapshots=False)
     except (MemoryStoreError, OSError) as exc:
         logger.warning("gc() after a checkpoint of %s failed (the next one retries): %s", remote.uri, exc)

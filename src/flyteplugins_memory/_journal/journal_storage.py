@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from .._rules.journal_location import journal_root
 from .._rules.layout import JOURNAL_DIR
 from ..storage._contract import Capabilities, Listed
+from ..storage._copy import Copied
 from ..storage._fsio import gather_all
 from ..storage._fsspec import FsspecStorage
 
@@ -146,6 +147,13 @@ class JournalStorage:
             made = await side.create_many({local: objects[name] for name, local in pairs})
             created.update(name for name, local in pairs if local in made)
         return created
+
+    async def copy_checked(self, source: str, target: str, sha256: str) -> Copied | None:
+        """Copy object `source` to object `target` in the backend if its bytes hash to `sha256`
+        (`FsspecStorage.copy_checked`); None where the backend cannot."""
+        side, local = self._side(source)
+        to, to_local = self._side(target)
+        return await side.copy_checked(local, to.full_path(to_local), sha256)
 
     async def remove_many(self, names: list[str]) -> None:
         """Delete the named objects one after the other, in order; missing ones are ignored."""

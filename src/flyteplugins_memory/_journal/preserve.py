@@ -34,10 +34,12 @@ from .._rules.offload import parse_off_loop
 from .._rules.state import State
 from .._rules.ttl import is_expired
 from ..errors import CorruptStore, MemoryStoreError
+from ..storage._copy import Copied
 from . import gc as _gc
 from .journal_storage import JournalStorage
 from .log_reads import LOG_DIR
 from .opening import state_at
+from .settle import settled
 
 logger = logging.getLogger(__name__)
 
@@ -67,31 +69,62 @@ async def preserve_legacy(
     write); only those are this save's own (`Copies.created`): a blob already there holds that content for
     whoever wrote it (it is written again, which changes nothing). A file whose ttl ran out is not copied:
     no read shows it (`_rules.ttl`), and gc() removes such content at once."""
+    wanted = copies_wanted(base, changes)
+    if not wanted:
+        return Copies()
+    local = {p: d for p, d in (held or {}).items() if p in wanted and sha256_bytes(d) == wanted[p].sha256}
+    (blobs, created), copied = await settled(
+        _written(remote, wanted, local), _copied(remote, {p: r for p, r in wanted.items() if p not in local})
+    )
+    names = set(blobs) | {blob_name(wanted[p].sha256) for p, how in copied.items() if how is not Copied.MISMATCH}
+    created |= {blob_name(wanted[p].sha256) for p, how in copied.items() if how is Copied.CREATED}
+    return Copies(
+        shas=[name.rsplit("/", 1)[-1] for name in names],
+        created={p: r for p, r in wanted.items() if blob_name(r.sha256) in created},
+    )
+
+
+def copies_wanted(base: Mapping[str, FileEntry], changes: Mapping[str, FileEntry | None]) -> dict[str, FileEntry]:
+    """The base records whose in-place bytes a save of `changes` copies (`preserve_legacy`); a save whose copy
+    step failed half way treats every one of them as maybe copied (its cleanup checks them against purges)."""
     now = _gc.clock()
-    wanted = {
+    return {
         p: r
         for p in changes
         if (r := base.get(p)) is not None and r.legacy and changes[p] != r and not is_expired(r, now)
     }
-    if not wanted:
-        return Copies()
-    local = {p: d for p, d in (held or {}).items() if p in wanted and sha256_bytes(d) == wanted[p].sha256}
-    found = {**local, **await remote.read_many([p for p in wanted if p not in local])}
-    blobs = {}
-    for path, record in wanted.items():
-        data = found.get(path)
-        if data is not None and sha256_bytes(data) == record.sha256:
-            blobs[blob_name(record.sha256)] = data
-        else:  # already replaced (a concurrent save copied it first) or changed behind our back
-            logger.info("Upstream-written bytes of %r are no longer at their path; not copied", path)
+
+
+async def _copied(remote: JournalStorage, wanted: Mapping[str, FileEntry]) -> dict[str, Copied]:
+    """Copy each wanted path's bytes into its blob in the backend, checked against the record's sha256
+    (`storage._copy`: one round trip, no bytes through the client); where the backend cannot, read the
+    bytes, check them and write the blob. What became of each path's copy."""
+    paths = list(wanted)
+    how = await settled(*(remote.copy_checked(p, blob_name(wanted[p].sha256), wanted[p].sha256) for p in paths))
+    out = {p: h for p, h in zip(paths, how, strict=True) if h is not None}
+    if rest := [p for p in paths if p not in out]:
+        found = await remote.read_many(rest)
+        checked = {p: d for p, d in found.items() if sha256_bytes(d) == wanted[p].sha256}
+        _, created = await _written(remote, wanted, checked)
+        out |= {p: Copied.CREATED if blob_name(wanted[p].sha256) in created else Copied.TAKEN for p in checked}
+        out |= {p: Copied.MISMATCH for p in rest if p not in checked}
+    for path in [p for p, h in out.items() if h is Copied.MISMATCH]:
+        # already replaced (a concurrent save copied it first) or changed behind our back
+        logger.info("Upstream-written bytes of %r are no longer at their path; not copied", path)
+    return out
+
+
+async def _written(
+    remote: JournalStorage, wanted: Mapping[str, FileEntry], found: Mapping[str, bytes]
+) -> tuple[dict[str, bytes], set[str]]:
+    """Write the blobs of `found` (bytes checked against `wanted`'s records), create-only where missing;
+    the blobs, and the names this call created."""
+    blobs = {blob_name(wanted[p].sha256): d for p, d in found.items()}
     created = await remote.create_many(blobs)
     # a name left out was taken (a blob holds that content: rewriting it changes nothing) or its create
     # failed: written as before, so a failure fails the save before its commit point
     await remote.write_many({n: d for n, d in blobs.items() if n not in created})
-    return Copies(
-        shas=[name.rsplit("/", 1)[-1] for name in blobs],
-        created={p: r for p, r in wanted.items() if blob_name(r.sha256) in created},
-    )
+    return blobs, created
 
 
 async def unneeded_copies(

@@ -15,15 +15,18 @@ from .journal_storage import JournalStorage
 from .log_reads import read_record
 from .opening import latest_state
 from .save_job import SaveJob
+from .settle import settled
 
-__all__ = ["update_upstream_layout", "write_head"]
+__all__ = ["head_object", "update_upstream_layout", "write_head"]
 
 #: A save changing at most this many files may leave the head hint one commit behind (`write_head`).
 SMALL_SAVE_FILES = 4
 
 
 async def update_upstream_layout(remote: JournalStorage, job: SaveJob, committed: State) -> None:
-    """Bring upstream's layout up to date with what this save changed."""
+    """Bring upstream's layout up to date with what this save changed, and the head hint with it (one wave:
+    neither depends on the other, both on the commit only), unless a checkpoint follows (``job.checkpointing``),
+    which writes the hint itself."""
     objects: dict[str, bytes] = dict(job.versions)
     removed: list[str] = []
     for path, record in job.changes.files.items():
@@ -37,21 +40,33 @@ async def update_upstream_layout(remote: JournalStorage, job: SaveJob, committed
     if job.messages != job.base.messages or job.base.seq == 0:  # messages.json marks the store as existing
         objects[MESSAGES_PATH] = encode_messages(committed.messages)
     await remote.remove_many(removed)  # first: a deleted `x` may be where `x/y` now goes, and vice versa
-    await remote.write_many(objects)
+    small = len(job.changes.files) <= SMALL_SAVE_FILES
+    hint = {} if job.checkpointing else head_object(committed, small)
+    # upstream's objects and the journal's hint live under two prefixes (`JournalStorage` writes one after the
+    # other within one batch): two batches, at once
+    await settled(remote.write_many(objects), remote.write_many(hint))  # neither outlives the save
+    if hint:
+        committed.head_hint = committed.seq
     if MESSAGES_PATH in objects:
         await _newest_transcript_last(remote, committed)
-    await write_head(remote, committed, small=len(job.changes.files) <= SMALL_SAVE_FILES)
+
+
+def head_object(committed: State, small: bool = False) -> dict[str, bytes]:
+    """The head hint naming `committed`, to write; none if this is a `small` save and the hint names the
+    commit just before (`State.head_hint`): a hint one commit behind costs an open nothing (its first probe
+    reads the newest record, `_journal.opening`), so a small save after one that wrote the hint leaves it (one
+    request of about six), and the next save brings it up to date. The hint never lags by more than one
+    commit this way."""
+    if small and committed.head_hint == committed.seq - 1 and committed.checkpoint.seq < committed.seq:
+        return {}
+    return {HEAD_NAME: encode(head_for(committed.seq, committed.checkpoint))}
 
 
 async def write_head(remote: JournalStorage, committed: State, small: bool = False) -> None:
-    """Point the head hint at `committed`, unless this is a `small` save and the hint names the commit just
-    before (`State.head_hint`): a hint one commit behind costs an open nothing (its first probe reads the
-    newest record, `_journal.opening`), so a small save after one that wrote the hint leaves it (one request of about
-    six), and the next save brings it up to date. The hint never lags by more than one commit this way."""
-    if small and committed.head_hint == committed.seq - 1 and committed.checkpoint.seq < committed.seq:
-        return
-    await remote.write_many({HEAD_NAME: encode(head_for(committed.seq, committed.checkpoint))})
-    committed.head_hint = committed.seq
+    """Point the head hint at `committed` (`head_object` says when a small save leaves it)."""
+    if hint := head_object(committed, small):
+        await remote.write_many(hint)
+        committed.head_hint = committed.seq
 
 
 async def _newest_transcript_last(remote: JournalStorage, committed: State) -> None:

@@ -13,8 +13,9 @@ from .._rules.fold import Fold
 from .._rules.journal_objects import FileEntry
 from .._rules.merge import Changes
 from .._rules.operations import Create, FoldTranscript, Operation, Save, is_trusted, leaves_no_strays
-from .._rules.search_index import Repairs
+from .._rules.search_index import Repairs, Updates
 from .._rules.state import State
+from .search_segments import Prepared
 
 __all__ = ["SaveJob"]
 
@@ -56,6 +57,12 @@ class SaveJob:
     created: dict[str, FileEntry] = field(default_factory=dict)
     #: the state its last commit attempt was built on, or that refused it (None: it got no further)
     newest: State | None = None
+    #: the search index's share of this save (`_journal.search_segments`): its docs, and the segment uploaded
+    #: with its content for a commit on the base (None: none yet)
+    docs: Updates | None = None
+    prepared: Prepared | None = None
+    #: a checkpoint follows its commit and writes the head hint: its projection leaves the head alone
+    checkpointing: bool = False
 
     @property
     def exclusive(self) -> bool:

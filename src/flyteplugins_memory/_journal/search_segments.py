@@ -19,6 +19,7 @@ import hashlib
 import logging
 from collections import OrderedDict
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from .._base.version import WRITER
@@ -26,9 +27,11 @@ from .._rules.journal_objects import EMPTY_CHECKPOINT, FileEntry
 from .._rules.layout import search_segment_name
 from .._rules.metadata import EXT_KEY as METADATA_KEY
 from .._rules.offload import off_loop
+from .._rules.purge_count import purges
 from .._rules.search_forms import DamagedSegment
 from .._rules.search_index import (
     EXT_KEY,
+    MAX_SEGMENTS,
     Repairs,
     SearchExt,
     Segment,
@@ -127,18 +130,46 @@ def _report(store: str, sha256: str, message: str, *details: object) -> None:
     logger.warning(message, sha256, *details)
 
 
+#: `Prepared.index`'s ``seq`` while the commit it goes into has no slot yet (commit seqs are never negative)
+_THIS_COMMIT = -1
+
+
+@dataclass
+class Prepared:
+    """This save's share of the search index, written before its commit slot is known: its segment is
+    uploaded with the save's other content (the first wave of a save, `_journal.commit`), and `apply` names it
+    in whichever commit attempt is built on `latest`. None in `index`: the update failed (commit without it)."""
+
+    latest: State
+    index: SearchExt | None
+
+
+async def prepare(remote: ObjectStorage, latest: State, updates: Updates | None, repairs: Repairs) -> Prepared | None:
+    """Write the segment of `updates` (and `repairs`' docs made against `latest`) for a commit built on `latest`.
+    Best effort, as `extend`; None when the save carries no docs (deletions with unknown contents)."""
+    if updates is None:
+        return None
+    try:
+        return Prepared(latest, await _extended(remote, latest, _THIS_COMMIT, updates, repairs))
+    except Exception as exc:
+        logger.warning("Committing without updating the search index: %s", exc)
+        return Prepared(latest, None)
+
+
+def apply(prepared: Prepared | None, new: State) -> None:
+    """Set `new`'s ``ext["search"]`` from `prepared` (made on the state `new` is built on)."""
+    if prepared is None or prepared.index is None:
+        return
+    index = prepared.index
+    sx = SearchExt(new.seq if index.seq == _THIS_COMMIT else index.seq, list(index.segments))
+    new.ext = {**new.ext, EXT_KEY: sx.encoded()}
+
+
 async def extend(remote: ObjectStorage, latest: State, new: State, updates: Updates | None, repairs: Repairs) -> None:
     """Set `new`'s ``ext["search"]``: `latest`'s index plus a segment of `updates` (this commit's docs)
     and, when they were made against `latest`, `repairs`' docs. Best effort: on any failure `new` keeps
     `latest`'s index, which then no longer claims to be exact."""
-    if updates is None:
-        return
-    try:
-        sx = await _extended(remote, latest, new.seq, updates, repairs)
-    except Exception as exc:
-        logger.warning("Committing without updating the search index: %s", exc)
-        return
-    new.ext = {**new.ext, EXT_KEY: sx.encoded()}
+    apply(await prepare(remote, latest, updates, repairs), new)
 
 
 async def _extended(remote: ObjectStorage, latest: State, seq: int, updates: Updates, repairs: Repairs) -> SearchExt:
@@ -150,7 +181,10 @@ async def _extended(remote: ObjectStorage, latest: State, seq: int, updates: Upd
     if repaired:  # their docs were read from the files: the index no longer needs the unreadable segments
         sx.segments = [r for r in sx.segments if r.sha256 not in repairs.dropped]
     docs.update(updates)
-    if docs and await _fold(remote, sx, docs, repairs.cache):
+    # a merge may wait only where the index names no segment a purge removed (exact, and no purge ever) and
+    # the save hides no doc whose text must go with its file
+    may_wait = exact and purges(latest.ext) == 0 and _forgets_nothing(latest, updates)
+    if docs and await _fold(remote, sx, docs, repairs.cache, may_wait=may_wait):
         sx.seq = old.seq  # older than this commit (or unknown): it lacks the dropped segments' docs, inexact
     return sx
 
@@ -160,19 +194,48 @@ def _empty(state: State) -> bool:
     return state.seq == 0 and state.checkpoint == EMPTY_CHECKPOINT and not state.files.changes
 
 
-async def _fold(remote: ObjectStorage, sx: SearchExt, docs: Updates, cache: dict[str, Segment]) -> bool:
+def _forgets_nothing(latest: State, updates: Updates) -> bool:
+    """Whether no doc of `updates` hides one whose text must leave storage once its file does: a removed doc
+    (a deletion, an expiry) or the replaced doc of a file with a ttl. gc() keeps every segment a state
+    names, and only a merge drops a hidden doc's text, so those saves merge (docs/decisions/0146)."""
+    for path, doc in updates.items():
+        if doc is None:
+            return False
+        entry = latest.files.get(path)
+        if entry is not None and expires_at(entry) is not None:
+            return False
+    return True
+
+
+def _merge_waits(sx: SearchExt, merging: list[SegmentRef], cache: dict[str, Segment]) -> bool:
+    """Whether to write this save's docs as a segment of their own instead of merging: the merge would read
+    segments the handle does not hold (a round trip more before the commit, which waits for the segment),
+    and the index stays within `MAX_SEGMENTS` without it. A save whose handle holds them (it wrote or read
+    them), the save that would pass the bound, and any save of a store that was ever purged or whose index
+    is inexact merge as before: a purge removes segments the index may still name, and only the merge's read
+    finds them gone and drops them (docs/decisions/0146)."""
+    return any(r.sha256 not in cache for r in merging) and len(sx.segments) + 1 <= MAX_SEGMENTS
+
+
+async def _fold(
+    remote: ObjectStorage, sx: SearchExt, docs: Updates, cache: dict[str, Segment], *, may_wait: bool = False
+) -> bool:
     """Write `docs` as a new segment, merged with the newest segments as `merge_plan` says (those
-    `cache` lacks are read; the new one is cached: the handle's next search needs it). A segment to merge
+    `cache` lacks are read, unless the merge `may_wait`, `_merge_waits`; the new one is cached:
+    the handle's next search needs it). A segment to merge
     that is gone (a purge removes those holding a purged doc) leaves the index, which then misses its docs:
     True if that happened (the caller marks the index inexact, and readers index those files again)."""
     dropped = False
     while True:  # each round merges, or drops at least one segment: bounded by their number
         count = merge_plan([r.bytes for r in sx.segments] + [len(encode_segment(docs, WRITER))])
         merging = sx.segments[len(sx.segments) + 1 - count :] if count else []
-        if not merging:
+        if not merging or (may_wait and _merge_waits(sx, merging, cache)):
+            merging = []
             break
         found = await read_segments(remote, merging, cache)
-        if len(found) == len(merging) and (merging_docs := _full_docs(remote.uri, merging, found, cache)) is not None:
+        # by sha: two saves of the same docs name one segment twice
+        complete = all(r.sha256 in found for r in merging)
+        if complete and (merging_docs := _full_docs(remote.uri, merging, found, cache)) is not None:
             docs = merged(merging_docs, docs, oldest=len(merging) == len(sx.segments))
             break
         sx.segments = [r for r in sx.segments if r.sha256 in found or r not in merging]

@@ -21,7 +21,9 @@ from fsspec.utils import get_protocol
 
 from .._base.retry import get_retry_policy, is_transient
 from ..errors import StorageError, UnsafeStoreContent, UnsupportedBackend
+from ._adaptive import is_throttling, limit_for
 from ._contract import Capabilities, Listed, ObjectStorage
+from ._copy import Copied, checked_copier
 from ._fsio import AsyncIO, BlockingIO, gather_all
 from ._options import storage_options_for
 from ._registry import (
@@ -157,6 +159,14 @@ class FsspecStorage:
             return False
         return await self._call("create_exclusive", self._io.create, self.full_path(name), data)
 
+    async def copy_checked(self, name: str, target: str, sha256: str) -> Copied | None:
+        """Copy object `name` to full path `target` (on this filesystem) in the backend, create-only and only
+        if its bytes hash to `sha256` (`storage._copy`); None where the backend has no such copy."""
+        copier = checked_copier(self.fs)
+        if copier is None:
+            return None
+        return await self._call("copy", copier, self.full_path(name), target, sha256, self.prefix)
+
     async def remove_all(self, names: list[str]) -> None:
         """`remove_many`, but concurrently where the backend can (gc() may remove thousands of objects);
         in no particular order, so callers that need one call once per step."""
@@ -231,19 +241,26 @@ class FsspecStorage:
 
     async def _call(self, op: str, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
         """Await `fn`, retrying transient failures under the process's `RetryPolicy`; any other failure,
-        or the last attempt's, becomes `StorageError` (the backend's exception is its cause)."""
+        or the last attempt's, becomes `StorageError` (the backend's exception is its cause). Where the
+        backend takes concurrent requests, each attempt holds a slot of its adaptive limit (`storage._adaptive`)."""
         policy = get_retry_policy()
+        limit = limit_for(self.fs) if self._io.parallel else None
         for attempt in range(1, policy.attempts + 1):
+            started = await limit.acquire() if limit is not None else 0
+            throttled = False
             try:
                 return await fn(*args, **kwargs)
             except (StorageError, UnsafeStoreContent):
                 raise
             except Exception as exc:
-                if attempt < policy.attempts and is_transient(exc):
-                    await asyncio.sleep(policy.delay(attempt))
-                    continue
-                tries = f" (after {attempt} attempts)" if attempt > 1 else ""
-                raise StorageError(f"Storage operation {op} failed under {self.uri}{tries}: {exc}") from exc
+                throttled = is_throttling(exc)
+                if attempt == policy.attempts or not is_transient(exc):
+                    tries = f" (after {attempt} attempts)" if attempt > 1 else ""
+                    raise StorageError(f"Storage operation {op} failed under {self.uri}{tries}: {exc}") from exc
+            finally:
+                if limit is not None:
+                    limit.release(started, throttled=throttled)  # the backoff waits outside the slot
+            await asyncio.sleep(policy.delay(attempt))
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     async def create_many(self, objects: dict[str, bytes]) -> set[str]:

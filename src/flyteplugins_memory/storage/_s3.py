@@ -13,6 +13,7 @@ from typing import Any
 
 import fsspec
 
+from ._adaptive import get_max_in_flight
 from ._backend import Backend
 from ._contract import Capabilities
 
@@ -23,8 +24,10 @@ def _filesystem(options: Mapping[str, Any]) -> fsspec.AbstractFileSystem:
     import s3fs
 
     # max_concurrency=1: otherwise every GET is preceded by a HEAD (and a LIST when the object is
-    # missing) to decide on a ranged parallel download, tripling the requests of an open.
-    return s3fs.S3FileSystem(**{"max_concurrency": 1, **_flyte_options(), **options})
+    # missing) to decide on a ranged parallel download, tripling the requests of an open. A connection pool
+    # as wide as the requests we let fly (`storage._adaptive`): aiobotocore's default of 10 would queue them.
+    pool = {"config_kwargs": {"max_pool_connections": get_max_in_flight()}}
+    return s3fs.S3FileSystem(**{"max_concurrency": 1, **pool, **_flyte_options(), **options})
 
 
 def _flyte_options() -> dict[str, Any]:

@@ -28,10 +28,13 @@ from typing import Any
 
 import fsspec
 
+from ._adaptive import get_max_in_flight
 from ._backend import class_path
 
 #: s3fs constructor options that change nothing about the requests (or that this module maps itself).
-_HARMLESS = frozenset({"max_concurrency", "use_listings_cache", "skip_instance_cache", "asynchronous", "loop"})
+_HARMLESS = frozenset(
+    {"max_concurrency", "use_listings_cache", "skip_instance_cache", "asynchronous", "loop", "config_kwargs"}
+)
 _MAPPED = frozenset({"endpoint_url", "key", "secret", "token", "client_kwargs", "anon"})
 #: ``AWS_*`` variables that obstore would read but that the explicit configuration below overrides, or
 #: that neither client uses for requests to S3; any other one set keeps uploads on s3fs.
@@ -151,7 +154,7 @@ class S3Writes:
         loop = asyncio.get_running_loop()
         slots = self._slots.get(loop)
         if slots is None:
-            slots = self._slots[loop] = asyncio.Semaphore(MAX_IN_FLIGHT)
+            slots = self._slots[loop] = asyncio.Semaphore(max(MAX_IN_FLIGHT, get_max_in_flight()))
         return slots
 
     def _store(self, bucket: str) -> Any:
@@ -202,6 +205,8 @@ def writes_for(fs: fsspec.AbstractFileSystem) -> S3Writes | None:
     options: Mapping[str, Any] = fs.storage_options
     endpoint = options.get("endpoint_url") or ""
     if set(options) - _HARMLESS - _MAPPED or options.get("anon") or _foreign_env(endpoint):
+        return None
+    if set(options.get("config_kwargs") or {}) - {"max_pool_connections"}:  # the pool's width changes no request
         return None
     client = options.get("client_kwargs") or {}
     if set(client) - {"region_name"} or not (options.get("key") and options.get("secret")):

@@ -17,6 +17,7 @@ the machine's speed cannot make it flaky: waves are counted from the order calls
 from __future__ import annotations
 
 import asyncio
+import errno
 import random
 from collections import Counter
 from collections.abc import Callable, Coroutine, Iterator
@@ -30,7 +31,18 @@ from fsspec.asyn import AsyncFileSystem
 from ..storage._conditional import create_exclusive, create_exclusive_async
 from ..storage._fsio import bound_to_running_loop
 
-__all__ = ["KINDS", "Call", "Faults", "FaultyFileSystem", "Measured", "Plan", "at_call", "at_random", "from_call"]
+__all__ = [
+    "KINDS",
+    "THROTTLE",
+    "Call",
+    "Faults",
+    "FaultyFileSystem",
+    "Measured",
+    "Plan",
+    "at_call",
+    "at_random",
+    "from_call",
+]
 
 #: fail:       ConnectionResetError before the call reaches storage (transient)
 #: timeout:    TimeoutError before the call reaches storage (transient)
@@ -38,6 +50,10 @@ __all__ = ["KINDS", "Call", "Faults", "FaultyFileSystem", "Measured", "Plan", "a
 #: truncate:   a read returns only the first half of the object
 #: permanent:  PermissionError before the call reaches storage (not retried)
 KINDS = ("fail", "timeout", "lost_reply", "truncate", "permanent")
+#: throttle:   the backend's "slow down" before the call reaches storage: ``OSError(EBUSY)``, what s3fs raises
+#:             once its own retries of S3's SlowDown/503 are spent (transient; bulk calls back off on it).
+#:             Not among `KINDS`, so the random plans of existing seeds stay as they were.
+THROTTLE = "throttle"
 
 #: Given a call's number (from 1), its kind (read, write, delete, exists, list) and its path: the fault, or None.
 Plan = Callable[[int, str, str], "str | None"]
@@ -241,6 +257,8 @@ class FaultyFileSystem(AsyncFileSystem):
             raise TimeoutError(f"injected: {op} {path} timed out")
         if kind == "permanent":
             raise PermissionError(f"injected: {op} {path} forbidden")
+        if kind == THROTTLE:
+            raise OSError(errno.EBUSY, f"injected: SlowDown, please reduce your request rate ({op} {path})")
         return kind
 
     async def _after(self, kind: str | None) -> None:
