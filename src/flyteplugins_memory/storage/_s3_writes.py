@@ -90,15 +90,23 @@ def _runtime_running() -> bool:
 
 #: A process forked after obstore's runtime started has none (its threads are not copied) and an async
 #: obstore call there never completes: such a child leaves every request to s3fs.
+#: The parent keeps its runtime (and its setting): set just before a fork, put back in the parent after it.
 _unusable = False
+_before_fork = False
 
 
 def _note_fork() -> None:
-    global _unusable  # noqa: PLW0603 - set in the parent just before a fork, inherited by the child
+    global _unusable, _before_fork  # noqa: PLW0603 - set in the parent just before a fork, inherited by the child
+    _before_fork = _unusable
     _unusable = _unusable or _runtime_running()
 
 
-os.register_at_fork(before=_note_fork)
+def _forked_parent() -> None:
+    global _unusable  # noqa: PLW0603 - the parent's runtime threads still run: it goes on using obstore
+    _unusable = _before_fork
+
+
+os.register_at_fork(before=_note_fork, after_in_parent=_forked_parent)
 
 
 class S3Writes:
