@@ -113,9 +113,21 @@ class S3Writes:
     """PutObject (plain and create-only) for one configuration, one obstore client per bucket; large
     uploads as parallel multipart uploads through `fs`, the s3fs filesystem of that configuration."""
 
-    def __init__(self, endpoint: str, region: str, key: str, secret: str, token: str | None, *, fs: Any = None):
+    def __init__(
+        self,
+        endpoint: str,
+        region: str,
+        key: str,
+        secret: str,
+        token: str | None,
+        *,
+        fs: Any = None,
+        bind: Callable[[Any], Any] | None = None,
+    ):
         self._config = (endpoint, region, key, secret, token or "")
-        self._fs = fs  # None: every upload one PUT
+        # the s3fs filesystem, and how to have it on the running loop (`storage._fsio.bound_to_running_loop`,
+        # given by the caller: that module imports this one); either missing, every upload is one PUT
+        self._fs, self._bind = fs, bind
         self._slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
             weakref.WeakKeyDictionary()
         )
@@ -164,12 +176,11 @@ class S3Writes:
             raise
 
     def _in_parts(self, data: bytes) -> bool:
-        return self._fs is not None and _multipart.is_large(len(data))
+        return self._fs is not None and self._bind is not None and _multipart.is_large(len(data))
 
     def _parts_client(self) -> _multipart.S3Multipart:
-        from ._fsio import bound_to_running_loop  # `storage._fsio` imports this module
-
-        return _multipart.S3Multipart(bound_to_running_loop(self._fs), self._request)
+        assert self._bind is not None  # `_in_parts` said so
+        return _multipart.S3Multipart(self._bind(self._fs), self._request)
 
     async def _request(self, op: str, path: str, send: Callable[[], Awaitable[Any]]) -> Any:
         """One request of a multipart upload, holding a slot as a PUT does (each part is a connection)."""
@@ -237,9 +248,12 @@ def _new_store(bucket: str, endpoint: str, region: str, key: str, secret: str, t
     )
 
 
-def writes_for(fs: fsspec.AbstractFileSystem) -> S3Writes | None:
+def writes_for(
+    fs: fsspec.AbstractFileSystem, bind: Callable[[fsspec.AbstractFileSystem], Any] | None = None
+) -> S3Writes | None:
     """obstore uploads equivalent to `fs`'s, or None when `fs` is not a plain s3fs filesystem whose
-    configuration maps entirely (see the module docstring), or obstore is missing."""
+    configuration maps entirely (see the module docstring), or obstore is missing. With `bind` (`fs` on
+    the running loop), large uploads go as multipart uploads through `fs` (`storage._multipart`)."""
     if _unusable or class_path(fs) != "s3fs.core.S3FileSystem":
         return None
     options: Mapping[str, Any] = fs.storage_options
@@ -256,7 +270,7 @@ def writes_for(fs: fsspec.AbstractFileSystem) -> S3Writes | None:
         region = "us-east-1"  # what botocore signs with for a custom endpoint and no region
     if not region or not _obstore_available():
         return None  # AWS itself with no known region: s3fs follows region redirects, obstore does not
-    return S3Writes(endpoint, region, options["key"], options["secret"], options.get("token"), fs=fs)
+    return S3Writes(endpoint, region, options["key"], options["secret"], options.get("token"), fs=fs, bind=bind)
 
 
 def _foreign_env(endpoint: str) -> bool:
