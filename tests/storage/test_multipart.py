@@ -197,3 +197,26 @@ def test_a_process_that_forked_keeps_its_uploads_and_their_parts(s3_backend, key
         os._exit(0)
     os.waitpid(pid, 0)
     assert getattr(FsspecStorage(s3_backend.store_uri(key))._io, "writes", None) is not None
+
+
+@pytest.mark.parametrize("request_number", [1, 3, 5])  # the start, a part, the completion
+def test_a_large_create_interrupted_at_any_request_leaves_nothing_or_the_whole_object(
+    s3_backend, key, small_parts, request_number
+):
+    """A request of the upload (of start, three parts, completion) taking effect and then losing its reply,
+    with no retry: the create fails, and S3 holds no object or exactly the bytes. Only a lost reply to the
+    start leaves an upload behind: no id came back to abort it (it holds no parts; decision 0163)."""
+    data = os.urandom(11 * MIB)
+    faults = Faults()
+    storage = _faulty(s3_backend, key, faults)
+    faults.arm(at_call(request_number, "lost_reply"))
+    previous = set_retry_policy(RetryPolicy(attempts=1))
+    try:
+        with pytest.raises(StorageError):
+            run_sync(storage.create_exclusive, "big.bin", data)
+    finally:
+        set_retry_policy(previous)
+    held = s3_backend.objects(key).get("big.bin")
+    assert (held is None) if request_number < 5 else (held is not None and _sha(held) == _sha(data))
+    left = _uploads(s3_backend, key)
+    assert len(left) == (1 if request_number == 1 else 0), left
