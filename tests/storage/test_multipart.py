@@ -220,3 +220,23 @@ def test_a_large_create_interrupted_at_any_request_leaves_nothing_or_the_whole_o
     assert (held is None) if request_number < 5 else (held is not None and _sha(held) == _sha(data))
     left = _uploads(s3_backend, key)
     assert len(left) == (1 if request_number == 1 else 0), left
+
+
+def test_a_save_of_a_large_file_sends_its_parts_in_one_wave(round_trips, durable_backend, key, small_parts):
+    """Counted by the `round_trips` fixture: on S3 the new file's upload is its start, its three parts in one
+    wave, and its completion (two round trips more than one PUT, whatever the size); the save's other requests
+    keep their waves. Local disk writes it in one call."""
+    store = MemoryStore.create(key=key)
+    store.write_text("small.txt", "x")
+    store.save()
+    store.write_bytes("big.bin", os.urandom(11 * MIB))
+    with round_trips.measure() as measured:
+        store.save()
+    upload = [call for call in measured.calls if call.path.endswith("/big.bin") and call.op == "write"]
+    if durable_backend.name == "s3":
+        waves = sorted({call.wave for call in upload})
+        assert len(upload) == 5 and len(waves) == 3, measured.describe()
+        assert [len([c for c in upload if c.wave == w]) for w in waves] == [1, 3, 1], measured.describe()
+        assert measured.waves == 5, measured.describe()  # the upload's 3, the commit, projection and head
+    else:
+        assert len(upload) == 1 and measured.waves == 3, measured.describe()
