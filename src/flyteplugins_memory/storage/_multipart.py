@@ -48,7 +48,7 @@ THRESHOLD = 16 * 1024 * 1024
 #: 5 GiB (the last one may be smaller).
 PART_SIZE = 8 * 1024 * 1024
 #: Parts of one upload in flight at once, and the parts of an upload of up to 16 x 5 GiB: larger objects
-#: take larger parts, so every part goes out in one round trip (100 MB: 13 parts of 8 MiB; 1 GB: 16 of
+#: take larger parts, so every part goes out in one round trip (100 MiB: 13 parts of 8 MiB; 1 GiB: 16 of
 #: 64 MiB). Only an object beyond 80 GiB takes more parts than this, in waves of `MAX_PARTS`.
 MAX_PARTS = 16
 #: S3's largest part.
@@ -105,7 +105,7 @@ async def upload(client: MultipartClient, path: str, data: bytes | memoryview, *
 
 async def _parts(client: MultipartClient, path: str, upload_id: str, view: memoryview) -> list[str]:
     """Every part at once (at most `MAX_PARTS` in flight); their ETags in order. On a failure the parts
-    still in flight are cancelled and awaited, so none lands after the abort that follows."""
+    still in flight are cancelled and awaited, so none is still being sent when the abort goes out."""
     slots = asyncio.Semaphore(MAX_PARTS)
 
     async def one(number: int, start: int, end: int) -> str:
