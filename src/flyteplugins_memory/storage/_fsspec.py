@@ -293,7 +293,7 @@ def _io_for(fs: fsspec.AbstractFileSystem) -> AsyncIO | BlockingIO:
         return BlockingIO(fs)
     backend = backend_of(fs)
     emulated = backend is not None and backend.is_emulated()
-    writes = writes_for(underlying(fs))
+    writes = writes_for(underlying(fs), bound_to_running_loop)  # large uploads in parallel parts
     if writes is not None and underlying(fs) is not fs:  # a forwarding wrapper (fault injection) sees every call
         writes = writes.through(fs)
     return AsyncIO(fs, parallel=not emulated, writes=writes)

@@ -6,7 +6,9 @@ about 2.5 s of client CPU (signing, user agent, endpoint rules; against moto, a 
 what flyte itself moves S3 data with) about 0.5 s; and botocore copies a PutObject's body (a 100 MB file
 took twice its size in memory) where obstore sends the caller's buffer.
 
-Scope: uploads only, plain and create-only (``If-None-Match: *``, HTTP 412 is "not created"). Reads,
+Scope: uploads only, plain and create-only (``If-None-Match: *``, HTTP 412 is "not created"). Uploads
+larger than `storage._multipart.THRESHOLD` go as multipart uploads with their parts in parallel, through
+s3fs's own client (obstore makes no conditional multipart upload): `storage._multipart`. Reads,
 listings, deletes and existence checks stay on s3fs, which remains the seam (`storage._fsio`). Only for an
 ``s3fs.S3FileSystem`` (plain, or inside the fault injector of `flyteplugins_memory.testing`, whose hook
 every upload then passes) whose options this module maps entirely (`writes_for`): explicit keys, an
@@ -23,11 +25,12 @@ import re
 import sys
 import threading
 import weakref
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import fsspec
 
+from . import _multipart
 from ._adaptive import get_max_in_flight
 from ._backend import class_path
 
@@ -87,22 +90,44 @@ def _runtime_running() -> bool:
 
 #: A process forked after obstore's runtime started has none (its threads are not copied) and an async
 #: obstore call there never completes: such a child leaves every request to s3fs.
+#: The parent keeps its runtime (and its setting): set just before a fork, put back in the parent after it.
 _unusable = False
+_before_fork = False
 
 
 def _note_fork() -> None:
-    global _unusable  # noqa: PLW0603 - set in the parent just before a fork, inherited by the child
+    global _unusable, _before_fork  # noqa: PLW0603 - set in the parent just before a fork, inherited by the child
+    _before_fork = _unusable
     _unusable = _unusable or _runtime_running()
 
 
-os.register_at_fork(before=_note_fork)
+def _forked_parent() -> None:
+    global _unusable  # noqa: PLW0603 - the parent's runtime threads still run: it goes on using obstore
+    _unusable = _before_fork
+
+
+os.register_at_fork(before=_note_fork, after_in_parent=_forked_parent)
 
 
 class S3Writes:
-    """PutObject (plain and create-only) for one configuration, one obstore client per bucket."""
+    """PutObject (plain and create-only) for one configuration, one obstore client per bucket; large
+    uploads as parallel multipart uploads through `fs`, the s3fs filesystem of that configuration."""
 
-    def __init__(self, endpoint: str, region: str, key: str, secret: str, token: str | None):
+    def __init__(
+        self,
+        endpoint: str,
+        region: str,
+        key: str,
+        secret: str,
+        token: str | None,
+        *,
+        fs: Any = None,
+        bind: Callable[[Any], Any] | None = None,
+    ):
         self._config = (endpoint, region, key, secret, token or "")
+        # the s3fs filesystem, and how to have it on the running loop (`storage._fsio.bound_to_running_loop`,
+        # given by the caller: that module imports this one); either missing, every upload is one PUT
+        self._fs, self._bind = fs, bind
         self._slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
             weakref.WeakKeyDictionary()
         )
@@ -118,12 +143,17 @@ class S3Writes:
 
     async def put(self, path: str, data: bytes) -> None:
         """Write `data` at s3fs path `path` (``bucket/key``)."""
+        if self._in_parts(data):
+            await _multipart.upload(self._parts_client(), path, data, create_only=False)
+            return
         await self._put(path, data, "overwrite")
 
     async def create(self, path: str, data: bytes) -> bool:
         """Write `data` at `path` only if nothing is there (``If-None-Match: *``); False if it was taken."""
         from obstore.exceptions import AlreadyExistsError, PreconditionError
 
+        if self._in_parts(data):
+            return await _multipart.upload(self._parts_client(), path, data, create_only=True)
         try:
             await self._put(path, data, "create")
         except (AlreadyExistsError, PreconditionError):
@@ -144,6 +174,18 @@ class S3Writes:
             if _TRANSIENT.search(str(exc)):  # `_base.retry` tells passing failures by builtin type
                 raise ConnectionError(str(exc)) from exc
             raise
+
+    def _in_parts(self, data: bytes) -> bool:
+        return self._fs is not None and self._bind is not None and _multipart.is_large(len(data))
+
+    def _parts_client(self) -> _multipart.S3Multipart:
+        assert self._bind is not None  # `_in_parts` said so
+        return _multipart.S3Multipart(self._bind(self._fs), self._request)
+
+    async def _request(self, op: str, path: str, send: Callable[[], Awaitable[Any]]) -> Any:
+        """One request of a multipart upload, holding a slot as a PUT does (each part is a connection)."""
+        async with self._slot():
+            return await send()
 
     def through(self, wrapper: Any) -> S3Writes:
         """These uploads, each passed through `wrapper`'s hook (``_through(op, path, call)``, as the fault
@@ -173,11 +215,20 @@ class _Wrapped(S3Writes):
         self._wrapper = wrapper
 
     async def put(self, path: str, data: bytes) -> None:
+        if self._in_parts(data):  # each request of the upload passes the hook (`_request`)
+            await super().put(path, data)
+            return
         await self._wrapper._through("write", path, super().put(path, data))
 
     async def create(self, path: str, data: bytes) -> bool:
+        if self._in_parts(data):
+            return await super().create(path, data)
         _, created = await self._wrapper._through("write", path, super().create(path, data))
         return bool(created)
+
+    async def _request(self, op: str, path: str, send: Callable[[], Awaitable[Any]]) -> Any:
+        _, answer = await self._wrapper._through(op, path, super()._request(op, path, send))
+        return answer
 
 
 def _new_store(bucket: str, endpoint: str, region: str, key: str, secret: str, token: str) -> Any:
@@ -197,9 +248,12 @@ def _new_store(bucket: str, endpoint: str, region: str, key: str, secret: str, t
     )
 
 
-def writes_for(fs: fsspec.AbstractFileSystem) -> S3Writes | None:
+def writes_for(
+    fs: fsspec.AbstractFileSystem, bind: Callable[[fsspec.AbstractFileSystem], Any] | None = None
+) -> S3Writes | None:
     """obstore uploads equivalent to `fs`'s, or None when `fs` is not a plain s3fs filesystem whose
-    configuration maps entirely (see the module docstring), or obstore is missing."""
+    configuration maps entirely (see the module docstring), or obstore is missing. With `bind` (`fs` on
+    the running loop), large uploads go as multipart uploads through `fs` (`storage._multipart`)."""
     if _unusable or class_path(fs) != "s3fs.core.S3FileSystem":
         return None
     options: Mapping[str, Any] = fs.storage_options
@@ -216,7 +270,7 @@ def writes_for(fs: fsspec.AbstractFileSystem) -> S3Writes | None:
         region = "us-east-1"  # what botocore signs with for a custom endpoint and no region
     if not region or not _obstore_available():
         return None  # AWS itself with no known region: s3fs follows region redirects, obstore does not
-    return S3Writes(endpoint, region, options["key"], options["secret"], options.get("token"))
+    return S3Writes(endpoint, region, options["key"], options["secret"], options.get("token"), fs=fs, bind=bind)
 
 
 def _foreign_env(endpoint: str) -> bool:
