@@ -240,3 +240,32 @@ def test_a_save_of_a_large_file_sends_its_parts_in_one_wave(round_trips, durable
         assert measured.waves == 5, measured.describe()  # the upload's 3, the commit, projection and head
     else:
         assert len(upload) == 1 and measured.waves == 3, measured.describe()
+
+
+def test_a_completion_racing_another_write_409_is_retried_whole_and_lands(s3_backend, key, small_parts, monkeypatch):
+    """S3 answers a conditional completion that races another write of the key with 409
+    ``ConditionalRequestConflict`` ("retry"); s3fs raises it as ``OSError(EIO)``: a passing failure, not a refusal."""
+    import s3fs
+    from botocore.exceptions import ClientError
+    from s3fs.errors import translate_boto_error
+
+    data = os.urandom(11 * MIB)
+    real, conflicts = s3fs.S3FileSystem._call_s3, [1]
+
+    async def call_s3(self, method, *args, **kwargs):
+        if method == "complete_multipart_upload" and conflicts:
+            conflicts.pop()
+            error = {"Code": "ConditionalRequestConflict", "Message": "A conflicting operation is in progress"}
+            response = {"Error": error, "ResponseMetadata": {"HTTPStatusCode": 409}}
+            raise translate_boto_error(ClientError(response, "CompleteMultipartUpload"))
+        return await real(self, method, *args, **kwargs)
+
+    monkeypatch.setattr(s3fs.S3FileSystem, "_call_s3", call_s3)
+    storage = FsspecStorage(s3_backend.store_uri(key))
+    previous = set_retry_policy(RetryPolicy(attempts=3, initial_delay=0.0, jitter=False))
+    try:
+        assert run_sync(storage.create_exclusive, "big.bin", data) is True
+    finally:
+        set_retry_policy(previous)
+    assert conflicts == [] and _sha(s3_backend.objects(key)["big.bin"]) == _sha(data)
+    assert _uploads(s3_backend, key) == []

@@ -24,7 +24,7 @@ from ..errors import StorageError, UnsafeStoreContent, UnsupportedBackend
 from ._adaptive import is_throttling, limit_for
 from ._contract import Capabilities, Listed, ObjectStorage
 from ._copy import Copied, checked_copier
-from ._fsio import AsyncIO, BlockingIO, gather_all
+from ._fsio import AsyncIO, BlockingIO, bound_to_running_loop, gather_all
 from ._options import storage_options_for
 from ._registry import (
     UNVERIFIED_BACKENDS_ENV,
