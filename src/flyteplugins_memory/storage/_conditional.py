@@ -53,6 +53,14 @@ def _refused(exc: Exception) -> bool:
     raise exc
 
 
+def _s3_answer(exc: BaseException) -> tuple[object, object]:
+    """The S3 error code and HTTP status botocore's error `exc` carries (None, None for any other)."""
+    response = getattr(exc, "response", None)
+    if not isinstance(response, dict):
+        return None, None
+    return (response.get("Error") or {}).get("Code"), (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
+
+
 def _is_precondition_failure(exc: BaseException) -> bool:
     """Whether a failed create-only write was refused because the object exists (HTTP 412).
 
@@ -61,15 +69,24 @@ def _is_precondition_failure(exc: BaseException) -> bool:
     """
     current: BaseException | None = exc
     while current is not None:
-        response = getattr(current, "response", None)
-        if isinstance(response, dict):
-            error = response.get("Error") or {}
-            status = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
-            if error.get("Code") in ("PreconditionFailed", "412") or status == 412:
-                return True
+        code, status = _s3_answer(current)
+        if code in ("PreconditionFailed", "412") or status == 412:
+            return True
         if getattr(current, "code", None) == 412:
             return True
         if "PreconditionFailed" in str(current) or "conditionNotMet" in str(current):
             return True
         current = current.__cause__
+    return False
+
+
+def is_conflict(exc: BaseException) -> bool:
+    """Whether S3 answered 409 ``ConditionalRequestConflict`` (a conditional write raced another write of the
+    key: "retry"); s3fs raises it as ``OSError(EIO)``, with botocore's error as its cause."""
+    current: BaseException | None = exc
+    while current is not None:
+        code, status = _s3_answer(current)
+        if code == "ConditionalRequestConflict" or status == 409:
+            return True
+        current = current.__cause__ or current.__context__
     return False

@@ -29,7 +29,7 @@ import io
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from ._conditional import _is_precondition_failure
+from ._conditional import _is_precondition_failure, is_conflict
 
 __all__ = [
     "MAX_PARTS",
@@ -167,28 +167,13 @@ class S3Multipart:
         except Exception as exc:
             if create_only and (isinstance(exc, FileExistsError) or _is_precondition_failure(exc)):
                 return False
-            if _is_conflict(exc):  # S3: "a conflicting operation is in progress, retry": a passing failure
+            if is_conflict(exc):  # S3: "a conflicting operation is in progress, retry": a passing failure
                 raise ConnectionError(str(exc)) from exc
             raise
         return True
 
     async def abort(self, path: str, upload_id: str) -> None:
         await self._send("delete", path, "abort_multipart_upload", UploadId=upload_id)
-
-
-def _is_conflict(exc: BaseException) -> bool:
-    """Whether S3 answered 409 ``ConditionalRequestConflict`` (a conditional write raced another write of the
-    key); s3fs raises it as ``OSError(EIO)``, with botocore's error as its cause."""
-    current: BaseException | None = exc
-    while current is not None:
-        response = getattr(current, "response", None)
-        if isinstance(response, dict):
-            error = response.get("Error") or {}
-            status = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
-            if error.get("Code") == "ConditionalRequestConflict" or status == 409:
-                return True
-        current = current.__cause__ or current.__context__
-    return False
 
 
 class _View(io.RawIOBase):
