@@ -441,9 +441,14 @@ def test_a_stale_save_failing_beside_its_copy_leaves_no_purged_bytes(durable_bac
     assert holding(durable_backend, SECRET) == []
 
 
-def test_a_stale_save_failing_in_its_first_wave_leaves_no_search_segment_of_purged_content(
-    durable_backend, key, monkeypatch
-):
+@pytest.mark.parametrize(
+    "failing",
+    [
+        "upload_in_place",  # in its first wave: the segment beside it is written
+        "_claim",  # at its commit record (the slot holds the purge: not ours)
+    ],
+)
+def test_a_stale_save_that_fails_leaves_no_search_segment_of_purged_content(durable_backend, key, monkeypatch, failing):
     from flyteplugins_memory import StorageError
     from flyteplugins_memory._journal import commit as _commit
 
@@ -456,35 +461,12 @@ def test_a_stale_save_failing_in_its_first_wave_leaves_no_search_segment_of_purg
     assert holding(durable_backend, SECRET, SSN) == []
     stale.write_text("notes/b.md", "bravo")
 
-    async def upload_fails(*args, **kwargs):
-        raise StorageError("the new file's PUT failed")
+    async def fails(*args, **kwargs):
+        raise StorageError(f"{failing} failed")
 
-    monkeypatch.setattr(_commit, "upload_in_place", upload_fails)  # the segment beside it is written
+    monkeypatch.setattr(_commit, failing, fails)
     with pytest.raises(StorageError):
         stale.save()  # its first wave folded its cached segments (a.txt's doc) into a new one
-    assert holding(durable_backend, SECRET, SSN) == []
-
-
-def test_a_stale_save_whose_commit_write_fails_leaves_no_search_segment_of_purged_content(
-    durable_backend, key, monkeypatch
-):
-    from flyteplugins_memory import StorageError
-    from flyteplugins_memory._journal import commit as _commit
-
-    store = MemoryStore.get_or_create(key=key)
-    store.write_text("a.txt", f"alpha {SECRET}", metadata={"ssn": SSN})
-    store.save()
-    stale = MemoryStore.get_or_create(key=key)
-    assert stale.search("alpha")
-    MemoryStore.get_or_create(key=key).purge("a.txt")
-    stale.write_text("notes/b.md", "bravo")
-
-    async def commit_write_fails(*args, **kwargs):
-        raise StorageError("the commit record's PUT failed")
-
-    monkeypatch.setattr(_commit, "_claim", commit_write_fails)  # the slot holds the purge: not ours
-    with pytest.raises(StorageError):
-        stale.save()
     assert holding(durable_backend, SECRET, SSN) == []
 
 
