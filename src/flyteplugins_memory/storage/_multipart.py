@@ -42,8 +42,10 @@ __all__ = [
     "upload",
 ]
 
-#: Writes above this many bytes go as multipart uploads: at least two parts of `PART_SIZE`.
-THRESHOLD = 16 * 1024 * 1024
+#: Writes above this many bytes go as multipart uploads. 100 MiB, where AWS advises multipart: below it one
+#: stream is about as fast and the two extra round trips cost more (measured against moto: a 100 MB write
+#: 2.5 s in parts, 1.4-2.0 s as one PUT; decision 0163).
+THRESHOLD = 100 * 1024 * 1024
 #: Bytes per part at least. 8 MiB, as the ranged reads (`storage._ranges`); S3 takes parts of 5 MiB to
 #: 5 GiB (the last one may be smaller).
 PART_SIZE = 8 * 1024 * 1024
