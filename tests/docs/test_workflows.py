@@ -274,8 +274,9 @@ def test_history_diff_and_restore_undo_a_bad_edit_that_stays_in_history(where, r
     assert "restored c4 as c6 by auditor: 'undo c5 by planner/tidy-tool: the heading is gone'" in audited
     assert "c5 is still there: True" in audited and "plan.md now has the content of c4: True" in audited
     travelled = out.split("=== Time travel")[1]
-    assert "as of #5 (planner/tidy-tool): 2 steps, 4 message(s), the heading is gone" in travelled
-    assert "as of #6 (auditor): 5 steps, 4 message(s), good" in travelled
+    assert "as of #2 (planner): 3 steps, 1 message, good" in travelled  # one message: no "(s)"
+    assert "as of #5 (planner/tidy-tool): 2 steps, 4 messages, the heading is gone" in travelled
+    assert "as of #6 (auditor): 5 steps, 4 messages, good" in travelled
     assert "writing to the view as of #2 is refused: ReadOnlySnapshot" in travelled
 
     assert where.read(key, "plan.md") == GOOD_PLAN
@@ -383,7 +384,7 @@ def test_a_flyte_agent_plugin_remembers_across_runs_in_our_store(where, runs):
     assert "agent: From what you told me earlier: your name is Ada; your favourite language is Rust." in second
     shown = out.split("=== What our store shows ===")[1]
     assert "(flyteplugins_memory.MemoryStore)" in shown, "the plugin's resolve_memory opened ours"
-    assert "langgraph/history.json: 4 messages, 2 version(s)" in shown
+    assert "langgraph/history.json: 4 messages, 2 versions" in shown
     assert "search 'Rust': ['langgraph/history.json']" in shown
     stored = json.loads(where.read(key, "langgraph/history.json"))  # the plugin's format, as storage holds it
     assert [m["type"] for m in stored] == ["human", "ai", "human", "ai"] and "Ada" in stored[-1]["data"]["content"]

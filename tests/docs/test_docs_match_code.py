@@ -1,0 +1,57 @@
+"""Statements of the docs that the snippets cannot check, checked against the code and the Makefile.
+
+Each test reads one claim a reader relies on (the error tree is whole, a feature exists, a format version,
+what ``make lint`` runs) and compares it with what the package or the build actually does.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+
+import flyteplugins_memory
+from flyteplugins_memory._rules.search_forms import VERSION as SEARCH_VERSION
+from repo import REPO
+
+DOCS = REPO / "docs"
+
+
+def test_the_errors_page_names_every_public_error() -> None:
+    page = (DOCS / "guide" / "errors.md").read_text(encoding="utf-8")
+    public = [
+        name
+        for name in flyteplugins_memory.__all__
+        if isinstance(getattr(flyteplugins_memory, name), type)
+        and issubclass(getattr(flyteplugins_memory, name), BaseException)
+    ]
+    assert len(public) > 30
+    assert [name for name in public if f"`{name}`" not in page] == []
+
+
+def test_features_says_ttl_exists() -> None:
+    """``ttl=`` on writes and ``set_retention`` are features; the comparison page must not call them planned."""
+    page = (DOCS / "features.md").read_text(encoding="utf-8")
+    store = flyteplugins_memory.MemoryStore
+    assert "ttl" in inspect.signature(store.write_text).parameters and hasattr(store, "set_retention")
+    assert "`ttl=`" in page and "set_retention" in page
+    for stale in ("No TTL", "not offered yet", "is planned"):
+        assert stale not in page, stale
+
+
+def test_the_search_decision_names_the_index_version_the_code_writes() -> None:
+    """Decision 0064 describes ``ext["search"]``; a version it states as current is the code's."""
+    record = next((DOCS / "decisions").glob("0064-*.md")).read_text(encoding="utf-8")
+    stated = re.findall(r'`ext\["search"\]` = `\{v: (\d+)', record)
+    assert stated == [] or stated == [str(SEARCH_VERSION)], stated
+    assert "_rules/search_forms.VERSION" in record
+
+
+def test_the_readme_says_what_make_lint_runs() -> None:
+    makefile = (REPO / "Makefile").read_text(encoding="utf-8")
+    recipe = makefile.split("\nlint:", 1)[1].split("\n\n", 1)[0]
+    ruff_dirs = re.search(r"ruff check ([\w /]+)\n", recipe).group(1).split()
+    assert "ruff format --check " + " ".join(ruff_dirs) in recipe
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    line = next(line for line in readme.splitlines() if line.startswith("make lint"))
+    assert "ruff check and ruff format --check on " + " ".join(f"{d}/" for d in ruff_dirs) in line
+    assert "pyright on src/" in line and '"src"' in (REPO / "pyproject.toml").read_text(encoding="utf-8")
