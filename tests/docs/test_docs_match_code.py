@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import shlex
 
 import flyteplugins_memory
 from flyteplugins_memory._rules.search_forms import VERSION as SEARCH_VERSION
@@ -55,3 +56,36 @@ def test_the_readme_says_what_make_lint_runs() -> None:
     line = next(line for line in readme.splitlines() if line.startswith("make lint"))
     assert "ruff check and ruff format --check on " + " ".join(f"{d}/" for d in ruff_dirs) in line
     assert "pyright on src/" in line and '"src"' in (REPO / "pyproject.toml").read_text(encoding="utf-8")
+
+
+def readme_cli_session() -> list[list[str]]:
+    """The ``flyte-memory`` commands of the README's "Look inside from a terminal" block, as argument lists."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    block = readme.split("## Look inside from a terminal", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    return [shlex.split(line.split("  #", 1)[0])[1:] for line in block.splitlines() if line.startswith("flyte-memory ")]
+
+
+def test_the_readme_cli_session_runs_on_a_store_like_the_demos(tmp_path, monkeypatch) -> None:
+    """Every command of the README's session runs on a store shaped as ``make demo`` leaves it (the key
+    ``agent-chat`` under the local defaults; here under a temporary ``--root``)."""
+    from click.testing import CliRunner
+
+    from flyteplugins_memory import MemoryStore
+    from flyteplugins_memory.cli import memory
+
+    monkeypatch.chdir(tmp_path)  # `report --html memory.html` writes here
+    root = str(tmp_path / "raw")
+    store = MemoryStore("agent-chat", remote_path=f"{root}/agents/memory-store/v0/local/default/development/agent-chat")
+    store.append({"role": "user", "content": "Hi! My name is Ada."})
+    store.write_text("notes/user.md", "# About the user\n- name: Ada\n", actor="agent-chat/remember_note")
+    store.save(actor="agent-chat", reason="one chat turn")
+    commands = readme_cli_session()
+    assert [c[0] for c in commands] == ["keys", "ls", "messages", "cat", "log", "report"]
+    for command in commands:
+        result = CliRunner().invoke(memory, [*command, "--root", root])
+        assert result.exit_code == 0, (command, result.stdout, result.stderr, result.exception)
+        if command[0] in ("keys", "ls", "cat"):
+            assert (
+                "agent-chat" if command[0] == "keys" else "Ada" if command[0] == "cat" else "notes"
+            ) in result.stdout
+    assert (tmp_path / "memory.html").is_file()
