@@ -89,3 +89,24 @@ def test_the_readme_cli_session_runs_on_a_store_like_the_demos(tmp_path, monkeyp
                 "agent-chat" if command[0] == "keys" else "Ada" if command[0] == "cat" else "notes"
             ) in result.stdout
     assert (tmp_path / "memory.html").is_file()
+
+
+def heading_anchors(page) -> set[str]:
+    """The anchors GitHub gives a page's headings (lower case, punctuation dropped, spaces as dashes)."""
+    headings = [line.lstrip("#").strip() for line in page.read_text(encoding="utf-8").splitlines() if line[:1] == "#"]
+    return {re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-") for heading in headings}
+
+
+def test_every_relative_link_of_the_docs_leads_somewhere() -> None:
+    """A link of README.md or docs/ to a file of the checkout, or a heading of one, names one that exists."""
+    broken = []
+    for page in [REPO / "README.md", *sorted(DOCS.rglob("*.md"))]:
+        prose = re.sub(r"^```.*?^```", "", page.read_text(encoding="utf-8"), flags=re.MULTILINE | re.DOTALL)
+        for link in re.findall(r"\]\(([^)\s]+)\)", prose):
+            if re.match(r"\w+:", link):
+                continue
+            path, _, anchor = link.partition("#")
+            target = page.parent / path if path else page
+            if not target.exists() or (anchor and target.suffix == ".md" and anchor not in heading_anchors(target)):
+                broken.append(f"{page.relative_to(REPO)}: {link}")
+    assert broken == []
