@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import _support
 import flyte
+from _support import plural
 
 from flyteplugins_memory import MemoryStore
 
@@ -25,7 +26,7 @@ async def remember(key: str, question: str) -> MemoryStore:
     notes = await memory.read_json.aio("notes/facts.json", default=[])
     notes.append(f"user asked: {question}")
     await memory.write_json.aio("notes/facts.json", notes, actor="remember", reason="new question")
-    memory.append({"role": "assistant", "content": f"I now know {len(notes)} fact(s)."})
+    memory.append({"role": "assistant", "content": f"I now know {plural(len(notes), 'fact')}."})
     await memory.save.aio()
     return memory
 
@@ -36,8 +37,8 @@ async def recall(memory: MemoryStore) -> str:
     paths = await memory.list_paths.aio()
     last_event = (await memory.audit_tail.aio(1))[-1]
     return (
-        f"store {memory.key!r}: {len(memory.messages)} messages, files {paths}, "
-        f"{len(facts)} fact(s), last write by {last_event['actor']!r}\n"
+        f"store {memory.key!r}: {plural(len(memory.messages), 'message')}, files {paths}, "
+        f"{plural(len(facts), 'fact')}, last write by {last_event['actor']!r}\n"
         f"memory lives at {memory.remote_path}"
     )
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import _support
 import flyte
+from _support import plural
 from flyte.ai.agents import Agent, LLMMessage
 
 from flyteplugins_memory import MemoryStore
@@ -112,7 +113,8 @@ def answer(known: dict[str, str], earlier: list[str]) -> str:
         return "I don't know yet: my notes about you are empty, and this is the first thing you have told me."
     facts = " and ".join(f"your {name} is {value}" for name, value in known.items())
     cited = f' Earlier you told me: "{earlier[-1]}"' if earlier else ""
-    return f"From my notes ({NOTES}), {facts}.{cited} ({len(earlier)} earlier message(s) of yours in my memory.)"
+    count = plural(len(earlier), "earlier message")
+    return f"From my notes ({NOTES}), {facts}.{cited} ({count} of yours in my memory.)"
 
 
 def build_agent(memory: MemoryStore, model: str) -> Agent:
@@ -158,12 +160,15 @@ async def what_it_remembers(key: str) -> str:
     return "\n".join(
         [
             f"store:       {memory.remote_path}",
-            f"transcript:  {len(roles)} messages ({counts})",
+            f"transcript:  {plural(len(roles), 'message')} ({counts})",
             f"files:       {json.dumps(await memory.list_paths.aio())}",
             f"{NOTES}:",
             *(f"    {line}" for line in (await memory.read_text.aio(NOTES, default="(none)")).splitlines()),
-            "last commits:",
-            *(f"    #{c.seq} {c.time} {c.kind} by {c.actor}: wrote {list(c.wrote)}, +{c.appended} msgs" for c in log),
+            "last commits, newest first:",
+            *(
+                f"    #{c.seq} {c.time} {c.kind} by {c.actor}: wrote {list(c.wrote)}, +{plural(c.appended, 'message')}"
+                for c in log
+            ),
         ]
     )
 

@@ -19,6 +19,7 @@ import uuid
 
 import _support
 import flyte
+from _support import plural
 
 from flyteplugins_memory import ConcurrencyError, MemoryStore
 
@@ -81,9 +82,15 @@ def report(memory: MemoryStore, n: int, batch: str, messages: list, summary: lis
     return "\n".join(
         [
             f"store: {memory.remote_path}",
-            f"batch {batch}: {n} findings files, {len(messages)} transcript messages, {len(summary)} summary lines",
+            (
+                f"batch {batch}: {plural(n, 'findings file')}, {plural(len(messages), 'transcript message')},"
+                f" {plural(len(summary), 'summary line')}"
+            ),
             "NOTHING LOST",
-            f"conflicts: {sum(retries)} retries in all ({sum(1 for r in retries if r)} of {n} subagents retried)",
+            (
+                f"conflicts: {plural(sum(retries), 'retry', 'retries')} in all"
+                f" ({sum(1 for r in retries if r)} of {plural(n, 'subagent')} retried)"
+            ),
             f"retries per subagent: {costs}",
             "\nmerged transcript (this batch):",
             *(f"  [{m['name']}] {m['content']}" for m in messages),
@@ -100,10 +107,13 @@ async def trail(memory: MemoryStore, actors: list[str]) -> str:
     commits = await memory.log.aio(limit=len(actors))
     return "\n".join(
         [
-            f"audit trail (newest {len(shown)} writes by these subagents; {len(events)} on this key, all runs):",
+            (
+                f"audit trail (newest {plural(len(shown), 'write')} by these subagents;"
+                f" {len(events)} on this key, all runs):"
+            ),
             *(f"  {e['ts']} {e['actor']:<9} {e['op']:<6} {e['path']}" for e in shown),
             "commits (newest first):",
-            *(f"  #{c.seq} {c.actor}: wrote {list(c.wrote)}, +{c.appended} msg" for c in commits),
+            *(f"  #{c.seq} {c.actor}: wrote {list(c.wrote)}, +{plural(c.appended, 'message')}" for c in commits),
         ]
     )
 

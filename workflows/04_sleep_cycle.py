@@ -4,11 +4,11 @@ recalls them by search.
 The store is created with ``memory/`` as a read-only prefix, persisted with the store: no agent can write
 there, however it opens the store. By day, N agent tasks run at once on the same store, each talking with
 a user (scripted, no model needed) and staging what it learned with ``propose`` (path, text, who, why,
-metadata). One of them also tries to write into ``memory/`` directly and is refused. At night a reviewer
-task opens its own ``trusted=True`` handle, reads every draft, and decides by a simple policy: a low
-confidence or a fact the memory already holds (found with ``search``) is discarded, the rest is accepted,
-each decision one audited commit into ``memory/``. The next morning a fresh agent run searches
-``memory/`` for what it needs and answers from the hits.
+metadata). One of them also tries to write into ``memory/`` directly and is refused (``ReadOnlyPath``,
+printed). At night a reviewer task opens its own ``trusted=True`` handle, reads every draft, and decides
+by a simple policy: a low confidence or a fact the memory already holds (found with ``search``) is
+discarded, the rest is accepted, each decision one audited commit into ``memory/``. The next morning a
+fresh agent run searches ``memory/`` for what it needs and answers from the hits.
 
 Run: python workflows/04_sleep_cycle.py [--s3 | --remote] [--key KEY]
 """
@@ -21,6 +21,7 @@ import uuid
 
 import _support
 import flyte
+from _support import plural
 
 from flyteplugins_memory import MemoryStore, Proposal, ReadOnlyPath
 
@@ -38,16 +39,23 @@ DAY = {
 env = flyte.TaskEnvironment(name="memory_sleep_cycle", image=_support.task_image())
 
 
+#: the day agent that also tries to write into memory/ itself, to show the refusal
+IMPATIENT = "travel-agent"
+
+
 @env.task
-async def day_agent(key: str, agent: str, run: str) -> list[str]:
-    """One agent's day: it may not write into memory/ itself, so it proposes what it learned."""
+async def day_agent(key: str, agent: str, run: str) -> tuple[list[str], str]:
+    """One agent's day: it may not write into memory/ itself, so it proposes what it learned. Returns the
+    ids it staged and, for the agent that tried the direct write, the refusal it met."""
     memory = await MemoryStore.open.aio(key=key)
     memory.append({"role": "user", "name": agent, "content": f"(run {run}) a conversation with Alice"})
-    try:
-        await memory.write_text.aio(f"{MEMORY}{agent}.md", "unreviewed", actor=agent)
-        raise AssertionError("an agent wrote into the read-only memory/ prefix")
-    except ReadOnlyPath:
-        pass  # as designed: only a trusted reviewer's accept writes there
+    refusal = ""
+    if agent == IMPATIENT:
+        try:
+            await memory.write_text.aio(f"{MEMORY}{agent}.md", "unreviewed", actor=agent)
+            raise AssertionError("an agent wrote into the read-only memory/ prefix")
+        except ReadOnlyPath as refused:  # as designed: only a trusted reviewer's accept writes there
+            refusal = f"{agent} tried to write {MEMORY}{agent}.md itself: {type(refused).__name__}: {refused}"
     ids = []
     for topic, fact, confidence in DAY[agent]:
         staged = await memory.propose.aio(
@@ -59,15 +67,16 @@ async def day_agent(key: str, agent: str, run: str) -> list[str]:
         )
         ids.append(staged.id)
     await memory.save.aio(actor=agent, reason="proposals of the day")
-    return ids
+    return ids, refusal
 
 
 @env.task
-async def day(key: str, run: str) -> list[str]:
-    """The day: every agent at once, on one store; their proposals merge like any concurrent saves."""
+async def day(key: str, run: str) -> tuple[list[str], list[str]]:
+    """The day: every agent at once, on one store; their proposals merge like any concurrent saves.
+    Returns the staged ids and the refusals the agents met."""
     await MemoryStore.get_or_create.aio(key=key, read_only_prefixes=(MEMORY,))  # persisted at create
-    staged = await asyncio.gather(*(day_agent(key, agent, run) for agent in DAY))
-    return [i for ids in staged for i in ids]
+    days = await asyncio.gather(*(day_agent(key, agent, run) for agent in DAY))
+    return [i for ids, _ in days for i in ids], [refusal for _, refusal in days if refusal]
 
 
 def _words(text: str) -> set[str]:
@@ -114,7 +123,7 @@ async def next_morning(key: str, question: str) -> str:
 
 @env.task
 async def sleep_cycle(key: str, run: str) -> str:
-    staged = await day(key, run)
+    staged, refusals = await day(key, run)
     decisions = await night(key)
     answer = await next_morning(key, "Which seat does Alice like on a long flight?")
     memory = await MemoryStore.open.aio(key=key)
@@ -122,10 +131,14 @@ async def sleep_cycle(key: str, run: str) -> str:
     held = len(await memory.list_paths.aio(MEMORY))
     return "\n".join(
         [
-            f"day: {len(staged)} proposals staged by {len(DAY)} agents (run {run})",
+            f"day: {plural(len(staged), 'proposal')} staged by {plural(len(DAY), 'agent')} (run {run})",
+            *(f"  refused: {r}" for r in refusals),
             "night: the reviewer decided",
             *(f"  {d}" for d in decisions),
-            f"memory/ now holds {held} reviewed files ({len(accepted)} accepted proposals over all runs)",
+            (
+                f"memory/ now holds {plural(held, 'reviewed file')}"
+                f" ({plural(len(accepted), 'accepted proposal')} over all runs)"
+            ),
             "next morning:",
             answer,
         ]

@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 import _support
 import flyte
+from _support import plural
 
 from flyteplugins_memory import Commit, HistoryEntry, MemoryStore, ReadOnlySnapshot
 
@@ -177,7 +178,8 @@ async def as_of(memory: MemoryStore, commit: Commit) -> str:
     past = await memory.at.aio(commit)
     plan = await past.read_text.aio(PLAN)
     state = problem(plan) or "good"
-    return f"  as of #{commit.seq} ({commit.actor}): {len(steps(plan))} steps, {len(past.messages)} message(s), {state}"
+    counts = f"{plural(len(steps(plan)), 'step')}, {plural(len(past.messages), 'message')}"
+    return f"  as of #{commit.seq} ({commit.actor}): {counts}, {state}"
 
 
 def main() -> None:

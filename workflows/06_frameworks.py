@@ -37,6 +37,7 @@ from typing import Any
 import _support
 import flyte
 import rath.memory as rm
+from _support import plural
 from flyte.ai.agents import Agent, LLMMessage
 from rath import flow
 from rath.flow.tool import FlowToolCall
@@ -344,13 +345,14 @@ async def what_is_shared(key: str) -> str:
         meta = await memory.get_meta.aio(path)
         lines.append(f"  {path} (by {meta.updated_by if meta else '?'})")
     roles = [m["role"] for m in memory.messages]
-    lines.append(f"flyte Agent transcript (messages.json): {len(roles)} messages, {roles.count('tool')} tool results")
+    counts = f"{plural(len(roles), 'message')}, {plural(roles.count('tool'), 'tool result')}"
+    lines.append(f"flyte Agent transcript (messages.json): {counts}")
     sessions = {path.split("/")[1] for path in await memory.list_paths.aio("sessions")}
     lines.append(f"OpenRath sessions committed: {len(sessions)} (record logs sessions/openrath-<id>, two a run)")
-    commits = reversed(await memory.log.aio(limit=COMMITS_SHOWN))
+    commits = await memory.log.aio(limit=COMMITS_SHOWN)  # newest first, as `log` and the other workflows
     lines += [
-        f"the newest {COMMITS_SHOWN} commits (a reused key holds earlier runs' too), oldest first:",
-        *(f"  #{c.seq} {c.actor}: wrote {list(c.wrote)}, +{c.appended} message(s)" for c in commits),
+        f"the newest {COMMITS_SHOWN} commits (a reused key holds earlier runs' too), newest first:",
+        *(f"  #{c.seq} {c.actor}: wrote {list(c.wrote)}, +{plural(c.appended, 'message')}" for c in commits),
     ]
     return "\n".join(lines)
 

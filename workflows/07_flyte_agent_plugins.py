@@ -23,6 +23,7 @@ from typing import Any
 
 import _support
 import flyte
+from _support import plural
 from flyteplugins.agents.core import resolve_memory
 from flyteplugins.agents.langgraph import run_agent
 from langchain_core.language_models.chat_models import BaseChatModel
@@ -89,7 +90,7 @@ async def what_the_store_shows(key: str) -> str:
     versions = await memory.history.aio(HISTORY)
     lines = [
         f"store: {memory.remote_path} ({type(memory).__module__}.{type(memory).__name__})",
-        f"{HISTORY}: {len(transcript)} messages, {len(versions)} version(s), newest first:",
+        f"{HISTORY}: {plural(len(transcript), 'message')}, {plural(len(versions), 'version')}, newest first:",
         *(f"  {v.version_id} by {v.actor}: {v.size} bytes" for v in versions),
         "commits, newest first:",
         *(f"  #{c.seq} by {c.actor}: wrote {list(c.wrote)}" for c in await memory.log.aio(limit=len(versions))),

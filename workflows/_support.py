@@ -20,6 +20,7 @@ import contextlib
 import logging
 import os
 import pathlib
+import shutil
 import sys
 import tomllib
 from collections.abc import Iterator
@@ -59,6 +60,25 @@ def store_key(text: str) -> str:
     except InvalidKey as error:
         raise argparse.ArgumentTypeError(str(error)) from None
     return text
+
+
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """`count` and `word` in the number it takes: ``plural(1, "file")`` is "1 file", ``plural(2, "file")``
+    "2 files"; `many` for a word whose plural is not `word` + "s" (``plural(2, "entry", "entries")``)."""
+    return f"{count} {word if count == 1 else many or word + 's'}"
+
+
+def cli_program(executable: str = sys.executable, cwd: pathlib.Path | None = None) -> str:
+    """How to call ``flyte-memory`` from this shell: the bare name when the shell finds the one installed
+    beside this interpreter (an activated venv), else that one's path (``.venv/bin/flyte-memory`` after
+    ``make demo``, whose venv is not activated), so a printed command works as printed."""
+    beside = pathlib.Path(executable).parent / "flyte-memory"  # not resolved: a venv's python is a symlink
+    found = shutil.which("flyte-memory")
+    if not beside.exists() or (found is not None and pathlib.Path(found).absolute() == beside.absolute()):
+        return "flyte-memory"
+    with contextlib.suppress(ValueError):
+        return str(beside.absolute().relative_to((cwd or pathlib.Path.cwd()).absolute()))
+    return str(beside.absolute())
 
 
 # -- the image -----------------------------------------------------------------------------------------
@@ -142,12 +162,14 @@ class Target:
         return run.outputs()
 
     def cli(self, verb: str) -> str:
-        """The ``flyte-memory`` command that runs `verb` on this target's store."""
+        """The ``flyte-memory`` command that runs `verb` on this target's store (`cli_program`: as this
+        shell finds it)."""
+        program = cli_program()
         if self.mode == "remote":  # a Flyte config names no bucket: the local root would be searched
-            return f"flyte-memory {verb} --key {self.key} --root s3://<raw-data bucket>"
+            return f"{program} {verb} --key {self.key} --root s3://<raw-data bucket>"
         if self.mode != "s3":
-            return f"flyte-memory {verb} --key {self.key}"
-        command = f"flyte-memory {verb} --key {self.key} --root s3://{self.bucket}"
+            return f"{program} {verb} --key {self.key}"
+        command = f"{program} {verb} --key {self.key} --root s3://{self.bucket}"
         if self.ephemeral:
             return command
         credentials = "FLYTE_AWS_ACCESS_KEY_ID=testing FLYTE_AWS_SECRET_ACCESS_KEY=testing"

@@ -1,4 +1,5 @@
-"""The docs run: every ```python block of README.md and docs/guide/*.md, so they cannot drift from the code.
+"""The docs run: every ```python block of README.md and of every page under docs/, so they cannot drift from
+the code.
 
 Each page's blocks run in order in one namespace (a later block uses what an earlier one opened), in a
 temporary working directory, with Flyte's raw-data path bound to a temporary local-disk root. A block that
@@ -22,10 +23,15 @@ from flyteplugins_memory import MemoryStore
 from repo import REPO
 
 ROOT = REPO
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs" / "guide").glob("*.md"))]
+#: every page a reader meets: the README and all of docs/ (the guide, the journal, the decisions...)
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 #: how many blocks the docs may leave out in all; more means the docs stopped being checked
 MAX_NOT_RUN = 5
 FENCE = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
+#: any fenced block, with its language tag (empty for none)
+ANY_FENCE = re.compile(r"^```(\S*)[ \t]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
+#: the first line of a block that is Python whatever its tag says
+PYTHON_START = re.compile(r"^(import \w|from [\w.]+ import |>>> )")
 NOT_RUN = re.compile(r"<!--\s*not run:\s*(.+?)\s*-->\s*$")
 
 
@@ -39,6 +45,10 @@ def blocks(page: pathlib.Path) -> list[tuple[int, str, str | None]]:
         why = NOT_RUN.search(before)
         found.append((line, match.group(1), why.group(1) if why else None))
     return found
+
+
+#: the pages with Python blocks: each runs as one test
+PAGES = [page for page in DOCS if blocks(page)]
 
 
 def expected_value(comment: str) -> tuple[bool, object]:
@@ -81,10 +91,30 @@ def run_block(code: str, where: str, first_line: int, namespace: dict) -> int:
 
 def test_every_page_has_blocks_and_few_are_left_out() -> None:
     assert len(PAGES) > 10, "docs/guide/ holds the guide pages"
+    assert ROOT / "README.md" in PAGES and ROOT / "docs" / "features.md" in DOCS
+    assert any(page.parent.name == "decisions" for page in DOCS), "every page under docs/ is scanned"
     every = [block for page in PAGES for block in blocks(page)]
     left_out = [block for block in every if block[2] is not None]
     assert len(every) > 40
     assert len(left_out) <= MAX_NOT_RUN, f"{len(left_out)} blocks marked not run: {[b[2] for b in left_out]}"
+
+
+def test_python_is_tagged_python_so_it_runs() -> None:
+    """A block of Python fenced without the ``python`` tag (or as ``py``) would escape the run above."""
+    untagged = [
+        f"{page.relative_to(ROOT)}:{text.count(chr(10), 0, match.start()) + 1}"
+        for page in DOCS
+        for text in [page.read_text(encoding="utf-8")]
+        for match in ANY_FENCE.finditer(text)
+        if match.group(1) != "python" and PYTHON_START.match(match.group(2).lstrip("\n"))
+    ]
+    assert not untagged, f"Python blocks not fenced as ```python: {untagged}"
+
+
+def test_a_block_left_out_says_why() -> None:
+    for page in DOCS:
+        for line, _code, why in blocks(page):
+            assert why is None or len(why.split()) >= 3, f"{page.relative_to(ROOT)}:{line}: say why it cannot run"
 
 
 @pytest.fixture

@@ -164,7 +164,7 @@ def test_the_numbered_workflows():
 
 def test_quickstart(where, runs):
     key, out = runs.keys[f"quickstart-{where.target}"], runs.output(f"quickstart-{where.target}")
-    assert f"store {key!r}: 2 messages, files ['notes/facts.json'], 1 fact(s), last write by 'remember'" in out
+    assert f"store {key!r}: 2 messages, files ['notes/facts.json'], 1 fact, last write by 'remember'" in out
     assert f"memory lives at {'s3://' if where.target == 's3' else ''}{where.root}/{STORES}/v0/" in out
     assert json.loads(where.read(key, "notes/facts.json")) == ["user asked: What is Flyte?"]
     store = where.reopen(key)
@@ -224,6 +224,14 @@ def test_parallel_subagents_lose_nothing_and_conflicts_cost_retries(where, runs)
 def test_sleep_cycle_promotes_reviewed_proposals_and_the_next_run_recalls_them(where, runs):
     key, out = runs.keys[f"sleep-{where.target}"], runs.output(f"sleep-{where.target}")
     assert "day: 4 proposals staged by 4 agents" in out
+    # the refusal the workflow demonstrates is printed, by the one agent that tried
+    refused = [line for line in out.splitlines() if line.startswith("  refused: ")]
+    assert refused == [
+        (
+            "  refused: travel-agent tried to write memory/travel-agent.md itself: ReadOnlyPath: Writes to"
+            " 'memory/travel-agent.md' are not allowed (read-only prefix 'memory/')"
+        )
+    ]
     decided = out.split("night: the reviewer decided")[1].split("memory/ now holds")[0]
     assert "discard memory/smalltalk/weather.md (smalltalk-agent): confidence 0.2 below 0.5" in decided
     assert "accept  memory/food/diet.md (food-agent)" in decided
@@ -266,8 +274,9 @@ def test_history_diff_and_restore_undo_a_bad_edit_that_stays_in_history(where, r
     assert "restored c4 as c6 by auditor: 'undo c5 by planner/tidy-tool: the heading is gone'" in audited
     assert "c5 is still there: True" in audited and "plan.md now has the content of c4: True" in audited
     travelled = out.split("=== Time travel")[1]
-    assert "as of #5 (planner/tidy-tool): 2 steps, 4 message(s), the heading is gone" in travelled
-    assert "as of #6 (auditor): 5 steps, 4 message(s), good" in travelled
+    assert "as of #2 (planner): 3 steps, 1 message, good" in travelled  # one message: no "(s)"
+    assert "as of #5 (planner/tidy-tool): 2 steps, 4 messages, the heading is gone" in travelled
+    assert "as of #6 (auditor): 5 steps, 4 messages, good" in travelled
     assert "writing to the view as of #2 is refused: ReadOnlySnapshot" in travelled
 
     assert where.read(key, "plan.md") == GOOD_PLAN
@@ -375,7 +384,7 @@ def test_a_flyte_agent_plugin_remembers_across_runs_in_our_store(where, runs):
     assert "agent: From what you told me earlier: your name is Ada; your favourite language is Rust." in second
     shown = out.split("=== What our store shows ===")[1]
     assert "(flyteplugins_memory.MemoryStore)" in shown, "the plugin's resolve_memory opened ours"
-    assert "langgraph/history.json: 4 messages, 2 version(s)" in shown
+    assert "langgraph/history.json: 4 messages, 2 versions" in shown
     assert "search 'Rust': ['langgraph/history.json']" in shown
     stored = json.loads(where.read(key, "langgraph/history.json"))  # the plugin's format, as storage holds it
     assert [m["type"] for m in stored] == ["human", "ai", "human", "ai"] and "Ada" in stored[-1]["data"]["content"]
@@ -441,8 +450,51 @@ def test_parallel_subagents_audit_count_says_earlier_runs_are_included(tmp_path)
             store.write_text(f"findings/{actor}.md", batch, actor=actor)
             store.write_text("shared/summary.md", batch + actor, actor=actor)
         store.save()
-    printed = asyncio.run(module.trail(store, ["agent-0", "agent-1"])).splitlines()[0]
-    assert printed == "audit trail (newest 4 writes by these subagents; 8 on this key, all runs):"
+    printed = asyncio.run(module.trail(store, ["agent-0", "agent-1"])).splitlines()
+    assert printed[0] == "audit trail (newest 4 writes by these subagents; 8 on this key, all runs):"
+    commits = printed[printed.index("commits (newest first):") + 1 :]  # as `log` and every workflow print them
+    seqs = [int(line.split()[0].lstrip("#")) for line in commits]
+    assert len(seqs) == 2 and seqs == sorted(seqs, reverse=True) and commits[0].endswith(", +0 messages")
+
+
+def test_counts_take_the_number_they_count():
+    plural = load_support().plural
+    assert [plural(0, "file"), plural(1, "file"), plural(2, "file")] == ["0 files", "1 file", "2 files"]
+    assert [plural(1, "retry", "retries"), plural(3, "retry", "retries")] == ["1 retry", "3 retries"]
+    for script in WORKFLOWS:  # no "(s)" left in what a workflow prints
+        assert "(s)" not in script.read_text(), script.name
+
+
+def test_every_workflow_prints_commits_newest_first():
+    for script in WORKFLOWS:
+        text = script.read_text()
+        assert "oldest first:" not in text and "reversed(await memory.log" not in text, script.name
+
+
+def test_printed_cli_commands_run_as_printed(tmp_path, monkeypatch):
+    """The CLI is named as this shell finds it: the bare name when the venv is on PATH, else its path (after
+    ``make demo`` the venv is not activated, and a bare ``flyte-memory`` would not be found)."""
+    support = load_support()
+    bin_dir = tmp_path / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "flyte-memory").write_text("#!/bin/sh\n")
+    (bin_dir / "flyte-memory").chmod(0o755)
+    python = str(bin_dir / "python")
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert support.cli_program(python, tmp_path) == ".venv/bin/flyte-memory"
+    assert support.cli_program(python, tmp_path / "elsewhere") == str(bin_dir / "flyte-memory")
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    assert support.cli_program(python, tmp_path) == "flyte-memory"
+    assert support.cli_program(str(tmp_path / "no-cli" / "python"), tmp_path) == "flyte-memory"
+
+
+def test_the_demo_prints_a_cli_command_that_runs(tmp_path):
+    """What 02 prints under "how to look inside" runs as printed from the directory it ran in."""
+    support = load_support()
+    command = support.Target("local", "demo-cli-check").cli("ls --help")  # no store needed
+    program, *rest = command.split()
+    done = subprocess.run([program, *rest], check=False, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "--key" in done.stdout, done.stderr
 
 
 def test_remote_runs_print_cli_commands_that_name_the_bucket():
