@@ -4,15 +4,16 @@ and friends, or ``--uri``) and, like ``create``, refuses a key that holds a stor
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import rich_click as click
-
-from flyteplugins_memory import ExportResult, MemoryStore
 
 from . import _progress, _render
 from ._app import actor_options, json_option, memory, store_options
 from ._target import Target, open_store
+
+if TYPE_CHECKING:
+    from flyteplugins_memory import ExportResult, MemoryStore
 
 _SIZE = click.IntRange(min=1)
 
@@ -76,6 +77,8 @@ def import_(
 
 def _import(src: str, target: Target, **options: Any) -> MemoryStore:
     """`MemoryStore.import_store` into the store the options name (checked as every verb checks them)."""
+    from flyteplugins_memory import MemoryStore
+
     target.check_store_naming()
     if target.uri is not None:
         return MemoryStore.import_store(src, remote_path=target.uri.rstrip("/"), **options)

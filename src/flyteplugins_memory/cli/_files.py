@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import rich_click as click
 
-from flyteplugins_memory import CorruptStore, MemoryMeta, MemoryStore, StoreNotFound
-
 from . import _render
 from ._app import json_option, memory, namespace_options, store_options
-from ._target import Target, list_keys, open_store
+from ._target import Target, list_keys, not_found, open_store
 from ._where import where_option
+
+if TYPE_CHECKING:
+    from flyteplugins_memory import MemoryMeta, MemoryStore
 
 
 @memory.command("ls")
@@ -44,6 +45,8 @@ def _meta_of(store: MemoryStore, path: str) -> dict[str, Any]:
         return _render.plain(meta)
     # a file without a sidecar (written behind the store's back): what we know; its size from its text,
     # so a file that is not UTF-8 (a binary an upstream store holds) has none rather than failing the listing
+    from flyteplugins_memory import CorruptStore
+
     try:
         size: int | None = len(store.read_text(path).encode())
     except CorruptStore:
@@ -119,7 +122,7 @@ def meta(path: str, target: Target, json_output: bool) -> None:
 
 def _require_file(store: MemoryStore, path: str) -> None:
     if not store.current_sha(path):
-        raise StoreNotFound(f"no file {path!r} in the store at {store.remote_path}")
+        raise not_found(f"no file {path!r} in the store at {store.remote_path}")
 
 
 @memory.command("keys")

@@ -9,20 +9,14 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    SpinnerColumn,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-    TransferSpeedColumn,
-)
 
-from flyteplugins_memory import ProgressCallback
+if TYPE_CHECKING:
+    from rich.progress import TaskID
+
+    from flyteplugins_memory import ProgressCallback
 
 
 def wanted(json_output: bool) -> bool:
@@ -36,6 +30,8 @@ def working(description: str, *, enabled: bool) -> Iterator[None]:
     if not enabled:
         yield
         return
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
     with Progress(*columns, console=Console(file=sys.stderr), transient=True) as progress:
         progress.add_task(description, total=None)
@@ -53,6 +49,16 @@ def bytes_bar(*, enabled: bool) -> Iterator[ProgressCallback | None]:
     if not enabled:
         yield None
         return
+    # rich.progress loads only where a bar is drawn
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TransferSpeedColumn,
+    )
+
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),

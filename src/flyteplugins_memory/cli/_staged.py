@@ -7,15 +7,16 @@ line (exit 1) and commits nothing.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import rich_click as click
-
-from flyteplugins_memory import MemoryStore, Proposal
 
 from . import _render
 from ._app import json_option, memory, store_options
 from ._target import Target, open_store
+
+if TYPE_CHECKING:
+    from flyteplugins_memory import MemoryStore, Proposal
 
 _STATUS = click.Choice(["draft", "accepted", "discarded"])
 

@@ -12,10 +12,12 @@ root: a cluster's stores need ``--root s3://bucket`` (or ``--uri``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import rich_click as click
 
-from flyteplugins_memory import MemoryStore, StoreDeleted, StoreNotFound
+if TYPE_CHECKING:
+    from flyteplugins_memory import MemoryStore
 
 #: how the library's `StoreNotFound` of an open begins (the CLI says it in its own words)
 _NOT_FOUND = "No MemoryStore at "
@@ -39,6 +41,8 @@ class Target:
 
     def open(self, *, trusted: bool = False) -> MemoryStore:
         """The named store at its newest commit (`StoreNotFound` if there is none; never created)."""
+        from flyteplugins_memory import MemoryStore
+
         self.check_store_naming()
         if self.uri is not None:
             return MemoryStore.open(remote_path=self.uri.rstrip("/"), trusted=trusted)
@@ -59,6 +63,8 @@ def open_store(target: Target, *, trusted: bool = False) -> MemoryStore:
     """Open the named store at its newest commit (a `trusted` handle if asked); `StoreNotFound` ("no memory
     store at ...") if it does not exist, `StoreDeleted` (its own message: who deleted it, when, why) if it
     was deleted. Never creates one."""
+    from flyteplugins_memory import StoreDeleted, StoreNotFound
+
     try:
         return target.open(trusted=trusted)
     except StoreDeleted:
@@ -70,8 +76,17 @@ def open_store(target: Target, *, trusted: bool = False) -> MemoryStore:
         raise StoreNotFound(f"no memory store at {text.removeprefix(_NOT_FOUND)}") from None
 
 
+def not_found(message: str) -> Exception:
+    """The library's `StoreNotFound` with `message` (exit code 1, as a missing store or file)."""
+    from flyteplugins_memory import StoreNotFound
+
+    return StoreNotFound(message)
+
+
 def list_keys(target: Target, prefix: str) -> list[str]:
     """Keys of the stores in the namespace the options name."""
+    from flyteplugins_memory import MemoryStore
+
     full = target.with_config()
     return MemoryStore.list_keys(prefix, org=full.org, project=full.project, domain=full.domain, root=full.root)
 

@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 import rich_click as click
 
-from flyteplugins_memory import MemoryStore, StoreNotFound
-
 from . import _progress, _render
 from ._app import actor_options, json_option, memory, store_options, yes_option
-from ._target import Target, open_store
+from ._target import Target, not_found, open_store
+
+if TYPE_CHECKING:
+    from flyteplugins_memory import MemoryStore
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -31,7 +33,7 @@ def rm(path: str, yes: bool, actor: str, reason: str, target: Target, json_outpu
     # the delete stays in this handle until `save`: a declined prompt leaves storage as it was, and the
     # path rules (a reserved or read-only path) are checked before anything is asked
     if not store.delete(path, actor=actor, reason=reason):
-        raise StoreNotFound(f"no file {path!r} in the store at {store.remote_path}")
+        raise not_found(f"no file {path!r} in the store at {store.remote_path}")
     if not yes:
         click.confirm(f"Delete {path} from {store.remote_path}?", abort=True, err=True)
     store.save(actor=actor, reason=reason or f"rm {path}")
