@@ -20,6 +20,7 @@ __all__ = ["main", "memory"]
 _VERB_MODULES = (_files, _history, _versions, _upkeep, _reporting, _search, _staged, _archives)
 
 
-def main() -> None:
-    """The ``flyte-memory`` console script."""
-    memory(prog_name="flyte-memory")
+def main(args: list[str] | None = None) -> None:
+    """The ``flyte-memory`` console script (`args`: the command line after the program's name, default
+    ``sys.argv[1:]``)."""
+    memory(args, prog_name="flyte-memory")

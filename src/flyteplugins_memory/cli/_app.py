@@ -70,12 +70,18 @@ class MemoryGroup(click.RichGroup):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except click.exceptions.Exit:
+            raise  # --help, --version: a normal end (checked first, so that it loads nothing more)
         except Exception as exc:
             if not isinstance(exc, expected()):
                 raise
             message, code = describe(exc)
             click.echo(f"error: {message}", err=True)
             ctx.exit(code)
+
+
+#: help rendered as flyte's own CLI renders it: Markdown, so `code` shows as code under either name
+HELP_CONFIG = click.RichHelpConfiguration(use_markdown=True)
 
 
 def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -88,6 +94,7 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
 
 
 @click.group(cls=MemoryGroup, name="memory")
+@click.rich_config(help_config=HELP_CONFIG)
 @click.option(
     "--version",
     is_flag=True,

@@ -103,7 +103,7 @@ def cat(path: str, target: Target, json_output: bool) -> None:
 @json_option
 def meta(path: str, target: Target, json_output: bool) -> None:
     """The metadata of the file at PATH: sha256, size, last actor, time, reason, versions kept, and the
-    metadata it was written with (``metadata.KEY`` rows)."""
+    metadata it was written with (`metadata.KEY` rows)."""
     store = open_store(target)
     _require_file(store, path)
     found: MemoryMeta | None = store.get_meta(path)

@@ -78,7 +78,7 @@ def purge(path: str, yes: bool, actor: str, reason: str, target: Target, json_ou
 @json_option
 def gc(window: str | None, dry_run: bool, target: Target, json_output: bool) -> None:
     """Remove commits, checkpoints and content that no state committed inside the retention window needs,
-    ``versions/`` snapshots the store's retention policy lets go, and files whose ttl ran out."""
+    `versions/` snapshots the store's retention policy lets go, and files whose ttl ran out."""
     store = open_store(target)
     keep = None if window is None else parse_window(window)
     with _progress.working(f"collecting {_name(store)}", enabled=_progress.wanted(json_output)):
