@@ -57,7 +57,7 @@ def run_once(code: str) -> float:
 
 def modules_loaded(code: str) -> tuple[int, int]:
     """(all modules, this package's modules) in `sys.modules` when `code` has run."""
-    done = subprocess.run([sys.executable, "-c", _COUNT + code], env=_env(), capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-c", _COUNT + code], env=_env(), capture_output=True, text=True, check=True)
     line = next(line for line in done.stderr.splitlines() if line.startswith("MODULES "))
     total, ours = line.split()[1:]
     return int(total), int(ours)
@@ -76,7 +76,7 @@ def table(rows: list[tuple[str, float, int, int]], runs: int) -> str:
     """A markdown table, each time also as a multiple of ``import flyte``'s."""
     flyte = next(seconds for label, seconds, _, _ in rows if label == "import flyte")
     lines = [
-        f"| command (median of {runs} fresh processes) | seconds | × `import flyte` | modules | of them ours |",
+        f"| command (median of {runs} fresh processes) | seconds | vs `import flyte` | modules | of them ours |",
         "|---|---:|---:|---:|---:|",
     ]
     lines += [f"| `{label}` | {s:.3f} | {s / flyte:.2f} | {total} | {ours} |" for label, s, total, ours in rows]

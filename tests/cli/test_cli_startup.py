@@ -12,10 +12,10 @@ import sys
 
 import pytest
 from click.testing import CliRunner
-from repo import REPO
 
 import flyteplugins_memory
 from flyteplugins_memory.cli import memory
+from repo import REPO
 
 #: printed at exit by the child: the modules it loaded
 _REPORT = (
