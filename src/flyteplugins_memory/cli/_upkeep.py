@@ -93,15 +93,15 @@ def gc(window: str | None, dry_run: bool, target: Target, json_output: bool) -> 
     _render.show(heading, _render.table(("result", "value"), rows))
 
 
-def parse_window(text: str) -> timedelta:
-    """``0``, ``45s``, ``90m``, ``24h``, ``7d`` (a bare number is seconds)."""
+def parse_window(text: str, option: str = "--window") -> timedelta:
+    """``0``, ``45s``, ``90m``, ``24h``, ``7d`` (a bare number is seconds); errors name `option`."""
     match = _DURATION.match(text.strip())
     if match is None:
-        raise click.BadParameter(f"{text!r} is not a duration like 0, 90m, 24h or 7d", param_hint="--window")
+        raise click.BadParameter(f"{text!r} is not a duration like 0, 90m, 24h or 7d", param_hint=option)
     try:
         return timedelta(seconds=float(match.group(1)) * _UNIT_SECONDS[match.group(2)])
     except OverflowError:  # past timedelta's ~2.7 million years
-        raise click.BadParameter(f"{text!r} is longer than any retention window", param_hint="--window") from None
+        raise click.BadParameter(f"{text!r} is longer than any duration kept", param_hint=option) from None
 
 
 def _name(store: MemoryStore) -> str:
