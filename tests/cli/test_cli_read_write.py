@@ -165,6 +165,7 @@ def test_flyte_output_format_json_is_honoured(uri: str):
 
 def test_flyte_output_format_json_as_a_subprocess(uri: str):
     flyte = str(pathlib.Path(sys.executable).parent / "flyte")
+    (pathlib.Path(uri).parent / "raw").mkdir()
     done = subprocess.run(
         [flyte, "-of", "json", "memory", "keys", "--root", str(pathlib.Path(uri).parent / "raw")],
         env=_env(),

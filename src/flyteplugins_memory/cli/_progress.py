@@ -62,7 +62,7 @@ def bytes_bar(*, enabled: bool) -> Iterator[ProgressCallback | None]:
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
-        DownloadColumn(),
+        DownloadColumn(binary_units=True),  # KiB/MiB, as every size the CLI prints
         TransferSpeedColumn(),
         TimeElapsedColumn(),
     )

@@ -11,6 +11,7 @@ root: a cluster's stores need ``--root s3://bucket`` (or ``--uri``).
 
 from __future__ import annotations
 
+import pathlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -73,7 +74,17 @@ def open_store(target: Target, *, trusted: bool = False) -> MemoryStore:
         text = str(exc)
         if not text.startswith(_NOT_FOUND):  # another cause: its own message, never spliced into ours
             raise
-        raise StoreNotFound(f"no memory store at {text.removeprefix(_NOT_FOUND)}") from None
+        message = f"no memory store at {text.removeprefix(_NOT_FOUND)}"
+        raise StoreNotFound(message + missing_root(target.root)) from None
+
+
+def missing_root(root: str | None) -> str:
+    """``" (the storage root ... does not exist)"`` for a local --root that does not exist (a typo there
+    otherwise reads as just "no store" or "no keys"), else "". Object-store roots are not checked here."""
+    if root is None or ("://" in root and not root.startswith("file://")):
+        return ""
+    folder = pathlib.Path(root.removeprefix("file://")).expanduser()
+    return "" if folder.is_dir() else f" (the storage root {root} does not exist)"
 
 
 def not_found(message: str) -> Exception:
@@ -87,6 +98,8 @@ def list_keys(target: Target, prefix: str) -> list[str]:
     """Keys of the stores in the namespace the options name."""
     from flyteplugins_memory import MemoryStore
 
+    if missing_root(target.root):
+        raise not_found(f"no storage root at {target.root} (no such folder)")
     full = target.with_config()
     return MemoryStore.list_keys(prefix, org=full.org, project=full.project, domain=full.domain, root=full.root)
 

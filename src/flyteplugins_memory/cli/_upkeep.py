@@ -53,10 +53,13 @@ def rm(path: str, yes: bool, actor: str, reason: str, target: Target, json_outpu
 def purge(path: str, yes: bool, actor: str, reason: str, target: Target, json_output: bool) -> None:
     """Delete PATH and remove every stored copy of its past and present content now (cannot be undone)."""
     store = open_store(target)
-    if not yes:
-        # the path rules first (a reserved path or `..` fails before any question), on a handle that is
-        # then dropped unsaved: `purge` deletes and saves by itself
-        store.delete(path, actor=actor, reason=reason)
+    # the path rules first (a reserved path or `..` fails before any question), on a handle that is then
+    # dropped unsaved: `purge` deletes and saves by itself. A path never held fails as `rm` does.
+    if not store.delete(path, actor=actor, reason=reason) and not store.history(path, 1):
+        raise not_found(f"no file {path!r} in the store at {store.remote_path}, and no history of one")
+    if yes:
+        store = open_store(target)
+    else:
         question = f"Purge {path} and every stored copy of its content from {store.remote_path}? This cannot be undone."
         click.confirm(question, abort=True, err=True)
         store = open_store(target)
@@ -74,13 +77,18 @@ def purge(path: str, yes: bool, actor: str, reason: str, target: Target, json_ou
 @memory.command("gc")
 @click.option("--window", help="Retention window, e.g. 0, 90m, 24h, 7d (default: the store's, else 24h).")
 @click.option("--dry-run", is_flag=True, help="Only say what would be removed; remove and commit nothing.")
+@yes_option
 @store_options
 @json_option
-def gc(window: str | None, dry_run: bool, target: Target, json_output: bool) -> None:
+def gc(window: str | None, dry_run: bool, yes: bool, target: Target, json_output: bool) -> None:
     """Remove commits, checkpoints and content that no state committed inside the retention window needs,
     `versions/` snapshots the store's retention policy lets go, and files whose ttl ran out."""
     store = open_store(target)
     keep = None if window is None else parse_window(window)
+    if keep == timedelta(0) and not dry_run and not yes:
+        # a window of 0 drops every past state at once: asked first, as rm and purge ask
+        question = f"Remove every past state of {_name(store)} (only the newest stays openable)? This cannot be undone."
+        click.confirm(question, abort=True, err=True)
     with _progress.working(f"collecting {_name(store)}", enabled=_progress.wanted(json_output)):
         result = store.gc(keep, dry_run=dry_run)
     if json_output:
