@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import rich_click as click
+from click.exceptions import Exit
 
 from ._render import printable
 from ._target import Target
@@ -70,7 +71,7 @@ class MemoryGroup(click.RichGroup):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except click.exceptions.Exit:
+        except Exit:
             raise  # --help, --version: a normal end (checked first, so that it loads nothing more)
         except Exception as exc:
             if not isinstance(exc, expected()):
