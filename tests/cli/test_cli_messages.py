@@ -158,3 +158,53 @@ def test_json_of_proposals_keeps_full_ids(uri: str):
     store.save()
     listed = json.loads(run("proposals", "--json", "--uri", uri).stdout)["proposals"]
     assert [p["id"] for p in listed] == [draft.id]
+
+
+# -- storage: retries said while they happen, credentials named after a failure ---------------------------------
+
+
+class NoCredentialsError(Exception):
+    """Named as botocore names its error: what the CLI recognises is the name and message, not the class."""
+
+
+def test_a_credentials_failure_names_the_settings(uri: str, monkeypatch):
+    from flyteplugins_memory import StorageError
+
+    def refused(*args, **kwargs):
+        try:
+            raise NoCredentialsError("Unable to locate credentials")
+        except NoCredentialsError as exc:
+            raise StorageError("Storage operation read failed under s3://bucket: Unable to locate credentials") from exc
+
+    monkeypatch.setattr(MemoryStore, "list_paths", refused)
+    message = failing(1, "ls", "--uri", uri)
+    assert "AWS_ACCESS_KEY_ID" in message and "GOOGLE_APPLICATION_CREDENTIALS" in message
+
+
+def test_a_read_only_refusal_gets_no_credentials_hint(uri: str):
+    MemoryStore.open(remote_path=uri, trusted=True).set_read_only_prefixes(["notes/"])
+    assert "credentials" not in failing(2, "rm", "notes/a.md", "--yes", "--uri", uri)
+
+
+def test_retried_storage_calls_are_said_on_stderr(uri: str, monkeypatch):
+    from fsspec.implementations.local import LocalFileSystem
+
+    from flyteplugins_memory import RetryPolicy, set_retry_policy
+
+    original = LocalFileSystem.cat_file
+    failures = [TimeoutError("slow disk"), TimeoutError("slow disk")]
+
+    def flaky(self, *args, **kwargs):
+        if failures:
+            raise failures.pop()
+        return original(self, *args, **kwargs)
+
+    previous = set_retry_policy(RetryPolicy(attempts=5, initial_delay=0.001, max_delay=0.001))
+    try:
+        monkeypatch.setattr(LocalFileSystem, "cat_file", flaky)
+        result = run("cat", "notes/a.md", "--uri", uri)
+    finally:
+        set_retry_policy(previous)
+    assert result.exit_code == 0 and result.stdout == "green tea", (result.stdout, result.stderr)
+    retries = [line for line in result.stderr.splitlines() if line.startswith("retrying: ")]
+    assert len(retries) == 2 and "slow disk" in retries[0] and "retry 1 of 4" in retries[0]

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import rich_click as click
 from click.exceptions import Exit
 
+from ._notices import credentials_hint, show_retries
 from ._render import printable
 from ._target import Target
 
@@ -60,6 +61,8 @@ def describe(exc: BaseException) -> tuple[str, int]:
     if isinstance(exc, click.Abort):
         return "aborted, nothing changed", 1
     text = exc.format_message() if isinstance(exc, click.ClickException) else str(exc)
+    if hint := credentials_hint(exc):
+        text = f"{text} ({hint})"
     # messages quote stored names and paths: their control characters are shown, never run
     return printable(" ".join(text.split())) or type(exc).__name__, 2 if _typed_wrong(exc) else 1
 
@@ -111,6 +114,7 @@ def memory() -> None:
     local defaults of a local `flyte.run`) or with `--uri URI`. Reading commands never create a store;
     `--json` prints machine-readable JSON only.
     """
+    show_retries()
 
 
 def actor_options(func: F) -> F:
