@@ -208,3 +208,12 @@ def test_retried_storage_calls_are_said_on_stderr(uri: str, monkeypatch):
     assert result.exit_code == 0 and result.stdout == "green tea", (result.stdout, result.stderr)
     retries = [line for line in result.stderr.splitlines() if line.startswith("retrying: ")]
     assert len(retries) == 2 and "slow disk" in retries[0] and "retry 1 of 4" in retries[0]
+
+
+def test_a_missing_bucket_is_said(s3_backend):
+    missing = "the bucket no-such-bucket does not exist"
+    assert missing in failing(1, "ls", "--key", "k", "--root", "s3://no-such-bucket")
+    assert missing in failing(1, "keys", "--root", "s3://no-such-bucket")
+    bucket = "s3://" + s3_backend.raw_data_path.split("/")[2]
+    assert "bucket" not in failing(1, "ls", "--key", "nobody", "--root", bucket)  # only the store is missing
+    assert run("keys", "--root", bucket, "--json").exit_code == 0

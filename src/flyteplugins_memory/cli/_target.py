@@ -79,12 +79,36 @@ def open_store(target: Target, *, trusted: bool = False) -> MemoryStore:
 
 
 def missing_root(root: str | None) -> str:
-    """``" (the storage root ... does not exist)"`` for a local --root that does not exist (a typo there
-    otherwise reads as just "no store" or "no keys"), else "". Object-store roots are not checked here."""
-    if root is None or ("://" in root and not root.startswith("file://")):
+    """``" (the storage root ... does not exist)"`` for a --root that does not exist (a local folder, or
+    an S3/GCS bucket), else "": a typo there otherwise reads as just "no store" or "no keys". Asked only
+    after a lookup found nothing, so a command that succeeds pays nothing for it."""
+    if root is None:
+        return ""
+    if root.startswith(_BUCKET_SCHEMES):
+        return _missing_bucket(root)
+    if "://" in root and not root.startswith("file://"):
         return ""
     folder = pathlib.Path(root.removeprefix("file://")).expanduser()
     return "" if folder.is_dir() else f" (the storage root {root} does not exist)"
+
+
+#: roots whose first path part is a bucket
+_BUCKET_SCHEMES = ("s3://", "gs://", "gcs://")
+
+
+def _missing_bucket(root: str) -> str:
+    """The note for a bucket the storage settings cannot see; "" when it is there, or when asking fails
+    (no claim is better than a wrong one: the command's own error stands)."""
+    from flyteplugins_memory.storage._fsspec import filesystem_for  # the store's own settings for `root`
+
+    bucket = root.split("://", 1)[1].split("/", 1)[0]
+    try:
+        fs = filesystem_for(root)
+        if fs.exists(bucket):
+            return ""
+    except Exception:
+        return ""
+    return f" (the bucket {bucket} does not exist, or these credentials cannot see it)"
 
 
 def not_found(message: str) -> Exception:
@@ -98,10 +122,14 @@ def list_keys(target: Target, prefix: str) -> list[str]:
     """Keys of the stores in the namespace the options name."""
     from flyteplugins_memory import MemoryStore
 
-    if missing_root(target.root):
+    local = target.root is not None and not target.root.startswith(_BUCKET_SCHEMES)
+    if local and missing_root(target.root):
         raise not_found(f"no storage root at {target.root} (no such folder)")
     full = target.with_config()
-    return MemoryStore.list_keys(prefix, org=full.org, project=full.project, domain=full.domain, root=full.root)
+    found = MemoryStore.list_keys(prefix, org=full.org, project=full.project, domain=full.domain, root=full.root)
+    if not found and not local and (missing := missing_root(target.root)):
+        raise not_found(f"no storage root at {target.root}{missing}")
+    return found
 
 
 def _config_namespace() -> tuple[str | None, str | None, str | None]:
