@@ -150,6 +150,14 @@ def test_sizes_and_progress_bars_use_binary_units():
     assert human_size(1536) == "1.5 KiB"
     source = pathlib.Path(_progress.__file__).read_text()
     assert "DownloadColumn(binary_units=True)" in source  # rich's default is kB: the one place to say KiB
+    assert "TransferSpeedColumn()" not in source  # decimal only in rich
+
+    from rich.progress import Progress
+
+    with Progress(_progress.binary_speed(), disable=True) as progress:
+        task = progress.tasks[progress.add_task("x", total=None)]
+        task.finished_speed = 3 * 1024 * 1024
+        assert str(_progress.binary_speed().render(task)) == "3.0 MiB/s"
 
 
 def test_json_of_proposals_keeps_full_ids(uri: str):

@@ -9,9 +9,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+
+from ._render import human_size
 
 if TYPE_CHECKING:
     from rich.progress import TaskID
@@ -56,14 +58,13 @@ def bytes_bar(*, enabled: bool) -> Iterator[ProgressCallback | None]:
         Progress,
         TextColumn,
         TimeElapsedColumn,
-        TransferSpeedColumn,
     )
 
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
         DownloadColumn(binary_units=True),  # KiB/MiB, as every size the CLI prints
-        TransferSpeedColumn(),
+        binary_speed(),
         TimeElapsedColumn(),
     )
     with Progress(*columns, console=Console(file=sys.stderr), transient=True) as progress:
@@ -75,3 +76,18 @@ def bytes_bar(*, enabled: bool) -> Iterator[ProgressCallback | None]:
             progress.update(tasks[phase], completed=done, total=total or None)
 
         yield report
+
+
+def binary_speed() -> Any:
+    """A transfer-speed column in KiB/s and MiB/s (rich's `TransferSpeedColumn` is decimal, kB/s), so one
+    bar never mixes unit families."""
+    from rich.progress import ProgressColumn, Task
+    from rich.text import Text
+
+    class BinarySpeed(ProgressColumn):
+        def render(self, task: Task) -> Text:
+            speed = task.finished_speed or task.speed
+            shown = "?" if speed is None else f"{human_size(int(speed))}/s"
+            return Text(shown, style="progress.data.speed")
+
+    return BinarySpeed()
