@@ -155,7 +155,8 @@ def test_sizes_and_progress_bars_use_binary_units():
     from rich.progress import Progress
 
     with Progress(_progress.binary_speed(), disable=True) as progress:
-        task = progress.tasks[progress.add_task("x", total=None)]
+        progress.add_task("x", total=None)
+        task = progress.tasks[0]
         task.finished_speed = 3 * 1024 * 1024
         assert str(_progress.binary_speed().render(task)) == "3.0 MiB/s"
 
