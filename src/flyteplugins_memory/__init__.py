@@ -2,99 +2,19 @@
 
 A drop-in for ``flyte.ai.agents.MemoryStore`` (same API, same storage layout) with typed errors, a
 uniform sync / ``.aio`` surface and safe handling of hostile paths and content.
+
+Importing the package is cheap: its names are loaded together (`_api.surface`: the whole package, the
+``MemoryStore`` type registered with Flyte) the first time any of them is used, so a command line that only
+prints help or a version never pays for the store (docs/decisions/0164-the-package-and-the-cli-load-lazily.md).
 """
 
-import inspect
+# ruff: noqa: F405 (the names of `__all__` come from the star import type checkers read)
 import typing
 
-from ._api.archive.export import ExportResult
-from ._api.conversations import Conversation
-from ._api.flyte_agents import INSTALL_ENV, install, uninstall
-from ._api.flyte_type import MemoryStoreTransformer, register_memory_store_type
-from ._api.history.time_travel import StoreAt
-from ._api.reader import MemoryReader
-from ._api.records import RecordLog
-from ._api.scopes.view import ScopedStore
-from ._api.search import SearchHit
-from ._api.store import MemoryStore
-from ._api.transcript.compaction import CompactionResult
-from ._base import version as _version
-from ._base.retry import RetryPolicy, get_retry_policy, set_retry_policy
-from ._base.version import READER_REVISION
-from ._journal.commit_log import Commit
-from ._journal.gc import GcResult
-from ._journal.history import HistoryEntry
-from ._journal.purge import PurgeResult
-from ._rules.codecs import MemoryMeta
-from ._rules.messages import (
-    AssistantMessage,
-    FunctionCall,
-    Message,
-    MessageModel,
-    SystemMessage,
-    ToolCall,
-    ToolMessage,
-    UserMessage,
-)
-from ._rules.paths import MESSAGES_PATH
-from ._rules.progress import ProgressCallback
-from ._rules.proposals import Proposal, ProposalStatus
-from ._rules.retention_policy import RetentionPolicy
-from .errors import (
-    AccessDenied,
-    ArchiveExists,
-    ArchiveNotFound,
-    BlockingCallOnLoop,
-    CommitNotFound,
-    ConcurrencyError,
-    ContentChanged,
-    ContentPurged,
-    ContextError,
-    CorruptStore,
-    InvalidArgument,
-    InvalidContent,
-    InvalidKey,
-    InvalidMessage,
-    InvalidMetadata,
-    InvalidPath,
-    InvalidRecord,
-    InvalidRetention,
-    InvalidTransition,
-    MemoryStoreError,
-    MessageNotFound,
-    NotText,
-    NotTrusted,
-    PathEscapesRoot,
-    PathNotFound,
-    ProposalConflict,
-    ProposalNotFound,
-    ReadOnlyPath,
-    ReadOnlySnapshot,
-    RecordNotFound,
-    ReservedPath,
-    StateCollected,
-    StorageError,
-    StoreAlreadyExists,
-    StoreDeleted,
-    StoreFormatTooNew,
-    StoreNotFound,
-    UnsafeArchive,
-    UnsafeStoreContent,
-    UnsavedChanges,
-    UnsupportedBackend,
-    VersionExpired,
-    VersionNotFound,
-)
-from .storage import (
-    UNVERIFIED_BACKENDS_ENV,
-    Capabilities,
-    ObjectStorage,
-    allow_unverified_backend,
-    get_max_in_flight,
-    set_max_in_flight,
-    set_storage_options,
-)
-from .storage._byte_stream import ByteStream
+if typing.TYPE_CHECKING:  # type checkers see every name as it is once loaded
+    from ._api.surface import *  # noqa: F403
+
+    __version__: str
 
 __all__ = [
     "AccessDenied",
@@ -186,30 +106,26 @@ __all__ = [
     "uninstall",
 ]
 
-__version__: str = _version.PACKAGE_VERSION
+
+def __getattr__(name: str) -> typing.Any:
+    """A public name, loading the whole package surface on first use (PEP 562); ``__version__`` alone
+    loads only the module that knows it (reading the installed metadata takes a while too)."""
+    if name == "__version__":
+        from ._base.version import PACKAGE_VERSION
+
+        return PACKAGE_VERSION
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    _load()
+    return globals()[name]
 
 
-def _exported_from_here() -> None:
-    """Name this package as the home of every exported class: the inner layout may move a class between
-    modules, but its pickles (errors crossing processes, task outputs) and reprs keep naming
-    ``flyteplugins_memory.<Name>``, which this module always exports."""
-    for name in __all__:
-        obj = globals()[name]
-        if not (isinstance(obj, type) and obj.__module__.startswith(__name__ + ".")):
-            continue
-        # annotations are strings (``from __future__ import annotations``), resolved in the module named by
-        # ``__module__``: resolve them where they were written first, so `typing.get_type_hints` (flyte's
-        # type engine, dataclass tools) keeps working once the class names this package
-        own = inspect.get_annotations(obj)
-        try:
-            hints = typing.get_type_hints(obj, include_extras=True)
-        except NameError:  # a name imported for type checkers only: left as written (unresolvable before too)
-            hints = {}
-        if own and all(key in hints for key in own):
-            obj.__annotations__ = {key: hints[key] for key in own}
-        obj.__module__ = __name__
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
 
 
-_exported_from_here()
+def _load() -> None:
+    """Import every exported name into this module (once: later lookups find them in its globals)."""
+    from ._api import surface
 
-register_memory_store_type()
+    globals().update({name: getattr(surface, name) for name in __all__})

@@ -351,7 +351,7 @@ def test_cli_lists_accepts_and_discards_proposals(tmp_path):
     store.save()
 
     listed = cli("proposals", "--uri", uri)
-    assert listed.exit_code == 0 and hostile.id in listed.stdout and "\x1b" not in listed.stdout  # shown, not run
+    assert listed.exit_code == 0 and hostile.id[:8] in listed.stdout and "\x1b" not in listed.stdout  # shown, not run
     drafts = json.loads(cli("proposals", "--uri", uri, "--status", "draft", "--json").stdout)["proposals"]
     assert {p["id"] for p in drafts} == {hostile.id, other.id}
 

@@ -135,7 +135,7 @@ def test_gc_dry_run_removes_nothing_and_says_what_gc_then_removes(plan: MemorySt
     assert stored_objects(root) == before
     # the heading names the store's path: a long temporary path wraps it, so words are compared, not lines
     assert "would remove" in " ".join(ok("gc", "--window", "0", "--dry-run", *where(root, "plan")).split())
-    done = as_json("gc", "--window", "0", *where(root, "plan"))
+    done = as_json("gc", "--window", "0", "--yes", *where(root, "plan"))
     assert (done["dry_run"], done["objects"], done["bytes"]) == (False, planned["objects"], planned["bytes"])
     assert len(before) - len(stored_objects(root)) <= done["objects"]  # some are emptied, not deleted
     assert reopened(root).read_text("plan.md") == PLAN_BAD  # the current version stays
@@ -398,7 +398,7 @@ def test_gc_dry_run_with_an_expired_file_is_a_lower_bound_of_what_gc_then_remove
     before = stored_objects(root)
     planned = as_json("gc", "--window", "0", "--dry-run", *where(root, "ttl"))
     assert stored_objects(root) == before  # the dry run changes nothing
-    done = as_json("gc", "--window", "0", *where(root, "ttl"))
+    done = as_json("gc", "--window", "0", "--yes", *where(root, "ttl"))
     assert done["expired"] == planned["expired"] == ["tmp.md"]
     assert set(planned["commits"]) <= set(done["commits"]) and planned["objects"] <= done["objects"]
     assert planned["bytes"] <= done["bytes"]
@@ -406,5 +406,5 @@ def test_gc_dry_run_with_an_expired_file_is_a_lower_bound_of_what_gc_then_remove
     store.write_text("keep.md", "k3")
     store.save()
     again = as_json("gc", "--window", "0", "--dry-run", *where(root, "ttl"))
-    after = as_json("gc", "--window", "0", *where(root, "ttl"))
+    after = as_json("gc", "--window", "0", "--yes", *where(root, "ttl"))
     assert (again["commits"], again["objects"], again["bytes"]) == (after["commits"], after["objects"], after["bytes"])

@@ -4,15 +4,17 @@ and friends, or ``--uri``) and, like ``create``, refuses a key that holds a stor
 
 from __future__ import annotations
 
-from typing import Any
+import pathlib
+from typing import TYPE_CHECKING, Any
 
 import rich_click as click
-
-from flyteplugins_memory import ExportResult, MemoryStore
 
 from . import _progress, _render
 from ._app import actor_options, json_option, memory, store_options
 from ._target import Target, open_store
+
+if TYPE_CHECKING:
+    from flyteplugins_memory import ExportResult, MemoryStore, ProgressCallback
 
 _SIZE = click.IntRange(min=1)
 
@@ -27,13 +29,32 @@ def export(dest: str, force: bool, target: Target, json_output: bool) -> None:
     s3://bucket/backups/agent.tar.gz): files, transcript, sidecars, audit trail, versions and the history
     gc() has not collected, with a manifest of checksums. `import` makes a new store of it. An existing
     DEST is replaced only with --force, and only once the new archive is complete."""
+    _check_local_folder(dest)
     store = open_store(target)
     with _progress.bytes_bar(enabled=_progress.wanted(json_output)) as progress:
-        result = store.export(dest, overwrite=force, progress=progress)
+        result = _export(store, dest, force, progress)
     if json_output:
         _render.emit_json(result)
         return
     _render.show(f"exported {store.remote_path} to {dest}", _render.table(("result", "value"), _export_rows(result)))
+
+
+def _export(store: MemoryStore, dest: str, force: bool, progress: ProgressCallback | None) -> ExportResult:
+    from flyteplugins_memory import ArchiveExists
+
+    try:
+        return store.export(dest, overwrite=force, progress=progress)
+    except ArchiveExists:  # the library names its parameter (overwrite=True); a shell user has --force
+        raise ArchiveExists(f"{dest} exists (add --force to replace it)") from None
+
+
+def _check_local_folder(dest: str) -> None:
+    """A local DEST's folder must exist: a typo in it fails rather than growing a new tree of folders."""
+    if "://" in dest:
+        return
+    folder = pathlib.Path(dest).expanduser().parent
+    if not folder.is_dir():
+        raise click.UsageError(f"no folder {str(folder)!r} for the archive (create it first)")
 
 
 def _export_rows(result: ExportResult) -> list[tuple[str, object]]:
@@ -76,6 +97,8 @@ def import_(
 
 def _import(src: str, target: Target, **options: Any) -> MemoryStore:
     """`MemoryStore.import_store` into the store the options name (checked as every verb checks them)."""
+    from flyteplugins_memory import MemoryStore
+
     target.check_store_naming()
     if target.uri is not None:
         return MemoryStore.import_store(src, remote_path=target.uri.rstrip("/"), **options)

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import rich_click as click
-
-from flyteplugins_memory import Commit
 
 from . import _render
 from ._app import json_option, memory, store_options
 from ._target import Target, open_store
+
+if TYPE_CHECKING:
+    from flyteplugins_memory import Commit
 
 
 @memory.command("messages")

@@ -9,20 +9,16 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    SpinnerColumn,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-    TransferSpeedColumn,
-)
 
-from flyteplugins_memory import ProgressCallback
+from ._render import human_size
+
+if TYPE_CHECKING:
+    from rich.progress import TaskID
+
+    from flyteplugins_memory import ProgressCallback
 
 
 def wanted(json_output: bool) -> bool:
@@ -36,6 +32,8 @@ def working(description: str, *, enabled: bool) -> Iterator[None]:
     if not enabled:
         yield
         return
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
     with Progress(*columns, console=Console(file=sys.stderr), transient=True) as progress:
         progress.add_task(description, total=None)
@@ -53,11 +51,20 @@ def bytes_bar(*, enabled: bool) -> Iterator[ProgressCallback | None]:
     if not enabled:
         yield None
         return
+    # rich.progress loads only where a bar is drawn
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
-        DownloadColumn(),
-        TransferSpeedColumn(),
+        DownloadColumn(binary_units=True),  # KiB/MiB, as every size the CLI prints
+        binary_speed(),
         TimeElapsedColumn(),
     )
     with Progress(*columns, console=Console(file=sys.stderr), transient=True) as progress:
@@ -69,3 +76,18 @@ def bytes_bar(*, enabled: bool) -> Iterator[ProgressCallback | None]:
             progress.update(tasks[phase], completed=done, total=total or None)
 
         yield report
+
+
+def binary_speed() -> Any:
+    """A transfer-speed column in KiB/s and MiB/s (rich's `TransferSpeedColumn` is decimal, kB/s), so one
+    bar never mixes unit families."""
+    from rich.progress import ProgressColumn, Task
+    from rich.text import Text
+
+    class BinarySpeed(ProgressColumn):
+        def render(self, task: Task) -> Text:
+            speed = task.finished_speed or task.speed
+            shown = "?" if speed is None else f"{human_size(int(speed))}/s"
+            return Text(shown, style="progress.data.speed")
+
+    return BinarySpeed()

@@ -94,6 +94,11 @@ def human_size(size: int) -> str:
     raise AssertionError("unreachable")
 
 
+def count(number: int, noun: str) -> str:
+    """``1 file``, ``2 files``: a count with its noun in the right number."""
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+
 def when(timestamp: str) -> str:
     """An ISO-8601 UTC timestamp as ``2026-05-01 12:00:00 UTC`` (anything else as it is)."""
     for suffix in ("+00:00", "Z"):

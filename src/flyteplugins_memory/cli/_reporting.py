@@ -43,6 +43,8 @@ def report(
     """Write one self-contained HTML page of the store (files, transcript, commits, audit trail) to FILE."""
     if html_path.exists() and not force:
         raise click.UsageError(f"{html_path} exists (add --force to replace it)")
+    if not html_path.parent.is_dir():  # a typo in the folder fails rather than growing a tree of folders
+        raise click.UsageError(f"no folder {str(html_path.parent)!r} for --html (create it first)")
     store = open_store(target)
     with _progress.working(f"reading {store.remote_path}", enabled=_progress.wanted(json_output)):
         page = store.report(max_messages=max_messages, max_files=max_files)
@@ -55,7 +57,6 @@ def report(
 
 def _write_whole(path: pathlib.Path, text: str) -> None:
     """Write `text` to `path` atomically: a half-written page must never stand in for the file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:

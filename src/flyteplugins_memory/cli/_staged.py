@@ -7,15 +7,16 @@ line (exit 1) and commits nothing.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import rich_click as click
-
-from flyteplugins_memory import MemoryStore, Proposal
 
 from . import _render
 from ._app import json_option, memory, store_options
 from ._target import Target, open_store
+
+if TYPE_CHECKING:
+    from flyteplugins_memory import MemoryStore, Proposal
 
 _STATUS = click.Choice(["draft", "accepted", "discarded"])
 
@@ -32,15 +33,41 @@ def proposals(target: Target, status: str | None, prefix: str, json_output: bool
     if json_output:
         _render.emit_json({"uri": store.remote_path, "proposals": [p.model_dump() for p in found]})
         return
-    rows = [_row(p) for p in found]
+    short = short_ids([p.id for p in store.proposals()])  # unique among all, so any status filter can use them
+    rows = [_row(p, short[p.id]) for p in found]
     columns = ("id", "status", "path", "size", "proposed by", "proposed at", "reason", "content")
-    _render.show(store.remote_path, _render.table(columns, rows), f"{len(found)} proposals")
+    caption = f"{_render.count(len(found), 'proposal')}; accept or discard takes an id as shown (--json: full ids)"
+    _render.show(store.remote_path, _render.table(columns, rows), caption)
 
 
-def _row(proposal: Proposal) -> tuple[Any, ...]:
+#: the fewest characters of an id the table shows (more where two ids share them)
+SHORT_ID = 8
+
+
+def short_ids(ids: list[str]) -> dict[str, str]:
+    """Each id's shortest prefix of at least `SHORT_ID` characters that no other id starts with."""
+    short: dict[str, str] = {}
+    for proposal_id in ids:
+        size = SHORT_ID
+        while size < len(proposal_id) and any(o != proposal_id and o.startswith(proposal_id[:size]) for o in ids):
+            size += 1
+        short[proposal_id] = proposal_id[:size]
+    return short
+
+
+def resolve_id(store: MemoryStore, typed: str) -> str:
+    """The full id of the proposal whose id starts with `typed` (an id as `proposals` shows it); `typed`
+    as it is when no id does (the store then says there is no such proposal)."""
+    matches = [p.id for p in store.proposals() if p.id.startswith(typed)]
+    if len(matches) > 1 and typed not in matches:
+        raise click.UsageError(f"{typed!r} is the start of {len(matches)} proposal ids: type more of it")
+    return matches[0] if len(matches) == 1 else typed
+
+
+def _row(proposal: Proposal, short_id: str) -> tuple[Any, ...]:
     content = "" if proposal.content is None else _render.one_line(proposal.content, 60)
     return (
-        proposal.id,
+        short_id,
         proposal.status,
         proposal.path,
         _render.human_size(proposal.bytes),
@@ -64,9 +91,18 @@ def _decision(name: str, verb: str) -> click.Command:
     def command(
         proposal_id: str, target: Target, trusted: bool, actor: str | None, reason: str | None, json_output: bool
     ) -> None:
+        from flyteplugins_memory import AccessDenied
+
         store = open_store(target, trusted=trusted)
         decide = store.accept if verb == "accept" else store.discard
-        _report(store, decide(proposal_id, actor=actor, reason=reason), json_output)
+        full_id = resolve_id(store, proposal_id)
+        try:
+            proposal = decide(full_id, actor=actor, reason=reason)
+        except AccessDenied as exc:
+            if trusted:
+                raise
+            raise type(exc)(f"{exc} (add --trusted to {verb} under a read-only prefix)") from None
+        _report(store, proposal, json_output)
 
     command.__doc__ = {
         "accept": "Accept draft proposal ID: write its content to its path and mark it accepted (one commit).",

@@ -11,11 +11,14 @@ root: a cluster's stores need ``--root s3://bucket`` (or ``--uri``).
 
 from __future__ import annotations
 
+import pathlib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import rich_click as click
 
-from flyteplugins_memory import MemoryStore, StoreDeleted, StoreNotFound
+if TYPE_CHECKING:
+    from flyteplugins_memory import MemoryStore
 
 #: how the library's `StoreNotFound` of an open begins (the CLI says it in its own words)
 _NOT_FOUND = "No MemoryStore at "
@@ -39,6 +42,8 @@ class Target:
 
     def open(self, *, trusted: bool = False) -> MemoryStore:
         """The named store at its newest commit (`StoreNotFound` if there is none; never created)."""
+        from flyteplugins_memory import MemoryStore
+
         self.check_store_naming()
         if self.uri is not None:
             return MemoryStore.open(remote_path=self.uri.rstrip("/"), trusted=trusted)
@@ -59,6 +64,8 @@ def open_store(target: Target, *, trusted: bool = False) -> MemoryStore:
     """Open the named store at its newest commit (a `trusted` handle if asked); `StoreNotFound` ("no memory
     store at ...") if it does not exist, `StoreDeleted` (its own message: who deleted it, when, why) if it
     was deleted. Never creates one."""
+    from flyteplugins_memory import StoreDeleted, StoreNotFound
+
     try:
         return target.open(trusted=trusted)
     except StoreDeleted:
@@ -67,13 +74,62 @@ def open_store(target: Target, *, trusted: bool = False) -> MemoryStore:
         text = str(exc)
         if not text.startswith(_NOT_FOUND):  # another cause: its own message, never spliced into ours
             raise
-        raise StoreNotFound(f"no memory store at {text.removeprefix(_NOT_FOUND)}") from None
+        message = f"no memory store at {text.removeprefix(_NOT_FOUND)}"
+        raise StoreNotFound(message + missing_root(target.root)) from None
+
+
+def missing_root(root: str | None) -> str:
+    """``" (the storage root ... does not exist)"`` for a --root that does not exist (a local folder, or
+    an S3/GCS bucket), else "": a typo there otherwise reads as just "no store" or "no keys". Asked only
+    after a lookup found nothing, so a command that succeeds pays nothing for it."""
+    if root is None:
+        return ""
+    if root.startswith(_BUCKET_SCHEMES):
+        return _missing_bucket(root)
+    if "://" in root and not root.startswith("file://"):
+        return ""
+    folder = pathlib.Path(root.removeprefix("file://")).expanduser()
+    return "" if folder.is_dir() else f" (the storage root {root} does not exist)"
+
+
+#: roots whose first path part is a bucket
+_BUCKET_SCHEMES = ("s3://", "gs://", "gcs://")
+
+
+def _missing_bucket(root: str) -> str:
+    """The note for a bucket the storage settings cannot see; "" when it is there, or when asking fails
+    (no claim is better than a wrong one: the command's own error stands)."""
+    from flyteplugins_memory.storage._fsspec import filesystem_for  # the store's own settings for `root`
+
+    bucket = root.split("://", 1)[1].split("/", 1)[0]
+    try:
+        fs = filesystem_for(root)
+        if fs.exists(bucket):
+            return ""
+    except Exception:
+        return ""
+    return f" (the bucket {bucket} does not exist, or these credentials cannot see it)"
+
+
+def not_found(message: str) -> Exception:
+    """The library's `StoreNotFound` with `message` (exit code 1, as a missing store or file)."""
+    from flyteplugins_memory import StoreNotFound
+
+    return StoreNotFound(message)
 
 
 def list_keys(target: Target, prefix: str) -> list[str]:
     """Keys of the stores in the namespace the options name."""
+    from flyteplugins_memory import MemoryStore
+
+    local = target.root is not None and not target.root.startswith(_BUCKET_SCHEMES)
+    if local and missing_root(target.root):
+        raise not_found(f"no storage root at {target.root} (no such folder)")
     full = target.with_config()
-    return MemoryStore.list_keys(prefix, org=full.org, project=full.project, domain=full.domain, root=full.root)
+    found = MemoryStore.list_keys(prefix, org=full.org, project=full.project, domain=full.domain, root=full.root)
+    if not found and not local and (missing := missing_root(target.root)):
+        raise not_found(f"no storage root at {target.root}{missing}")
+    return found
 
 
 def _config_namespace() -> tuple[str | None, str | None, str | None]:

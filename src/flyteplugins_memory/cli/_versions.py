@@ -8,14 +8,16 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import rich_click as click
 
-from flyteplugins_memory import HistoryEntry, StoreNotFound
-
 from . import _render
 from ._app import actor_options, json_option, memory, store_options
-from ._target import Target, open_store
+from ._target import Target, not_found, open_store
+
+if TYPE_CHECKING:
+    from flyteplugins_memory import HistoryEntry
 
 #: how many hex digits of a sha256 the table shows (``--json`` has all of them)
 SHORT_SHA = 12
@@ -33,7 +35,7 @@ def history(path: str, limit: int, target: Target, json_output: bool) -> None:
     store = open_store(target)
     versions = store.history(path, limit)
     if not versions:
-        raise StoreNotFound(f"no file {path!r} in the store at {store.remote_path}, and no history of one")
+        raise not_found(f"no file {path!r} in the store at {store.remote_path}, and no history of one")
     if json_output:
         _render.emit_json(versions)
         return

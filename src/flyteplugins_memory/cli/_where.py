@@ -19,13 +19,14 @@ def where_option(func: F) -> F:
         "--where",
         "where",
         multiple=True,
-        callback=_parsed,
+        callback=parse_pairs,
         metavar="KEY=VALUE",
         help="Only files whose metadata has KEY equal to VALUE (a JSON scalar, else a string); repeatable.",
     )(func)
 
 
-def _parsed(ctx: click.Context, param: click.Parameter, pairs: tuple[str, ...]) -> dict[str, Any]:
+def parse_pairs(ctx: click.Context, param: click.Parameter, pairs: tuple[str, ...]) -> dict[str, Any]:
+    """``KEY=VALUE`` options (``--where``, ``write --metadata``) as one dict, values by `parse_value`."""
     where: dict[str, Any] = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")

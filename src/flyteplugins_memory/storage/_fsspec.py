@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any, TypeVar
@@ -39,6 +40,8 @@ from ._s3_writes import writes_for
 
 __all__ = ["Listed", "ObjectStorage", "FsspecStorage", "filesystem_for"]
 
+#: a retried storage call is logged here at INFO (the CLI shows these lines on stderr)
+logger = logging.getLogger(__name__)
 T = TypeVar("T")
 #: Objects deleted at once by `FsspecStorage.remove_all` on object stores.
 REMOVE_BATCH = 500
@@ -253,6 +256,7 @@ class FsspecStorage:
             except (StorageError, UnsafeStoreContent):
                 raise
             except Exception as exc:
+                failure = exc  # for the retry's log line (`exc` ends with this block)
                 throttled = is_throttling(exc)
                 if attempt == policy.attempts or not is_transient(exc):
                     tries = f" (after {attempt} attempts)" if attempt > 1 else ""
@@ -260,7 +264,10 @@ class FsspecStorage:
             finally:
                 if limit is not None:
                     limit.release(started, throttled=throttled)  # the backoff waits outside the slot
-            await asyncio.sleep(policy.delay(attempt))
+            wait = policy.delay(attempt)
+            retry = (op, self.uri, failure, attempt, policy.attempts - 1, wait)
+            logger.info("storage %s under %s failed (%s); retry %d of %d in %.1f s", *retry)
+            await asyncio.sleep(wait)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     async def create_many(self, objects: dict[str, bytes]) -> set[str]:
