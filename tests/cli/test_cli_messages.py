@@ -226,3 +226,20 @@ def test_a_missing_bucket_is_said(s3_backend):
     bucket = "s3://" + s3_backend.raw_data_path.split("/")[2]
     assert "bucket" not in failing(1, "ls", "--key", "nobody", "--root", bucket)  # only the store is missing
     assert run("keys", "--root", bucket, "--json").exit_code == 0
+
+
+# -- counts in their number ---------------------------------------------------------------------------------------
+
+
+def test_captions_count_in_the_number_they_take(tmp_path: pathlib.Path):
+    location = str(tmp_path / "one")
+    store = MemoryStore("cli", remote_path=location)
+    store.write_text("notes/a.md", "green tea")
+    store.append({"role": "user", "content": "tea?"})
+    store.save()
+    outputs = {verb: run(*verb.split(), "--uri", location).stdout for verb in ("ls", "log", "search tea", "audit")}
+    assert "1 file," in outputs["ls"] and "1 message in the transcript" in outputs["ls"], outputs["ls"]
+    assert "1 commit" in outputs["log"] and "1 commits" not in outputs["log"], outputs["log"]
+    assert "1 hit" in outputs["search tea"] and "1 hits" not in outputs["search tea"], outputs["search tea"]
+    assert "+1 message" in outputs["log"] and "+1 messages" not in outputs["log"], outputs["log"]
+    assert " 1 events" not in outputs["audit"], outputs["audit"]

@@ -193,4 +193,4 @@ def keys(prefix: str, target: Target, json_output: bool) -> None:
     if json_output:
         _render.emit_json(found)
         return
-    _render.show(None, _render.table(("key",), ([k] for k in found)), f"{len(found)} stores")
+    _render.show(None, _render.table(("key",), ([k] for k in found)), _render.count(len(found), "store"))

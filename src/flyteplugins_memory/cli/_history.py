@@ -28,7 +28,7 @@ def messages(tail: int | None, target: Target, json_output: bool) -> None:
         _render.emit_json(shown)
         return
     rows = ((first + i, message.get("role", ""), _message_text(message)) for i, message in enumerate(shown))
-    caption = f"{len(shown)} of {len(store.messages)} messages"
+    caption = f"{len(shown)} of {_render.count(len(store.messages), 'message')}"
     _render.show(store.remote_path, _render.table(("#", "role", "content"), rows), caption)
 
 
@@ -68,13 +68,13 @@ def log(limit: int, path: str | None, target: Target, json_output: bool) -> None
         return
     rows = ((c.seq, _render.when(c.time), c.kind, c.actor, c.reason, _changes(c)) for c in commits)
     columns = ("#", "time", "kind", "actor", "reason", "changes")
-    _render.show(store.remote_path, _render.table(columns, rows), f"{len(commits)} commits")
+    _render.show(store.remote_path, _render.table(columns, rows), _render.count(len(commits), "commit"))
 
 
 def _changes(commit: Commit) -> str:
     parts = [f"+ {p}" for p in commit.wrote] + [f"- {p}" for p in commit.deleted]
     if commit.appended:
-        parts.append(f"+{commit.appended} messages")
+        parts.append("+" + _render.count(commit.appended, "message"))
     if commit.rewrote:
         parts.append("transcript rewritten")
     return "\n".join(parts)
@@ -96,4 +96,4 @@ def audit(tail: int, target: Target, json_output: bool) -> None:
         for e in events
     )
     columns = ("time", "actor", "op", "path", "reason")
-    _render.show(store.remote_path, _render.table(columns, rows), f"{len(events)} events")
+    _render.show(store.remote_path, _render.table(columns, rows), _render.count(len(events), "event"))

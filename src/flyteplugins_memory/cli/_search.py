@@ -36,4 +36,4 @@ def search(
         _render.emit_json({"uri": store.remote_path, "query": query, "hits": hits})
         return
     rows = [(h.path, f"{h.score:.3f}", _render.one_line(h.snippet)) for h in hits]
-    _render.show(store.remote_path, _render.table(("path", "score", "snippet"), rows), f"{len(hits)} hits")
+    _render.show(store.remote_path, _render.table(("path", "score", "snippet"), rows), _render.count(len(hits), "hit"))

@@ -41,7 +41,8 @@ def history(path: str, limit: int, target: Target, json_output: bool) -> None:
         return
     rows = (_row(entry) for entry in versions)
     columns = ("version", "time", "actor", "reason", "size", "sha256")
-    _render.show(f"{path} in {store.remote_path}", _render.table(columns, rows), f"{len(versions)} versions")
+    caption = _render.count(len(versions), "version")
+    _render.show(f"{path} in {store.remote_path}", _render.table(columns, rows), caption)
 
 
 def _row(entry: HistoryEntry) -> tuple[str, ...]:
