@@ -32,14 +32,14 @@ from .._rules.open_hint import head_for
 from .._rules.retention_policy import journal_span, persisted_policy
 from .._rules.state import State
 from .._rules.ttl import EXPIRED_REASON, is_expired
-from ..errors import MemoryStoreError
+from ..errors import MemoryStoreError, StorageError
 from .checkpoints import read_all_parts
 from .journal_storage import JournalStorage
 from .log_reads import LOG_DIR, read_checkpoint
 from .opening import latest_state
 from .redact import Redaction, retire_parts, rewrite_journal, rewriting
 from .relocate import clean_old_journal
-from .retention import SLOT_GRACE, Inventory, Needs, Removal, kept_commits, needs, removal
+from .retention import SLOT_GRACE, Inventory, Needs, Removal, kept_commits, needs, removal, with_dropped
 from .snapshot_retention import Expired, expired_snapshots, snapshot_removal
 
 logger = logging.getLogger(__name__)
@@ -144,6 +144,10 @@ async def _plan(
     checkpoints[newest.checkpoint.seq] = newest.checkpoint
     parts = await read_all_parts(remote, checkpoints.values())  # O(files): the blobs they name are kept
     need = needs(newest, kept, records, checkpoints, parts, now)
+    oldest_kept = min(need.records, default=newest.seq)
+    dropped = [s for s, found in inventory.records.items() if s < oldest_kept and found.size >= TOMBSTONE_MAX_BYTES]
+    if dropped:  # read once: the slots are emptied or deleted below
+        need = with_dropped(need, await _dropped_records(remote, dropped), now)
     return removal(inventory, newest.seq, need, cutoff, slot_cutoff), need
 
 
@@ -255,6 +259,24 @@ async def _read_records(remote: JournalStorage, seqs: list[int]) -> dict[int, Co
         data = found.get(log_name(seq))
         if data is not None:
             records[seq] = await parse_off_loop(CommitRecord, data, log_name(seq))
+    return records
+
+
+async def _dropped_records(remote: JournalStorage, seqs: list[int]) -> list[CommitRecord]:
+    """The commit records of log slots gc() drops, as far as they read as commits: a slot that holds something
+    else, or cannot be read, holds no entry gc() could learn an expiry from (logged; nothing is less safe than
+    before this look)."""
+    try:
+        found = await remote.read_many([log_name(s) for s in seqs])
+    except StorageError as exc:
+        logger.warning("gc could not read the commits it drops for expired content: %s", exc)
+        return []
+    records = []
+    for name, data in found.items():
+        try:
+            records.append(await parse_off_loop(CommitRecord, data, name))
+        except MemoryStoreError:
+            continue
     return records
 
 

@@ -19,7 +19,7 @@ committing; see `_journal.commit`). Tombstones are deleted once older than the g
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .._rules.data_map import journal_kind
 from .._rules.journal_objects import EMPTY_CHECKPOINT, Checkpoint, CommitRecord, FileEntry
@@ -153,6 +153,15 @@ def needs(
     search = frozenset(sha for ext in exts for sha in referenced_segments(ext))
     found = (frozenset(segments), frozenset(shas), frozenset(part_shas), search, expired, labelled)
     return Needs(frozenset(kept), frozenset(needed), *found)
+
+
+def with_dropped(need: Needs, dropped: Iterable[CommitRecord], now: float) -> Needs:
+    """`need`, its expired content widened by the entries of the records gc() drops now whose ttl ran out and
+    whose content no kept state holds. A deletion after the expiry (a write over the path, a delete) leaves no
+    kept entry to say the content expired, yet a search segment or a snapshot may still hold its text."""
+    dead = {(p, r.sha256) for record in dropped for p, r in record.delta.files.items() if r and is_expired(r, now)}
+    extra = frozenset((p, sha) for p, sha in dead if sha not in need.shas)
+    return replace(need, expired=need.expired | extra) if extra else need
 
 
 @dataclass(frozen=True)
