@@ -1,0 +1,64 @@
+"""Pure: the stemmer search runs its words through (docs/decisions/0167-search-stems-words-english-by-default.md).
+
+``search("flight")`` finds "flights": documents and queries are indexed by their words' Snowball stems
+(PyStemmer, the Snowball project's C build of its algorithms). The language is the process's, read from
+``FLYTE_MEMORY_SEARCH_LANGUAGE`` (default ``english``; ``none`` turns stemming off): saves index in it and
+searches ask in it. A segment records the language it was stemmed in (decision 0168), so a store written in
+another language is searched right too: its segments are read as unreadable and its files indexed again.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections import Counter
+from collections.abc import Iterable, Mapping
+
+import Stemmer  # type: ignore[import-untyped]  # PyStemmer ships no type hints
+
+from ..errors import InvalidArgument
+
+#: The environment variable that names the language words are stemmed in.
+LANGUAGE_ENV = "FLYTE_MEMORY_SEARCH_LANGUAGE"
+#: The language when the variable is unset.
+DEFAULT_LANGUAGE = "english"
+#: The value that turns stemming off (words are indexed as they are folded, as releases before 0167 did).
+NO_STEMMING = "none"
+
+
+@functools.cache
+def languages() -> frozenset[str]:
+    """The languages a store can be searched in: Snowball's algorithms and `NO_STEMMING`."""
+    return frozenset(Stemmer.algorithms()) | {NO_STEMMING}
+
+
+def search_language() -> str:
+    """The language of this process's searches and saves (`LANGUAGE_ENV`, else `DEFAULT_LANGUAGE`);
+    `InvalidArgument` naming the choices for one Snowball does not know."""
+    name = os.environ.get(LANGUAGE_ENV, "").strip().lower() or DEFAULT_LANGUAGE
+    if name not in languages():
+        choices = ", ".join(sorted(languages()))
+        raise InvalidArgument(f"{LANGUAGE_ENV}={name!r} is not a search language; one of: {choices}")
+    return name
+
+
+@functools.cache
+def _stemmer(language: str) -> Stemmer.Stemmer:
+    return Stemmer.Stemmer(language)
+
+
+def stems(words: Iterable[str], language: str) -> list[str]:
+    """Each of `words` (folded tokens) as its stem in `language` (unchanged under `NO_STEMMING`)."""
+    listed = list(words)
+    return listed if language == NO_STEMMING else _stemmer(language).stemWords(listed)
+
+
+def stem_counts(counts: Mapping[str, int], language: str) -> dict[str, int]:
+    """Token counts as counts of their stems (the stem of a token is a function of it alone: counts of
+    unstemmed tokens give exactly the counts stemming them first would have given)."""
+    if language == NO_STEMMING:
+        return dict(counts)
+    out: Counter[str] = Counter()
+    for stem, count in zip(stems(counts, language), counts.values(), strict=True):
+        out[stem] += count
+    return dict(out)
