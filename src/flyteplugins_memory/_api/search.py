@@ -76,11 +76,12 @@ class SearchAPI(StoreCore):
     ) -> list[SearchHit]:
         """The `limit` files under directory `prefix` that best match `query` (BM25 over words,
         case-insensitive, stemmed in the search language: "flight" finds "flights"; see
-        ``FLYTE_MEMORY_SEARCH_LANGUAGE`` in docs/guide/search.md), best first; with `where`, only files whose metadata holds every pair exactly
-        (as `list_paths`). Binary files never match. Unsaved writes of this handle are searched as they
-        stand. `include_transcript` adds the messages of ``store.messages`` (hit paths
-        ``messages.json#<index>``; not with `prefix` or `where`: `InvalidArgument`); `embed` (texts to
-        vectors; async, or sync and run in a thread) adds hybrid ranking."""
+        ``FLYTE_MEMORY_SEARCH_LANGUAGE`` in docs/guide/search.md), best first; with `where`, only files
+        whose metadata holds every pair exactly (as `list_paths`). Binary files never match. Unsaved
+        writes of this handle are searched as they stand. `include_transcript` adds the messages of
+        ``store.messages`` (hit paths ``messages.json#<index>``; not with `prefix` or `where`:
+        `InvalidArgument`); `embed` (texts to vectors; async, or sync and run in a thread) adds hybrid
+        ranking."""
         terms = stemmed_terms(_check_query(query))  # stems in the search language, as the index's (0167)
         rel = self._admission.admit(prefix, Access.LIST)
         count, wanted = check_int("limit", limit, minimum=1), check_where(where)

@@ -1,4 +1,4 @@
-"""Pure: a segment read in the search language (docs/decisions/0168-older-search-segments-are-stemmed-as-they-are-read.md).
+"""Pure: a segment read in the search language (docs/decisions/0168).
 
 Segments written before stemming (every JSON segment, binary ones of the older magic) hold words as folded.
 A word's stem is a function of the word alone, so such a segment answers for a stem exactly as a stemmed

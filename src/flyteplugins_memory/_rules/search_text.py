@@ -194,4 +194,3 @@ def _folded(text: str) -> tuple[str, list[int]]:
         for ch in text
     ]
     return "".join(pieces), [i for i, piece in enumerate(pieces) for _ in piece]
-
