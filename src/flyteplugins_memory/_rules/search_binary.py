@@ -14,8 +14,9 @@ row number the segment does not hold, offsets out of order, a row that is not th
 ValueError then: docs/decisions/0161). Checking every row at open would cost a cold search ~60x its parse.
 
 Layout: ``MAGIC``, a little-endian u32 header length, the header (JSON: the writer, the counts, the byte
-width of each column and the byte length of each block), then the blocks in `BLOCKS` order. The bytes are
-deterministic (equal docs give equal bytes, hence one content-addressed object).
+width of each column, the byte length of each block, and ``stem``: the language its terms are stems in),
+then the blocks in `BLOCKS` order. The bytes are deterministic (equal docs give equal bytes, hence one
+content-addressed object).
 """
 
 from __future__ import annotations

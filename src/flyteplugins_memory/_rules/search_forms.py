@@ -25,8 +25,9 @@ from .search_text import Doc
 
 #: Version of the ``ext["search"]`` map and of segments (a reader ignores an index of another version;
 #: 1, with docs inline in the records, and 2, tokenized without NFKC and CJK characters, were never
-#: released). The tokenizer is part of the format: a query's tokens must be made as the index's were.
-#: Both segment forms are of this version: the binary one differs in encoding, not in what it holds.
+#: released). The tokenizer is part of the format: a query's tokens must be made as the index's were; so is the
+#: stemmer, which each binary segment names (`Segment.stem`, docs/decisions/0168: a segment of unstemmed words
+#: is read as a stemmed one, `search_restem`). Both segment forms are of this version: they differ in encoding.
 VERSION = 3
 
 Updates = dict[str, Doc | None]
