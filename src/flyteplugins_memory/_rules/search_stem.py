@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 from collections.abc import Iterable, Mapping
-
-import Stemmer  # type: ignore[import-untyped]  # PyStemmer ships no type hints
+from typing import Any
 
 from ..errors import InvalidArgument
 
@@ -28,6 +28,8 @@ NO_STEMMING = "none"
 @functools.cache
 def languages() -> frozenset[str]:
     """The languages a store can be searched in: Snowball's algorithms and `NO_STEMMING`."""
+    import Stemmer  # type: ignore[import-untyped]  # on first use: a CLI's --help never loads it
+
     return frozenset(Stemmer.algorithms()) | {NO_STEMMING}
 
 
@@ -46,10 +48,13 @@ CACHED_STEMS = 200_000
 
 
 @functools.cache
-def _stemmer(language: str) -> tuple[Stemmer.Stemmer, dict[str, str]]:
-    """The language's stemmer, without PyStemmer's own cache (measured: past its 10,000 words it spends
-    more time evicting than stemming), and ours: a dict, read without a lock (an eviction replaces it)."""
-    return Stemmer.Stemmer(language, 0), {}
+def _stemmer(language: str) -> tuple[Any, threading.Lock, dict[str, str]]:
+    """The language's stemmer, the lock it is called under (a PyStemmer stemmer has state: one thread at a
+    time; saves stem off the event loop), without PyStemmer's own cache (measured: past its 10,000 words it
+    spends more time evicting than stemming), and ours: a dict, read without the lock."""
+    import Stemmer  # type: ignore[import-untyped]  # PyStemmer ships no type hints
+
+    return Stemmer.Stemmer(language, 0), threading.Lock(), {}
 
 
 def stems(words: Iterable[str], language: str) -> list[str]:
@@ -57,7 +62,7 @@ def stems(words: Iterable[str], language: str) -> list[str]:
     listed = list(words)
     if language == NO_STEMMING:
         return listed
-    stemmer, cache = _stemmer(language)
+    stemmer, lock, cache = _stemmer(language)
     try:
         return [cache[word] for word in listed]  # most words of a store were stemmed before
     except KeyError:
@@ -66,7 +71,8 @@ def stems(words: Iterable[str], language: str) -> list[str]:
     missing = [word for word, stem in zip(listed, out, strict=True) if stem is None]
     if not missing:
         return out  # type: ignore[return-value]  # every stem was cached
-    new = dict(zip(missing, stemmer.stemWords(missing), strict=True))
+    with lock:
+        new = dict(zip(missing, stemmer.stemWords(missing), strict=True))
     if len(cache) + len(new) > CACHED_STEMS:
         cache.clear()
     cache.update(new)
