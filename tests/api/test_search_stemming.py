@@ -110,8 +110,14 @@ def test_a_store_stemmed_in_another_language_is_searched_in_this_one(local_backe
     assert paths(MemoryStore.get_or_create(key=key).search("flight")) == {"en.md", "more.md"}
 
 
-def test_an_unknown_language_is_refused_by_name(local_backend, key, monkeypatch):
+def test_an_unknown_language_is_refused_by_name_by_search_and_never_fails_a_save(local_backend, key, monkeypatch):
     store = written(key)
     monkeypatch.setenv(LANGUAGE_ENV, "klingon")
     with pytest.raises(ValueError, match=LANGUAGE_ENV):
         store.search("flight")
+    store.write_text("trips/porto.md", "flights to Porto")
+    store.save()  # the index is a cache: committed without its update
+    monkeypatch.setenv(LANGUAGE_ENV, "english")
+    fresh = MemoryStore.get_or_create(key=key)
+    assert fresh.read_text("trips/porto.md") == "flights to Porto"
+    assert paths(fresh.search("flight")) == {"trips/lisbon.md", "trips/notes.md", "trips/porto.md"}

@@ -48,7 +48,7 @@ from .._rules.search_stem import search_language
 from .._rules.search_text import Doc, make_doc
 from .._rules.state import State
 from .._rules.ttl import expires_at
-from ..errors import MemoryStoreError, StorageError
+from ..errors import InvalidArgument, MemoryStoreError, StorageError
 from ..storage._contract import ObjectStorage
 
 logger = logging.getLogger(__name__)
@@ -75,9 +75,14 @@ def docs_for(changes: Mapping[str, FileEntry | None], contents: Mapping[str, byt
 
 
 async def updates_of(changes: Mapping[str, FileEntry | None], contents: Mapping[str, bytes]) -> Updates | None:
-    """`docs_for`, off the loop when the save is large."""
+    """`docs_for`, off the loop when the save is large; None (the save commits without updating the index)
+    when the search language is misconfigured: the index is a cache, and a search says what is wrong."""
     size = sum(len(contents.get(p, b"")) for p in changes)
-    return await off_loop(size, docs_for, changes, contents)
+    try:
+        return await off_loop(size, docs_for, changes, contents)
+    except InvalidArgument as exc:  # only `search_language()` raises it here
+        logger.warning("Committing without updating the search index: %s", exc)
+        return None
 
 
 async def read_segments(remote: ObjectStorage, refs: list[SegmentRef], cache: dict[str, Segment]) -> dict[str, Segment]:
