@@ -30,7 +30,8 @@ from .._rules.metadata import Scalar, check_where, matches
 from .._rules.paths import MESSAGES_PATH
 from .._rules.search_forms import DamagedSegment
 from .._rules.search_index import Hit, Updates
-from .._rules.search_text import Doc, make_doc, searchable_text, snippet, tokenize
+from .._rules.search_text import Doc, make_doc, searchable_text, snippet
+from .._rules.search_text import terms as stemmed_terms
 from .._rules.state import State
 from ..errors import InvalidArgument
 from .core import StoreCore
@@ -73,13 +74,15 @@ class SearchAPI(StoreCore):
         include_transcript: bool = False,
         embed: Embed | None = None,
     ) -> list[SearchHit]:
-        """The `limit` files under directory `prefix` that best match `query` (BM25 over word tokens,
-        case-insensitive), best first; with `where`, only files whose metadata holds every pair exactly
-        (as `list_paths`). Binary files never match. Unsaved writes of this handle are searched as they
-        stand. `include_transcript` adds the messages of ``store.messages`` (hit paths
-        ``messages.json#<index>``; not with `prefix` or `where`: `InvalidArgument`); `embed` (texts to
-        vectors; async, or sync and run in a thread) adds hybrid ranking."""
-        terms = tokenize(_check_query(query))
+        """The `limit` files under directory `prefix` that best match `query` (BM25 over words,
+        case-insensitive, stemmed in the search language: "flight" finds "flights"; see
+        ``FLYTE_MEMORY_SEARCH_LANGUAGE`` in docs/guide/search.md), best first; with `where`, only files
+        whose metadata holds every pair exactly (as `list_paths`). Binary files never match. Unsaved
+        writes of this handle are searched as they stand. `include_transcript` adds the messages of
+        ``store.messages`` (hit paths ``messages.json#<index>``; not with `prefix` or `where`:
+        `InvalidArgument`); `embed` (texts to vectors; async, or sync and run in a thread) adds hybrid
+        ranking."""
+        terms = stemmed_terms(_check_query(query))  # stems in the search language, as the index's (0167)
         rel = self._admission.admit(prefix, Access.LIST)
         count, wanted = check_int("limit", limit, minimum=1), check_where(where)
         check_flag("include_transcript", include_transcript)

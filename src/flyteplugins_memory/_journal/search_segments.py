@@ -43,10 +43,12 @@ from .._rules.search_index import (
     merged,
     read_ext,
 )
+from .._rules.search_restem import in_language
+from .._rules.search_stem import search_language
 from .._rules.search_text import Doc, make_doc
 from .._rules.state import State
 from .._rules.ttl import expires_at
-from ..errors import MemoryStoreError, StorageError
+from ..errors import InvalidArgument, MemoryStoreError, StorageError
 from ..storage._contract import ObjectStorage
 
 logger = logging.getLogger(__name__)
@@ -73,15 +75,21 @@ def docs_for(changes: Mapping[str, FileEntry | None], contents: Mapping[str, byt
 
 
 async def updates_of(changes: Mapping[str, FileEntry | None], contents: Mapping[str, bytes]) -> Updates | None:
-    """`docs_for`, off the loop when the save is large."""
+    """`docs_for`, off the loop when the save is large; None (the save commits without updating the index)
+    when the search language is misconfigured: the index is a cache, and a search says what is wrong."""
     size = sum(len(contents.get(p, b"")) for p in changes)
-    return await off_loop(size, docs_for, changes, contents)
+    try:
+        return await off_loop(size, docs_for, changes, contents)
+    except InvalidArgument as exc:  # only `search_language()` raises it here
+        logger.warning("Committing without updating the search index: %s", exc)
+        return None
 
 
 async def read_segments(remote: ObjectStorage, refs: list[SegmentRef], cache: dict[str, Segment]) -> dict[str, Segment]:
-    """Those of the segments `refs` names that can be had, by sha256: from `cache` where it holds them,
-    else read concurrently, checked, and cached. A missing or corrupt one is left out (logged): the
-    caller indexes files instead of trusting what it held."""
+    """Those of the segments `refs` names that can be had, by sha256, as they answer in the search
+    language (`in_language`: an unstemmed one stemmed as it is read): from `cache` where it holds them,
+    else read concurrently, checked, and cached. A missing or corrupt one, or one stemmed in another
+    language, is left out (logged): the caller indexes files instead of trusting what it held."""
     missing = [r for r in refs if r.sha256 not in cache]
     if missing:
         try:
@@ -92,7 +100,14 @@ async def read_segments(remote: ObjectStorage, refs: list[SegmentRef], cache: di
         for ref in missing:
             if (segment := _checked(remote.uri, ref, found.get(search_segment_name(ref.sha256)))) is not None:
                 cache[ref.sha256] = segment
-    return {r.sha256: cache[r.sha256] for r in refs if r.sha256 in cache}
+    language, out = search_language(), {}
+    for ref in refs:
+        if ref.sha256 in cache and (segment := in_language(cache[ref.sha256], language)) is not None:
+            out[ref.sha256] = segment
+        elif ref.sha256 in cache:
+            message = "Search segment %s was stemmed in %s, not %s: indexing files instead"
+            _report(remote.uri, ref.sha256, message, cache[ref.sha256].stem, language)
+    return out
 
 
 def _checked(store: str, ref: SegmentRef, data: bytes | None) -> Segment | None:

@@ -14,8 +14,9 @@ row number the segment does not hold, offsets out of order, a row that is not th
 ValueError then: docs/decisions/0161). Checking every row at open would cost a cold search ~60x its parse.
 
 Layout: ``MAGIC``, a little-endian u32 header length, the header (JSON: the writer, the counts, the byte
-width of each column and the byte length of each block), then the blocks in `BLOCKS` order. The bytes are
-deterministic (equal docs give equal bytes, hence one content-addressed object).
+width of each column, the byte length of each block, and ``stem``: the language its terms are stems in),
+then the blocks in `BLOCKS` order. The bytes are deterministic (equal docs give equal bytes, hence one
+content-addressed object).
 """
 
 from __future__ import annotations
@@ -30,8 +31,13 @@ from typing import Any
 
 from .search_text import Doc
 
-#: What a binary segment starts with (a JSON segment starts with ``{``).
-MAGIC = b"FMSEG\x00\x04\n"
+#: What a binary segment starts with (a JSON segment starts with ``{``): its terms are stems, in the language
+#: its header's ``stem`` names (null: words as folded). A new magic, not only a header field, because releases
+#: before decision 0168 ignore header fields they do not know and would look unstemmed words up among stems:
+#: they refuse this magic as malformed instead, and index the segment's files (correct, slower).
+MAGIC = b"FMSEG\x00\x05\n"
+#: What binary segments of releases before decision 0168 start with: their terms are words as folded.
+UNSTEMMED_MAGIC = b"FMSEG\x00\x04\n"
 #: The blocks after the header, in order: (name, array type code or "" for bytes).
 BLOCKS = ("paths", "gone", "len", "rows", "docs", "terms", "starts", "ids", "tfs")
 _BIG_ENDIAN = sys.byteorder == "big"
@@ -66,8 +72,9 @@ def doc_row(doc: Doc) -> list[Any]:
     return [doc.sha256, updated_at, updated_by, reason, size, dict(doc.metadata), doc.lead, expires]
 
 
-def encode(paths: list[str], rows: list[Doc], gone: list[int], writer: str) -> bytes:
-    """The binary segment of docs `rows` (sorted by `paths`; tombstones at rows `gone`)."""
+def encode(paths: list[str], rows: list[Doc], gone: list[int], writer: str, stem: str | None) -> bytes:
+    """The binary segment of docs `rows` (sorted by `paths`; tombstones at rows `gone`), whose terms are
+    stems in language `stem` (None: unstemmed words)."""
     postings: dict[str, tuple[list[int], list[int]]] = {}
     for i, doc in enumerate(rows):
         for term, tf in doc.counts.items():
@@ -97,7 +104,7 @@ def encode(paths: list[str], rows: list[Doc], gone: list[int], writer: str) -> b
     }  # fmt: skip
     header = {
         "format": 2, "writer": writer, "docs": len(rows), "terms": len(terms), "widths": widths,
-        "bytes": [len(blocks[name]) for name in BLOCKS],
+        "bytes": [len(blocks[name]) for name in BLOCKS], "stem": stem,
     }  # fmt: skip
     head = json.dumps(header, separators=(",", ":"), sort_keys=True).encode()
     return MAGIC + struct.pack("<I", len(head)) + head + b"".join(blocks[name] for name in BLOCKS)
@@ -106,7 +113,7 @@ def encode(paths: list[str], rows: list[Doc], gone: list[int], writer: str) -> b
 def read_header(data: bytes) -> tuple[dict[str, Any], int]:
     """A binary segment's header and the offset of its first block (untrusted: raises ValueError,
     TypeError, KeyError or struct.error when malformed)."""
-    (size,) = struct.unpack_from("<I", data, len(MAGIC))
+    (size,) = struct.unpack_from("<I", data, len(MAGIC))  # both magics are of one length
     start = len(MAGIC) + 4
     header = json.loads(data[start : start + size])
     if not isinstance(header, dict):
@@ -140,6 +147,8 @@ class BinaryColumns:
         self._ids, self._tfs = blocks["ids"], blocks["tfs"]
         self._id_code, self._tf_code = _code(widths, "ids"), _code(widths, "tfs")
         self._check(n, len(terms))
+        #: the language its terms are stems in (None: unstemmed words, as every segment of the older magic)
+        self.stem = _stem_of(header) if data.startswith(MAGIC) else None
 
     def _check(self, n: int, terms: int) -> None:
         if not (len(self.paths) == len(self.lengths) == n and len(self._offsets) == n + 1):
@@ -179,6 +188,13 @@ class BinaryColumns:
 def _slice(block: memoryview, code: str, lo: int, hi: int) -> memoryview:
     size = array(code).itemsize
     return block[lo * size : hi * size]
+
+
+def _stem_of(header: Mapping[str, Any]) -> str | None:
+    stem = header.get("stem")
+    if stem is not None and not isinstance(stem, str):
+        raise ValueError(f"malformed search segment: a stemming language {stem!r} that is not a name")
+    return stem
 
 
 def _code(widths: Mapping[str, Any], name: str) -> str:

@@ -18,14 +18,16 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
-from .search_binary import MAGIC, BinaryColumns
+from .search_binary import MAGIC, UNSTEMMED_MAGIC, BinaryColumns
 from .search_binary import encode as binary_segment
+from .search_stem import NO_STEMMING, search_language
 from .search_text import Doc
 
 #: Version of the ``ext["search"]`` map and of segments (a reader ignores an index of another version;
 #: 1, with docs inline in the records, and 2, tokenized without NFKC and CJK characters, were never
-#: released). The tokenizer is part of the format: a query's tokens must be made as the index's were.
-#: Both segment forms are of this version: the binary one differs in encoding, not in what it holds.
+#: released). The tokenizer is part of the format: a query's tokens must be made as the index's were; so is the
+#: stemmer, which each binary segment names (`Segment.stem`, docs/decisions/0168: a segment of unstemmed words
+#: is read as a stemmed one, `search_restem`). Both segment forms are of this version: they differ in encoding.
 VERSION = 3
 
 Updates = dict[str, Doc | None]
@@ -49,6 +51,8 @@ class Segment:
 
     #: the sha256 the index names it by (set by whoever read it from storage; None: not read from there)
     sha256: str | None = None
+    #: the language its terms are stems in; None: words as folded (every JSON segment, docs/decisions/0168)
+    stem: str | None = None
 
     def __init__(self, columns: dict[str, Any]):
         self.paths: list[str] = columns["paths"]
@@ -115,6 +119,7 @@ class BinarySegment(Segment):
         self._binary = BinaryColumns(data)
         self.paths, self.gone, self.lengths = self._binary.paths, self._binary.gone, self._binary.lengths
         self.terms = self._binary.terms  # type: ignore[assignment]  # term -> its index, not a posting string
+        self.stem = self._binary.stem
         self._decoded = {}
 
     def _doc(self, i: int) -> Doc:
@@ -132,11 +137,13 @@ def _with_counts(doc: Doc, counts: dict[str, int]) -> Doc:
     return Doc(doc.sha256, doc.length, counts, doc.meta, doc.metadata, doc.lead, doc.expires, doc.expiry_known)
 
 
-def encode_segment(docs: Updates, writer: str) -> bytes:
-    """A segment's bytes, in the binary form (deterministic: equal docs give equal bytes, hence one object)."""
+def encode_segment(docs: Updates, writer: str, language: str | None = None) -> bytes:
+    """A segment's bytes, in the binary form (deterministic: equal docs give equal bytes, hence one object),
+    of docs whose terms are stems in `language` (None: `search_language()`), as its header says."""
     paths = sorted(docs)
     gone = [i for i, p in enumerate(paths) if docs[p] is None]
-    return binary_segment(paths, [docs[p] or _GONE for p in paths], gone, writer)
+    stem = language or search_language()
+    return binary_segment(paths, [docs[p] or _GONE for p in paths], gone, writer, None if stem == NO_STEMMING else stem)
 
 
 def encode_json_segment(docs: Updates, writer: str) -> bytes:
@@ -169,7 +176,7 @@ _COLUMNS |= {"size": str, "md": dict, "lead": list, "terms": dict}
 
 def decode_segment(data: bytes) -> Segment:
     """Parse a segment of either form (untrusted: a malformed one raises ValueError)."""
-    if data.startswith(MAGIC):
+    if data.startswith((MAGIC, UNSTEMMED_MAGIC)):
         try:
             return BinarySegment(data)
         except _MALFORMED as exc:

@@ -1,4 +1,7 @@
-"""Pure: what search sees of a file: its tokens, its length, the text its snippets come from, and BM25.
+"""Pure: what search sees of a file: its terms, its length, the text its snippets come from, and BM25.
+
+A term is a word's stem in the search language (`search_stem`: "flights" and "flight" are one term), so
+a doc's counts and a query's terms are made the same way (`terms`).
 
 A file is text when its bytes are UTF-8 (as `_api.files.binary` decides); binary files are indexed as empty (they
 never match, and are not counted in the corpus statistics). A JSON file is searched by its keys and
@@ -18,6 +21,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from .search_stem import search_language, stem_counts, stems
 
 #: Characters of a file that are tokenized.
 INDEXED_CHARS = 64 * 1024
@@ -56,6 +61,11 @@ def tokenize(text: str) -> list[str]:
     if not folded.isascii():  # most text is ASCII: no step changes it, and each costs time
         folded = _CJK.sub(r" \1 ", unicodedata.normalize("NFKC", folded).translate(_marks()))
     return [t for t in _TOKEN.findall(folded) if len(t) <= MAX_TOKEN]
+
+
+def terms(text: str, language: str | None = None) -> list[str]:
+    """The terms of `text`: its tokens (`tokenize`) stemmed in `language` (None: `search_language()`)."""
+    return stems(tokenize(text), language or search_language())
 
 
 @dataclass(frozen=True)
@@ -131,14 +141,16 @@ def make_doc(
     meta: tuple[str, str, str, int],
     metadata: Mapping[str, Any],
     expires: float | None = None,
+    language: str | None = None,
 ) -> Doc:
     """The index's doc for content `data` (binary: an empty doc that never matches), of a file that
-    expires at `expires` (None: never)."""
+    expires at `expires` (None: never), its terms stemmed in `language` (None: `search_language()`)."""
     text = searchable_text(data)
     if text is None:
         return Doc(sha256, 0, {}, meta, dict(metadata), "", expires, True)
     tokens = tokenize(text[:INDEXED_CHARS])
-    return Doc(sha256, len(tokens), dict(Counter(tokens)), meta, dict(metadata), text[:LEAD_CHARS], expires, True)
+    counts = stem_counts(Counter(tokens), language or search_language())  # each distinct word stemmed once
+    return Doc(sha256, len(tokens), counts, meta, dict(metadata), text[:LEAD_CHARS], expires, True)
 
 
 def idf(docs: int, df: int) -> float:
@@ -152,15 +164,25 @@ def term_score(tf: int, length: int, avg_length: float, weight: float) -> float:
     return weight * tf * (K1 + 1.0) / (tf + norm)
 
 
-def snippet(lead: str, terms: Iterable[str]) -> str:
-    """About `SNIPPET_CHARS` characters of `lead` around the first query term it holds (else its start),
-    on one line."""
+def snippet(lead: str, terms: Iterable[str], language: str | None = None) -> str:
+    """About `SNIPPET_CHARS` characters of `lead` around the first word whose term (its stem in `language`,
+    None: `search_language()`) is a query term (else its start), on one line."""
     folded, origin = _folded(lead)
-    found = [m.start() for t in terms if (m := re.search(_pattern(t), folded))]
-    start = max(0, min(origin[i] for i in found) - SNIPPET_CHARS // 4) if found else 0
+    found = _first_match(folded, set(terms), language or search_language())
+    start = max(0, origin[found] - SNIPPET_CHARS // 4) if found is not None else 0
     cut = lead[start : start + SNIPPET_CHARS]
     text = " ".join(cut.split())
     return ("…" if start else "") + text + ("…" if start + SNIPPET_CHARS < len(lead) else "")
+
+
+def _first_match(folded: str, wanted: set[str], language: str) -> int | None:
+    """Where in `folded` the first word stemming to a `wanted` term starts (a CJK term: anywhere, its
+    neighbours are word characters too); None if nowhere."""
+    found = [m.start() for t in wanted if _CJK.fullmatch(t) and (m := re.search(re.escape(t), folded))]
+    words = [(m.start(), m.group()) for m in _TOKEN.finditer(folded) if len(m.group()) <= MAX_TOKEN]
+    stemmed = stems([w for _, w in words], language)
+    found += [at for (at, _), stem in zip(words, stemmed, strict=True) if stem in wanted][:1]
+    return min(found, default=None)
 
 
 def _folded(text: str) -> tuple[str, list[int]]:
@@ -172,8 +194,3 @@ def _folded(text: str) -> tuple[str, list[int]]:
         for ch in text
     ]
     return "".join(pieces), [i for i, piece in enumerate(pieces) for _ in piece]
-
-
-def _pattern(term: str) -> str:
-    """A term as a whole word; a CJK character anywhere (its neighbours are word characters too)."""
-    return re.escape(term) if _CJK.fullmatch(term) else rf"(?<!\w){re.escape(term)}(?!\w)"
