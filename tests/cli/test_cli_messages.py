@@ -243,3 +243,14 @@ def test_captions_count_in_the_number_they_take(tmp_path: pathlib.Path):
     assert "1 hit" in outputs["search tea"] and "1 hits" not in outputs["search tea"], outputs["search tea"]
     assert "+1 message" in outputs["log"] and "+1 messages" not in outputs["log"], outputs["log"]
     assert " 1 events" not in outputs["audit"], outputs["audit"]
+
+
+def test_search_from_the_cli_finds_a_word_in_another_form(tmp_path: pathlib.Path):
+    location = str(tmp_path / "stems")
+    store = MemoryStore("cli", remote_path=location)
+    store.write_text("trips/lisbon.md", "Two flights to Lisbon, booked.")
+    store.write_text("trips/porto.md", "A train to Porto.")
+    store.save()
+    found = run("search", "flight", "--uri", location, "--json")
+    assert found.exit_code == 0, found.stderr
+    assert [hit["path"] for hit in json.loads(found.stdout)["hits"]] == ["trips/lisbon.md"], found.stdout
