@@ -19,7 +19,7 @@ from flyteplugins_memory._api.report.html import render_document, render_fragmen
 #: every tag the page may hold (anything else, a <script> above all, is a bug)
 ALLOWED_TAGS = {
     *("html", "head", "meta", "title", "body", "style", "header", "section", "div", "h1", "h2", "small"),
-    *("span", "b", "p", "pre", "br", "table", "thead", "tbody", "tr", "th", "td"),
+    *("span", "b", "p", "pre", "br", "table", "thead", "tbody", "tr", "th", "td", "details", "summary"),
 }
 HOSTILE = [
     "<script>alert(1)</script>",
@@ -57,7 +57,7 @@ def assert_inert(document: str) -> Page:
     page = Page(document)
     assert {tag for tag, _ in page.tags} <= ALLOWED_TAGS
     attributes = {name for _, attrs in page.tags for name in attrs}
-    assert attributes <= {"class", "style", "title", "lang", "charset", "name", "content"}
+    assert attributes <= {"class", "style", "title", "lang", "charset", "name", "content", "open"}
     assert "url(" not in document and "http://" not in document and "https://" not in document
     return page
 
@@ -100,7 +100,7 @@ def test_the_page_shows_files_chat_commits_and_audit(local_backend, key):
     assert page_html.startswith("<!DOCTYPE html>") and f"<title>Memory · {key}</title>" in page_html
     # files: a tree with sizes, version counts, last actor, time and reason
     assert "notes/" in text and "backends.md" in text and "profile/" in text and "user.json" in text
-    row = re.search(r'title="notes/backends.md">backends.md</td>(.*?)</tr>', page_html, re.DOTALL)
+    row = re.search(r'title="notes/backends.md"><details><summary>backends.md</summary>.*?</td>(.*?)</tr>', page_html, re.DOTALL)
     assert row and '"fmr-num">13 B<' in row[1] and '"fmr-num">2<' in row[1] and "write_note" in row[1]
     assert "add GCS" in row[1] and re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", row[1])
     assert "2 files" in text and "3 messages" not in text and "5 messages" in text
@@ -115,7 +115,7 @@ def test_the_page_shows_files_chat_commits_and_audit(local_backend, key):
     assert text.index("second conversation") < text.index("first conversation")
     assert "run-1" in text and "run-2" in text and "3 commits" in text  # create + two saves
     assert text.count("learned preference") == 2  # the file's last reason, and its audit event
-    assert re.search(r"fmr-op-update\">update</span> <span class=\"fmr-mono\">notes/backends.md", page_html)
+    assert re.search(r"fmr-op-update\">update</span> <span class=\"fmr-mono fmr-path\">notes/backends.md", page_html)
     assert "unsaved changes" not in text
 
 
@@ -250,7 +250,7 @@ def test_publish_puts_a_memory_tab_in_the_local_runs_report(tmp_path, key, task)
         shutil.rmtree(run_dir)
     assert re.search(r"<li[^>]*>Memory</li>", report)  # flyte's tab bar
     tab = report[report.index('<div class="fmr">') :]
-    tab = tab[: tab.index("</section></div></div></div>")]
+    tab = tab[: tab.index("</section></div></div>")]
     assert "notes/" in tab and "remembered.md" in tab and "agent-task" in tab and "remember &lt;this&gt;" in tab
     assert "<!DOCTYPE" not in tab and "<html" not in tab and "<script" not in tab  # a fragment, inert
     assert key in tab
