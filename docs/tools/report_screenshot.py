@@ -2,7 +2,7 @@
 
 Builds a small agent store (a chat with a tool call, notes with metadata, a binary file, proposals, a
 record log, a session, three commits), renders its page, and photographs it at two widths: a desktop
-window (1280 px, kept as docs/report.png) and a phone (420 px, written beside it for a look, not kept).
+window (1280 px, kept as docs/report.png) and a phone (420 px, written to the temp folder for a look).
 A docs step, not a test: it needs Playwright (``pip install playwright``) and a Chromium, either
 Playwright's own (``python -m playwright install chromium``) or a system one given with ``--chromium``
 (Debian: ``apt-get install chromium-headless-shell``, then ``--chromium /usr/bin/chromium-headless-shell``).
@@ -91,7 +91,7 @@ def shoot(page: pathlib.Path, out: pathlib.Path, chromium: str | None) -> None:
             tab = browser.new_page(viewport={"width": width, "height": height})
             tab.goto(page.as_uri())
             tab.evaluate(OPEN_SOME)
-            target = out if name == "desktop" else out.with_name(f"{out.stem}-{name}{out.suffix}")
+            target = out if name == "desktop" else pathlib.Path(tempfile.gettempdir()) / f"report-{name}.png"
             tab.screenshot(path=str(target), full_page=True)
             print(f"{name} ({width} px): {target}")
         browser.close()
