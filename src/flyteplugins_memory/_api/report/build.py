@@ -10,9 +10,7 @@ Big stores are bounded: the newest `max_*` entries of each section, with a line 
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -32,8 +30,6 @@ logger = logging.getLogger(__name__)
 
 #: the tab of the task's Flyte report the page goes to (flyte's Agent uses "Agent")
 REPORT_TAB = "Memory"
-#: how many version directories are listed at once (one listing per file shown)
-_LISTING_CONCURRENCY = 16
 
 
 @dataclass(frozen=True)
@@ -119,7 +115,7 @@ async def gather(store: MemoryStore, limits: Limits) -> Snapshot:
     paths: list[str] = await store.list_paths.aio()  # loads the store first
     shown = paths[: limits.files]
     metas: list[MemoryMeta | None] = [await store.get_meta.aio(p) for p in shown]
-    counts = await _bounded([lambda p=p: store.list_versions.aio(p) for p in shown])
+    counts: list[list[str]] = await extras.bounded([lambda p=p: store.list_versions.aio(p) for p in shown])
     contents = await extras.previews(store, shown[: limits.contents], metas[: limits.contents])
     commits: list[Commit] = await store.log.aio(limit=limits.commits + 1)
     events: list[dict[str, Any]] = await store.audit_tail.aio(limits.events + 1)
@@ -160,17 +156,6 @@ def _row(path: str, meta: MemoryMeta | None, versions: list[str], content: Previ
         return FileRow(path, None, "", "", "", len(versions), (), content)
     metadata = tuple(sorted(meta.metadata.items()))
     return FileRow(path, meta.bytes, meta.updated_by, meta.updated_at, meta.reason, len(versions), metadata, content)
-
-
-async def _bounded(calls: list[Callable[[], Awaitable[list[str]]]]) -> list[list[str]]:
-    """Run `calls` at most `_LISTING_CONCURRENCY` at a time, results in order."""
-    gate = asyncio.Semaphore(_LISTING_CONCURRENCY)
-
-    async def one(call: Callable[[], Awaitable[list[str]]]) -> list[str]:
-        async with gate:
-            return await call()
-
-    return list(await asyncio.gather(*(one(c) for c in calls)))
 
 
 async def publish_fragment(fragment: str) -> bool:

@@ -7,9 +7,11 @@ store written by an older release) is shown as such instead of failing the page.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+import functools
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..._journal.commit_log import Commit
 from ..._rules.codecs import MemoryMeta
@@ -22,6 +24,8 @@ if TYPE_CHECKING:
     from ..history.time_travel import StoreAt
     from ..store import MemoryStore
 
+#: how many reads (content, version listings) run at once: a page of 100 files on S3 is 7 waves, not 100
+CONCURRENCY = 16
 #: the prefix whose logs are sessions (`store.session(name)` is the log ``sessions/<name>``)
 SESSIONS = "sessions/"
 
@@ -36,9 +40,24 @@ class LogRows:
     records: tuple[Any, ...]
 
 
+T = TypeVar("T")
+
+
+async def bounded(calls: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
+    """Run `calls` at most `CONCURRENCY` at a time, results in order."""
+    gate = asyncio.Semaphore(CONCURRENCY)
+
+    async def one(call: Callable[[], Awaitable[T]]) -> T:
+        async with gate:
+            return await call()
+
+    return list(await asyncio.gather(*(one(c) for c in calls)))
+
+
 async def previews(store: MemoryStore, paths: Sequence[str], metas: Sequence[MemoryMeta | None]) -> list[Preview]:
-    """The content of each of `paths` (read one at a time: a page of 100 files reads at most 25 MiB)."""
-    return [await _preview(store, p, m) for p, m in zip(paths, metas, strict=True)]
+    """The content of each of `paths`, `CONCURRENCY` reads at a time (each at most `READ_LIMIT` bytes, and
+    only its preview kept: the page holds 16 contents at once, never all of them)."""
+    return await bounded([lambda p=p, m=m: _preview(store, p, m) for p, m in zip(paths, metas, strict=True)])
 
 
 async def _preview(store: MemoryStore, path: str, meta: MemoryMeta | None) -> Preview:
@@ -60,7 +79,8 @@ async def diffs(store: MemoryStore, commits: Sequence[Commit], limit: int, paths
     for commit in [c for c in commits if c.wrote or c.deleted][:limit]:
         before, after = await _at(store, views, commit.seq - 1), await _at(store, views, commit.seq)
         changed = [(p, "write") for p in commit.wrote] + [(p, "delete") for p in commit.deleted]
-        out[commit.seq] = [await _diff(before, after, p, kind, commit.seq) for p, kind in changed[:paths]]
+        calls = [functools.partial(_diff, before, after, p, k, commit.seq) for p, k in changed[:paths]]
+        out[commit.seq] = await bounded(calls)
     return out
 
 
