@@ -43,7 +43,7 @@ def agent_store(key: str) -> MemoryStore:
     }
     store.append({"role": "assistant", "content": "", "tool_calls": [call]})
     store.append({"role": "tool", "tool_call_id": "call_7f3a9c", "name": "search_docs", "content": "local disk, S3"})
-    first = "# Backends\n\n- local disk\n- S3\n"
+    first = "# Backends\n\n* local disk\n* S3\n"
     store.write_text(
         "notes/backends.md", first, actor="researcher", reason="tool result", metadata={"topic": "storage"}
     )
@@ -53,7 +53,7 @@ def agent_store(key: str) -> MemoryStore:
     store.append({"role": "assistant", "content": "Local disk and S3 so far; checking GCS next."})
     more = {"topic": "storage", "confidence": 0.95}
     store.write_text(
-        "notes/backends.md", first + "- GCS (via fsspec)\n", actor="write_note", reason="add GCS", metadata=more
+        "notes/backends.md", first + "* GCS (via fsspec)\n", actor="write_note", reason="add GCS", metadata=more
     )
     profile = {"name": "Ada", "prefers": "short answers"}
     store.write_json("profile/user.json", profile, actor="agent", reason="learned preference")

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 def commits_card(s: Snapshot) -> str:
     diffs = s.diffs or {}
     rows = [_commit_row(c, diffs.get(c.seq)) for c in s.commits]
-    widths = ["fmr-w-num", "fmr-w-time", "fmr-w-who", ""]
+    widths = ["fmr-w-seq", "fmr-w-time", "fmr-w-who", ""]
     body = table(["#", "when", "who / why", "changes"], rows, widths) if rows else more("No commits.")
     hidden = more("Older commits not shown.") if s.commits_more else ""
     count = f"newest {len(s.commits)}" if s.commits_more else plural(len(s.commits), "commit")

@@ -23,7 +23,7 @@ def proposals_card(s: Snapshot) -> str:
     if not s.proposals:
         return ""
     rows = [_proposal_row(p) for p in s.proposals]
-    widths = ["fmr-w-id", "", "fmr-w-num", "fmr-w-who", ""]
+    widths = ["fmr-w-id", "", "fmr-w-status", "fmr-w-who", "fmr-w-who"]
     body = table(["id", "path", "status", "proposed", "decision"], rows, widths)
     hidden = more(f"{plural(s.proposals_hidden, 'older proposal')} not shown.") if s.proposals_hidden else ""
     return card("Proposals", plural(len(s.proposals) + s.proposals_hidden, "proposal"), body + hidden)
