@@ -120,7 +120,8 @@ async def gather(store: MemoryStore, limits: Limits) -> Snapshot:
     commits: list[Commit] = await store.log.aio(limit=limits.commits + 1)
     events: list[dict[str, Any]] = await store.audit_tail.aio(limits.events + 1)
     messages = list(store.messages)
-    committed = await extras.committed_messages(store, commits[0] if commits else None)
+    states = extras.States(store)  # the newest commit's state serves the message times and its diff
+    committed = await extras.committed_messages(store, states, commits[0] if commits else None)
     times = message_times(messages, committed, commits)
     proposals, proposals_hidden = await extras.proposals(store, limits.proposals)
     logs = extras.log_names(paths)
@@ -139,7 +140,7 @@ async def gather(store: MemoryStore, limits: Limits) -> Snapshot:
         events=tuple(reversed(events[-limits.events :])),  # newest first, like the commit log
         events_more=len(events) > limits.events,
         message_times=tuple(times[-limits.messages :]),
-        diffs=await extras.diffs(store, commits[: limits.commits], limits.diff_commits, limits.diff_paths),
+        diffs=await extras.diffs(states, commits[: limits.commits], limits.diff_commits, limits.diff_paths),
         proposals=tuple(proposals),
         proposals_hidden=proposals_hidden,
         logs=tuple(await extras.logs(store, logs[: limits.logs], limits.records)),

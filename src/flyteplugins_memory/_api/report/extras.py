@@ -71,26 +71,33 @@ async def _preview(store: MemoryStore, path: str, meta: MemoryMeta | None) -> Pr
     return unread(size, "no content") if data is None else preview(data)
 
 
-async def diffs(store: MemoryStore, commits: Sequence[Commit], limit: int, paths: int) -> dict[int, list[FileDiff]]:
+class States:
+    """The store as of commits (`store.at`), each read once for the whole page; None for a commit the store
+    never made (no import before a store's create) or one gc collected."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self._store = store
+        self._views: dict[int, StoreAt | None] = {}
+
+    async def at(self, seq: int) -> StoreAt | None:
+        if seq not in self._views:
+            try:
+                self._views[seq] = await self._store.at.aio(seq) if seq >= 0 else None
+            except MemoryStoreError:
+                self._views[seq] = None
+        return self._views[seq]
+
+
+async def diffs(states: States, commits: Sequence[Commit], limit: int, paths: int) -> dict[int, list[FileDiff]]:
     """Each of the newest `limit` `commits`' changes (its first `paths` paths), by commit seq; a record log's
     segment is named, not diffed (the log's card shows its records)."""
-    views: dict[int, StoreAt | None] = {}
     out: dict[int, list[FileDiff]] = {}
     for commit in [c for c in commits if c.wrote or c.deleted][:limit]:
-        before, after = await _at(store, views, commit.seq - 1), await _at(store, views, commit.seq)
+        before, after = await states.at(commit.seq - 1), await states.at(commit.seq)
         changed = [(p, "write") for p in commit.wrote] + [(p, "delete") for p in commit.deleted]
         calls = [functools.partial(_diff, before, after, p, k, commit.seq) for p, k in changed[:paths]]
         out[commit.seq] = await bounded(calls)
     return out
-
-
-async def _at(store: MemoryStore, views: dict[int, StoreAt | None], seq: int) -> StoreAt | None:
-    if seq not in views:
-        try:
-            views[seq] = await store.at.aio(seq) if seq >= 0 else None
-        except MemoryStoreError:  # never made (no import before a store's create) or collected by gc
-            views[seq] = None
-    return views[seq]
 
 
 async def _diff(before: StoreAt | None, after: StoreAt | None, path: str, kind: str, seq: int) -> FileDiff:
@@ -106,14 +113,12 @@ async def _diff(before: StoreAt | None, after: StoreAt | None, path: str, kind: 
     return file_diff(path, kind, old, new, seq)
 
 
-async def committed_messages(store: MemoryStore, newest: Commit | None) -> int:
+async def committed_messages(store: MemoryStore, states: States, newest: Commit | None) -> int:
     """How many messages the newest commit left (the rest of the handle's are unsaved)."""
     if newest is None:
         return 0
-    try:
-        return len((await store.at.aio(newest.seq)).messages)
-    except MemoryStoreError:
-        return len(store.messages)
+    view = await states.at(newest.seq)
+    return len(view.messages) if view is not None else len(store.messages)
 
 
 async def proposals(store: MemoryStore, limit: int) -> tuple[list[Proposal], int]:
