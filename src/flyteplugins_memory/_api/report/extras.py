@@ -96,7 +96,9 @@ async def diffs(states: States, commits: Sequence[Commit], limit: int, paths: in
         before, after = await states.at(commit.seq - 1), await states.at(commit.seq)
         changed = [(p, "write") for p in commit.wrote] + [(p, "delete") for p in commit.deleted]
         calls = [functools.partial(_diff, before, after, p, k, commit.seq) for p, k in changed[:paths]]
-        out[commit.seq] = await bounded(calls)
+        # the first read of a past state loads its file index; reads racing it would each load it again
+        first = [await calls[0]()] if calls else []
+        out[commit.seq] = first + await bounded(calls[1:])
     return out
 
 
