@@ -7,7 +7,6 @@ import logging
 import pathlib
 import re
 import shutil
-from html.parser import HTMLParser
 
 import flyte
 import pytest
@@ -15,57 +14,7 @@ import pytest
 from flyteplugins_memory import Commit, InvalidArgument, MemoryStore
 from flyteplugins_memory._api.report.build import FileRow, Snapshot
 from flyteplugins_memory._api.report.html import render_document, render_fragment
-
-#: every tag the page may hold (anything else, a <script> above all, is a bug)
-ALLOWED_TAGS = {
-    *("html", "head", "meta", "title", "body", "style", "header", "section", "div", "h1", "h2", "small"),
-    *("span", "b", "p", "pre", "br", "table", "thead", "tbody", "tr", "th", "td"),
-}
-HOSTILE = [
-    "<script>alert(1)</script>",
-    '"><img src=x onerror=alert(2)>',
-    "a & b &amp; c",
-    "héllo ✓ 日本語 🧠",
-    "'single' `tick`",
-]
-LONG = "x" * 50_000
-
-
-class Page(HTMLParser):
-    """The page as a browser would read it: its tags, their attributes, and its text."""
-
-    def __init__(self, document: str) -> None:
-        super().__init__(convert_charrefs=True)
-        self.tags: list[tuple[str, dict[str, str | None]]] = []
-        self.chunks: list[str] = []
-        self.feed(document)
-
-    def handle_starttag(self, tag, attrs):
-        self.tags.append((tag, dict(attrs)))
-
-    def handle_data(self, data):
-        self.chunks.append(data)
-
-    @property
-    def text(self) -> str:
-        return "".join(self.chunks)
-
-
-def assert_inert(document: str) -> Page:
-    """No script, no event handler, nothing loaded from anywhere; returns the parsed page."""
-    assert "<script" not in document.lower()
-    page = Page(document)
-    assert {tag for tag, _ in page.tags} <= ALLOWED_TAGS
-    attributes = {name for _, attrs in page.tags for name in attrs}
-    assert attributes <= {"class", "style", "title", "lang", "charset", "name", "content"}
-    assert "url(" not in document and "http://" not in document and "https://" not in document
-    return page
-
-
-def section(document: str, title: str) -> str:
-    """The text of one card of the page (``Files``, ``Transcript``, ``Commit log``, ``Audit trail``)."""
-    start = document.index(f"<h2>{title} ")
-    return Page(document[start : document.index("</section>", start)]).text
+from report_page import HOSTILE, LONG, Page, assert_inert, section
 
 
 def roles(document: str) -> list[str]:
@@ -100,7 +49,9 @@ def test_the_page_shows_files_chat_commits_and_audit(local_backend, key):
     assert page_html.startswith("<!DOCTYPE html>") and f"<title>Memory · {key}</title>" in page_html
     # files: a tree with sizes, version counts, last actor, time and reason
     assert "notes/" in text and "backends.md" in text and "profile/" in text and "user.json" in text
-    row = re.search(r'title="notes/backends.md">backends.md</td>(.*?)</tr>', page_html, re.DOTALL)
+    row = re.search(
+        r'title="notes/backends.md"><details><summary>backends.md</summary>.*?</td>(.*?)</tr>', page_html, re.DOTALL
+    )
     assert row and '"fmr-num">13 B<' in row[1] and '"fmr-num">2<' in row[1] and "write_note" in row[1]
     assert "add GCS" in row[1] and re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", row[1])
     assert "2 files" in text and "3 messages" not in text and "5 messages" in text
@@ -115,7 +66,7 @@ def test_the_page_shows_files_chat_commits_and_audit(local_backend, key):
     assert text.index("second conversation") < text.index("first conversation")
     assert "run-1" in text and "run-2" in text and "3 commits" in text  # create + two saves
     assert text.count("learned preference") == 2  # the file's last reason, and its audit event
-    assert re.search(r"fmr-op-update\">update</span> <span class=\"fmr-mono\">notes/backends.md", page_html)
+    assert re.search(r"fmr-op-update\">update</span> <span class=\"fmr-mono fmr-path\">notes/backends.md", page_html)
     assert "unsaved changes" not in text
 
 
@@ -250,7 +201,7 @@ def test_publish_puts_a_memory_tab_in_the_local_runs_report(tmp_path, key, task)
         shutil.rmtree(run_dir)
     assert re.search(r"<li[^>]*>Memory</li>", report)  # flyte's tab bar
     tab = report[report.index('<div class="fmr">') :]
-    tab = tab[: tab.index("</section></div></div></div>")]
+    tab = tab[: tab.index("</section></div></div>")]
     assert "notes/" in tab and "remembered.md" in tab and "agent-task" in tab and "remember &lt;this&gt;" in tab
     assert "<!DOCTYPE" not in tab and "<html" not in tab and "<script" not in tab  # a fragment, inert
     assert key in tab

@@ -311,13 +311,17 @@ class MemoryStore(
         max_commits: int = Limits.commits,
         max_events: int = Limits.events,
     ) -> str:
-        """One self-contained HTML page of this store: the files (size, versions, last actor and time), the
-        transcript as a chat (tool calls and tool results shown apart), the commit log and the audit trail.
+        """One self-contained HTML page of this store: the transcript as a chat (tool calls and tool results
+        shown apart, each message with its time), sessions, the files (size, versions, metadata, last actor
+        and time, content folded: text capped, binary shown as such), the commit log (the newest commits'
+        changes as diffs), proposals with their status, record logs and the audit trail.
 
         It has no scripts and loads nothing (inline CSS), and every string from the store is escaped. It
         shows this handle's view, unsaved changes included (the page says when there are some). Each
         section shows its newest `max_*` entries and says how many older ones it leaves out; gathering
-        lists each shown file's versions (one listing per file) and reads one record per commit shown.
+        lists each shown file's versions (one listing per file), reads one record per commit shown, the
+        content of the first 100 files of at most 256 KiB, and the store as of each of the newest 10
+        commits and the one before it (for their diffs).
 
         With `publish`, inside a Flyte task the page also goes to the task's report under a "Memory" tab
         (replacing what an earlier publish put there) and the report is flushed; the task needs
