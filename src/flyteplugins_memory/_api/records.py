@@ -226,7 +226,7 @@ async def save_pending(store: LogOwner, actor: str | None = None) -> None:
     for log in [name for name, lines in pending.items() if lines]:
         path = store._admission.admit(f"{log}/{segment_name()}", Access.WRITE)
         lines = pending.pop(log)
-        why = f"{len(lines)} records appended to log {log}"
+        why = f"{len(lines)} record{'' if len(lines) == 1 else 's'} appended to log {log}"
         options = ChangeOptions(actor or "agent", why, None, False, store.audit)
         try:
             await store._checkout.write(store, path, encode_segment(lines), options, {COUNT_EXT: len(lines)})
