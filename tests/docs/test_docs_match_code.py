@@ -82,7 +82,9 @@ def test_the_readme_cli_session_runs_on_a_store_like_the_demos(tmp_path, monkeyp
     commands = readme_cli_session()
     assert [c[0] for c in commands] == ["keys", "ls", "messages", "cat", "log", "report"]
     for command in commands:
-        result = CliRunner().invoke(memory, [*command, "--root", root])
+        # the local defaults named, as a fresh shell has them (a test before this one may have run flyte.init)
+        where = ["--root", root, "--org", "local", "--project", "default", "--domain", "development"]
+        result = CliRunner().invoke(memory, [*command, *where])
         assert result.exit_code == 0, (command, result.stdout, result.stderr, result.exception)
         if command[0] in ("keys", "ls", "cat"):
             assert (
