@@ -125,8 +125,8 @@ def run_sync(fn: Callable[P, Coroutine[Any, Any, R]], *args: P.args, **kwargs: P
         )
     loop = _LOOP.get()
     call = _BlockingCall(fn(*args, **kwargs))
-    loop.call_soon_threadsafe(call.start)  # the handle copies this thread's context: contextvars travel
-    try:
+    try:  # an interrupt as soon as the call is scheduled (before the wait) must cancel it too
+        loop.call_soon_threadsafe(call.start)  # the handle copies this thread's context: contextvars travel
         call.finished.acquire()
     except BaseException:  # KeyboardInterrupt and the like: do not leave the coroutine running
         loop.call_soon_threadsafe(call.cancel)
@@ -167,6 +167,8 @@ class _BlockingCall(Generic[R]):
     def cancel(self) -> None:  # on the loop, after `start` (callbacks run in the order they were scheduled)
         if self._task is not None:
             self._task.cancel()
+        else:  # interrupted before `start` was scheduled: it never runs
+            self._coro.close()
 
     def outcome(self) -> R:  # after `finished`: nothing changes the outcome any more
         error, self._error = self._error, None  # no cycle through the traceback's frames
