@@ -8,31 +8,18 @@ does not matter: the damage is in the bytes)."""
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
-import struct
 from array import array
 
 import pytest
 
 from flyteplugins_memory import MemoryStore, SearchHit
 from flyteplugins_memory._journal import search_segments
-from flyteplugins_memory._rules.search_binary import BLOCKS, MAGIC, read_header
+from flyteplugins_memory._rules.search_binary import read_header
 from flyteplugins_memory._rules.search_index import decode_segment, read_ext
+from segment_damage import rebuilt
 
 SEGMENTS = "meta/.journal/search/"
-
-
-def _blocks(data: bytes, **change) -> bytes:
-    """Binary segment `data` with blocks changed (`name=function of the block`), its header made to match."""
-    header, at = read_header(data)
-    blocks = {}
-    for name, length in zip(BLOCKS, header["bytes"], strict=True):
-        blocks[name], at = data[at : at + length], at + length
-    blocks.update({name: how(blocks[name]) for name, how in change.items()})
-    header["bytes"] = [len(blocks[name]) for name in BLOCKS]
-    head = json.dumps(header, separators=(",", ":"), sort_keys=True).encode()
-    return MAGIC + struct.pack("<I", len(head)) + head + b"".join(blocks[name] for name in BLOCKS)
 
 
 def _every(data: bytes, name: str, value) -> bytes:
@@ -46,14 +33,14 @@ def _every(data: bytes, name: str, value) -> bytes:
             values[i] = value(total, values[i])
         return values.tobytes()
 
-    return _blocks(data, **{name: changed})
+    return rebuilt(data, **{name: changed})
 
 
 DAMAGE = {
-    "first doc row not JSON": lambda b: _blocks(b, docs=lambda block: b"{" + block[1:]),
+    "first doc row not JSON": lambda b: rebuilt(b, docs=lambda block: b"{" + block[1:]),
     "postings out of order": lambda b: _every(b, "starts", lambda total, v: total - v),
     "doc ids out of range": lambda b: _every(b, "ids", lambda total, v: 250),
-    "truncated column": lambda b: _blocks(b, tfs=lambda block: block[:-1]),  # refused when opened
+    "truncated column": lambda b: rebuilt(b, tfs=lambda block: block[:-1]),  # refused when opened
 }
 
 

@@ -6,16 +6,14 @@ reported there as `DamagedSegment`. Pure: no store, no storage."""
 
 from __future__ import annotations
 
-import json
 import random
 import re
-import struct
 from array import array
 from collections.abc import Callable
 
 import pytest
 
-from flyteplugins_memory._rules.search_binary import BLOCKS, MAGIC, read_header
+from flyteplugins_memory._rules.search_binary import MAGIC, read_header
 from flyteplugins_memory._rules.search_forms import (
     BinarySegment,
     DamagedSegment,
@@ -26,6 +24,7 @@ from flyteplugins_memory._rules.search_forms import (
 )
 from flyteplugins_memory._rules.search_index import Corpus
 from flyteplugins_memory._rules.search_text import Doc, make_doc, tokenize
+from segment_damage import rebuilt
 
 WORDS = [f"w{i}" for i in range(60)] + ["café", "東京", "naïve"]
 
@@ -118,19 +117,6 @@ def test_segments_of_both_forms_are_segments():
     assert (
         decode_segment(encode_segment({}, "w")).paths == [] and decode_segment(encode_json_segment({}, "w")).paths == []
     )
-
-
-def rebuilt(data: bytes, **change) -> bytes:
-    """Binary segment `data` with blocks changed (`name=function of the block's bytes`), its header's block
-    lengths made to match: what a buggy writer could upload, under the sha256 of these bytes."""
-    header, at = read_header(data)
-    blocks = {}
-    for name, length in zip(BLOCKS, header["bytes"], strict=True):
-        blocks[name], at = data[at : at + length], at + length
-    blocks.update({name: how(blocks[name]) for name, how in change.items()})
-    header["bytes"] = [len(blocks[name]) for name in BLOCKS]
-    head = json.dumps(header, separators=(",", ":"), sort_keys=True).encode()
-    return MAGIC + struct.pack("<I", len(head)) + head + b"".join(blocks[name] for name in BLOCKS)
 
 
 def column(data: bytes, name: str, edit) -> bytes:
