@@ -459,10 +459,12 @@ def _python312() -> str:
 
 
 def _definable_venv() -> pathlib.Path:
-    """`.venv-definable/` with definable>=0.8 and this package (editable), made once and reused."""
+    """`.venv-definable/` with definable>=0.8 and this package (editable), made once and reused until
+    pyproject.toml changes (as the Makefile's venvs: a new dependency of ours must reach it)."""
     python = VENV / "bin" / "python"
     ready = VENV / ".ready"
-    if not ready.exists():
+    made_for = (REPO / "pyproject.toml").stat().st_mtime_ns
+    if not ready.exists() or ready.stat().st_mtime_ns < made_for:
         subprocess.run([_python312(), "-m", "venv", "--clear", str(VENV)], check=True)
         pip = [str(python), "-m", "pip", "install", "-q"]
         subprocess.run([*pip, "definable>=0.8", "-e", str(REPO)], check=True, timeout=1200)

@@ -108,7 +108,7 @@ async def run_save(remote: JournalStorage, job: SaveJob) -> State:
 
     async def segment() -> None:
         if not (job.imported or job.base.needs_save):  # else `_starting_point` may commit on another state
-            job.prepared = await prepare(remote, job.base, job.docs, job.search_repairs)
+            job.prepared = await prepare(remote, job.base, job.docs, job.search_repairs, whole=job.whole_index)
 
     try:
         await settled(content(), copies(), segment())
@@ -257,7 +257,7 @@ async def _commit(remote: JournalStorage, job: SaveJob, latest: State) -> tuple[
             apply(job.prepared, new)  # its segment went up with the save's content
         else:
             await _forget_prepared(remote, job, latest)
-            await extend(remote, latest, new, job.docs, job.search_repairs)
+            await extend(remote, latest, new, job.docs, job.search_repairs, whole=job.whole_index)
         record = encode(new.record())
         job.attempted.append(new.seq)
         if await _create_or_find_landed(remote, job, new.seq, record):

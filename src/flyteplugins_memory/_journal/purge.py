@@ -11,11 +11,14 @@ record and checkpoint still stored, in this journal and in an old one a moved st
 path's version snapshots), and removes, for each hash that no live path holds now: its journal blobs and
 every version snapshot with that content (of any path). It rewrites in place every stored record and
 checkpoint that holds the path's labels or its proposals' text (`_journal.redact`), cutting again the index parts
-that held its entry; it removes every search index segment that holds a doc of any of the path's
-contents (the index keeps a file's words, first lines and labels; records only name segments, so a state
-whose segment is gone reads as "index data missing" and search indexes those files again), and upstream's
-file and sidecar at the path. A purge marker per removed hash (and per replaced part) is written first,
-so a handle that still names the content gets `ContentPurged`, not `CorruptStore`. Bytes that another
+that held its entry; it removes every search index segment that names a content the path held, unless the
+segment holds no row of the path and no doc of a content that leaves storage (then what matched is another
+live path's doc of the same bytes: `_Sparing`). The purge's commit merged every segment of the index into
+one without the path's docs (`_rules.operations.merges_whole_index`), so the newest state names no segment
+the purge removes and a fresh handle's search reads no file again; a state older than the purge may name
+one: it reads as "index data missing" and search indexes those files again (docs/decisions/0175). It
+removes upstream's file and sidecar at the path. A purge marker per removed hash (and per replaced part) is
+written first, so a handle that still names the content gets `ContentPurged`, not `CorruptStore`. Bytes that another
 live path holds stay: they are that path's content.
 
 Cost: it reads every commit record and checkpoint still stored, O(stored history); run gc() first to
@@ -25,6 +28,7 @@ once they are older than its window (``gc(window=timedelta(0))`` right after a p
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +48,7 @@ from .._rules.markers import Purged, encode_marker, purge_marker_name
 from .._rules.offload import parse_off_loop
 from .._rules.proposals import EXT_MAP as PROPOSALS
 from .._rules.purge_count import counted
+from .._rules.search_forms import decode_segment
 from .._rules.state import State
 from .._rules.writes import ChangeOptions
 from . import gc as _gc
@@ -159,7 +164,7 @@ async def _purge_stored(
     doomed = {n: versions[n] for n in own_versions}
     if rel not in newest.files:
         doomed.update(await _sizes(remote, [rel, sidecar_name(rel)]))
-    core = _Purge(remote, journals, inventories, rel, actor, reason, read)
+    core = _Purge(remote, journals, inventories, rel, actor, reason, read, _Sparing(rel))
     objects, size, gone = await core.run(held, live, Redaction(path=rel, actor=actor, reason=reason), versions, doomed)
     return PurgeResult(rel, objects, size, tuple(gone), tuple(sorted(held & live)), commit)
 
@@ -203,6 +208,8 @@ class _Purge:
     reason: str
     #: each journal's records and checkpoints as already read (None: read them again)
     read: list[list[tuple[str, bytes]]] | None = None
+    #: which segments stay although they name a content of the path (None: none)
+    sparing: _Sparing | None = None
 
     async def run(
         self, held: set[str], live: set[str], redaction: Redaction, versions: dict[str, int], doomed: dict[str, int]
@@ -230,7 +237,8 @@ class _Purge:
             indexed = {search_segment_name(s): f.size for s, f in inventory.search.items()}
             copies = {n: stored[n] for s in gone if (n := blob_name(s)) in stored}
             # a segment holding a doc of any of these contents: the doc carries its path's labels too
-            copies.update(await _segments_holding(journal, indexed, sorted(held)))
+            spares = self.sparing.spares(gone) if self.sparing is not None else None
+            copies.update(await _segments_holding(journal, indexed, sorted(held), spares))
             more, extra = await _remove(journal, copies)
             objects, size = objects + more, size + extra
         return objects, size, gone
@@ -265,15 +273,49 @@ async def _in_checkpoint(journal: JournalStorage, checkpoint: Checkpoint, rel: s
     return index.lookup(rel)
 
 
-async def _segments_holding(journal: JournalStorage, segments: dict[str, int], shas: list[str]) -> dict[str, int]:
-    """Those of the search index `segments` (name: size) that name any of `shas`: a doc of that content.
-    A plain byte search: a sha that only shows up as a word of some text removes a segment too, which
-    costs that segment's files a read at the next search, never a wrong answer."""
+async def _segments_holding(
+    journal: JournalStorage, segments: dict[str, int], shas: list[str], spares: Callable[[str, bytes], bool] | None
+) -> dict[str, int]:
+    """Those of the search index `segments` (name: size) that name any of `shas`: a doc of that content,
+    but those `spares` keeps. A plain byte search: a sha that only shows up as a word of some text removes a
+    segment too, which costs that segment's files a read at the next search, never a wrong answer."""
     needles = [s.encode() for s in shas]
     if not needles:
         return {}
     found = await read_all(journal, sorted(segments))
-    return {name: segments[name] for name, data in found if any(n in data for n in needles)}
+    return {
+        name: segments[name]
+        for name, data in found
+        if any(n in data for n in needles) and not (spares is not None and spares(name, data))
+    }
+
+
+@dataclass(frozen=True)
+class _Sparing:
+    """A file purge's rule for a segment that matches a content of the path: it stays if it holds no row of
+    the path (a doc or a tombstone: a doc carries its path's labels) and no doc of a content that leaves
+    storage. What matched is then the doc of another path whose bytes a live path still holds (its text is
+    that content's, its labels its own path's). The purge's commit merged every segment into one without
+    the path's docs (`_rules.operations.merges_whole_index`), so the index it leaves names a segment that
+    stays, even when another live path holds the same bytes: a fresh handle's search finds every segment
+    (docs/decisions/0175)."""
+
+    path: str
+
+    def spares(self, gone: list[str]) -> Callable[[str, bytes], bool]:
+        purged = set(gone)
+
+        def spared(_name: str, data: bytes) -> bool:
+            """Whether the segment `data` stays (one that cannot be read does not)."""
+            try:
+                segment = decode_segment(data)
+                return self.path not in segment.paths and not any(
+                    (doc := segment.doc(i)) is not None and doc.sha256 in purged for i in range(len(segment.paths))
+                )
+            except ValueError:  # DamagedSegment too
+                return False
+
+        return spared
 
 
 def _version_sha(name: str) -> str | None:

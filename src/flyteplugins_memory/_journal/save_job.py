@@ -12,7 +12,15 @@ from .._rules.commit_info import About
 from .._rules.fold import Fold
 from .._rules.journal_objects import FileEntry
 from .._rules.merge import Changes
-from .._rules.operations import Create, FoldTranscript, Operation, Save, is_trusted, leaves_no_strays
+from .._rules.operations import (
+    Create,
+    FoldTranscript,
+    Operation,
+    Save,
+    is_trusted,
+    leaves_no_strays,
+    merges_whole_index,
+)
 from .._rules.search_index import Repairs, Updates
 from .._rules.state import State
 from .search_segments import Prepared
@@ -78,6 +86,11 @@ class SaveJob:
     def leaves_no_strays(self) -> bool:
         """If it does not commit, it must leave no file behind at a path (`_rules.operations.leaves_no_strays`)."""
         return leaves_no_strays(self.operation)
+
+    @property
+    def whole_index(self) -> bool:
+        """Its search update merges every segment (`_rules.operations.merges_whole_index`)."""
+        return merges_whole_index(self.operation)
 
     @property
     def fold(self) -> Fold | None:

@@ -159,13 +159,16 @@ class Prepared:
     index: SearchExt | None
 
 
-async def prepare(remote: ObjectStorage, latest: State, updates: Updates | None, repairs: Repairs) -> Prepared | None:
-    """Write the segment of `updates` (and `repairs`' docs made against `latest`) for a commit built on `latest`.
-    Best effort, as `extend`; None when the save carries no docs (deletions with unknown contents)."""
+async def prepare(
+    remote: ObjectStorage, latest: State, updates: Updates | None, repairs: Repairs, *, whole: bool = False
+) -> Prepared | None:
+    """Write the segment of `updates` (and `repairs`' docs made against `latest`) for a commit built on `latest`,
+    merged with every segment of the index if `whole` (a purge's commit). Best effort, as `extend`; None when
+    the save carries no docs (deletions with unknown contents)."""
     if updates is None:
         return None
     try:
-        return Prepared(latest, await _extended(remote, latest, _THIS_COMMIT, updates, repairs))
+        return Prepared(latest, await _extended(remote, latest, _THIS_COMMIT, updates, repairs, whole))
     except Exception as exc:
         logger.warning("Committing without updating the search index: %s", exc)
         return Prepared(latest, None)
@@ -180,14 +183,18 @@ def apply(prepared: Prepared | None, new: State) -> None:
     new.ext = {**new.ext, EXT_KEY: sx.encoded()}
 
 
-async def extend(remote: ObjectStorage, latest: State, new: State, updates: Updates | None, repairs: Repairs) -> None:
+async def extend(
+    remote: ObjectStorage, latest: State, new: State, updates: Updates | None, repairs: Repairs, *, whole: bool = False
+) -> None:
     """Set `new`'s ``ext["search"]``: `latest`'s index plus a segment of `updates` (this commit's docs)
-    and, when they were made against `latest`, `repairs`' docs. Best effort: on any failure `new` keeps
-    `latest`'s index, which then no longer claims to be exact."""
-    apply(await prepare(remote, latest, updates, repairs), new)
+    and, when they were made against `latest`, `repairs`' docs (all segments merged into one if `whole`).
+    Best effort: on any failure `new` keeps `latest`'s index, which then no longer claims to be exact."""
+    apply(await prepare(remote, latest, updates, repairs, whole=whole), new)
 
 
-async def _extended(remote: ObjectStorage, latest: State, seq: int, updates: Updates, repairs: Repairs) -> SearchExt:
+async def _extended(
+    remote: ObjectStorage, latest: State, seq: int, updates: Updates, repairs: Repairs, whole: bool = False
+) -> SearchExt:
     old = read_ext(latest.ext) or SearchExt()
     repaired = repairs.seq is not None and repairs.seq == latest.seq
     exact = repaired or old.seq == latest.seq or _empty(latest)
@@ -199,7 +206,7 @@ async def _extended(remote: ObjectStorage, latest: State, seq: int, updates: Upd
     # a merge may wait only where the index names no segment a purge removed (exact, and no purge ever) and
     # the save hides no doc whose text must go with its file
     may_wait = exact and purges(latest.ext) == 0 and _forgets_nothing(latest, updates)
-    if docs and await _fold(remote, sx, docs, repairs.cache, may_wait=may_wait):
+    if docs and await _fold(remote, sx, docs, repairs.cache, may_wait=may_wait, whole=whole):
         sx.seq = old.seq  # older than this commit (or unknown): it lacks the dropped segments' docs, inexact
     return sx
 
@@ -233,18 +240,25 @@ def _merge_waits(sx: SearchExt, merging: list[SegmentRef], cache: dict[str, Segm
 
 
 async def _fold(
-    remote: ObjectStorage, sx: SearchExt, docs: Updates, cache: dict[str, Segment], *, may_wait: bool = False
+    remote: ObjectStorage,
+    sx: SearchExt,
+    docs: Updates,
+    cache: dict[str, Segment],
+    *,
+    may_wait: bool = False,
+    whole: bool = False,
 ) -> bool:
-    """Write `docs` as a new segment, merged with the newest segments as `merge_plan` says (those
-    `cache` lacks are read, unless the merge `may_wait`, `_merge_waits`; the new one is cached:
-    the handle's next search needs it). A segment to merge
-    that is gone (a purge removes those holding a purged doc) leaves the index, which then misses its docs:
-    True if that happened (the caller marks the index inexact, and readers index those files again)."""
+    """Write `docs` as a new segment, merged with the newest segments as `merge_plan` says, or with all of
+    them if `whole` (those `cache` lacks are read, unless the merge `may_wait`, `_merge_waits`; the new one is
+    cached: the handle's next search needs it). A segment to merge that is gone (a purge removes those holding
+    a purged doc) leaves the index, which then misses its docs: True if that happened (the caller marks the
+    index inexact, and readers index those files again)."""
     dropped = False
     while True:  # each round merges, or drops at least one segment: bounded by their number
-        count = merge_plan([r.bytes for r in sx.segments] + [len(encode_segment(docs, WRITER))])
+        sizes = [r.bytes for r in sx.segments] + [len(encode_segment(docs, WRITER))]
+        count = len(sizes) if whole else merge_plan(sizes)
         merging = sx.segments[len(sx.segments) + 1 - count :] if count else []
-        if not merging or (may_wait and _merge_waits(sx, merging, cache)):
+        if not merging or (may_wait and not whole and _merge_waits(sx, merging, cache)):
             merging = []
             break
         found = await read_segments(remote, merging, cache)

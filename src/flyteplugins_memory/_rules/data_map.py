@@ -212,7 +212,8 @@ OBJECTS: tuple[ObjectKind, ...] = (
         "search/<sha[:2]>/<sha256>.json",
         Carries.CONTENT | Carries.LABELS | Carries.PATHS,
         "the docs of the files (and messages) a save indexed: words, a snippet, labels",
-        purge="every segment holding a doc of the purged content is deleted (search indexes again)",
+        purge="every segment holding a doc of the purged path, or of content no live path holds, is deleted; "
+        "the purge's commit merges the index into one segment without them (0175)",
         expiry="segments naming expired content are deleted by gc with the content's blobs",
         gc="deleted once no kept state names it and it is older than the window",
         read_only="n/a",
@@ -450,7 +451,7 @@ PLACES: tuple[Place, ...] = (
         "search docs (words, snippet, labels)",
         ("search_segment",),
         Carries.CONTENT | Carries.LABELS,
-        purge="the segment is deleted; the commit records only name segments",
+        purge="the segment is deleted; the purge's commit names one merged segment without the path's docs",
         expiry="the segment is deleted by gc",
     ),
 )
@@ -491,7 +492,7 @@ def render_markdown() -> str:
     lines = [
         "# The data map: where data lives, and how every operation reaches it",
         "",
-        "Rendered from `src/flyteplugins_memory/_data_map.py` (a test keeps this page equal to it). Journal",
+        "Rendered from `src/flyteplugins_memory/_rules/data_map.py` (a test keeps this page equal to it). Journal",
         'names are relative to the journal (docs/journal.md, "Objects"), store names to the store prefix.',
         "",
         "## Stored objects",

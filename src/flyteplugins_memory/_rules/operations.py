@@ -137,6 +137,13 @@ def is_trusted(operation: Operation) -> bool:
     return isinstance(operation, Expire) or (isinstance(operation, Decision) and operation.trusted)
 
 
+def merges_whole_index(operation: Operation) -> bool:
+    """Whether a commit of `operation` merges every search segment into one: a purge's, so that the state
+    it makes names no segment holding the purged docs (the purge then removes those, and a fresh handle's
+    search finds every segment it names: docs/decisions/0175)."""
+    return isinstance(operation, Purge)
+
+
 def leaves_no_strays(operation: Operation) -> bool:
     """Whether a commit of `operation` that does not land must leave no file at a path (no in-place upload,
     `_journal.inplace`): a create's loser, and a decision or purge, which the handle forgets if it fails."""
