@@ -164,7 +164,9 @@ class ProposalConflict(ConcurrencyError):
 class ContentChanged(ConcurrencyError):
     """A stream (``open_bytes``) over a file stored in place at its path found other bytes there than the
     ones it opened (another writer replaced the file meanwhile): nothing read is to be trusted. Opening
-    it again reads the state as it is now."""
+    it again reads what the view shows: a handle's, the state as it is now; a past state's
+    (``store.at(commit)``), the same commit, whose old bytes a save of ours kept in a copy (an upstream
+    writer keeps none: then the stream raises this error again, docs/decisions/0162)."""
 
     def __init__(self, path: str, expected_sha: str):
         super().__init__(path, expected_sha, "")
