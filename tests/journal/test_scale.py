@@ -403,3 +403,50 @@ def test_a_refresh_racing_a_lookup_never_meets_an_unloaded_part(local_backend, k
         handle.prefetch("d03")  # what the racing refresh made stale is fetched again
         assert (handle.root / path_of(300)).read_text() == f"newer {trial}"
         assert handle.list_paths("d03") == [path_of(i) for i in range(300, 400)]
+
+
+def past_on_parts(key: str):
+    """A past state read from the partitioned checkpoint (commit 3, one save after it)."""
+    store = seeded(key)
+    store.write_text("later.txt", "later")
+    store.save()
+    store.write_text("later.txt", "even later")
+    store.save()
+    return MemoryStore.get_or_create(key=key).at(3)
+
+
+def test_concurrent_reads_of_a_past_state_read_each_part_once(local_backend, key, small_index_parts, io_counter):
+    """``store.at(commit)`` has no lock of its own: lookups at once share the reads of the parts they need
+    (a report reading many past files read each part once per lookup)."""
+    past = past_on_parts(key)
+    io_counter.reset()
+
+    async def read_all_at_once() -> list[str]:
+        return await asyncio.gather(*(past.read_text.aio(path_of(i)) for i in range(0, FILES, 3)))
+
+    assert asyncio.run(read_all_at_once()) == [f"content {i}" for i in range(0, FILES, 3)]
+    reads = part_reads(io_counter)
+    assert reads and len(reads) == len(set(reads)), sorted(reads)
+
+
+def test_a_part_read_that_fails_leaves_its_waiters_to_read_it(local_backend, key, small_index_parts):
+    files = past_on_parts(key)._state.files.base
+    assert isinstance(files, CheckpointFiles) and files.partitioned
+    source, calls = files.source, []
+
+    class FailsOnce:
+        async def read_many(self, names):
+            calls.append(names)
+            await asyncio.sleep(0.01)  # the others join while this one reads
+            if len(calls) == 1:
+                raise OSError("injected: the first read fails")
+            return await source.read_many(names)
+
+    files.source = FailsOnce()  # type: ignore[assignment]
+
+    async def three() -> list[BaseException | None]:
+        return await asyncio.gather(*(files.load([0]) for _ in range(3)), return_exceptions=True)
+
+    outcomes = asyncio.run(three())
+    assert [type(o).__name__ for o in outcomes] == ["OSError", "NoneType", "NoneType"]
+    assert 0 in files.loaded and len(calls) == 2  # one failed read, then one read shared by both waiters

@@ -18,6 +18,7 @@ stays below the storage seam); parts of one checkpoint are shared by every state
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import itertools
 from collections.abc import Iterable, Iterator, Mapping
@@ -86,6 +87,10 @@ class CheckpointFiles:
         self.loaded: dict[int, dict[str, FileEntry]] = {}
         self.exts: dict[int, dict] = {}
         self._sorted: dict[int, list[str]] = {}
+        #: parts being read now, and by which event loop: a concurrent read of the same part waits for that
+        #: one instead of reading it again (a view without a lock of its own, such as ``store.at(commit)``,
+        #: may look up many paths at once)
+        self._reading: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = {}
         if not self.refs:
             self._sorted[-1] = sorted(self.inline)
 
@@ -156,19 +161,33 @@ class CheckpointFiles:
         return sorted({i for i in indices if i not in self.loaded})
 
     async def load(self, indices: Iterable[int]) -> None:
-        """Read, verify and keep the parts `indices` that are not loaded yet."""
+        """Read, verify and keep the parts `indices` that are not loaded yet. A part that another call on this
+        event loop is reading is waited for, and read here only if that read failed (its caller has the error)."""
+        indices = list(indices)
+        loop = asyncio.get_running_loop()
+        while pending := {r[1] for i in self.missing(indices) if (r := self._reading.get(i)) and r[0] is loop}:
+            await asyncio.wait(pending)
         wanted = self.missing(indices)
         if not wanted:
             return
         assert self.source is not None, "a partitioned checkpoint always knows where it was read from"
-        for start in range(0, len(wanted), LOAD_BATCH):
-            batch = wanted[start : start + LOAD_BATCH]
-            names = {i: part_name(self.refs[i].sha256) for i in batch}
-            found = await self.source.read_many(list(names.values()))
-            for i, name in names.items():
-                if name not in found:
-                    raise await self._missing(name)
-                self.keep(i, load_part(found[name], self.refs[i], name))
+        mine: asyncio.Future[None] = loop.create_future()
+        for i in wanted:  # a read on another loop keeps its entry: this one reads the part too
+            self._reading.setdefault(i, (loop, mine))
+        try:
+            for start in range(0, len(wanted), LOAD_BATCH):
+                batch = wanted[start : start + LOAD_BATCH]
+                names = {i: part_name(self.refs[i].sha256) for i in batch}
+                found = await self.source.read_many(list(names.values()))
+                for i, name in names.items():
+                    if name not in found:
+                        raise await self._missing(name)
+                    self.keep(i, load_part(found[name], self.refs[i], name))
+        finally:
+            for i in wanted:
+                if self._reading.get(i, (None, None))[1] is mine:
+                    del self._reading[i]
+            mine.set_result(None)  # the waiters look again: a part still missing is theirs to read
 
     async def _missing(self, name: str) -> Exception:
         """A missing part: gc() collected this checkpoint (it deletes checkpoints before their parts), a
