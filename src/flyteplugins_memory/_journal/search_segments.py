@@ -115,7 +115,8 @@ def _checked(store: str, ref: SegmentRef, data: bytes | None) -> Segment | None:
         _report(
             store,
             ref.sha256,
-            "Search segment %s is gone (a purge or gc rewrote the index since it was read), indexing files instead",
+            "Search segment %s is gone (a purge or gc removed it after this state was read), indexing files instead;"
+            " refresh() moves the handle to the newest index",
         )
         return None
     if len(data) != ref.bytes or hashlib.sha256(data).hexdigest() != ref.sha256:
