@@ -1,7 +1,8 @@
-"""Search after a purge (DESIGN §5b: purge x search): the purge's commit merges the whole index into one
-segment without the purged docs, so the index it leaves names only segments that stay in storage. A handle
-opened after the purge searches without a warning and without reading files again, also when another live
-path holds the purged path's bytes (its doc stays; the purged path's labels do not) (decision 0175)."""
+"""Search after a purge or gc()'s expiry (DESIGN §5b: purge x search, ttl x search): their commit merges the
+whole index into one segment without the docs they delete, so the index it leaves names only segments that
+stay in storage. A handle opened afterwards searches without a warning and without reading files again, also
+when another live path holds the purged path's bytes (its doc stays; the purged path's labels do not)
+(decision 0175)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,10 @@ def tiered(store: MemoryStore, secret: str, *, copy_to: str | None = None) -> No
     for j in range(6):
         store.write_text(f"later/{j}.md", f"trains note {j}")
         store.save()
+
+
+def paths(hits) -> list[str]:
+    return [h.path for h in hits]
 
 
 def search_warnings(caplog) -> list[str]:
@@ -100,3 +105,40 @@ def test_an_older_doc_of_the_purged_path_leaves_with_its_segment(durable_backend
     fresh = MemoryStore.get_or_create(key=key)
     assert set(named_segments(fresh)) <= set(stored)
     assert fresh.search("xenoglossy") == [] and len(fresh.search("padding", limit=100)) == 30
+
+
+@pytest.mark.parametrize("copied", [False, True])
+def test_a_handle_opened_after_gc_expired_a_file_finds_every_segment_the_index_names(
+    local_backend, key, caplog, monkeypatch, copied
+):
+    """gc()'s expiry commit merges the whole index too: the segment that held the expired doc goes, and the
+    index it leaves names only segments that stay (decision 0175)."""
+    import time
+    from datetime import timedelta
+
+    from flyteplugins_memory._journal import gc as _gc
+
+    store = MemoryStore.create(key=key)
+    store.write_text("tmp.md", "ephemeral wombatine", ttl=timedelta(hours=1), metadata={"tag": "labeloftmp"})
+    if copied:  # a live path holds the same bytes: only the expired path's labels must leave
+        store.write_text("copy.md", "ephemeral wombatine")
+    for i in range(30):
+        store.write_text(f"f{i}.md", "padding " * 40)
+    store.save()
+    for j in range(4):
+        store.write_text(f"later/{j}.md", f"trains note {j}")
+        store.save()
+    monkeypatch.setattr(_gc, "clock", lambda: time.time() + 2 * 3600)  # the ttl ran out
+    assert store.gc(window=timedelta(0)).expired == ("tmp.md",)
+
+    fresh = MemoryStore.get_or_create(key=key)
+    stored = stored_segments(local_backend, key)
+    assert set(named_segments(fresh)) <= set(stored)
+    # its labels leave, and its text unless the copy holds it (a binary segment is read for the labels, not
+    # removed whole as unparseable JSON)
+    objects = local_backend.objects(key).items()
+    assert not [n for n, d in objects if b"labeloftmp" in d or (b"wombatine" in d and not copied)]
+    with caplog.at_level("INFO", logger="flyteplugins_memory"):
+        assert paths(fresh.search("wombatine")) == (["copy.md"] if copied else [])
+        assert len(fresh.search("padding", limit=100)) == 30
+    assert search_warnings(caplog) == []

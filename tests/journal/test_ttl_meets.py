@@ -425,3 +425,21 @@ def test_an_expired_file_deleted_by_a_write_beside_it_leaves_no_text_in_the_sear
     writer.save()
     assert writer.gc(window=timedelta(0)).expired == ()
     assert anywhere(local_backend, key, SECRET) == []
+
+
+def test_gc_reads_a_binary_segment_for_an_expired_paths_labels():
+    """gc() looks for an expired path's labels in each segment (its content may live on in another path):
+    a binary segment is decoded for them, not counted as unreadable (which removed every segment, the one
+    the newest index names included, whenever an expired file had labels)."""
+    from flyteplugins_memory._journal.gc import _labels_of
+    from flyteplugins_memory._rules.search_forms import encode_segment
+    from flyteplugins_memory._rules.search_text import make_doc
+
+    meta = ("2026-01-01T00:00:00+00:00", "agent", "", 5)
+    plain = make_doc("a" * 64, b"hello", meta, {})
+    labelled = make_doc("b" * 64, b"hello", meta, {"tag": "x"})
+    segment = encode_segment({"tmp.md": labelled, "copy.md": plain}, "test")
+    assert _labels_of(segment, frozenset({"tmp.md"})) is True
+    assert _labels_of(segment, frozenset({"copy.md"})) is False  # a row without labels
+    assert _labels_of(segment, frozenset({"other.md"})) is False  # no row of the path
+    assert _labels_of(b"not a segment", frozenset({"other.md"})) is True  # unreadable: removed, to be safe

@@ -56,8 +56,8 @@ def test_an_operation_decides_the_commit_path_and_the_recorded_kind(
     assert job.leaves_no_strays is no_strays is leaves_no_strays(operation)
     assert job.trusted is trusted is is_trusted(operation)
     assert job.fold is (FOLD if isinstance(operation, FoldTranscript) else None)
-    # only a purge's commit merges every search segment: its state must name none the purge removes
-    assert job.whole_index is merges_whole_index(operation) is isinstance(operation, Purge)
+    # only a purge's and gc's expiry commit merge every search segment: their state must name none they remove
+    assert job.whole_index is merges_whole_index(operation) is isinstance(operation, (Purge, Expire))
 
 
 def test_settings_and_events_travel_with_their_operation():

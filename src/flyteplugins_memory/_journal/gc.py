@@ -17,7 +17,6 @@ effort, and only when the log shows something old enough to remove.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Iterable
@@ -30,6 +29,7 @@ from .._rules.markers import CONFIG_NAME, TOMBSTONE, TOMBSTONE_MAX_BYTES, encode
 from .._rules.offload import parse_off_loop
 from .._rules.open_hint import head_for
 from .._rules.retention_policy import journal_span, persisted_policy
+from .._rules.search_forms import decode_segment
 from .._rules.state import State
 from .._rules.ttl import EXPIRED_REASON, is_expired
 from ..errors import MemoryStoreError, StorageError
@@ -205,13 +205,16 @@ async def _segments_holding(
 
 
 def _labels_of(data: bytes, paths: frozenset[str]) -> bool:
-    """Whether search segment `data` holds the labels of a doc of one of `paths` (a segment that does not
-    parse: yes, to be safe; search indexes its files again)."""
+    """Whether search segment `data` (JSON or binary) holds the labels of a doc of one of `paths` (a segment
+    that does not parse: yes, to be safe; search indexes its files again)."""
     try:
-        body = json.loads(data)
-        listed, labels = body.get("paths", []), body.get("md", {})
-        return any(str(i) in labels for i, path in enumerate(listed) if path in paths)
-    except (ValueError, AttributeError, TypeError):
+        segment = decode_segment(data)
+        return any(
+            (doc := segment.doc(i)) is not None and bool(doc.metadata)
+            for i, path in enumerate(segment.paths)
+            if path in paths
+        )
+    except ValueError:  # DamagedSegment too
         return True
 
 

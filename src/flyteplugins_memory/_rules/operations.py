@@ -138,10 +138,10 @@ def is_trusted(operation: Operation) -> bool:
 
 
 def merges_whole_index(operation: Operation) -> bool:
-    """Whether a commit of `operation` merges every search segment into one: a purge's, so that the state
-    it makes names no segment holding the purged docs (the purge then removes those, and a fresh handle's
-    search finds every segment it names: docs/decisions/0175)."""
-    return isinstance(operation, Purge)
+    """Whether a commit of `operation` merges every search segment into one: a purge's and gc()'s expiry,
+    so that the state it makes names no segment holding the docs they delete (the purge or gc then removes
+    those segments, and a fresh handle's search finds every segment it names: docs/decisions/0175)."""
+    return isinstance(operation, (Purge, Expire))
 
 
 def leaves_no_strays(operation: Operation) -> bool:
